@@ -1,0 +1,10 @@
+//! gatehouse: run executors as WebAssembly components in a sandbox built
+//! from a deny-by-default policy.
+//!
+//! - [`policy`] — the pure gate: registry, matrix, requests, `decide`.
+//! - [`grants`] — the SQLite grant store and `effective_outcome`.
+//! - [`manifest`] — `executor.toml` and its validator.
+//! - [`config`] — `gatehouse.toml`, actors, path resolution.
+//! - [`snapshot`] — `policy.json`: prepare and verify.
+
+pub mod policy;

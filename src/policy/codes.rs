@@ -1,0 +1,199 @@
+//! Every deny code gatehouse can return, in one place.
+//!
+//! The strings are stable: tests, logs and callers match on them. Adding a
+//! code means adding a variant, its string, its meaning and a test that
+//! produces it.
+
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+
+/// Why a request was refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum DenyCode {
+    UnknownRequest,
+    UnknownActor,
+    UnknownTarget,
+    DelegationNotAllowed,
+    PrivateMemoryDenied,
+    MemoryNotGranted,
+    WorkspaceNotGranted,
+    WorkspaceReadOnly,
+    WorkspaceScopeMismatch,
+    PathResolutionFailed,
+    PolicyMutationDenied,
+    DefinitionMutationDenied,
+    RawRuntimeToolDenied,
+    IndirectToolRequest,
+    ToolNotGranted,
+    SkillNotGranted,
+    SubagentNotGranted,
+    McpServerNotGranted,
+    CapabilityUnknown,
+    CapabilityDenied,
+    TargetMismatch,
+    ApprovalRequired,
+    ApprovalRefused,
+    SnapshotMismatch,
+    DigestMismatch,
+}
+
+/// Which part of the gate produces a code.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CodeFamily {
+    /// Checked before dispatching on the request kind.
+    Gate,
+    Delegation,
+    Memory,
+    Workspace,
+    Configuration,
+    Tool,
+    Skill,
+    Subagent,
+    Mcp,
+    Capability,
+    Snapshot,
+    Component,
+}
+
+impl CodeFamily {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CodeFamily::Gate => "gate",
+            CodeFamily::Delegation => "delegation",
+            CodeFamily::Memory => "memory",
+            CodeFamily::Workspace => "workspace",
+            CodeFamily::Configuration => "configuration",
+            CodeFamily::Tool => "tool",
+            CodeFamily::Skill => "skill",
+            CodeFamily::Subagent => "subagent",
+            CodeFamily::Mcp => "mcp",
+            CodeFamily::Capability => "capability",
+            CodeFamily::Snapshot => "snapshot",
+            CodeFamily::Component => "component",
+        }
+    }
+}
+
+use DenyCode as D;
+
+impl DenyCode {
+    /// Every code, in documentation order.
+    pub const ALL: [DenyCode; 25] = [
+        D::UnknownRequest,
+        D::UnknownActor,
+        D::UnknownTarget,
+        D::DelegationNotAllowed,
+        D::PrivateMemoryDenied,
+        D::MemoryNotGranted,
+        D::WorkspaceNotGranted,
+        D::WorkspaceReadOnly,
+        D::WorkspaceScopeMismatch,
+        D::PathResolutionFailed,
+        D::PolicyMutationDenied,
+        D::DefinitionMutationDenied,
+        D::RawRuntimeToolDenied,
+        D::IndirectToolRequest,
+        D::ToolNotGranted,
+        D::SkillNotGranted,
+        D::SubagentNotGranted,
+        D::McpServerNotGranted,
+        D::CapabilityUnknown,
+        D::CapabilityDenied,
+        D::TargetMismatch,
+        D::ApprovalRequired,
+        D::ApprovalRefused,
+        D::SnapshotMismatch,
+        D::DigestMismatch,
+    ];
+
+    /// The stable string of the code.
+    pub fn as_str(self) -> &'static str {
+        self.row().0
+    }
+
+    /// The part of the gate that produces it.
+    pub fn family(self) -> CodeFamily {
+        self.row().1
+    }
+
+    /// One line saying what the code means.
+    pub fn meaning(self) -> &'static str {
+        self.row().2
+    }
+
+    pub fn from_name(name: &str) -> Option<DenyCode> {
+        DenyCode::ALL.into_iter().find(|c| c.as_str() == name)
+    }
+
+    fn row(self) -> (&'static str, CodeFamily, &'static str) {
+        use CodeFamily as F;
+        match self {
+            D::UnknownRequest => ("UNKNOWN_REQUEST", F::Gate, "the request does not have a known kind or shape; anything not explicitly handled is refused"),
+            D::UnknownActor => ("UNKNOWN_ACTOR", F::Gate, "the asking actor is not defined in the host configuration"),
+            D::UnknownTarget => ("UNKNOWN_TARGET", F::Delegation, "the actor to delegate to is not defined in the host configuration"),
+            D::DelegationNotAllowed => ("DELEGATION_NOT_ALLOWED", F::Delegation, "the target actor is not in the asking actor's `delegates_to`"),
+            D::PrivateMemoryDenied => ("PRIVATE_MEMORY_DENIED", F::Memory, "the memory scope is another actor's private scope"),
+            D::MemoryNotGranted => ("MEMORY_NOT_GRANTED", F::Memory, "the memory scope is not one of the actor's memory scopes"),
+            D::WorkspaceNotGranted => ("WORKSPACE_NOT_GRANTED", F::Workspace, "the resolved path is under none of the actor's workspace roots"),
+            D::WorkspaceReadOnly => ("WORKSPACE_READ_ONLY", F::Workspace, "a write to a path under a workspace root granted read-only"),
+            D::WorkspaceScopeMismatch => ("WORKSPACE_SCOPE_MISMATCH", F::Workspace, "the resolved path is under an actor root but outside this turn's workspace"),
+            D::PathResolutionFailed => ("PATH_RESOLUTION_FAILED", F::Workspace, "the path could not be canonicalized (neither it nor its parent resolves)"),
+            D::PolicyMutationDenied => ("POLICY_MUTATION_DENIED", F::Configuration, "a write to the host's policy: configuration, grants database or history"),
+            D::DefinitionMutationDenied => ("DEFINITION_MUTATION_DENIED", F::Configuration, "a write to an actor or executor definition (manifests, executor directories)"),
+            D::RawRuntimeToolDenied => ("RAW_RUNTIME_TOOL_DENIED", F::Tool, "the tool or a command segment invokes a raw agent runtime (herdr, paseo, create_agent, spawn_agent)"),
+            D::IndirectToolRequest => ("INDIRECT_TOOL_REQUEST", F::Tool, "the command hides what it runs (eval, backticks, $(...), process substitution, base64, xxd, sh -c, xargs, ...)"),
+            D::ToolNotGranted => ("TOOL_NOT_GRANTED", F::Tool, "the tool, or a program a command segment runs, is not in the actor's tools"),
+            D::SkillNotGranted => ("SKILL_NOT_GRANTED", F::Skill, "the actor may not run this executor"),
+            D::SubagentNotGranted => ("SUBAGENT_NOT_GRANTED", F::Subagent, "the actor may not use this subagent"),
+            D::McpServerNotGranted => ("MCP_SERVER_NOT_GRANTED", F::Mcp, "the actor may not use this MCP server (also for `mcp__<server>__<tool>` tools)"),
+            D::CapabilityUnknown => ("CAPABILITY_UNKNOWN", F::Capability, "the capability name is not in the closed registry"),
+            D::CapabilityDenied => ("CAPABILITY_DENIED", F::Capability, "the autonomy matrix denies the capability at this level; no grant can change it"),
+            D::TargetMismatch => ("TARGET_MISMATCH", F::Capability, "the target is missing, malformed, of the wrong kind, or outside what was declared"),
+            D::ApprovalRequired => ("APPROVAL_REQUIRED", F::Capability, "the capability needs an approval and none could be asked for (no terminal)"),
+            D::ApprovalRefused => ("APPROVAL_REFUSED", F::Capability, "the person asked refused the approval"),
+            D::SnapshotMismatch => ("SNAPSHOT_MISMATCH", F::Snapshot, "the policy snapshot differs from the policy recomputed from its sources"),
+            D::DigestMismatch => ("DIGEST_MISMATCH", F::Component, "the component's sha256 differs from the digest its manifest pins"),
+        }
+    }
+}
+
+impl fmt::Display for DenyCode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl Serialize for DenyCode {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.as_str())
+    }
+}
+
+impl<'de> Deserialize<'de> for DenyCode {
+    fn deserialize<D2: serde::Deserializer<'de>>(d: D2) -> Result<Self, D2::Error> {
+        let name = String::deserialize(d)?;
+        DenyCode::from_name(&name)
+            .ok_or_else(|| serde::de::Error::custom(format!("unknown deny code `{name}`")))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn strings_are_unique_and_round_trip() {
+        let mut seen = std::collections::BTreeSet::new();
+        for code in DenyCode::ALL {
+            assert!(seen.insert(code.as_str()), "duplicate {code}");
+            assert_eq!(DenyCode::from_name(code.as_str()), Some(code));
+            assert!(code
+                .as_str()
+                .chars()
+                .all(|c| c.is_ascii_uppercase() || c == '_'));
+            assert!(!code.meaning().is_empty());
+        }
+    }
+}

@@ -1,0 +1,468 @@
+//! `decide`: the single gate.
+//!
+//! Order: the request's shape (`UNKNOWN_REQUEST`), the actor
+//! (`UNKNOWN_ACTOR`), then the rule of its kind. Each rule is written
+//! deny-first and ends in a deny: nothing is allowed by falling through.
+
+use serde::{Deserialize, Serialize};
+
+use super::codes::DenyCode;
+use super::command;
+use super::grant::effective_outcome;
+use super::matrix::{Level, Outcome};
+use super::registry::{Capability, TargetKind};
+use super::request::{Access, ConfigSubject, Request, RequestKind, ResolvedPath};
+use super::snapshot::{Actor, ProtectedKind, Snapshot, WorkspaceMode};
+use super::target::{TargetError, TargetPattern};
+
+/// The answer of the gate, with its reason.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "decision", rename_all = "snake_case")]
+pub enum Decision {
+    Allow {
+        reason: String,
+    },
+    ApprovalRequired {
+        capability: Capability,
+        target: Option<String>,
+        reason: String,
+    },
+    Deny {
+        code: DenyCode,
+        reason: String,
+    },
+}
+
+impl Decision {
+    fn deny(code: DenyCode, reason: impl Into<String>) -> Decision {
+        Decision::Deny {
+            code,
+            reason: reason.into(),
+        }
+    }
+
+    fn allow(reason: impl Into<String>) -> Decision {
+        Decision::Allow {
+            reason: reason.into(),
+        }
+    }
+
+    pub fn is_allow(&self) -> bool {
+        matches!(self, Decision::Allow { .. })
+    }
+
+    /// The deny code, if this is a denial.
+    pub fn code(&self) -> Option<DenyCode> {
+        match self {
+            Decision::Deny { code, .. } => Some(*code),
+            _ => None,
+        }
+    }
+
+    pub fn reason(&self) -> &str {
+        match self {
+            Decision::Allow { reason }
+            | Decision::ApprovalRequired { reason, .. }
+            | Decision::Deny { reason, .. } => reason,
+        }
+    }
+
+    /// `allowed`, `approval_required` or `denied`.
+    pub fn outcome(&self) -> Outcome {
+        match self {
+            Decision::Allow { .. } => Outcome::Allowed,
+            Decision::ApprovalRequired { .. } => Outcome::ApprovalRequired,
+            Decision::Deny { .. } => Outcome::Denied,
+        }
+    }
+}
+
+/// Decides a request given as JSON: a value that is not one of the request
+/// shapes is `UNKNOWN_REQUEST`.
+pub fn decide_json(snapshot: &Snapshot, request: &serde_json::Value) -> Decision {
+    match Request::deserialize(request) {
+        Ok(req) => decide(snapshot, &req),
+        Err(e) => Decision::deny(
+            DenyCode::UnknownRequest,
+            format!("the request has no known shape: {e}"),
+        ),
+    }
+}
+
+/// The gate. Pure: reads only `snapshot` and `request`.
+pub fn decide(snapshot: &Snapshot, request: &Request) -> Decision {
+    if let Some(why) = shape_problem(request) {
+        return Decision::deny(DenyCode::UnknownRequest, why);
+    }
+    let Some(actor) = snapshot.actors.get(&request.actor) else {
+        return Decision::deny(
+            DenyCode::UnknownActor,
+            format!("actor `{}` is not defined", request.actor),
+        );
+    };
+    let name = request.actor.as_str();
+    match &request.kind {
+        RequestKind::Delegation { target } => delegation(snapshot, actor, target),
+        RequestKind::Memory { scope, .. } => memory(name, actor, scope),
+        RequestKind::Workspace { path, access } => workspace(snapshot, actor, path, *access),
+        RequestKind::Configuration { subject, what } => configuration(*subject, what),
+        RequestKind::Tool { tool, command } => tool_request(actor, tool, command.as_deref()),
+        RequestKind::Skill { skill } => by_name(
+            &actor.skills,
+            skill,
+            true,
+            DenyCode::SkillNotGranted,
+            "executor",
+        ),
+        RequestKind::Subagent { subagent } => by_name(
+            &actor.subagents,
+            subagent,
+            false,
+            DenyCode::SubagentNotGranted,
+            "subagent",
+        ),
+        RequestKind::Mcp { server } => by_name(
+            &actor.mcp_servers,
+            server,
+            false,
+            DenyCode::McpServerNotGranted,
+            "mcp server",
+        ),
+        RequestKind::Capability {
+            capability,
+            target,
+            executor,
+        } => capability_request(
+            snapshot,
+            actor,
+            capability,
+            target.as_deref(),
+            executor.as_deref(),
+        ),
+    }
+}
+
+fn shape_problem(request: &Request) -> Option<String> {
+    for text in request.texts() {
+        if text.is_empty() {
+            return Some(format!(
+                "a `{}` request has an empty field",
+                request.kind.name()
+            ));
+        }
+        if text.chars().any(char::is_control) {
+            return Some(format!(
+                "a `{}` request has a control character in `{}`",
+                request.kind.name(),
+                text.escape_default()
+            ));
+        }
+    }
+    None
+}
+
+fn delegation(snapshot: &Snapshot, actor: &Actor, target: &str) -> Decision {
+    if !snapshot.actors.contains_key(target) {
+        return Decision::deny(
+            DenyCode::UnknownTarget,
+            format!("actor `{target}` is not defined"),
+        );
+    }
+    if actor.delegates_to.iter().any(|t| t == target) {
+        return Decision::allow(format!("`{target}` is in `delegates_to`"));
+    }
+    Decision::deny(
+        DenyCode::DelegationNotAllowed,
+        format!("`{target}` is not in `delegates_to`"),
+    )
+}
+
+/// The private scope of an actor.
+pub fn private_scope(actor: &str) -> String {
+    format!("private:{actor}")
+}
+
+fn memory(name: &str, actor: &Actor, scope: &str) -> Decision {
+    if let Some(owner) = scope.strip_prefix("private:") {
+        if owner == name {
+            return Decision::allow("an actor's own private scope");
+        }
+        return Decision::deny(
+            DenyCode::PrivateMemoryDenied,
+            format!("`{scope}` is the private scope of `{owner}`"),
+        );
+    }
+    if actor.memory.iter().any(|s| s == scope) {
+        return Decision::allow(format!("`{scope}` is one of the actor's memory scopes"));
+    }
+    Decision::deny(
+        DenyCode::MemoryNotGranted,
+        format!("memory scope `{scope}` is not granted"),
+    )
+}
+
+/// Whether `path` is `root` or below it (both canonical).
+pub fn is_within(path: &str, root: &str) -> bool {
+    if root == "/" {
+        return path.starts_with('/');
+    }
+    path == root || (path.starts_with(root) && path.as_bytes().get(root.len()) == Some(&b'/'))
+}
+
+fn workspace(snapshot: &Snapshot, actor: &Actor, path: &ResolvedPath, access: Access) -> Decision {
+    let path = match path {
+        ResolvedPath::Resolved(p) if p.starts_with('/') => p.as_str(),
+        ResolvedPath::Resolved(p) => {
+            return Decision::deny(
+                DenyCode::PathResolutionFailed,
+                format!("`{p}` is not an absolute canonical path"),
+            )
+        }
+        ResolvedPath::Failed { input, reason } => {
+            return Decision::deny(
+                DenyCode::PathResolutionFailed,
+                format!("`{input}` could not be resolved: {reason}"),
+            )
+        }
+    };
+    if access == Access::Write {
+        if let Some(p) = snapshot
+            .roots
+            .protected
+            .iter()
+            .find(|p| is_within(path, &p.path))
+        {
+            let code = match p.kind {
+                ProtectedKind::Policy => DenyCode::PolicyMutationDenied,
+                ProtectedKind::Definition => DenyCode::DefinitionMutationDenied,
+            };
+            return Decision::deny(
+                code,
+                format!(
+                    "`{path}` is host configuration (`{}`); no executor may write it",
+                    p.path
+                ),
+            );
+        }
+    }
+    // The most specific root decides its mode.
+    let root = actor
+        .workspaces
+        .iter()
+        .filter(|r| is_within(path, &r.path))
+        .max_by_key(|r| r.path.len());
+    let Some(root) = root else {
+        return Decision::deny(
+            DenyCode::WorkspaceNotGranted,
+            format!("`{path}` is under none of the actor's workspace roots"),
+        );
+    };
+    if let Some(turn) = &snapshot.roots.turn_workspace {
+        if !is_within(path, turn) {
+            return Decision::deny(
+                DenyCode::WorkspaceScopeMismatch,
+                format!(
+                    "`{path}` is under root `{}` but outside this turn's workspace `{turn}`",
+                    root.path
+                ),
+            );
+        }
+    }
+    if access == Access::Write && root.mode == WorkspaceMode::ReadOnly {
+        return Decision::deny(
+            DenyCode::WorkspaceReadOnly,
+            format!("root `{}` is read-only", root.path),
+        );
+    }
+    Decision::allow(format!("`{path}` is under root `{}`", root.path))
+}
+
+fn configuration(subject: ConfigSubject, what: &str) -> Decision {
+    match subject {
+        ConfigSubject::Policy => Decision::deny(
+            DenyCode::PolicyMutationDenied,
+            format!("`{what}` is policy; no executor may change it"),
+        ),
+        ConfigSubject::Definition => Decision::deny(
+            DenyCode::DefinitionMutationDenied,
+            format!("`{what}` is a definition; no executor may change it"),
+        ),
+    }
+}
+
+fn tool_granted(tools: &[String], program: &str) -> bool {
+    let name = command::basename(program);
+    tools.iter().any(|t| {
+        if t.contains('/') {
+            t == program
+        } else {
+            t == name
+        }
+    })
+}
+
+fn tool_request(actor: &Actor, tool: &str, cmd: Option<&str>) -> Decision {
+    // Layer 1: raw runtime tools, by name or inside the command.
+    if command::is_raw_runtime_tool(tool) {
+        return Decision::deny(
+            DenyCode::RawRuntimeToolDenied,
+            format!("`{tool}` is a raw runtime tool"),
+        );
+    }
+    if let Some(raw) = cmd.and_then(command::invokes_raw_runtime) {
+        return Decision::deny(
+            DenyCode::RawRuntimeToolDenied,
+            format!("the command runs raw runtime tool `{raw}`"),
+        );
+    }
+    // Layer 2: commands whose meaning cannot be read off their text.
+    if let Some(construct) = cmd.and_then(command::indirect_construct) {
+        return Decision::deny(
+            DenyCode::IndirectToolRequest,
+            format!("the command uses {construct}"),
+        );
+    }
+    // Layer 3: MCP tools need their server.
+    if let Some(rest) = tool.strip_prefix("mcp__") {
+        let server = rest.split("__").next().unwrap_or_default();
+        if !server.is_empty() && rest.len() > server.len() + 2 {
+            if actor.mcp_servers.iter().any(|s| s == server) {
+                return Decision::allow(format!("mcp server `{server}` is granted"));
+            }
+            return Decision::deny(
+                DenyCode::McpServerNotGranted,
+                format!("mcp server `{server}` of tool `{tool}` is not granted"),
+            );
+        }
+        return Decision::deny(
+            DenyCode::UnknownRequest,
+            format!("`{tool}` is not of the form `mcp__<server>__<tool>`"),
+        );
+    }
+    // Layer 4: the tool, and every program the command runs, must be granted.
+    if !tool_granted(&actor.tools, tool) {
+        return Decision::deny(
+            DenyCode::ToolNotGranted,
+            format!("tool `{tool}` is not granted"),
+        );
+    }
+    if let Some(cmd) = cmd {
+        let screened = match command::screen(cmd) {
+            Ok(s) => s,
+            Err(command::LexError(why)) => {
+                return Decision::deny(
+                    DenyCode::IndirectToolRequest,
+                    format!("the command cannot be split ({why})"),
+                )
+            }
+        };
+        for inv in &screened.invocations {
+            for program in inv
+                .privileged_wrappers
+                .iter()
+                .chain(std::iter::once(&inv.program))
+            {
+                if !tool_granted(&actor.tools, program) {
+                    return Decision::deny(
+                        DenyCode::ToolNotGranted,
+                        format!("the command runs `{program}`, which is not granted"),
+                    );
+                }
+            }
+        }
+    }
+    Decision::allow(format!("tool `{tool}` is granted"))
+}
+
+fn by_name(granted: &[String], name: &str, wildcard: bool, code: DenyCode, what: &str) -> Decision {
+    if granted.iter().any(|g| g == name || (wildcard && g == "*")) {
+        return Decision::allow(format!("{what} `{name}` is granted"));
+    }
+    Decision::deny(code, format!("{what} `{name}` is not granted"))
+}
+
+/// Checks a capability's target against its kind; the error says why.
+pub fn check_target(capability: Capability, target: Option<&str>) -> Result<(), String> {
+    match (capability.target_kind(), target) {
+        (TargetKind::None, None) => Ok(()),
+        (TargetKind::None, Some(t)) => Err(TargetError::Unexpected {
+            capability: capability.to_string(),
+            value: t.to_string(),
+        }
+        .to_string()),
+        (kind, None) => Err(format!("`{capability}` needs a `{}` target", kind.as_str())),
+        (kind, Some(t)) => TargetPattern::parse(kind, t)
+            .map(|_| ())
+            .map_err(|e| e.to_string()),
+    }
+}
+
+fn capability_request(
+    snapshot: &Snapshot,
+    actor: &Actor,
+    name: &str,
+    target: Option<&str>,
+    executor: Option<&str>,
+) -> Decision {
+    let Some(capability) = Capability::from_name(name) else {
+        return Decision::deny(
+            DenyCode::CapabilityUnknown,
+            format!("`{name}` is not in the registry"),
+        );
+    };
+    if let Err(why) = check_target(capability, target) {
+        return Decision::deny(DenyCode::TargetMismatch, why);
+    }
+    if let Some(exec) = executor {
+        let Some(def) = snapshot.executors.get(exec) else {
+            return Decision::deny(
+                DenyCode::UnknownRequest,
+                format!("executor `{exec}` is not defined"),
+            );
+        };
+        let declared = def.capabilities.iter().any(|d| {
+            d.capability == capability
+                && match (&d.target, target) {
+                    (None, None) => true,
+                    (Some(p), Some(t)) => {
+                        TargetPattern::parse(capability.target_kind(), p).is_ok_and(|p| p.covers(t))
+                    }
+                    _ => false,
+                }
+        });
+        if !declared {
+            return Decision::deny(
+                DenyCode::TargetMismatch,
+                format!(
+                    "executor `{exec}` does not declare `{capability}` on `{}`",
+                    target.unwrap_or("-")
+                ),
+            );
+        }
+    }
+    let level: Level = snapshot.level;
+    let empty = Default::default();
+    let identity = actor.identity.as_ref().unwrap_or(&empty);
+    let effective = effective_outcome(level, capability, target, identity, &snapshot.grants);
+    match effective.outcome {
+        Outcome::Allowed => match effective.grant_id {
+            Some(id) => Decision::allow(format!(
+                "{level} needs approval for `{capability}`; grant #{id} covers it"
+            )),
+            None => Decision::allow(format!("{level} allows `{capability}`")),
+        },
+        Outcome::Denied => Decision::deny(
+            DenyCode::CapabilityDenied,
+            format!("{level} denies `{capability}`; no grant can change that"),
+        ),
+        Outcome::ApprovalRequired => Decision::ApprovalRequired {
+            capability,
+            target: target.map(str::to_string),
+            reason: if capability.default_approval() == super::registry::ApprovalClass::Always {
+                format!("`{capability}` is always-class: every use needs a fresh approval")
+            } else {
+                format!("{level} needs an approval for `{capability}` and no grant covers it")
+            },
+        },
+    }
+}

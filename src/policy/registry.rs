@@ -1,0 +1,316 @@
+//! The closed capability registry.
+//!
+//! Every action an executor can be granted is one of these twelve entries.
+//! There is no runtime registration: adding a capability means adding a
+//! variant here, a row to [`REGISTRY`], and a binding in the sandbox.
+
+use std::fmt;
+use std::str::FromStr;
+
+use serde::{Deserialize, Serialize};
+
+/// How a capability is approved by default; the input of the matrix rules.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ApprovalClass {
+    /// Needs no approval (still subject to the level's rule for critical ones).
+    None,
+    /// Approved per target; a remembered grant can stand in for the approval.
+    PerTarget,
+    /// Every use needs a fresh approval; never satisfied by a grant.
+    Always,
+}
+
+impl ApprovalClass {
+    /// The stable lowercase name used in JSON output.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ApprovalClass::None => "none",
+            ApprovalClass::PerTarget => "per_target",
+            ApprovalClass::Always => "always",
+        }
+    }
+}
+
+/// What a capability's target names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TargetKind {
+    /// An absolute path glob (`/home/a/notes/**`).
+    PathGlob,
+    /// A host name or IP with an optional port (`example.com`, `localhost:8080`).
+    Host,
+    /// An exact name (an environment variable, a memory scope, an executor).
+    Exact,
+    /// The capability takes no target.
+    None,
+}
+
+impl TargetKind {
+    /// The stable lowercase name used in JSON output.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TargetKind::PathGlob => "path_glob",
+            TargetKind::Host => "host",
+            TargetKind::Exact => "exact",
+            TargetKind::None => "none",
+        }
+    }
+}
+
+/// One capability of the closed registry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Capability {
+    ComputePure,
+    TimeRead,
+    EnvRead,
+    FsRead,
+    FsWrite,
+    NetworkSites,
+    MemoryRead,
+    MemoryWrite,
+    HumanAsk,
+    DelegateCall,
+    CodeExec,
+    SystemAdmin,
+}
+
+/// The registry row of a capability.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CapabilitySpec {
+    pub capability: Capability,
+    /// `family:mode`, e.g. `fs:read`.
+    pub name: &'static str,
+    /// Irreversible or high-stakes (write, exec, admin).
+    pub critical: bool,
+    pub default_approval: ApprovalClass,
+    pub target_kind: TargetKind,
+    /// What the sandbox binds when the capability is granted.
+    pub bound_to: &'static str,
+}
+
+const fn spec(
+    capability: Capability,
+    name: &'static str,
+    critical: bool,
+    default_approval: ApprovalClass,
+    target_kind: TargetKind,
+    bound_to: &'static str,
+) -> CapabilitySpec {
+    CapabilitySpec {
+        capability,
+        name,
+        critical,
+        default_approval,
+        target_kind,
+        bound_to,
+    }
+}
+
+use ApprovalClass as A;
+use Capability as C;
+use TargetKind as T;
+
+/// The whole registry, in its documented order.
+pub const REGISTRY: [CapabilitySpec; 12] = [
+    spec(
+        C::ComputePure,
+        "compute:pure",
+        false,
+        A::None,
+        T::None,
+        "the executor's own code; always available",
+    ),
+    spec(
+        C::TimeRead,
+        "time:read",
+        false,
+        A::None,
+        T::None,
+        "real wall and monotonic clocks (without it: a frozen clock)",
+    ),
+    spec(
+        C::EnvRead,
+        "env:read",
+        false,
+        A::PerTarget,
+        T::Exact,
+        "named environment variables only",
+    ),
+    spec(
+        C::FsRead,
+        "fs:read",
+        false,
+        A::PerTarget,
+        T::PathGlob,
+        "read-only preopen",
+    ),
+    spec(
+        C::FsWrite,
+        "fs:write",
+        true,
+        A::PerTarget,
+        T::PathGlob,
+        "read-write preopen, journaled for undo",
+    ),
+    spec(
+        C::NetworkSites,
+        "network:sites",
+        false,
+        A::PerTarget,
+        T::Host,
+        "name lookup and outbound connections to that host only",
+    ),
+    spec(
+        C::MemoryRead,
+        "memory:read",
+        false,
+        A::PerTarget,
+        T::Exact,
+        "host key-value memory, one namespace",
+    ),
+    spec(
+        C::MemoryWrite,
+        "memory:write",
+        true,
+        A::PerTarget,
+        T::Exact,
+        "host key-value memory writes, reversible by id",
+    ),
+    spec(
+        C::HumanAsk,
+        "human:ask",
+        false,
+        A::None,
+        T::None,
+        "ask the person a question",
+    ),
+    spec(
+        C::DelegateCall,
+        "delegate:call",
+        false,
+        A::PerTarget,
+        T::Exact,
+        "call another executor by name",
+    ),
+    spec(
+        C::CodeExec,
+        "code:exec",
+        true,
+        A::Always,
+        T::Exact,
+        "run a host command (OS-sandboxed)",
+    ),
+    spec(
+        C::SystemAdmin,
+        "system:admin",
+        true,
+        A::Always,
+        T::None,
+        "change the host's own configuration",
+    ),
+];
+
+impl Capability {
+    /// Every capability, in registry order.
+    pub const ALL: [Capability; 12] = [
+        C::ComputePure,
+        C::TimeRead,
+        C::EnvRead,
+        C::FsRead,
+        C::FsWrite,
+        C::NetworkSites,
+        C::MemoryRead,
+        C::MemoryWrite,
+        C::HumanAsk,
+        C::DelegateCall,
+        C::CodeExec,
+        C::SystemAdmin,
+    ];
+
+    /// This capability's registry row.
+    pub fn spec(self) -> &'static CapabilitySpec {
+        // The registry is indexed in the same order as the enum; the test
+        // `registry_rows_line_up` proves it.
+        &REGISTRY[self as usize]
+    }
+
+    /// The canonical `family:mode` name.
+    pub fn as_str(self) -> &'static str {
+        self.spec().name
+    }
+
+    pub fn critical(self) -> bool {
+        self.spec().critical
+    }
+
+    pub fn default_approval(self) -> ApprovalClass {
+        self.spec().default_approval
+    }
+
+    pub fn target_kind(self) -> TargetKind {
+        self.spec().target_kind
+    }
+
+    /// Looks a name up in the closed registry.
+    pub fn from_name(name: &str) -> Option<Capability> {
+        REGISTRY
+            .iter()
+            .find(|s| s.name == name)
+            .map(|s| s.capability)
+    }
+}
+
+impl fmt::Display for Capability {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// The error of parsing a capability name that is not in the registry.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown capability `{0}` (see `gatehouse policy registry`)")]
+pub struct UnknownCapability(pub String);
+
+impl FromStr for Capability {
+    type Err = UnknownCapability;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Capability::from_name(s).ok_or_else(|| UnknownCapability(s.to_string()))
+    }
+}
+
+impl Serialize for Capability {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.as_str())
+    }
+}
+
+impl<'de> Deserialize<'de> for Capability {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let name = String::deserialize(d)?;
+        name.parse().map_err(serde::de::Error::custom)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn registry_rows_line_up() {
+        for (i, cap) in Capability::ALL.iter().enumerate() {
+            assert_eq!(REGISTRY[i].capability, *cap);
+            assert_eq!(cap.spec().capability, *cap);
+            assert_eq!(Capability::from_name(cap.as_str()), Some(*cap));
+        }
+    }
+
+    #[test]
+    fn unknown_names_are_rejected() {
+        assert_eq!(
+            "fs:delete".parse::<Capability>().unwrap_err().to_string(),
+            "unknown capability `fs:delete` (see `gatehouse policy registry`)"
+        );
+        assert!("FS:READ".parse::<Capability>().is_err());
+    }
+}

@@ -1,0 +1,198 @@
+//! The frozen policy of a turn and its two hashes.
+//!
+//! A [`Snapshot`] holds everything `decide` reads: the level, the actors,
+//! the executor definitions, the grants in force and the roots. It is built
+//! by the host (after all I/O: canonicalized paths, grants looked up) and
+//! frozen into `policy.json` with a `definitionHash` (actors and executors)
+//! and a `policyHash` (the whole frozen policy), both sha256 over canonical
+//! JSON: keys sorted, no insignificant whitespace.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+
+use super::grant::{Grant, Identity};
+use super::matrix::Level;
+use super::registry::Capability;
+
+/// How a workspace root may be used.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum WorkspaceMode {
+    ReadOnly,
+    ReadWrite,
+}
+
+/// A canonical absolute directory an actor may work in.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WorkspaceRoot {
+    pub path: String,
+    pub mode: WorkspaceMode,
+}
+
+/// Whoever asks, as the policy knows them.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct Actor {
+    pub identity: Option<Identity>,
+    /// Executors it may run; `*` means any.
+    pub skills: Vec<String>,
+    pub subagents: Vec<String>,
+    pub mcp_servers: Vec<String>,
+    pub delegates_to: Vec<String>,
+    /// Memory scopes it may use besides its own `private:<name>`.
+    pub memory: Vec<String>,
+    /// Programs and tools it may run (basenames, or full paths).
+    pub tools: Vec<String>,
+    pub workspaces: Vec<WorkspaceRoot>,
+}
+
+/// One capability an executor declares, with its (resolved) target.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DeclaredCapability {
+    pub capability: Capability,
+    pub target: Option<String>,
+}
+
+/// An executor definition, as frozen from its manifest.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ExecutorDef {
+    pub component: String,
+    pub sha256: Option<String>,
+    pub capabilities: Vec<DeclaredCapability>,
+    pub revertible: bool,
+    pub reverse_pattern: Option<String>,
+    pub tools: Vec<String>,
+}
+
+/// Why a path is off limits to every executor.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ProtectedKind {
+    /// Configuration, grants database, history, state: `POLICY_MUTATION_DENIED`.
+    Policy,
+    /// Manifests and executor directories: `DEFINITION_MUTATION_DENIED`.
+    Definition,
+}
+
+/// A canonical path that no executor may write (itself and everything below).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ProtectedPath {
+    pub path: String,
+    pub kind: ProtectedKind,
+}
+
+/// The roots of a turn.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct Roots {
+    /// This turn's workspace, canonical; paths outside it are out of scope
+    /// even when an actor root contains them.
+    pub turn_workspace: Option<String>,
+    pub protected: Vec<ProtectedPath>,
+}
+
+/// Everything a decision depends on, frozen.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Snapshot {
+    pub level: Level,
+    pub actors: BTreeMap<String, Actor>,
+    pub executors: BTreeMap<String, ExecutorDef>,
+    /// Grants active when the snapshot was prepared.
+    pub grants: Vec<Grant>,
+    pub roots: Roots,
+}
+
+/// The serialized form: the policy and its two hashes.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FrozenSnapshot {
+    pub version: u32,
+    #[serde(rename = "definitionHash")]
+    pub definition_hash: String,
+    #[serde(rename = "policyHash")]
+    pub policy_hash: String,
+    pub policy: Snapshot,
+}
+
+/// The version of the `policy.json` format.
+pub const SNAPSHOT_VERSION: u32 = 1;
+
+/// Canonical JSON: object keys sorted (serde_json's default map is ordered),
+/// no whitespace.
+pub fn canonical_json<T: Serialize>(value: &T) -> String {
+    // Serializing our own plain data types cannot fail (no maps with
+    // non-string keys, no failing Serialize impls); fall back to an empty
+    // document rather than panic.
+    serde_json::to_value(value)
+        .and_then(|v| serde_json::to_string(&v))
+        .unwrap_or_default()
+}
+
+/// Lowercase hex sha256.
+pub fn sha256_hex(bytes: &[u8]) -> String {
+    let digest = Sha256::digest(bytes);
+    let mut out = String::with_capacity(64);
+    for b in digest {
+        out.push_str(&format!("{b:02x}"));
+    }
+    out
+}
+
+impl Snapshot {
+    /// sha256 of the canonical JSON of the actor and executor definitions.
+    pub fn definition_hash(&self) -> String {
+        #[derive(Serialize)]
+        struct Definitions<'a> {
+            actors: &'a BTreeMap<String, Actor>,
+            executors: &'a BTreeMap<String, ExecutorDef>,
+        }
+        sha256_hex(
+            canonical_json(&Definitions {
+                actors: &self.actors,
+                executors: &self.executors,
+            })
+            .as_bytes(),
+        )
+    }
+
+    /// sha256 of the canonical JSON of the whole frozen policy.
+    pub fn policy_hash(&self) -> String {
+        sha256_hex(canonical_json(self).as_bytes())
+    }
+
+    pub fn freeze(self) -> FrozenSnapshot {
+        FrozenSnapshot {
+            version: SNAPSHOT_VERSION,
+            definition_hash: self.definition_hash(),
+            policy_hash: self.policy_hash(),
+            policy: self,
+        }
+    }
+}
+
+impl FrozenSnapshot {
+    /// The exact bytes of `policy.json`: pretty-printed canonical JSON and a
+    /// final newline, so the same policy always gives the same file.
+    pub fn to_bytes(&self) -> Vec<u8> {
+        let value = serde_json::to_value(self).unwrap_or_default();
+        let mut out = serde_json::to_vec_pretty(&value).unwrap_or_default();
+        out.push(b'\n');
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn canonical_json_sorts_keys() {
+        let mut m = BTreeMap::new();
+        m.insert("b", 1);
+        m.insert("a", 2);
+        assert_eq!(canonical_json(&m), r#"{"a":2,"b":1}"#);
+        assert_eq!(
+            sha256_hex(b"abc"),
+            "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
+        );
+    }
+}

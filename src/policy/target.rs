@@ -1,0 +1,502 @@
+//! Target patterns and matching: path globs, hosts with an optional port,
+//! exact names.
+//!
+//! A *pattern* is what a grant or a manifest declares (`/home/a/notes/**`,
+//! `localhost:8080`, `HOME`). A *target* is what a request asks for: a
+//! concrete path, host or name, or a narrower pattern (a manifest's declared
+//! scope), in which case the pattern must *cover* every target it could name.
+
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+
+use super::registry::TargetKind;
+
+/// Why a pattern or target was rejected.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum TargetError {
+    #[error("a target is required for a `{kind}` capability")]
+    Missing { kind: &'static str },
+    #[error("`{capability}` takes no target, got `{value}`")]
+    Unexpected { capability: String, value: String },
+    #[error("malformed path glob `{value}`: {why}")]
+    BadGlob { value: String, why: &'static str },
+    #[error("malformed host `{value}`: {why}")]
+    BadHost { value: String, why: &'static str },
+    #[error("malformed name `{value}`: {why}")]
+    BadName { value: String, why: &'static str },
+}
+
+/// A validated target pattern of one kind.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(tag = "kind", content = "value", rename_all = "snake_case")]
+pub enum TargetPattern {
+    PathGlob(PathGlob),
+    Host(HostPattern),
+    Exact(String),
+}
+
+impl TargetPattern {
+    /// Parses `value` as a pattern of `kind`. `TargetKind::None` takes no
+    /// pattern at all and is rejected here; callers handle it first.
+    pub fn parse(kind: TargetKind, value: &str) -> Result<TargetPattern, TargetError> {
+        match kind {
+            TargetKind::PathGlob => PathGlob::parse(value).map(TargetPattern::PathGlob),
+            TargetKind::Host => HostPattern::parse(value).map(TargetPattern::Host),
+            TargetKind::Exact => parse_exact(value).map(TargetPattern::Exact),
+            TargetKind::None => Err(TargetError::Unexpected {
+                capability: "this capability".into(),
+                value: value.into(),
+            }),
+        }
+    }
+
+    /// Whether this pattern covers `target`: a concrete value, or a pattern
+    /// of the same kind that names nothing this one does not.
+    pub fn covers(&self, target: &str) -> bool {
+        match self {
+            TargetPattern::PathGlob(g) => g.covers(target),
+            TargetPattern::Host(h) => h.covers(target),
+            TargetPattern::Exact(name) => name == target,
+        }
+    }
+
+    pub fn as_str(&self) -> &str {
+        match self {
+            TargetPattern::PathGlob(g) => &g.source,
+            TargetPattern::Host(h) => &h.source,
+            TargetPattern::Exact(name) => name,
+        }
+    }
+}
+
+impl fmt::Display for TargetPattern {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+fn parse_exact(value: &str) -> Result<String, TargetError> {
+    let bad = |why| TargetError::BadName {
+        value: value.to_string(),
+        why,
+    };
+    if value.is_empty() {
+        return Err(bad("it is empty"));
+    }
+    if value.len() > 255 {
+        return Err(bad("it is longer than 255 bytes"));
+    }
+    if value.chars().any(|c| c.is_whitespace() || c.is_control()) {
+        return Err(bad("it contains whitespace or a control character"));
+    }
+    if value.contains(['*', '?', '[', ']', '{', '}']) {
+        return Err(bad("an exact name cannot contain wildcards"));
+    }
+    Ok(value.to_string())
+}
+
+/// An absolute path glob: `*` and `?` match within one segment, a `**`
+/// segment matches zero or more whole segments. Brackets and braces are not
+/// supported (rejected rather than half-implemented).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(try_from = "String", into = "String")]
+pub struct PathGlob {
+    source: String,
+}
+
+impl TryFrom<String> for PathGlob {
+    type Error = TargetError;
+    fn try_from(value: String) -> Result<Self, Self::Error> {
+        PathGlob::parse(&value)
+    }
+}
+
+impl From<PathGlob> for String {
+    fn from(g: PathGlob) -> String {
+        g.source
+    }
+}
+
+impl PathGlob {
+    pub fn parse(value: &str) -> Result<PathGlob, TargetError> {
+        let bad = |why| TargetError::BadGlob {
+            value: value.to_string(),
+            why,
+        };
+        if value.is_empty() {
+            return Err(bad("it is empty"));
+        }
+        if !value.starts_with('/') {
+            return Err(bad("it must be an absolute path"));
+        }
+        if value.contains('\0') || value.chars().any(char::is_control) {
+            return Err(bad("it contains a control character"));
+        }
+        if value.contains(['[', ']', '{', '}']) {
+            return Err(bad(
+                "brackets and braces are not supported; use `*`, `?` and `**`",
+            ));
+        }
+        if value != "/" {
+            for seg in value[1..].split('/') {
+                if seg.is_empty() {
+                    return Err(bad("it has an empty segment (`//` or a trailing `/`)"));
+                }
+                if seg == "." || seg == ".." {
+                    return Err(bad("`.` and `..` segments are not allowed"));
+                }
+                if seg.contains("**") && seg != "**" {
+                    return Err(bad("`**` must be a whole segment"));
+                }
+            }
+        }
+        Ok(PathGlob {
+            source: value.to_string(),
+        })
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.source
+    }
+
+    fn segments(&self) -> Vec<&str> {
+        split_segments(&self.source)
+    }
+
+    /// The longest leading run of literal segments: the directory a sandbox
+    /// preopens for this glob (`/ws/out/**` → `/ws/out`, `/ws/a.md` → `/ws`).
+    pub fn literal_dir(&self) -> String {
+        let segs = self.segments();
+        let mut literal: Vec<&str> = Vec::new();
+        for (i, seg) in segs.iter().enumerate() {
+            let is_last = i + 1 == segs.len();
+            if seg.contains(['*', '?']) || is_last {
+                break;
+            }
+            literal.push(seg);
+        }
+        if literal.is_empty() {
+            "/".to_string()
+        } else {
+            format!("/{}", literal.join("/"))
+        }
+    }
+
+    /// Whether the glob has no wildcard at all.
+    pub fn is_literal(&self) -> bool {
+        !self.source.contains(['*', '?'])
+    }
+
+    /// Whether the concrete absolute path `path` is matched by this glob.
+    pub fn matches(&self, path: &str) -> bool {
+        if !path.starts_with('/') {
+            return false;
+        }
+        match_segments(&self.segments(), &split_segments(path), false)
+    }
+
+    /// Whether this glob covers `target`: a concrete path, or a glob that
+    /// names only paths this glob names too (checked conservatively: a
+    /// wildcard in `target` is only covered by a wildcard here).
+    pub fn covers(&self, target: &str) -> bool {
+        if !target.starts_with('/') {
+            return false;
+        }
+        let as_pattern = PathGlob::parse(target).is_ok() && target.contains(['*', '?']);
+        match_segments(&self.segments(), &split_segments(target), as_pattern)
+    }
+}
+
+fn split_segments(path: &str) -> Vec<&str> {
+    path.split('/').filter(|s| !s.is_empty()).collect()
+}
+
+fn match_segments(pat: &[&str], path: &[&str], symbolic: bool) -> bool {
+    match pat.split_first() {
+        None => path.is_empty(),
+        Some((&"**", rest)) => {
+            // `**` swallows zero or more segments.
+            (0..=path.len()).any(|skip| match_segments(rest, &path[skip..], symbolic))
+        }
+        Some((seg, rest)) => match path.split_first() {
+            None => false,
+            Some((&"**", _)) if symbolic => false,
+            Some((name, path_rest)) => {
+                match_segment(seg.as_bytes(), name.as_bytes(), symbolic)
+                    && match_segments(rest, path_rest, symbolic)
+            }
+        },
+    }
+}
+
+/// Matches one segment. With `symbolic`, the name's own `*`/`?` are
+/// wildcards that only a `*` (or, for `?`, a `?`) in the pattern covers.
+fn match_segment(pat: &[u8], name: &[u8], symbolic: bool) -> bool {
+    match pat.split_first() {
+        None => name.is_empty(),
+        Some((b'*', rest)) => {
+            (0..=name.len()).any(|skip| match_segment(rest, &name[skip..], symbolic))
+        }
+        Some((b'?', rest)) => match name.split_first() {
+            Some((b'*', _)) if symbolic => false,
+            Some((_, name_rest)) => match_segment(rest, name_rest, symbolic),
+            None => false,
+        },
+        Some((c, rest)) => match name.split_first() {
+            Some((n, _)) if symbolic && (*n == b'*' || *n == b'?') => false,
+            Some((n, name_rest)) if n == c => match_segment(rest, name_rest, symbolic),
+            _ => false,
+        },
+    }
+}
+
+/// A host name, IPv4 or bracketed IPv6 literal, optionally `*.`-prefixed,
+/// with an optional port. Without a port it covers every port.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(try_from = "String", into = "String")]
+pub struct HostPattern {
+    source: String,
+    host: String,
+    port: Option<u16>,
+}
+
+impl TryFrom<String> for HostPattern {
+    type Error = TargetError;
+    fn try_from(value: String) -> Result<Self, Self::Error> {
+        HostPattern::parse(&value)
+    }
+}
+
+impl From<HostPattern> for String {
+    fn from(h: HostPattern) -> String {
+        h.source
+    }
+}
+
+impl HostPattern {
+    pub fn parse(value: &str) -> Result<HostPattern, TargetError> {
+        let (host, port) = split_host_port(value)?;
+        Ok(HostPattern {
+            source: value.to_ascii_lowercase(),
+            host,
+            port,
+        })
+    }
+
+    /// The host part, lowercase (`*.` kept for a wildcard pattern).
+    pub fn host(&self) -> &str {
+        &self.host
+    }
+
+    pub fn port(&self) -> Option<u16> {
+        self.port
+    }
+
+    /// Whether `target` (`host` or `host:port`) is covered by this pattern.
+    pub fn covers(&self, target: &str) -> bool {
+        let Ok((host, port)) = split_host_port(target) else {
+            return false;
+        };
+        let port_ok = match (self.port, port) {
+            (None, _) => true,
+            (Some(p), Some(q)) => p == q,
+            (Some(_), None) => false,
+        };
+        let host_ok = match self.host.strip_prefix("*.") {
+            None => self.host == host,
+            Some(suffix) => {
+                let tail = host.strip_prefix("*.").unwrap_or(&host);
+                tail.len() > suffix.len()
+                    && tail.ends_with(suffix)
+                    && tail.as_bytes()[tail.len() - suffix.len() - 1] == b'.'
+                    || (host.starts_with("*.") && tail == suffix)
+            }
+        };
+        port_ok && host_ok
+    }
+}
+
+fn split_host_port(value: &str) -> Result<(String, Option<u16>), TargetError> {
+    let bad = |why| TargetError::BadHost {
+        value: value.to_string(),
+        why,
+    };
+    if value.is_empty() {
+        return Err(bad("it is empty"));
+    }
+    let lower = value.to_ascii_lowercase();
+    let (host, port) = if let Some(rest) = lower.strip_prefix('[') {
+        let Some(end) = rest.find(']') else {
+            return Err(bad("an IPv6 literal needs a closing `]`"));
+        };
+        let inner = &rest[..end];
+        if inner.parse::<std::net::Ipv6Addr>().is_err() {
+            return Err(bad("not a valid IPv6 address"));
+        }
+        let after = &rest[end + 1..];
+        let port = match after.strip_prefix(':') {
+            Some(p) => Some(p),
+            None if after.is_empty() => None,
+            None => return Err(bad("unexpected text after `]`")),
+        };
+        (format!("[{inner}]"), port)
+    } else {
+        match lower.rsplit_once(':') {
+            Some((h, p)) => (h.to_string(), Some(p)),
+            None => (lower.clone(), None),
+        }
+    };
+    let port = match port {
+        None => None,
+        Some(p) => match p.parse::<u16>() {
+            Ok(n) if n > 0 && p.bytes().all(|b| b.is_ascii_digit()) => Some(n),
+            _ => return Err(bad("the port must be a number from 1 to 65535")),
+        },
+    };
+    if !host.starts_with('[') {
+        let name = host.strip_prefix("*.").unwrap_or(&host);
+        if name.is_empty() || name.len() > 253 {
+            return Err(bad("the host name is empty or too long"));
+        }
+        if name.contains('*') {
+            return Err(bad("a wildcard is only allowed as a leading `*.`"));
+        }
+        for label in name.split('.') {
+            if label.is_empty() || label.len() > 63 {
+                return Err(bad("a host label is empty or longer than 63 characters"));
+            }
+            if !label
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'-')
+            {
+                return Err(bad(
+                    "a host name may contain only letters, digits, `-` and `.`",
+                ));
+            }
+            if label.starts_with('-') || label.ends_with('-') {
+                return Err(bad("a host label cannot start or end with `-`"));
+            }
+        }
+    }
+    Ok((host, port))
+}
+
+/// Validates a concrete request target (or a declared narrower pattern) of
+/// `kind`, the same way a pattern is validated.
+pub fn validate_target(kind: TargetKind, value: &str) -> Result<(), TargetError> {
+    TargetPattern::parse(kind, value).map(|_| ())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn glob(s: &str) -> PathGlob {
+        PathGlob::parse(s).unwrap()
+    }
+
+    #[test]
+    fn globs_match_by_segment() {
+        let g = glob("/tmp/x/**");
+        assert!(g.matches("/tmp/x/a"));
+        assert!(g.matches("/tmp/x/a/b/c"));
+        assert!(g.matches("/tmp/x"));
+        assert!(!g.matches("/tmp/y/a"));
+        assert!(!g.matches("/tmp/xy/a"));
+        let g = glob("/ws/notes/*.md");
+        assert!(g.matches("/ws/notes/a.md"));
+        assert!(!g.matches("/ws/notes/a.txt"));
+        assert!(!g.matches("/ws/notes/sub/a.md"));
+        assert!(glob("/a/?.txt").matches("/a/b.txt"));
+        assert!(!glob("/a/?.txt").matches("/a/bb.txt"));
+        assert!(glob("/").matches("/"));
+        assert!(!glob("/").matches("/a"));
+        assert!(glob("/**").matches("/a/b"));
+    }
+
+    #[test]
+    fn a_glob_covers_only_narrower_globs() {
+        let g = glob("/ws/**");
+        assert!(g.covers("/ws/out/**"));
+        assert!(g.covers("/ws/*.md"));
+        assert!(!glob("/ws/out/*").covers("/ws/out/**"));
+        assert!(!glob("/ws/a*").covers("/ws/*"));
+        assert!(glob("/ws/*").covers("/ws/a*"));
+        assert!(!glob("/ws/a.md").covers("/ws/*.md"));
+        assert!(!glob("/ws/?").covers("/ws/*"));
+    }
+
+    #[test]
+    fn malformed_globs_are_rejected_with_the_value() {
+        for (bad, why) in [
+            ("", "it is empty"),
+            ("tmp/x", "it must be an absolute path"),
+            (
+                "/tmp/[ab]",
+                "brackets and braces are not supported; use `*`, `?` and `**`",
+            ),
+            ("/tmp/a**", "`**` must be a whole segment"),
+            (
+                "/tmp//a",
+                "it has an empty segment (`//` or a trailing `/`)",
+            ),
+            ("/tmp/../etc", "`.` and `..` segments are not allowed"),
+        ] {
+            assert_eq!(
+                PathGlob::parse(bad).unwrap_err(),
+                TargetError::BadGlob {
+                    value: bad.into(),
+                    why
+                }
+            );
+        }
+        assert_eq!(
+            PathGlob::parse("/tmp/[ab]").unwrap_err().to_string(),
+            "malformed path glob `/tmp/[ab]`: brackets and braces are not supported; use `*`, `?` and `**`"
+        );
+    }
+
+    #[test]
+    fn literal_dirs() {
+        assert_eq!(glob("/ws/out/**").literal_dir(), "/ws/out");
+        assert_eq!(glob("/ws/notes/*.md").literal_dir(), "/ws/notes");
+        assert_eq!(glob("/ws/a.txt").literal_dir(), "/ws");
+        assert_eq!(glob("/*").literal_dir(), "/");
+    }
+
+    #[test]
+    fn hosts_with_and_without_ports() {
+        let any_port = HostPattern::parse("localhost").unwrap();
+        assert!(any_port.covers("localhost:8080"));
+        assert!(any_port.covers("LOCALHOST"));
+        assert!(!any_port.covers("localhost.evil.com"));
+        let one_port = HostPattern::parse("localhost:8080").unwrap();
+        assert!(one_port.covers("localhost:8080"));
+        assert!(!one_port.covers("localhost:8081"));
+        assert!(!one_port.covers("localhost"));
+        let wild = HostPattern::parse("*.example.com").unwrap();
+        assert!(wild.covers("api.example.com"));
+        assert!(wild.covers("a.b.example.com:443"));
+        assert!(!wild.covers("example.com"));
+        assert!(!wild.covers("badexample.com"));
+        assert!(wild.covers("*.example.com"));
+        assert!(!HostPattern::parse("127.0.0.1").unwrap().covers("127.0.0.2"));
+        assert!(HostPattern::parse("[::1]:80").unwrap().covers("[::1]:80"));
+        for bad in [
+            "", "a b", "x:0", "x:99999", "*x.com", "a.*.com", "[::1", "-a.com", "a..b",
+        ] {
+            assert!(HostPattern::parse(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn exact_names() {
+        let p = TargetPattern::parse(TargetKind::Exact, "HOME").unwrap();
+        assert!(p.covers("HOME"));
+        assert!(!p.covers("HOMEX"));
+        assert!(TargetPattern::parse(TargetKind::Exact, "A*").is_err());
+        assert!(TargetPattern::parse(TargetKind::Exact, "").is_err());
+        assert!(TargetPattern::parse(TargetKind::Exact, "a b").is_err());
+    }
+}
