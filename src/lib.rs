@@ -7,4 +7,5 @@
 //! - [`config`] — `gatehouse.toml`, actors, path resolution.
 //! - [`snapshot`] — `policy.json`: prepare and verify.
 
+pub mod manifest;
 pub mod policy;

@@ -1,0 +1,479 @@
+//! `executor.toml`: parsing and validation of executor manifests.
+//!
+//! A manifest names an executor, its wasm component (optionally pinned by
+//! sha256), the capabilities it needs with their targets, whether its effects
+//! can be undone and how, and, for `code:exec`, the tools it may run:
+//!
+//! ```toml
+//! name = "write-file"
+//! description = "writes a file"
+//! component = "../../guests/target/wasm32-wasip2/release/write_file.wasm"
+//! sha256 = "<64 lowercase hex>"
+//! revertible = true
+//! reverse_pattern = "restore_blob_backup"
+//! input_schema = { type = "object" }
+//!
+//! [[capabilities]]
+//! name = "fs:write"
+//! target = "out/**"
+//! ```
+//!
+//! Validation is strict so that a mistake is an error naming the field, not
+//! a silently different sandbox: unknown fields, capability names outside
+//! the closed registry, targets of the wrong kind, and `revertible = true`
+//! without a catalogued reverse pattern are all rejected.
+
+mod error;
+mod find;
+mod target;
+
+use std::fs::File;
+use std::io;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+
+use crate::policy::{Capability, DeclaredCapability, ExecutorDef, TargetKind};
+
+pub use error::ManifestError;
+pub use find::{discover, find_by_name};
+
+/// The closed catalogue of reverse patterns the undo engine implements.
+pub const REVERSE_PATTERNS: [&str; 5] = [
+    "swap_src_dst",
+    "delete_created_dirs",
+    "delete_created_paths",
+    "restore_blob_backup",
+    "delete_memory_by_id",
+];
+
+/// A validated executor manifest.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Manifest {
+    /// The manifest file itself.
+    pub path: PathBuf,
+    /// The executor's name: `[a-z0-9][a-z0-9_-]{0,63}`.
+    pub name: String,
+    pub description: Option<String>,
+    /// The component file, resolved against the manifest's directory (not
+    /// canonicalized).
+    pub component: PathBuf,
+    /// The pinned digest of the component, 64 lowercase hex digits.
+    pub sha256: Option<String>,
+    pub revertible: bool,
+    /// One of [`REVERSE_PATTERNS`]; set exactly when `revertible` is true.
+    pub reverse_pattern: Option<String>,
+    /// Tools the executor may run; non-empty exactly when `code:exec` is
+    /// declared.
+    pub tools: Vec<String>,
+    /// The input's JSON Schema (a JSON object), not validated further.
+    pub input_schema: Option<serde_json::Value>,
+    pub capabilities: Vec<ManifestCapability>,
+}
+
+/// One declared capability.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ManifestCapability {
+    pub capability: Capability,
+    /// The target as written (a path glob may still be relative or `~/`);
+    /// `None` exactly for capabilities whose target kind is `none`.
+    pub target: Option<String>,
+}
+
+/// The file's shape; everything is checked again in [`Manifest::parse`].
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawManifest {
+    name: String,
+    #[serde(default)]
+    description: Option<String>,
+    component: String,
+    #[serde(default)]
+    sha256: Option<String>,
+    #[serde(default)]
+    revertible: bool,
+    #[serde(default)]
+    reverse_pattern: Option<String>,
+    // An `Option` so that `tools = []` is told apart from no `tools`.
+    #[serde(default)]
+    tools: Option<Vec<String>>,
+    #[serde(default)]
+    input_schema: Option<toml::Table>,
+    #[serde(default)]
+    capabilities: Vec<RawCapability>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawCapability {
+    // A string rather than `Capability`, so an unknown name is reported with
+    // its field path rather than toml's location only.
+    name: String,
+    #[serde(default)]
+    target: Option<String>,
+}
+
+impl Manifest {
+    /// Reads, parses and validates the manifest at `path`.
+    pub fn load(path: &Path) -> Result<Manifest, ManifestError> {
+        let text = std::fs::read_to_string(path).map_err(|source| ManifestError::Io {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        Manifest::parse(path, &text)
+    }
+
+    /// Parses and validates manifest text. `path` is the manifest's file: it
+    /// names the file in messages, and `component` is resolved against its
+    /// directory. Nothing is read from disk.
+    pub fn parse(path: &Path, text: &str) -> Result<Manifest, ManifestError> {
+        let raw: RawManifest = toml::from_str(text).map_err(|e| syntax_error(path, text, &e))?;
+        let file = path.display().to_string();
+        let invalid = |field: &str, reason: String| ManifestError::Invalid {
+            file: file.clone(),
+            field: field.to_string(),
+            reason,
+        };
+
+        if !is_valid_name(&raw.name) {
+            return Err(invalid(
+                "name",
+                format!(
+                    "invalid executor name `{}`: it must match `[a-z0-9][a-z0-9_-]{{0,63}}`",
+                    raw.name
+                ),
+            ));
+        }
+
+        if raw.component.is_empty() {
+            return Err(invalid("component", "it is empty".to_string()));
+        }
+        let dir = path.parent().unwrap_or(Path::new(""));
+        // `join` keeps an absolute component as it is.
+        let component = dir.join(&raw.component);
+
+        if let Some(digest) = &raw.sha256 {
+            if !is_sha256_hex(digest) {
+                return Err(invalid(
+                    "sha256",
+                    format!("`{digest}` is not 64 lowercase hex digits"),
+                ));
+            }
+        }
+
+        let mut capabilities = Vec::with_capacity(raw.capabilities.len());
+        for (i, cap) in raw.capabilities.into_iter().enumerate() {
+            let Some(capability) = Capability::from_name(&cap.name) else {
+                return Err(invalid(
+                    &format!("capabilities[{i}].name"),
+                    format!("unknown capability `{}`", cap.name),
+                ));
+            };
+            let field = format!("capabilities[{i}].target");
+            let kind = capability.target_kind();
+            match (kind, &cap.target) {
+                (TargetKind::None, None) => {}
+                (TargetKind::None, Some(value)) => {
+                    return Err(invalid(
+                        &field,
+                        format!("`{capability}` takes no target, got `{value}`"),
+                    ))
+                }
+                (kind, None) => {
+                    return Err(invalid(
+                        &field,
+                        format!("`{capability}` needs a target of kind `{}`", kind.as_str()),
+                    ))
+                }
+                (TargetKind::PathGlob, Some(value)) => {
+                    target::parse_path_target(value).map_err(|why| invalid(&field, why))?;
+                }
+                (kind, Some(value)) => {
+                    target::check_other_target(kind, value).map_err(|why| invalid(&field, why))?;
+                }
+            }
+            capabilities.push(ManifestCapability {
+                capability,
+                target: cap.target,
+            });
+        }
+        let declares = |c: Capability| capabilities.iter().any(|d| d.capability == c);
+
+        let tools = match (declares(Capability::CodeExec), raw.tools) {
+            (true, Some(tools)) if !tools.is_empty() => tools,
+            (true, _) => {
+                return Err(invalid(
+                    "tools",
+                    "`code:exec` is declared, so `tools` must list at least one tool".to_string(),
+                ))
+            }
+            (false, Some(_)) => {
+                return Err(invalid(
+                    "tools",
+                    "`tools` is only allowed when `code:exec` is declared".to_string(),
+                ))
+            }
+            (false, None) => Vec::new(),
+        };
+        for (i, tool) in tools.iter().enumerate() {
+            if tool.is_empty() || tool.chars().any(|c| c.is_whitespace() || c.is_control()) {
+                return Err(invalid(
+                    &format!("tools[{i}]"),
+                    format!("invalid tool `{tool}`: it must be a non-empty program name or path without whitespace"),
+                ));
+            }
+        }
+
+        match (raw.revertible, &raw.reverse_pattern) {
+            (false, None) => {}
+            (false, Some(pattern)) => {
+                return Err(invalid(
+                    "reverse_pattern",
+                    format!("`{pattern}` is set but `revertible` is false"),
+                ))
+            }
+            (true, None) => {
+                return Err(invalid(
+                    "reverse_pattern",
+                    format!("required when `revertible = true`; one of {}", catalogue()),
+                ))
+            }
+            (true, Some(pattern)) => {
+                if !REVERSE_PATTERNS.contains(&pattern.as_str()) {
+                    return Err(invalid(
+                        "reverse_pattern",
+                        format!(
+                            "unknown reverse pattern `{pattern}`; one of {}",
+                            catalogue()
+                        ),
+                    ));
+                }
+                // Undoing by memory id only makes sense for an executor that
+                // writes memory; anything else claims an undo it cannot have.
+                if pattern == "delete_memory_by_id" && !declares(Capability::MemoryWrite) {
+                    return Err(invalid(
+                        "reverse_pattern",
+                        "`delete_memory_by_id` needs a `memory:write` capability".to_string(),
+                    ));
+                }
+            }
+        }
+
+        let input_schema = match raw.input_schema {
+            None => None,
+            Some(table) => Some(
+                toml_to_json(toml::Value::Table(table), "input_schema")
+                    .map_err(|(field, reason)| invalid(&field, reason))?,
+            ),
+        };
+
+        Ok(Manifest {
+            path: path.to_path_buf(),
+            name: raw.name,
+            description: raw.description,
+            component,
+            sha256: raw.sha256,
+            revertible: raw.revertible,
+            reverse_pattern: raw.reverse_pattern,
+            tools,
+            input_schema,
+            capabilities,
+        })
+    }
+
+    /// Hex sha256 of the component file; if `sha256` is pinned and differs ->
+    /// [`ManifestError::DigestMismatch`] whose message contains
+    /// `DIGEST_MISMATCH`. Missing component file ->
+    /// [`ManifestError::ComponentMissing`].
+    pub fn verify_component(&self) -> Result<String, ManifestError> {
+        let io_error = |source: io::Error| ManifestError::Io {
+            path: self.component.clone(),
+            source,
+        };
+        let mut file = match File::open(&self.component) {
+            Ok(file) => file,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                return Err(ManifestError::ComponentMissing {
+                    file: self.path.display().to_string(),
+                    component: self.component.clone(),
+                })
+            }
+            Err(e) => return Err(io_error(e)),
+        };
+        // Streamed: components can be tens of megabytes.
+        let mut hasher = Sha256::new();
+        io::copy(&mut file, &mut hasher).map_err(io_error)?;
+        let actual: String = hasher
+            .finalize()
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect();
+        match &self.sha256 {
+            Some(expected) if *expected != actual => Err(ManifestError::DigestMismatch {
+                component: self.component.clone(),
+                expected: expected.clone(),
+                actual,
+            }),
+            _ => Ok(actual),
+        }
+    }
+
+    /// Resolves declared targets for a turn: path globs relative to
+    /// `workspace` (canonical absolute dir) or `home` (for `~/`), others
+    /// unchanged; returns the policy's frozen form.
+    ///
+    /// `sha256` is the pinned digest as written (`None` if unpinned); callers
+    /// that verified the component may fill in the actual digest.
+    pub fn to_definition(
+        &self,
+        workspace: &Path,
+        home: Option<&Path>,
+    ) -> Result<ExecutorDef, ManifestError> {
+        let file = self.path.display().to_string();
+        let Some(component) = self.component.to_str() else {
+            return Err(ManifestError::Invalid {
+                file,
+                field: "component".to_string(),
+                reason: format!("`{}` is not valid UTF-8", self.component.display()),
+            });
+        };
+        let mut capabilities = Vec::with_capacity(self.capabilities.len());
+        for (i, cap) in self.capabilities.iter().enumerate() {
+            let target = match (&cap.target, cap.capability.target_kind()) {
+                (Some(value), TargetKind::PathGlob) => Some(
+                    target::resolve_path_target(value, workspace, home).map_err(|reason| {
+                        ManifestError::Invalid {
+                            file: file.clone(),
+                            field: format!("capabilities[{i}].target"),
+                            reason,
+                        }
+                    })?,
+                ),
+                (other, _) => other.clone(),
+            };
+            capabilities.push(DeclaredCapability {
+                capability: cap.capability,
+                target,
+            });
+        }
+        Ok(ExecutorDef {
+            component: component.to_string(),
+            sha256: self.sha256.clone(),
+            capabilities,
+            revertible: self.revertible,
+            reverse_pattern: self.reverse_pattern.clone(),
+            tools: self.tools.clone(),
+        })
+    }
+}
+
+/// A toml error as a [`ManifestError`], with the line and column toml points
+/// at (toml's own rendering is a multi-line snippet, unfit for one-line
+/// errors).
+pub(crate) fn syntax_error(path: &Path, text: &str, err: &toml::de::Error) -> ManifestError {
+    // toml's message may span lines ("invalid string\nexpected ..."); keep
+    // the error on one line.
+    let message = err
+        .message()
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .collect::<Vec<_>>()
+        .join("; ");
+    let detail = match err.span() {
+        // A span over the whole document (a missing top-level field) points
+        // at nothing in particular; "line 1, column 1" would mislead.
+        Some(span) if !covers_document(text, &span) => {
+            let before = text.get(..span.start).unwrap_or(text);
+            let line = before.matches('\n').count() + 1;
+            let column = before
+                .rsplit_once('\n')
+                .map_or(before, |(_, last)| last)
+                .chars()
+                .count()
+                + 1;
+            format!("line {line}, column {column}: {message}")
+        }
+        _ => message,
+    };
+    ManifestError::Toml {
+        file: path.display().to_string(),
+        detail,
+    }
+}
+
+/// Whether `span` is the whole document, give or take surrounding blanks.
+fn covers_document(text: &str, span: &std::ops::Range<usize>) -> bool {
+    let blank = |s: Option<&str>| s.is_some_and(|s| s.trim().is_empty());
+    blank(text.get(..span.start)) && blank(text.get(span.end..))
+}
+
+fn is_valid_name(name: &str) -> bool {
+    let bytes = name.as_bytes();
+    match bytes.split_first() {
+        None => false,
+        Some((first, rest)) => {
+            bytes.len() <= 64
+                && (first.is_ascii_lowercase() || first.is_ascii_digit())
+                && rest.iter().all(|b| {
+                    b.is_ascii_lowercase() || b.is_ascii_digit() || *b == b'_' || *b == b'-'
+                })
+        }
+    }
+}
+
+fn is_sha256_hex(s: &str) -> bool {
+    s.len() == 64
+        && s.bytes()
+            .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+}
+
+/// The catalogue as it appears in messages: `` `a`, `b`, ... ``.
+fn catalogue() -> String {
+    REVERSE_PATTERNS
+        .iter()
+        .map(|p| format!("`{p}`"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// Converts a TOML value to JSON. Datetimes become their RFC 3339 string;
+/// non-finite floats have no JSON form and are an error naming the field.
+fn toml_to_json(value: toml::Value, field: &str) -> Result<serde_json::Value, (String, String)> {
+    use serde_json::Value as J;
+    Ok(match value {
+        toml::Value::String(s) => J::String(s),
+        toml::Value::Integer(i) => J::from(i),
+        toml::Value::Float(f) => match serde_json::Number::from_f64(f) {
+            Some(n) => J::Number(n),
+            None => {
+                return Err((
+                    field.to_string(),
+                    format!("`{f}` cannot be represented in JSON"),
+                ))
+            }
+        },
+        toml::Value::Boolean(b) => J::Bool(b),
+        toml::Value::Datetime(d) => J::String(d.to_string()),
+        toml::Value::Array(items) => J::Array(
+            items
+                .into_iter()
+                .enumerate()
+                .map(|(i, v)| toml_to_json(v, &format!("{field}[{i}]")))
+                .collect::<Result<_, _>>()?,
+        ),
+        toml::Value::Table(table) => J::Object(
+            table
+                .into_iter()
+                .map(|(k, v)| {
+                    let child = format!("{field}.{k}");
+                    toml_to_json(v, &child).map(|j| (k, j))
+                })
+                .collect::<Result<_, _>>()?,
+        ),
+    })
+}
+
+#[cfg(test)]
+mod tests;
