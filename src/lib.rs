@@ -7,5 +7,6 @@
 //! - [`config`] — `gatehouse.toml`, actors, path resolution.
 //! - [`snapshot`] — `policy.json`: prepare and verify.
 
+pub mod grants;
 pub mod manifest;
 pub mod policy;

@@ -1,0 +1,84 @@
+//! The wall clock and durations: the I/O the pure core leaves to callers.
+
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use super::GrantError;
+use crate::policy::UtcTime;
+
+/// The current time, UTC, to the second. The policy core never reads the
+/// clock; this is where callers get the `now` they pass in.
+pub fn now_utc() -> UtcTime {
+    let secs = match SystemTime::now().duration_since(UNIX_EPOCH) {
+        Ok(d) => i64::try_from(d.as_secs()).unwrap_or(i64::MAX),
+        // A clock set before 1970: count backwards rather than panic.
+        Err(e) => i64::try_from(e.duration().as_secs()).map_or(i64::MIN, |s| -s),
+    };
+    UtcTime(secs)
+}
+
+/// Parses a positive duration of one unit — `30s`, `10m`, `2h`, `7d` — into
+/// seconds. No spaces, signs, fractions or combined units.
+pub fn parse_duration(s: &str) -> Result<i64, GrantError> {
+    let bad = |why| GrantError::BadDuration {
+        value: s.to_string(),
+        why,
+    };
+    let Some(unit) = s.chars().last() else {
+        return Err(bad("it is empty"));
+    };
+    let per_unit: i64 = match unit {
+        's' => 1,
+        'm' => 60,
+        'h' => 3600,
+        'd' => 86400,
+        _ => return Err(bad("expected a number followed by `s`, `m`, `h` or `d`")),
+    };
+    let digits = &s[..s.len() - 1];
+    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(bad("expected a number followed by `s`, `m`, `h` or `d`"));
+    }
+    let n: i64 = digits.parse().map_err(|_| bad("it is too large"))?;
+    if n == 0 {
+        return Err(bad("it must be greater than zero"));
+    }
+    n.checked_mul(per_unit)
+        .ok_or_else(|| bad("it is too large"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations() {
+        assert_eq!(parse_duration("30s").unwrap(), 30);
+        assert_eq!(parse_duration("10m").unwrap(), 600);
+        assert_eq!(parse_duration("2h").unwrap(), 7200);
+        assert_eq!(parse_duration("7d").unwrap(), 604800);
+        for (bad, why) in [
+            ("", "it is empty"),
+            ("10", "expected a number followed by `s`, `m`, `h` or `d`"),
+            ("m", "expected a number followed by `s`, `m`, `h` or `d`"),
+            ("-5m", "expected a number followed by `s`, `m`, `h` or `d`"),
+            ("1.5h", "expected a number followed by `s`, `m`, `h` or `d`"),
+            (" 5m", "expected a number followed by `s`, `m`, `h` or `d`"),
+            ("5w", "expected a number followed by `s`, `m`, `h` or `d`"),
+            ("5é", "expected a number followed by `s`, `m`, `h` or `d`"),
+            ("0s", "it must be greater than zero"),
+            ("99999999999999999999s", "it is too large"),
+            ("999999999999999999d", "it is too large"),
+        ] {
+            let err = parse_duration(bad).unwrap_err();
+            assert_eq!(
+                err.to_string(),
+                format!("malformed duration `{bad}`: {why}")
+            );
+            assert!(err.is_invalid_input());
+        }
+    }
+
+    #[test]
+    fn the_clock_is_after_2024() {
+        assert!(now_utc() > UtcTime::parse("2024-01-01T00:00:00Z").unwrap());
+    }
+}

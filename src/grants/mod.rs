@@ -1,0 +1,419 @@
+//! The SQLite grant store and `effective_outcome` over it.
+//!
+//! A grant remembers an approval: *this* identity (channel, sender id) may
+//! use *this* capability on targets matching *this* pattern, until an
+//! optional expiry or a revocation. The table is the one of
+//! `metnos-policy.txt` §4.1, verbatim ([`SCHEMA`]); times are stored as
+//! [`UtcTime`] text (`YYYY-MM-DDTHH:MM:SSZ`).
+//!
+//! The rule that combines the matrix with grants lives once, in
+//! [`crate::policy::effective_outcome`]; [`GrantStore::effective_outcome`]
+//! only loads the active rows it needs and hands them over. Two guarantees
+//! follow from that rule and from [`GrantStore::record`]:
+//!
+//! - a grant never turns `denied` into `allowed`;
+//! - a grant never elevates an `always`-class capability: recording one is
+//!   refused, and a hand-inserted row is ignored by the rule anyway.
+//!
+//! Each [`GrantStore`] owns one connection; there is no global session.
+//! The store does not authenticate identities: separating users is the job
+//! of whoever supplies the [`Identity`].
+
+mod clock;
+mod error;
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use rusqlite::{params, Connection, ErrorCode, OpenFlags, OptionalExtension};
+
+pub use clock::{now_utc, parse_duration};
+pub use error::GrantError;
+
+use crate::policy::{
+    matrix, ApprovalClass, Capability, Effective, Grant, Identity, Level, Outcome, TargetKind,
+    TargetPattern, UtcTime,
+};
+
+/// The schema of the `grants` table, exactly as `metnos-policy.txt` §4.1
+/// defines it.
+pub const SCHEMA: &str = "CREATE TABLE IF NOT EXISTS grants (
+ id INTEGER PRIMARY KEY AUTOINCREMENT,
+ channel TEXT NOT NULL,
+ sender_id TEXT NOT NULL,
+ capability TEXT NOT NULL,
+ target TEXT NOT NULL,
+ granted_at TEXT NOT NULL,
+ expires_at TEXT,
+ granted_by TEXT,
+ revoked_at TEXT
+);";
+
+/// How long a statement waits for another connection's lock.
+pub const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
+
+const COLUMNS: &str =
+    "id, channel, sender_id, capability, target, granted_at, expires_at, granted_by, revoked_at";
+
+/// A grant to record: everything but the id and the times the store sets.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NewGrant {
+    /// Who the grant is for; both parts must be non-empty.
+    pub identity: Identity,
+    /// A registry name such as `fs:write`.
+    pub capability: String,
+    /// A pattern of the capability's target kind (`/home/a/notes/**`,
+    /// `example.com:443`, `HOME`).
+    pub target: String,
+    /// When the grant stops applying; `None` means until revoked.
+    pub expires_at: Option<UtcTime>,
+    /// Free text naming who approved it, for the record.
+    pub granted_by: Option<String>,
+}
+
+/// The grant store: one SQLite file and one owned connection to it.
+///
+/// Not `Sync`: share it between threads by opening one store per thread
+/// (SQLite's WAL mode and the busy timeout make concurrent stores safe).
+#[derive(Debug)]
+pub struct GrantStore {
+    path: PathBuf,
+    conn: Connection,
+}
+
+/// A row as SQLite returns it, before the times are parsed.
+struct RawRow {
+    id: i64,
+    channel: String,
+    sender_id: String,
+    capability: String,
+    target: String,
+    granted_at: String,
+    expires_at: Option<String>,
+    granted_by: Option<String>,
+    revoked_at: Option<String>,
+}
+
+impl RawRow {
+    fn from_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<RawRow> {
+        Ok(RawRow {
+            id: row.get(0)?,
+            channel: row.get(1)?,
+            sender_id: row.get(2)?,
+            capability: row.get(3)?,
+            target: row.get(4)?,
+            granted_at: row.get(5)?,
+            expires_at: row.get(6)?,
+            granted_by: row.get(7)?,
+            revoked_at: row.get(8)?,
+        })
+    }
+}
+
+impl GrantStore {
+    /// Opens (creating if missing) the grants database at `path`, creating
+    /// its parent directory if needed, switching it to WAL journal mode,
+    /// setting a [`BUSY_TIMEOUT`] and creating the table.
+    ///
+    /// A file that is not SQLite fails here with
+    /// [`GrantError::NotADatabase`], and an SQLite file whose `grants` table
+    /// lacks a column with [`GrantError::WrongSchema`], not on first use.
+    /// If the file system cannot hold a WAL, SQLite keeps its rollback
+    /// journal and the store still works.
+    pub fn open(path: &Path) -> Result<GrantStore, GrantError> {
+        if let Some(parent) = path.parent() {
+            if !parent.as_os_str().is_empty() && !parent.exists() {
+                std::fs::create_dir_all(parent).map_err(|source| GrantError::CreateDir {
+                    path: parent.to_path_buf(),
+                    source,
+                })?;
+            }
+        }
+        let err = |e| sqlite_error(path, e);
+        // No SQLITE_OPEN_URI: a path is a path, even one starting `file:`.
+        let flags = OpenFlags::SQLITE_OPEN_READ_WRITE
+            | OpenFlags::SQLITE_OPEN_CREATE
+            | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+        let conn = Connection::open_with_flags(path, flags).map_err(err)?;
+        conn.busy_timeout(BUSY_TIMEOUT).map_err(err)?;
+        // Reads the header: a file that is not a database fails here.
+        conn.query_row("SELECT count(*) FROM sqlite_master", [], |r| {
+            r.get::<_, i64>(0)
+        })
+        .map_err(err)?;
+        conn.pragma_update_and_check(None, "journal_mode", "WAL", |r| r.get::<_, String>(0))
+            .map_err(err)?;
+        conn.execute_batch(SCHEMA).map_err(err)?;
+        if let Err(e) = conn.prepare(&format!("SELECT {COLUMNS} FROM grants LIMIT 0")) {
+            return Err(GrantError::WrongSchema {
+                path: path.to_path_buf(),
+                why: e.to_string(),
+            });
+        }
+        Ok(GrantStore {
+            path: path.to_path_buf(),
+            conn,
+        })
+    }
+
+    /// The database file this store was opened on.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Checks `new` exactly as [`GrantStore::record`] would at `now`,
+    /// without a database: callers use it to refuse a grant before creating
+    /// any file. Returns the first refusal, if any.
+    pub fn validate(new: &NewGrant, now: UtcTime) -> Result<(), GrantError> {
+        validated(new, now).map(|_| ())
+    }
+
+    /// Records a grant at `now` and returns it with its new id.
+    ///
+    /// Refused, with nothing written: an unknown capability name; an
+    /// `always`-class capability (`code:exec`, `system:admin`), whose every
+    /// use needs a fresh approval; a capability that takes no target
+    /// (`compute:pure`, `time:read`, `human:ask`); a target that is not a
+    /// valid pattern of the capability's kind; an empty channel or sender
+    /// id; an expiry at or before `now`. The target is stored in its
+    /// canonical form (a host pattern lowercased).
+    ///
+    /// # Security
+    ///
+    /// This hands out authority: once recorded, the grant turns every
+    /// `approval_required` use of the capability on a covered target by
+    /// that identity into `allowed`, without asking, until it expires or is
+    /// revoked. Call it only on an explicit approval by the person the
+    /// identity stands for ("allow and remember"), with the identity the
+    /// request really came from — the store does not authenticate it. A
+    /// broad pattern (`/**`, `*.com`) grants broadly. It can never turn a
+    /// `denied` cell into `allowed` nor stand in for an `always` approval.
+    pub fn record(&self, new: &NewGrant, now: UtcTime) -> Result<Grant, GrantError> {
+        let (capability, pattern) = validated(new, now)?;
+        let grant = Grant {
+            id: 0,
+            channel: new.identity.channel.clone(),
+            sender_id: new.identity.sender_id.clone(),
+            capability: capability.as_str().to_string(),
+            target: pattern.as_str().to_string(),
+            granted_at: now,
+            expires_at: new.expires_at,
+            granted_by: new.granted_by.clone(),
+            revoked_at: None,
+        };
+        let mut stmt = self
+            .conn
+            .prepare_cached(
+                "INSERT INTO grants (channel, sender_id, capability, target, granted_at, expires_at, granted_by) \
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+            )
+            .map_err(|e| self.err(e))?;
+        let id = stmt
+            .insert(params![
+                grant.channel,
+                grant.sender_id,
+                grant.capability,
+                grant.target,
+                grant.granted_at.to_string(),
+                grant.expires_at.map(|t| t.to_string()),
+                grant.granted_by,
+            ])
+            .map_err(|e| self.err(e))?;
+        Ok(Grant { id, ..grant })
+    }
+
+    /// Revokes grant `id` at `now` and returns the revoked row. An expired
+    /// grant can still be revoked; revoking twice is an error.
+    pub fn revoke(&self, id: i64, now: UtcTime) -> Result<Grant, GrantError> {
+        let changed = self
+            .conn
+            .prepare_cached(
+                "UPDATE grants SET revoked_at = ?1 WHERE id = ?2 AND revoked_at IS NULL",
+            )
+            .and_then(|mut s| s.execute(params![now.to_string(), id]))
+            .map_err(|e| self.err(e))?;
+        let row = self.get(id)?;
+        match row {
+            None => Err(GrantError::NoSuchGrant(id)),
+            Some(_) if changed == 0 => Err(GrantError::AlreadyRevoked(id)),
+            Some(g) => Ok(g),
+        }
+    }
+
+    /// Every grant ordered by id: all of them with `include_inactive`, else
+    /// only those active (unrevoked and unexpired) at `now`.
+    pub fn list(&self, include_inactive: bool, now: UtcTime) -> Result<Vec<Grant>, GrantError> {
+        let sql = if include_inactive {
+            format!("SELECT {COLUMNS} FROM grants ORDER BY id")
+        } else {
+            format!("SELECT {COLUMNS} FROM grants WHERE revoked_at IS NULL ORDER BY id")
+        };
+        let rows = self.query(&sql, [])?;
+        let grants = rows
+            .into_iter()
+            .map(|r| self.decode(r))
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(if include_inactive {
+            grants
+        } else {
+            grants.into_iter().filter(|g| g.is_active(now)).collect()
+        })
+    }
+
+    /// The grants active at `now` for exactly this identity and capability,
+    /// ordered by id. Targets are not filtered: matching a target is the
+    /// policy rule's job.
+    pub fn active_for(
+        &self,
+        identity: &Identity,
+        capability: Capability,
+        now: UtcTime,
+    ) -> Result<Vec<Grant>, GrantError> {
+        let rows = self.query(
+            &format!(
+                "SELECT {COLUMNS} FROM grants \
+                 WHERE channel = ?1 AND sender_id = ?2 AND capability = ?3 AND revoked_at IS NULL \
+                 ORDER BY id"
+            ),
+            params![identity.channel, identity.sender_id, capability.as_str()],
+        )?;
+        self.active_only(rows, now)
+    }
+
+    /// Every grant active at `now`, ordered by id (what a turn's snapshot
+    /// freezes).
+    pub fn active_all(&self, now: UtcTime) -> Result<Vec<Grant>, GrantError> {
+        self.list(false, now)
+    }
+
+    /// The matrix cell for `level` × `capability`, lifted from
+    /// `approval_required` to `allowed` when an active grant of `identity`
+    /// covers `target`. The rule is [`crate::policy::effective_outcome`];
+    /// this only supplies the rows, and reads none when the matrix alone
+    /// decides (`allowed`, `denied`) or the capability is `always`-class.
+    pub fn effective_outcome(
+        &self,
+        level: Level,
+        capability: Capability,
+        target: Option<&str>,
+        identity: &Identity,
+        now: UtcTime,
+    ) -> Result<Effective, GrantError> {
+        if matrix(level, capability) != Outcome::ApprovalRequired
+            || capability.default_approval() == ApprovalClass::Always
+        {
+            return Ok(crate::policy::effective_outcome(
+                level,
+                capability,
+                target,
+                identity,
+                std::iter::empty(),
+            ));
+        }
+        let active = self.active_for(identity, capability, now)?;
+        Ok(crate::policy::effective_outcome(
+            level, capability, target, identity, &active,
+        ))
+    }
+
+    fn get(&self, id: i64) -> Result<Option<Grant>, GrantError> {
+        let raw = self
+            .conn
+            .prepare_cached(&format!("SELECT {COLUMNS} FROM grants WHERE id = ?1"))
+            .and_then(|mut s| s.query_row([id], RawRow::from_row).optional())
+            .map_err(|e| self.err(e))?;
+        raw.map(|r| self.decode(r)).transpose()
+    }
+
+    fn query(&self, sql: &str, params: impl rusqlite::Params) -> Result<Vec<RawRow>, GrantError> {
+        let mut stmt = self.conn.prepare_cached(sql).map_err(|e| self.err(e))?;
+        let rows = stmt
+            .query_map(params, RawRow::from_row)
+            .and_then(|rows| rows.collect::<rusqlite::Result<Vec<_>>>())
+            .map_err(|e| self.err(e))?;
+        Ok(rows)
+    }
+
+    fn active_only(&self, rows: Vec<RawRow>, now: UtcTime) -> Result<Vec<Grant>, GrantError> {
+        let mut out = Vec::with_capacity(rows.len());
+        for r in rows {
+            let g = self.decode(r)?;
+            if g.is_active(now) {
+                out.push(g);
+            }
+        }
+        Ok(out)
+    }
+
+    fn decode(&self, r: RawRow) -> Result<Grant, GrantError> {
+        let time = |column: &'static str, value: &str| {
+            UtcTime::parse(value).map_err(|_| GrantError::MalformedRow {
+                path: self.path.clone(),
+                id: r.id,
+                column,
+                value: value.to_string(),
+            })
+        };
+        let opt_time =
+            |column, value: &Option<String>| value.as_deref().map(|v| time(column, v)).transpose();
+        Ok(Grant {
+            granted_at: time("granted_at", &r.granted_at)?,
+            expires_at: opt_time("expires_at", &r.expires_at)?,
+            revoked_at: opt_time("revoked_at", &r.revoked_at)?,
+            id: r.id,
+            channel: r.channel,
+            sender_id: r.sender_id,
+            capability: r.capability,
+            target: r.target,
+            granted_by: r.granted_by,
+        })
+    }
+
+    fn err(&self, e: rusqlite::Error) -> GrantError {
+        sqlite_error(&self.path, e)
+    }
+}
+
+/// The checks of [`GrantStore::record`]; returns the capability and the
+/// parsed target pattern.
+fn validated(new: &NewGrant, now: UtcTime) -> Result<(Capability, TargetPattern), GrantError> {
+    let capability: Capability = new.capability.parse()?;
+    if capability.default_approval() == ApprovalClass::Always {
+        return Err(GrantError::AlwaysClass(capability));
+    }
+    let kind = capability.target_kind();
+    if kind == TargetKind::None {
+        return Err(GrantError::NoTarget(capability));
+    }
+    let pattern = TargetPattern::parse(kind, &new.target)
+        .map_err(|source| GrantError::BadTarget { capability, source })?;
+    if new.identity.channel.is_empty() {
+        return Err(GrantError::EmptyIdentity("channel"));
+    }
+    if new.identity.sender_id.is_empty() {
+        return Err(GrantError::EmptyIdentity("sender id"));
+    }
+    if let Some(expires_at) = new.expires_at {
+        if expires_at <= now {
+            return Err(GrantError::ExpiryNotInFuture { expires_at, now });
+        }
+    }
+    Ok((capability, pattern))
+}
+
+fn sqlite_error(path: &Path, e: rusqlite::Error) -> GrantError {
+    match &e {
+        rusqlite::Error::SqliteFailure(f, _) if f.code == ErrorCode::NotADatabase => {
+            GrantError::NotADatabase {
+                path: path.to_path_buf(),
+            }
+        }
+        _ => GrantError::Sqlite {
+            path: path.to_path_buf(),
+            source: e,
+        },
+    }
+}
+
+#[cfg(test)]
+mod tests;
