@@ -6,7 +6,11 @@
 //! - [`manifest`] — `executor.toml` and its validator.
 //! - [`config`] — `gatehouse.toml`, actors, path resolution.
 //! - [`snapshot`] — `policy.json`: prepare and verify.
+//! - [`tier3`] — the deny-path suite.
 
+pub mod config;
 pub mod grants;
 pub mod manifest;
 pub mod policy;
+pub mod snapshot;
+pub mod tier3;

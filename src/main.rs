@@ -1,1 +1,7 @@
-fn main() {}
+//! The `gatehouse` binary: parse, call the library, print. See `cli/`.
+
+mod cli;
+
+fn main() {
+    std::process::exit(cli::main());
+}

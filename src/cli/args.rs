@@ -1,0 +1,203 @@
+//! Raw flags, exactly as clap parses them. Nothing is resolved here.
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand};
+
+const EXIT_CODES: &str = "\
+Exit codes:
+  0  ok / allowed
+  1  error (i/o, database, a failing test case)
+  2  denied (the answer carries a deny code)
+  3  invalid input (unknown level or capability, malformed glob, bad file)
+  4  approval required
+
+Environment:
+  GATEHOUSE_CONFIG       configuration file (else --config, else gatehouse.toml in
+                         $XDG_CONFIG_HOME/gatehouse or ~/.config/gatehouse, else a safe default)
+  GATEHOUSE_STATE_DIR    state directory (default $XDG_STATE_HOME/gatehouse, else
+                         ~/.local/state/gatehouse)
+  GATEHOUSE_GRANTS_DB    grants database (default <state>/grants.db)
+  GATEHOUSE_HISTORY_DIR  turn history (default <state>/history)";
+
+/// Run executors as WebAssembly components in a sandbox built from a
+/// deny-by-default policy.
+#[derive(Debug, Parser)]
+#[command(name = "gatehouse", version, after_help = EXIT_CODES)]
+pub struct Cli {
+    /// Configuration file (overrides GATEHOUSE_CONFIG).
+    #[arg(long, global = true, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// State directory (overrides GATEHOUSE_STATE_DIR).
+    #[arg(long, global = true, value_name = "DIR")]
+    pub state_dir: Option<PathBuf>,
+    /// Print data as JSON (lists are always JSON Lines).
+    #[arg(long, global = true)]
+    pub json: bool,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// The capability registry, the autonomy matrix, checks and deny codes.
+    #[command(subcommand)]
+    Policy(PolicyCmd),
+    /// The grant store: remembered approvals, per identity and target.
+    #[command(subcommand)]
+    Grants(GrantsCmd),
+    /// Executor manifests (`executor.toml`).
+    #[command(subcommand)]
+    Manifest(ManifestCmd),
+    /// The frozen policy of a turn (`policy.json`) and its two hashes.
+    #[command(subcommand)]
+    Snapshot(SnapshotCmd),
+    /// The deny-path suite: every deny code, exact, for the configured actors.
+    Test(TestArgs),
+    /// Walk through the gate end to end on a temporary state directory and
+    /// workspace: an allowed, a denied and an approval-required request, a
+    /// remembered grant, a refused grant, and the tier-3 suite.
+    Demo,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum PolicyCmd {
+    /// Print the closed capability registry (JSON Lines).
+    Registry,
+    /// Print the autonomy × capability matrix: 3 levels × 12 capabilities (JSON Lines).
+    Table,
+    /// Combine the matrix with grants for one capability; exit 0 allowed, 2 denied, 4 approval required.
+    Check(CheckArgs),
+    /// Print every deny code with its meaning (JSON Lines).
+    Codes,
+    /// Decide one request given as JSON against the configured actors.
+    Decide(DecideArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct CheckArgs {
+    /// ReadOnly, Supervised or Full.
+    pub level: String,
+    /// A capability name from the registry, e.g. fs:write.
+    pub capability: String,
+    /// The concrete target (a path, host[:port] or name).
+    #[arg(long)]
+    pub target: Option<String>,
+    /// The identity's channel (with --sender: look up grants).
+    #[arg(long, requires = "sender")]
+    pub channel: Option<String>,
+    /// The identity's sender id (with --channel).
+    #[arg(long, requires = "channel")]
+    pub sender: Option<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct DecideArgs {
+    /// The request, e.g. '{"kind":"skill","actor":"main","skill":"hello"}'.
+    pub request: String,
+    /// The turn's workspace (default: the current directory).
+    #[arg(long, value_name = "DIR")]
+    pub workspace: Option<PathBuf>,
+    /// Decide at this level instead of the configured one.
+    #[arg(long)]
+    pub level: Option<String>,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum GrantsCmd {
+    /// Record a grant. Refused for unknown capabilities, always-class ones
+    /// (code:exec, system:admin), ones that take no target, and targets of
+    /// the wrong kind.
+    Add(GrantAddArgs),
+    /// List grants (JSON Lines); active ones unless --all.
+    List {
+        /// Include revoked and expired grants.
+        #[arg(long)]
+        all: bool,
+    },
+    /// Revoke a grant by id.
+    Revoke {
+        /// The grant's id (from `grants list`).
+        id: String,
+    },
+}
+
+#[derive(Debug, Args)]
+pub struct GrantAddArgs {
+    /// The identity's channel, e.g. cli.
+    #[arg(long)]
+    pub channel: String,
+    /// The identity's sender id, e.g. alice.
+    #[arg(long)]
+    pub sender: String,
+    /// The capability, e.g. fs:write.
+    pub capability: String,
+    /// The target pattern: an absolute path glob, host[:port] or exact name.
+    pub target: String,
+    /// Expire after a duration (30s, 10m, 2h, 7d).
+    #[arg(long, conflicts_with = "expires_at")]
+    pub expires_in: Option<String>,
+    /// Expire at a UTC time (YYYY-MM-DDTHH:MM:SSZ).
+    #[arg(long)]
+    pub expires_at: Option<String>,
+    /// Who granted it (default: the login name).
+    #[arg(long)]
+    pub granted_by: Option<String>,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum ManifestCmd {
+    /// Validate a manifest; verify the component's sha256 if it is pinned
+    /// and the component exists (DIGEST_MISMATCH: exit 2).
+    Check {
+        /// Path to executor.toml.
+        path: PathBuf,
+    },
+}
+
+#[derive(Debug, Args)]
+pub struct SnapshotSources {
+    /// The turn's workspace (default: the current directory).
+    #[arg(long, value_name = "DIR")]
+    pub workspace: Option<PathBuf>,
+    /// Freeze at this level instead of the configured one.
+    #[arg(long)]
+    pub level: Option<String>,
+    /// An executor manifest to include besides those in the executor directories.
+    #[arg(long = "executor", value_name = "MANIFEST")]
+    pub executors: Vec<PathBuf>,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum SnapshotCmd {
+    /// Freeze actors, executors, level, grants in force and roots into a file.
+    Prepare {
+        /// Where to write (default: policy.json).
+        #[arg(long, default_value = "policy.json")]
+        out: PathBuf,
+        #[command(flatten)]
+        sources: SnapshotSources,
+    },
+    /// Recompute the snapshot from its sources and compare byte for byte
+    /// (SNAPSHOT_MISMATCH: exit 2).
+    Verify {
+        /// The snapshot file (default: policy.json).
+        #[arg(default_value = "policy.json")]
+        file: PathBuf,
+        #[command(flatten)]
+        sources: SnapshotSources,
+    },
+}
+
+#[derive(Debug, Args)]
+pub struct TestArgs {
+    /// The test tier; tier 3 is the deny-path suite (the only one).
+    #[arg(long)]
+    pub tier: u8,
+    /// Only this actor.
+    #[arg(long)]
+    pub actor: Option<String>,
+    /// The turn's workspace (default: the current directory).
+    #[arg(long, value_name = "DIR")]
+    pub workspace: Option<PathBuf>,
+}

@@ -1,0 +1,423 @@
+//! One function per subcommand.
+
+use std::path::{Path, PathBuf};
+
+use serde_json::json;
+
+use gatehouse::grants::{now_utc, parse_duration, GrantError, GrantStore, NewGrant};
+use gatehouse::manifest::{Manifest, ManifestError};
+use gatehouse::policy::{
+    check_target, decide_json, matrix, Capability, DenyCode, Identity, Level, Outcome, Snapshot,
+    UtcTime, REGISTRY,
+};
+use gatehouse::snapshot::{self, SnapshotError, Sources};
+use gatehouse::tier3::{self, CaseStatus};
+
+use super::args::{
+    CheckArgs, Command, GrantAddArgs, GrantsCmd, ManifestCmd, PolicyCmd, SnapshotCmd,
+    SnapshotSources, TestArgs,
+};
+use super::{out, out_json, CmdResult, Context, Exit, Failure};
+
+pub fn run(ctx: &Context, command: Command) -> CmdResult {
+    match command {
+        Command::Policy(PolicyCmd::Registry) => registry(),
+        Command::Policy(PolicyCmd::Table) => table(),
+        Command::Policy(PolicyCmd::Check(args)) => check(ctx, args),
+        Command::Policy(PolicyCmd::Codes) => codes(),
+        Command::Policy(PolicyCmd::Decide(args)) => decide(
+            ctx,
+            &args.request,
+            args.workspace.as_deref(),
+            args.level.as_deref(),
+        ),
+        Command::Grants(cmd) => grants(ctx, cmd),
+        Command::Manifest(ManifestCmd::Check { path }) => manifest_check(ctx, &path),
+        Command::Snapshot(cmd) => snapshot_cmd(ctx, cmd),
+        Command::Test(args) => test(ctx, args),
+        Command::Demo => super::demo::run(ctx),
+    }
+}
+
+fn parse_level(s: &str) -> Result<Level, Failure> {
+    s.parse()
+        .map_err(|e: gatehouse::policy::matrix::UnknownLevel| Failure::invalid(e.to_string()))
+}
+
+fn parse_capability(s: &str) -> Result<Capability, Failure> {
+    s.parse()
+        .map_err(|e: gatehouse::policy::registry::UnknownCapability| {
+            Failure::invalid(e.to_string())
+        })
+}
+
+impl From<GrantError> for Failure {
+    fn from(e: GrantError) -> Failure {
+        Failure {
+            exit: if e.is_invalid_input() {
+                Exit::Invalid
+            } else {
+                Exit::Error
+            },
+            message: e.to_string(),
+        }
+    }
+}
+
+impl From<ManifestError> for Failure {
+    fn from(e: ManifestError) -> Failure {
+        let exit = if e.deny_code().is_some() {
+            Exit::Denied
+        } else if e.is_invalid_input() {
+            Exit::Invalid
+        } else {
+            Exit::Error
+        };
+        Failure {
+            exit,
+            message: e.to_string(),
+        }
+    }
+}
+
+impl From<SnapshotError> for Failure {
+    fn from(e: SnapshotError) -> Failure {
+        match e {
+            SnapshotError::Config(c) => c.into(),
+            SnapshotError::Manifest(m) => m.into(),
+            SnapshotError::Io { .. } => Failure::error(e.to_string()),
+            SnapshotError::Mismatch { .. } => Failure::denied(e.to_string()),
+        }
+    }
+}
+
+fn registry() -> CmdResult {
+    for s in REGISTRY {
+        out_json(&json!({
+            "name": s.name,
+            "critical": s.critical,
+            "default_approval": s.default_approval.as_str(),
+            "target_kind": s.target_kind.as_str(),
+            "bound_to": s.bound_to,
+        }));
+    }
+    Ok(Exit::Ok)
+}
+
+fn table() -> CmdResult {
+    for level in Level::ALL {
+        for cap in Capability::ALL {
+            out_json(
+                &json!({"level": level.as_str(), "capability": cap.as_str(), "outcome": matrix(level, cap).as_str()}),
+            );
+        }
+    }
+    Ok(Exit::Ok)
+}
+
+fn codes() -> CmdResult {
+    for code in DenyCode::ALL {
+        out_json(
+            &json!({"code": code.as_str(), "family": code.family().as_str(), "meaning": code.meaning()}),
+        );
+    }
+    Ok(Exit::Ok)
+}
+
+fn outcome_exit(outcome: Outcome) -> Exit {
+    match outcome {
+        Outcome::Allowed => Exit::Ok,
+        Outcome::Denied => Exit::Denied,
+        Outcome::ApprovalRequired => Exit::Approval,
+    }
+}
+
+/// Opens the grant store only if it exists: a read must not create state.
+fn existing_store(ctx: &Context) -> Result<Option<GrantStore>, Failure> {
+    if ctx.state.grants_db.exists() {
+        Ok(Some(GrantStore::open(&ctx.state.grants_db)?))
+    } else {
+        Ok(None)
+    }
+}
+
+fn check(ctx: &Context, args: CheckArgs) -> CmdResult {
+    let level = parse_level(&args.level)?;
+    let cap = parse_capability(&args.capability)?;
+    if args.target.is_some() || !matches!(cap.target_kind(), gatehouse::policy::TargetKind::None) {
+        if let Some(t) = &args.target {
+            check_target(cap, Some(t)).map_err(Failure::invalid)?;
+        }
+    }
+    let identity = match (&args.channel, &args.sender) {
+        (Some(c), Some(s)) => Some(Identity::new(c.clone(), s.clone())),
+        _ => None,
+    };
+    let cell = matrix(level, cap);
+    let mut grant_id = None;
+    let mut outcome = cell;
+    if let (Some(identity), Some(target)) = (&identity, &args.target) {
+        if let Some(store) = existing_store(ctx)? {
+            let e = store.effective_outcome(level, cap, Some(target), identity, now_utc())?;
+            outcome = e.outcome;
+            grant_id = e.grant_id;
+        }
+    }
+    if ctx.json {
+        out_json(&json!({
+            "level": level.as_str(),
+            "capability": cap.as_str(),
+            "target": args.target,
+            "identity": identity,
+            "matrix": cell.as_str(),
+            "outcome": outcome.as_str(),
+            "grant_id": grant_id,
+        }));
+    } else {
+        out(outcome.as_str());
+    }
+    Ok(outcome_exit(outcome))
+}
+
+/// Every manifest in the configured executor directories, plus `extra`.
+fn gather_manifests(dirs: &[PathBuf], extra: &[PathBuf]) -> Result<Vec<Manifest>, Failure> {
+    let mut manifests = gatehouse::manifest::discover(dirs)?;
+    for p in extra {
+        let m = Manifest::load(p)?;
+        if let Some(other) = manifests
+            .iter()
+            .find(|o| o.name == m.name && o.path != m.path)
+        {
+            return Err(Failure::invalid(format!(
+                "executor `{}` is defined twice: `{}` and `{}`",
+                m.name,
+                other.path.display(),
+                m.path.display()
+            )));
+        }
+        if !manifests.iter().any(|o| o.path == m.path) {
+            manifests.push(m);
+        }
+    }
+    manifests.sort_by(|a, b| a.name.cmp(&b.name));
+    Ok(manifests)
+}
+
+fn build_snapshot(ctx: &Context, sources: &SnapshotSources) -> Result<Snapshot, Failure> {
+    let config = ctx.config()?;
+    let level = sources.level.as_deref().map(parse_level).transpose()?;
+    let workspace = ctx.workspace(sources.workspace.as_deref())?;
+    let manifests = gather_manifests(&config.executor_dirs, &sources.executors)?;
+    let grants = match existing_store(ctx)? {
+        Some(store) => store.active_all(now_utc())?,
+        None => vec![],
+    };
+    Ok(snapshot::build(Sources {
+        config: &config,
+        state: &ctx.state,
+        manifests: &manifests,
+        turn_workspace: &workspace,
+        home: ctx.env.home.as_deref(),
+        level,
+        grants,
+    })?)
+}
+
+fn decide(
+    ctx: &Context,
+    request: &str,
+    workspace: Option<&Path>,
+    level: Option<&str>,
+) -> CmdResult {
+    let value: serde_json::Value = serde_json::from_str(request)
+        .map_err(|e| Failure::invalid(format!("the request is not json: {e}")))?;
+    let snapshot = build_snapshot(
+        ctx,
+        &SnapshotSources {
+            workspace: workspace.map(Path::to_path_buf),
+            level: level.map(str::to_string),
+            executors: vec![],
+        },
+    )?;
+    let decision = decide_json(&snapshot, &value);
+    if ctx.json {
+        out_json(&decision);
+    } else {
+        match decision.code() {
+            Some(code) => out(format!("denied {code}: {}", decision.reason())),
+            None => out(format!("{}: {}", decision.outcome(), decision.reason())),
+        }
+    }
+    Ok(outcome_exit(decision.outcome()))
+}
+
+fn grants(ctx: &Context, cmd: GrantsCmd) -> CmdResult {
+    match cmd {
+        GrantsCmd::Add(args) => grant_add(ctx, args),
+        GrantsCmd::List { all } => {
+            if let Some(store) = existing_store(ctx)? {
+                for g in store.list(all, now_utc())? {
+                    out_json(&g);
+                }
+            }
+            Ok(Exit::Ok)
+        }
+        GrantsCmd::Revoke { id } => {
+            let id: i64 = id
+                .parse()
+                .map_err(|_| Failure::invalid(format!("grant id `{id}` is not a number")))?;
+            let store = existing_store(ctx)?.ok_or_else(|| {
+                Failure::invalid(format!(
+                    "no grant with id `{id}`: the grants database is empty"
+                ))
+            })?;
+            let g = store.revoke(id, now_utc())?;
+            out_json(&g);
+            Ok(Exit::Ok)
+        }
+    }
+}
+
+fn grant_add(ctx: &Context, args: GrantAddArgs) -> CmdResult {
+    let now = now_utc();
+    let expires_at = match (&args.expires_in, &args.expires_at) {
+        (Some(d), _) => Some(now.plus_seconds(parse_duration(d)?)),
+        (None, Some(t)) => Some(UtcTime::parse(t).map_err(|e| Failure::invalid(e.to_string()))?),
+        (None, None) => None,
+    };
+    let new = NewGrant {
+        identity: Identity::new(args.channel, args.sender),
+        capability: args.capability,
+        target: args.target,
+        expires_at,
+        granted_by: args.granted_by.or_else(|| ctx.env.login.clone()),
+    };
+    // Validate before creating any file: a refused grant leaves no state.
+    GrantStore::validate(&new, now)?;
+    let store = GrantStore::open(&ctx.state.grants_db)?;
+    let g = store.record(&new, now)?;
+    out_json(&g);
+    Ok(Exit::Ok)
+}
+
+fn manifest_check(ctx: &Context, path: &Path) -> CmdResult {
+    let m = Manifest::load(path)?;
+    let component = if m.component.exists() {
+        let digest = m.verify_component()?;
+        json!({"path": m.component, "sha256": digest, "pinned": m.sha256.is_some()})
+    } else {
+        json!({"path": m.component, "missing": true})
+    };
+    let caps: Vec<_> = m
+        .capabilities
+        .iter()
+        .map(|c| json!({"name": c.capability.as_str(), "target": c.target}))
+        .collect();
+    let summary = json!({
+        "manifest": m.path,
+        "name": m.name,
+        "valid": true,
+        "component": component,
+        "capabilities": caps,
+        "revertible": m.revertible,
+        "reverse_pattern": m.reverse_pattern,
+    });
+    if ctx.json {
+        out_json(&summary);
+    } else {
+        out(format!(
+            "ok: `{}` is a valid manifest for executor `{}`",
+            m.path.display(),
+            m.name
+        ));
+        if !m.component.exists() {
+            out(format!(
+                "note: component `{}` does not exist yet",
+                m.component.display()
+            ));
+        }
+    }
+    Ok(Exit::Ok)
+}
+
+fn snapshot_cmd(ctx: &Context, cmd: SnapshotCmd) -> CmdResult {
+    match cmd {
+        SnapshotCmd::Prepare { out: file, sources } => {
+            let snap = build_snapshot(ctx, &sources)?;
+            let frozen = snapshot::prepare(snap, &file)?;
+            out_json(
+                &json!({"file": file, "definitionHash": frozen.definition_hash, "policyHash": frozen.policy_hash}),
+            );
+            Ok(Exit::Ok)
+        }
+        SnapshotCmd::Verify { file, sources } => {
+            let snap = build_snapshot(ctx, &sources)?;
+            let frozen = snapshot::verify(&file, snap)?;
+            out_json(
+                &json!({"file": file, "verified": true, "definitionHash": frozen.definition_hash, "policyHash": frozen.policy_hash}),
+            );
+            Ok(Exit::Ok)
+        }
+    }
+}
+
+fn test(ctx: &Context, args: TestArgs) -> CmdResult {
+    if args.tier != 3 {
+        return Err(Failure::invalid(format!(
+            "unknown tier `{}`: only tier 3 (the deny-path suite) exists",
+            args.tier
+        )));
+    }
+    let snapshot = build_snapshot(
+        ctx,
+        &SnapshotSources {
+            workspace: args.workspace,
+            level: None,
+            executors: vec![],
+        },
+    )?;
+    if let Some(a) = &args.actor {
+        if !snapshot.actors.contains_key(a) {
+            return Err(Failure::invalid(format!(
+                "unknown actor `{a}`: the configuration defines {}",
+                names(snapshot.actors.keys())
+            )));
+        }
+    }
+    let results = tier3::run(&snapshot, args.actor.as_deref());
+    let count = |s| results.iter().filter(|r| r.status == s).count();
+    let (pass, fail, skipped) = (
+        count(CaseStatus::Pass),
+        count(CaseStatus::Fail),
+        count(CaseStatus::Skipped),
+    );
+    if ctx.json {
+        for r in &results {
+            out_json(r);
+        }
+    } else {
+        for r in &results {
+            let status = match r.status {
+                CaseStatus::Pass => "pass",
+                CaseStatus::Fail => "FAIL",
+                CaseStatus::Skipped => "skip",
+            };
+            out(format!(
+                "{status:4}  {:<10} {:<14} {:<28} got {:<28} {}",
+                r.actor,
+                r.kind,
+                r.expected.as_str(),
+                r.got.as_deref().unwrap_or("-"),
+                r.reason
+            ));
+        }
+        out(format!(
+            "tier 3: {pass} passed, {fail} failed, {skipped} skipped"
+        ));
+    }
+    Ok(if fail == 0 { Exit::Ok } else { Exit::Error })
+}
+
+fn names<'a>(it: impl Iterator<Item = &'a String>) -> String {
+    it.map(|n| format!("`{n}`")).collect::<Vec<_>>().join(", ")
+}

@@ -1,0 +1,169 @@
+//! `gatehouse demo`: the gate end to end on a throwaway state directory.
+
+use std::path::{Path, PathBuf};
+
+use serde_json::json;
+
+use gatehouse::config::{HostConfig, StatePaths};
+use gatehouse::grants::{now_utc, GrantStore, NewGrant};
+use gatehouse::policy::{decide_json, Decision, Identity, Level};
+use gatehouse::snapshot::{self, Sources};
+use gatehouse::tier3::{self, CaseStatus};
+
+use super::{out, CmdResult, Context, Exit, Failure};
+
+/// A fresh directory under the system temp dir, removed on drop.
+struct TempDir(PathBuf);
+
+impl TempDir {
+    fn new() -> Result<TempDir, Failure> {
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.subsec_nanos())
+            .unwrap_or_default();
+        let dir =
+            std::env::temp_dir().join(format!("gatehouse-demo-{}-{nanos}", std::process::id()));
+        std::fs::create_dir_all(dir.join("workspace/out"))
+            .map_err(|e| Failure::error(format!("cannot create `{}`: {e}", dir.display())))?;
+        Ok(TempDir(dir))
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn show(step: &str, request: &serde_json::Value, decision: &Decision) {
+    let answer = match decision {
+        Decision::Deny { code, .. } => format!("denied {code}"),
+        other => other.outcome().to_string(),
+    };
+    out(format!(
+        "{step}\n  request:  {request}\n  decision: {answer}\n  reason:   {}\n",
+        decision.reason()
+    ));
+}
+
+fn canonical(p: &Path) -> Result<String, Failure> {
+    p.canonicalize()
+        .map(|p| p.display().to_string())
+        .map_err(|e| Failure::error(format!("cannot resolve `{}`: {e}", p.display())))
+}
+
+pub fn run(ctx: &Context) -> CmdResult {
+    let tmp = TempDir::new()?;
+    let state = StatePaths::under(&tmp.0.join("state"), None, None);
+    let workspace = canonical(&tmp.0.join("workspace"))?;
+    let login = ctx.env.login.clone().unwrap_or_else(|| "anonymous".into());
+    let config = HostConfig::safe_default(&login);
+    out(format!("gatehouse demo: the safe default configuration (level Supervised, actor `main` = cli/{login})"));
+    out(format!(
+        "workspace {workspace}\nstate     {}\n",
+        state.state_dir.display()
+    ));
+
+    let store = GrantStore::open(&state.grants_db)?;
+    let build = |store: &GrantStore,
+                 level: Option<Level>|
+     -> Result<gatehouse::policy::Snapshot, Failure> {
+        Ok(snapshot::build(Sources {
+            config: &config,
+            state: &state,
+            manifests: &[],
+            turn_workspace: &workspace,
+            home: None,
+            level,
+            grants: store.active_all(now_utc())?,
+        })?)
+    };
+    let target = format!("{workspace}/out/**");
+    let write_req =
+        json!({"kind": "capability", "actor": "main", "capability": "fs:write", "target": target});
+
+    let snap = build(&store, None)?;
+    let skill = json!({"kind": "skill", "actor": "main", "skill": "hello"});
+    show(
+        "1. may `main` run the executor `hello`?",
+        &skill,
+        &decide_json(&snap, &skill),
+    );
+    show(
+        "2. fs:write on the workspace's out/ at Supervised",
+        &write_req,
+        &decide_json(&snap, &write_req),
+    );
+
+    let grant = store.record(
+        &NewGrant {
+            identity: Identity::new("cli", login.clone()),
+            capability: "fs:write".into(),
+            target: target.clone(),
+            expires_at: Some(now_utc().plus_seconds(600)),
+            granted_by: Some("demo".into()),
+        },
+        now_utc(),
+    )?;
+    out(format!("   (\"allow and remember\": grant #{} recorded for cli/{login}, fs:write `{target}`, 10 minutes)\n", grant.id));
+    let snap = build(&store, None)?;
+    show(
+        "3. the same request with the grant in force",
+        &write_req,
+        &decide_json(&snap, &write_req),
+    );
+    let ro = build(&store, Some(Level::ReadOnly))?;
+    show(
+        "4. the same request at ReadOnly: a grant never lifts a denial",
+        &write_req,
+        &decide_json(&ro, &write_req),
+    );
+    let tool = json!({"kind": "tool", "actor": "main", "tool": "ls", "command": "ls; herdr run"});
+    show(
+        "5. a command that hides a raw runtime tool",
+        &tool,
+        &decide_json(&snap, &tool),
+    );
+    let db = json!({"kind": "workspace", "actor": "main", "access": "write",
+        "path": {"resolved": state.grants_db.canonicalize().map(|p| p.display().to_string()).unwrap_or_default()}});
+    show(
+        "6. a write to the grants database",
+        &db,
+        &decide_json(&snap, &db),
+    );
+
+    let refused = store.record(
+        &NewGrant {
+            identity: Identity::new("cli", login.clone()),
+            capability: "code:exec".into(),
+            target: "ls".into(),
+            expires_at: None,
+            granted_by: Some("demo".into()),
+        },
+        now_utc(),
+    );
+    match refused {
+        Err(e) => out(format!(
+            "7. remembering an approval for code:exec is refused:\n  {e}\n"
+        )),
+        Ok(_) => {
+            return Err(Failure::error(
+                "a grant for code:exec was recorded; the always-class guard is broken",
+            ))
+        }
+    }
+
+    let results = tier3::run(&snap, None);
+    let count = |s| results.iter().filter(|r| r.status == s).count();
+    out(format!(
+        "8. tier 3 (every deny code, exact): {} passed, {} failed, {} skipped",
+        count(CaseStatus::Pass),
+        count(CaseStatus::Fail),
+        count(CaseStatus::Skipped)
+    ));
+    Ok(if count(CaseStatus::Fail) == 0 {
+        Exit::Ok
+    } else {
+        Exit::Error
+    })
+}

@@ -1,0 +1,165 @@
+//! The command line. Flags are parsed raw by clap into [`args`], resolved
+//! once into a [`Context`] (configuration, state paths, workspace), then a
+//! subcommand runs against the library. The library knows nothing of this.
+
+mod args;
+mod commands;
+mod demo;
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use clap::Parser;
+
+use gatehouse::config::{lower, resolve_path, ConfigError, HostConfig, HostEnv, StatePaths};
+use gatehouse::policy::ResolvedPath;
+
+pub use args::Cli;
+
+/// Distinct exit codes, as documented in `--help`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Exit {
+    Ok = 0,
+    Error = 1,
+    Denied = 2,
+    Invalid = 3,
+    Approval = 4,
+}
+
+/// A failure that ends the command: its message and exit code.
+#[derive(Debug)]
+pub struct Failure {
+    pub exit: Exit,
+    pub message: String,
+}
+
+impl Failure {
+    pub fn invalid(message: impl Into<String>) -> Failure {
+        Failure {
+            exit: Exit::Invalid,
+            message: message.into(),
+        }
+    }
+
+    pub fn error(message: impl Into<String>) -> Failure {
+        Failure {
+            exit: Exit::Error,
+            message: message.into(),
+        }
+    }
+
+    pub fn denied(message: impl Into<String>) -> Failure {
+        Failure {
+            exit: Exit::Denied,
+            message: message.into(),
+        }
+    }
+}
+
+impl From<ConfigError> for Failure {
+    fn from(e: ConfigError) -> Failure {
+        Failure {
+            exit: if e.is_invalid_input() {
+                Exit::Invalid
+            } else {
+                Exit::Error
+            },
+            message: e.to_string(),
+        }
+    }
+}
+
+pub type CmdResult = Result<Exit, Failure>;
+
+/// What every subcommand may need, resolved once from flags and environment.
+pub struct Context {
+    pub env: HostEnv,
+    pub config_flag: Option<PathBuf>,
+    pub state: StatePaths,
+    pub json: bool,
+}
+
+impl Context {
+    /// The host configuration (read on demand: `policy table` needs none).
+    pub fn config(&self) -> Result<HostConfig, Failure> {
+        Ok(HostConfig::discover(
+            self.config_flag.as_deref(),
+            &self.env,
+        )?)
+    }
+
+    /// The canonical turn workspace: `dir`, else the current directory.
+    pub fn workspace(&self, dir: Option<&Path>) -> Result<String, Failure> {
+        let dir = match dir {
+            Some(d) => d.to_path_buf(),
+            None => std::env::current_dir().map_err(|e| {
+                Failure::error(format!(
+                    "cannot read the current directory: {}",
+                    lower(&e.to_string())
+                ))
+            })?,
+        };
+        if !dir.is_dir() {
+            return Err(Failure::invalid(format!(
+                "PATH_RESOLUTION_FAILED: workspace `{}` is not a directory",
+                dir.display()
+            )));
+        }
+        match resolve_path(&dir) {
+            ResolvedPath::Resolved(p) => Ok(p),
+            ResolvedPath::Failed { input, reason } => Err(Failure::invalid(format!(
+                "PATH_RESOLUTION_FAILED: workspace `{input}`: {reason}"
+            ))),
+        }
+    }
+}
+
+/// Writes one line to stdout; a closed pipe (`| head`) is not an error.
+pub fn out(line: impl AsRef<str>) {
+    let mut stdout = std::io::stdout().lock();
+    let _ = writeln!(stdout, "{}", line.as_ref());
+}
+
+/// Writes a value as one JSON line.
+pub fn out_json(value: &impl serde::Serialize) {
+    out(serde_json::to_string(value).unwrap_or_default());
+}
+
+pub fn main() -> i32 {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            use clap::error::ErrorKind;
+            let code = match e.kind() {
+                ErrorKind::DisplayHelp
+                | ErrorKind::DisplayVersion
+                | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand => Exit::Ok,
+                _ => Exit::Invalid,
+            };
+            let _ = e.print();
+            return if e.kind() == clap::error::ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand {
+                Exit::Invalid as i32
+            } else {
+                code as i32
+            };
+        }
+    };
+    let env = HostEnv::from_process();
+    let mut state = env.state_paths();
+    if let Some(dir) = &cli.state_dir {
+        state = StatePaths::under(dir, env.grants_db.clone(), env.history_dir.clone());
+    }
+    let ctx = Context {
+        config_flag: cli.config.clone(),
+        state,
+        json: cli.json,
+        env,
+    };
+    match commands::run(&ctx, cli.command) {
+        Ok(exit) => exit as i32,
+        Err(f) => {
+            eprintln!("gatehouse: {}", f.message);
+            f.exit as i32
+        }
+    }
+}

@@ -1,0 +1,93 @@
+//! The process environment gatehouse reads, read once and passed down.
+
+use std::path::{Path, PathBuf};
+
+/// The environment variables that change where gatehouse looks.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct HostEnv {
+    pub home: Option<PathBuf>,
+    pub login: Option<String>,
+    pub config: Option<PathBuf>,
+    pub state_dir: Option<PathBuf>,
+    pub grants_db: Option<PathBuf>,
+    pub history_dir: Option<PathBuf>,
+    pub xdg_state_home: Option<PathBuf>,
+    pub xdg_config_home: Option<PathBuf>,
+}
+
+fn var_path(name: &str) -> Option<PathBuf> {
+    std::env::var_os(name)
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from)
+}
+
+impl HostEnv {
+    /// Reads `HOME`, `USER`/`LOGNAME`, `GATEHOUSE_CONFIG`,
+    /// `GATEHOUSE_STATE_DIR`, `GATEHOUSE_GRANTS_DB`, `GATEHOUSE_HISTORY_DIR`,
+    /// `XDG_STATE_HOME` and `XDG_CONFIG_HOME`.
+    pub fn from_process() -> HostEnv {
+        HostEnv {
+            home: var_path("HOME"),
+            login: std::env::var("USER")
+                .ok()
+                .or_else(|| std::env::var("LOGNAME").ok())
+                .filter(|s| !s.is_empty()),
+            config: var_path("GATEHOUSE_CONFIG"),
+            state_dir: var_path("GATEHOUSE_STATE_DIR"),
+            grants_db: var_path("GATEHOUSE_GRANTS_DB"),
+            history_dir: var_path("GATEHOUSE_HISTORY_DIR"),
+            xdg_state_home: var_path("XDG_STATE_HOME"),
+            xdg_config_home: var_path("XDG_CONFIG_HOME"),
+        }
+    }
+
+    /// The configuration directory: `$XDG_CONFIG_HOME/gatehouse`, else
+    /// `~/.config/gatehouse`.
+    pub fn config_dir(&self) -> Option<PathBuf> {
+        self.xdg_config_home
+            .clone()
+            .or_else(|| self.home.as_ref().map(|h| h.join(".config")))
+            .map(|d| d.join("gatehouse"))
+    }
+
+    /// Where state lives (see [`StatePaths`]).
+    pub fn state_paths(&self) -> StatePaths {
+        let state_dir = self
+            .state_dir
+            .clone()
+            .or_else(|| self.xdg_state_home.as_ref().map(|d| d.join("gatehouse")))
+            .or_else(|| self.home.as_ref().map(|h| h.join(".local/state/gatehouse")))
+            // No home at all: a directory of the current user's, never a
+            // shared one.
+            .unwrap_or_else(|| PathBuf::from(".gatehouse-state"));
+        StatePaths::under(&state_dir, self.grants_db.clone(), self.history_dir.clone())
+    }
+}
+
+/// The state directory and what lives in it.
+///
+/// Defaults: `$GATEHOUSE_STATE_DIR`, else `$XDG_STATE_HOME/gatehouse`, else
+/// `~/.local/state/gatehouse`; `grants.db` (`$GATEHOUSE_GRANTS_DB`),
+/// `history/` (`$GATEHOUSE_HISTORY_DIR`) and `cache/` inside it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StatePaths {
+    pub state_dir: PathBuf,
+    pub grants_db: PathBuf,
+    pub history_dir: PathBuf,
+    pub cache_dir: PathBuf,
+}
+
+impl StatePaths {
+    pub fn under(
+        state_dir: &Path,
+        grants_db: Option<PathBuf>,
+        history_dir: Option<PathBuf>,
+    ) -> StatePaths {
+        StatePaths {
+            state_dir: state_dir.to_path_buf(),
+            grants_db: grants_db.unwrap_or_else(|| state_dir.join("grants.db")),
+            history_dir: history_dir.unwrap_or_else(|| state_dir.join("history")),
+            cache_dir: state_dir.join("cache"),
+        }
+    }
+}

@@ -1,0 +1,454 @@
+//! `gatehouse.toml`: the level, the executor directories and the actors.
+//!
+//! Parsing is strict (unknown fields are errors that name the field); paths
+//! are resolved and canonicalized here, before `decide` sees them.
+//!
+//! With no configuration file, [`HostConfig::safe_default`] applies: level
+//! `Supervised`, one actor `main` (channel `cli`, sender the login name)
+//! that may run any executor named on the command line and whose only
+//! workspace is the turn's `--workspace`.
+
+mod env;
+mod resolve;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+
+pub use env::{HostEnv, StatePaths};
+pub use resolve::{absolutize, lower, resolve_ancestor, resolve_path};
+
+use crate::policy::{Actor, Identity, Level, ResolvedPath, WorkspaceMode, WorkspaceRoot};
+
+/// Why a configuration could not be used.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("cannot read `{path}`: {reason}")]
+    Read { path: PathBuf, reason: String },
+    #[error("`{path}` is not valid toml: {message}")]
+    Parse { path: PathBuf, message: String },
+    #[error("`{path}`: field `{field}`: {message}")]
+    Invalid {
+        path: PathBuf,
+        field: String,
+        message: String,
+    },
+    #[error("PATH_RESOLUTION_FAILED: `{path}`: field `{field}`: `{input}` could not be resolved: {reason}")]
+    PathResolution {
+        path: PathBuf,
+        field: String,
+        input: String,
+        reason: String,
+    },
+}
+
+impl ConfigError {
+    /// Everything but an unreadable file is the user's input to fix.
+    pub fn is_invalid_input(&self) -> bool {
+        !matches!(self, ConfigError::Read { .. })
+    }
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawConfig {
+    level: Option<String>,
+    #[serde(default)]
+    executor_dirs: Vec<String>,
+    #[serde(default)]
+    actors: BTreeMap<String, RawActor>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawActor {
+    channel: Option<String>,
+    sender: Option<String>,
+    #[serde(default)]
+    skills: Vec<String>,
+    #[serde(default)]
+    subagents: Vec<String>,
+    #[serde(default)]
+    mcp_servers: Vec<String>,
+    #[serde(default)]
+    delegates_to: Vec<String>,
+    #[serde(default)]
+    memory: Vec<String>,
+    #[serde(default)]
+    tools: Vec<String>,
+    workspaces: Option<Vec<RawWorkspace>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawWorkspace {
+    path: String,
+    mode: WorkspaceMode,
+}
+
+/// One actor as configured (paths not yet canonical).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ActorConfig {
+    pub identity: Identity,
+    pub skills: Vec<String>,
+    pub subagents: Vec<String>,
+    pub mcp_servers: Vec<String>,
+    pub delegates_to: Vec<String>,
+    pub memory: Vec<String>,
+    pub tools: Vec<String>,
+    /// `None`: the turn's workspace, read-write.
+    pub workspaces: Option<Vec<(String, WorkspaceMode)>>,
+}
+
+/// The host configuration.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HostConfig {
+    /// The file it came from; `None` for the safe default.
+    pub source: Option<PathBuf>,
+    pub level: Level,
+    /// Absolute (relative entries are taken from the file's directory).
+    pub executor_dirs: Vec<PathBuf>,
+    pub actors: BTreeMap<String, ActorConfig>,
+}
+
+fn valid_name(name: &str) -> bool {
+    let mut bytes = name.bytes();
+    matches!(bytes.next(), Some(b) if b.is_ascii_lowercase() || b.is_ascii_digit())
+        && name.len() <= 64
+        && bytes.all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'_')
+}
+
+impl HostConfig {
+    /// The configuration used when there is no file: level `Supervised`,
+    /// actor `main` with identity (`cli`, `login`), any executor, and the
+    /// turn's workspace as its only root.
+    pub fn safe_default(login: &str) -> HostConfig {
+        let mut actors = BTreeMap::new();
+        actors.insert(
+            "main".to_string(),
+            ActorConfig {
+                identity: Identity::new("cli", login),
+                skills: vec!["*".into()],
+                subagents: vec![],
+                mcp_servers: vec![],
+                delegates_to: vec![],
+                memory: vec![],
+                tools: vec![],
+                workspaces: None,
+            },
+        );
+        HostConfig {
+            source: None,
+            level: Level::Supervised,
+            executor_dirs: vec![],
+            actors,
+        }
+    }
+
+    /// Finds the configuration: `explicit` (`--config`), else
+    /// `$GATEHOUSE_CONFIG`, else `gatehouse.toml` in the config directory,
+    /// else the safe default. A file named explicitly must exist.
+    pub fn discover(explicit: Option<&Path>, env: &HostEnv) -> Result<HostConfig, ConfigError> {
+        if let Some(path) = explicit.or(env.config.as_deref()) {
+            return HostConfig::load(path, env.home.as_deref());
+        }
+        if let Some(dir) = env.config_dir() {
+            let path = dir.join("gatehouse.toml");
+            if path.is_file() {
+                return HostConfig::load(&path, env.home.as_deref());
+            }
+        }
+        Ok(HostConfig::safe_default(
+            env.login.as_deref().unwrap_or("anonymous"),
+        ))
+    }
+
+    /// Reads and validates a file.
+    pub fn load(path: &Path, home: Option<&Path>) -> Result<HostConfig, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|e| ConfigError::Read {
+            path: path.to_path_buf(),
+            reason: lower(&e.to_string()),
+        })?;
+        HostConfig::parse(path, &text, home)
+    }
+
+    /// Parses and validates `text`; `path` names it in errors and anchors
+    /// relative paths.
+    pub fn parse(path: &Path, text: &str, home: Option<&Path>) -> Result<HostConfig, ConfigError> {
+        let raw: RawConfig = toml::from_str(text).map_err(|e| ConfigError::Parse {
+            path: path.to_path_buf(),
+            message: lower(e.message()) + &line_of(text, e.span()),
+        })?;
+        let invalid = |field: String, message: String| ConfigError::Invalid {
+            path: path.to_path_buf(),
+            field,
+            message,
+        };
+        let level = match raw.level {
+            None => Level::Supervised,
+            Some(l) => l
+                .parse::<Level>()
+                .map_err(|e| invalid("level".into(), e.to_string()))?,
+        };
+        let base = path.parent().map(Path::to_path_buf).unwrap_or_default();
+        let base = if base.as_os_str().is_empty() {
+            PathBuf::from(".")
+        } else {
+            base
+        };
+        let mut executor_dirs = Vec::new();
+        for (i, d) in raw.executor_dirs.iter().enumerate() {
+            let p = absolutize(d, &base, home)
+                .map_err(|m| invalid(format!("executor_dirs[{i}]"), m))?;
+            executor_dirs.push(p);
+        }
+        if raw.actors.is_empty() {
+            return Err(invalid(
+                "actors".into(),
+                "at least one actor must be defined".into(),
+            ));
+        }
+        let mut actors = BTreeMap::new();
+        for (name, a) in &raw.actors {
+            let f = |field: &str| format!("actors.{name}.{field}");
+            if !valid_name(name) {
+                return Err(invalid(
+                    format!("actors.{name}"),
+                    format!(
+                        "`{name}` is not a valid actor name (lowercase letters, digits, `-`, `_`)"
+                    ),
+                ));
+            }
+            let channel = a.channel.clone().unwrap_or_else(|| "cli".into());
+            let sender = a.sender.clone().unwrap_or_else(|| name.clone());
+            if channel.is_empty() || sender.is_empty() {
+                return Err(invalid(
+                    f("channel"),
+                    "channel and sender must not be empty".into(),
+                ));
+            }
+            for (field, list) in [
+                ("skills", &a.skills),
+                ("subagents", &a.subagents),
+                ("mcp_servers", &a.mcp_servers),
+                ("delegates_to", &a.delegates_to),
+                ("memory", &a.memory),
+                ("tools", &a.tools),
+            ] {
+                for (i, v) in list.iter().enumerate() {
+                    if v.is_empty() || v.chars().any(|c| c.is_whitespace() || c.is_control()) {
+                        return Err(invalid(
+                            format!("{}[{i}]", f(field)),
+                            format!("`{v}` is empty or contains whitespace"),
+                        ));
+                    }
+                }
+            }
+            for (i, t) in a.delegates_to.iter().enumerate() {
+                if !raw.actors.contains_key(t) {
+                    return Err(invalid(
+                        format!("{}[{i}]", f("delegates_to")),
+                        format!("`{t}` is not a defined actor"),
+                    ));
+                }
+            }
+            for (i, s) in a.memory.iter().enumerate() {
+                if s.starts_with("private:") {
+                    return Err(invalid(
+                        format!("{}[{i}]", f("memory")),
+                        format!("`{s}`: private scopes cannot be granted (each actor has its own implicitly)"),
+                    ));
+                }
+            }
+            let workspaces = match &a.workspaces {
+                None => None,
+                Some(list) => {
+                    let mut out = Vec::new();
+                    for (i, w) in list.iter().enumerate() {
+                        let p = absolutize(&w.path, &base, home)
+                            .map_err(|m| invalid(format!("{}[{i}].path", f("workspaces")), m))?;
+                        out.push((p.display().to_string(), w.mode));
+                    }
+                    Some(out)
+                }
+            };
+            actors.insert(
+                name.clone(),
+                ActorConfig {
+                    identity: Identity::new(channel, sender),
+                    skills: a.skills.clone(),
+                    subagents: a.subagents.clone(),
+                    mcp_servers: a.mcp_servers.clone(),
+                    delegates_to: a.delegates_to.clone(),
+                    memory: a.memory.clone(),
+                    tools: a.tools.clone(),
+                    workspaces,
+                },
+            );
+        }
+        Ok(HostConfig {
+            source: Some(path.to_path_buf()),
+            level,
+            executor_dirs,
+            actors,
+        })
+    }
+
+    /// The actors as the policy sees them for a turn in `turn_workspace`
+    /// (canonical): every workspace root canonicalized, failure being
+    /// `PATH_RESOLUTION_FAILED`.
+    pub fn policy_actors(
+        &self,
+        turn_workspace: &str,
+    ) -> Result<BTreeMap<String, Actor>, ConfigError> {
+        let mut out = BTreeMap::new();
+        for (name, a) in &self.actors {
+            let workspaces = match &a.workspaces {
+                None => vec![WorkspaceRoot {
+                    path: turn_workspace.to_string(),
+                    mode: WorkspaceMode::ReadWrite,
+                }],
+                Some(list) => {
+                    let mut roots = Vec::new();
+                    for (i, (p, mode)) in list.iter().enumerate() {
+                        match resolve_path(Path::new(p)) {
+                            ResolvedPath::Resolved(path) => {
+                                roots.push(WorkspaceRoot { path, mode: *mode })
+                            }
+                            ResolvedPath::Failed { input, reason } => {
+                                return Err(ConfigError::PathResolution {
+                                    path: self.source.clone().unwrap_or_default(),
+                                    field: format!("actors.{name}.workspaces[{i}].path"),
+                                    input,
+                                    reason,
+                                })
+                            }
+                        }
+                    }
+                    roots
+                }
+            };
+            out.insert(
+                name.clone(),
+                Actor {
+                    identity: Some(a.identity.clone()),
+                    skills: a.skills.clone(),
+                    subagents: a.subagents.clone(),
+                    mcp_servers: a.mcp_servers.clone(),
+                    delegates_to: a.delegates_to.clone(),
+                    memory: a.memory.clone(),
+                    tools: a.tools.clone(),
+                    workspaces,
+                },
+            );
+        }
+        Ok(out)
+    }
+}
+
+fn line_of(text: &str, span: Option<std::ops::Range<usize>>) -> String {
+    match span {
+        Some(r) => {
+            let line = text[..r.start.min(text.len())].matches('\n').count() + 1;
+            format!(" (line {line})")
+        }
+        None => String::new(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(text: &str) -> Result<HostConfig, ConfigError> {
+        HostConfig::parse(
+            Path::new("/etc/g/gatehouse.toml"),
+            text,
+            Some(Path::new("/home/a")),
+        )
+    }
+
+    #[test]
+    fn a_full_config_parses() {
+        let c = parse(
+            r#"
+level = "Full"
+executor_dirs = ["execs", "~/more"]
+[actors.main]
+channel = "cli"
+sender = "alice"
+skills = ["hello"]
+delegates_to = ["worker"]
+memory = ["team"]
+tools = ["ls"]
+workspaces = [{ path = "/tmp", mode = "read-only" }]
+[actors.worker]
+"#,
+        )
+        .unwrap();
+        assert_eq!(c.level, Level::Full);
+        assert_eq!(
+            c.executor_dirs,
+            vec![PathBuf::from("/etc/g/execs"), PathBuf::from("/home/a/more")]
+        );
+        assert_eq!(c.actors["main"].identity, Identity::new("cli", "alice"));
+        assert_eq!(c.actors["worker"].identity, Identity::new("cli", "worker"));
+        assert_eq!(
+            c.actors["main"].workspaces,
+            Some(vec![("/tmp".to_string(), WorkspaceMode::ReadOnly)])
+        );
+    }
+
+    #[test]
+    fn bad_input_names_the_field() {
+        let e = parse("[actors.main]\nskils = []\n")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.starts_with("`/etc/g/gatehouse.toml` is not valid toml: unknown field `skils`"),
+            "{e}"
+        );
+        let e = parse("level = \"Max\"\n[actors.main]\n")
+            .unwrap_err()
+            .to_string();
+        assert_eq!(e, "`/etc/g/gatehouse.toml`: field `level`: unknown level `Max` (expected `ReadOnly`, `Supervised` or `Full`)");
+        let e = parse("[actors.main]\ndelegates_to = [\"ghost\"]\n")
+            .unwrap_err()
+            .to_string();
+        assert_eq!(e, "`/etc/g/gatehouse.toml`: field `actors.main.delegates_to[0]`: `ghost` is not a defined actor");
+        let e = parse("[actors.main]\nworkspaces = [{ path = \"/x\", mode = \"rw\" }]\n")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("unknown variant `rw`"), "{e}");
+        let e = parse("this is = not toml").unwrap_err();
+        assert!(matches!(e, ConfigError::Parse { .. }));
+        assert!(e.is_invalid_input());
+    }
+
+    #[test]
+    fn unresolvable_roots_fail_with_the_code() {
+        let c = parse(
+            "[actors.main]\nworkspaces = [{ path = \"/no/such/dir/x\", mode = \"read-only\" }]\n",
+        )
+        .unwrap();
+        let e = c.policy_actors("/tmp").unwrap_err().to_string();
+        assert!(e.starts_with("PATH_RESOLUTION_FAILED: "), "{e}");
+        assert!(e.contains("`actors.main.workspaces[0].path`"), "{e}");
+    }
+
+    #[test]
+    fn the_safe_default() {
+        let c = HostConfig::safe_default("alice");
+        assert_eq!(c.level, Level::Supervised);
+        let actors = c.policy_actors("/w").unwrap();
+        assert_eq!(
+            actors["main"].workspaces,
+            vec![WorkspaceRoot {
+                path: "/w".into(),
+                mode: WorkspaceMode::ReadWrite
+            }]
+        );
+        assert_eq!(actors["main"].identity, Some(Identity::new("cli", "alice")));
+    }
+}

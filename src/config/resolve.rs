@@ -1,0 +1,167 @@
+//! Canonicalize, then compare: the path resolver that runs before `decide`.
+//!
+//! A path is resolved with `realpath`; if it does not exist yet (a file
+//! about to be created), its parent is resolved and the name joined back.
+//! Anything else is a failure the policy reports as
+//! `PATH_RESOLUTION_FAILED`. Because symlinks are resolved here, a link
+//! inside a workspace that points outside it resolves to the outside path
+//! and is refused by the workspace rule.
+
+use std::path::{Component, Path, PathBuf};
+
+use crate::policy::ResolvedPath;
+
+/// Makes `path` absolute against `base` and expands a leading `~/` with
+/// `home`, without touching the filesystem.
+pub fn absolutize(path: &str, base: &Path, home: Option<&Path>) -> Result<PathBuf, String> {
+    if path.is_empty() {
+        return Err("the path is empty".into());
+    }
+    if path == "~" || path.starts_with("~/") {
+        let Some(home) = home else {
+            return Err(format!(
+                "`{path}` starts with `~` but no home directory is known"
+            ));
+        };
+        return Ok(home.join(path.trim_start_matches('~').trim_start_matches('/')));
+    }
+    let p = Path::new(path);
+    Ok(if p.is_absolute() {
+        p.to_path_buf()
+    } else {
+        base.join(p)
+    })
+}
+
+/// Canonicalizes `path` (absolute) or says why it cannot be.
+pub fn resolve_path(path: &Path) -> ResolvedPath {
+    let input = path.display().to_string();
+    if let Ok(real) = path.canonicalize() {
+        return to_resolved(&input, &real);
+    }
+    let (Some(parent), Some(name)) = (path.parent(), path.file_name()) else {
+        return ResolvedPath::Failed {
+            input,
+            reason: "it has no parent directory or no file name".into(),
+        };
+    };
+    // `a/..` must not be joined back as a name.
+    if matches!(
+        path.components().next_back(),
+        Some(Component::ParentDir | Component::CurDir)
+    ) {
+        return ResolvedPath::Failed {
+            input,
+            reason: "it ends in `.` or `..`".into(),
+        };
+    }
+    match parent.canonicalize() {
+        Ok(real_parent) => to_resolved(&input, &real_parent.join(name)),
+        Err(e) => ResolvedPath::Failed {
+            input,
+            reason: format!(
+                "neither it nor its parent resolves ({})",
+                lower(&e.to_string())
+            ),
+        },
+    }
+}
+
+/// Canonicalizes the longest existing ancestor of `path` and joins the
+/// rest: for paths that must be protected even before they exist (a guest
+/// must not be able to create the state directory it will later be trusted
+/// from).
+pub fn resolve_ancestor(path: &Path) -> PathBuf {
+    let mut existing = path.to_path_buf();
+    let mut rest = Vec::new();
+    loop {
+        if let Ok(real) = existing.canonicalize() {
+            let mut out = real;
+            for part in rest.iter().rev() {
+                out.push(part);
+            }
+            return out;
+        }
+        match (existing.parent(), existing.file_name()) {
+            (Some(parent), Some(name)) => {
+                rest.push(name.to_os_string());
+                existing = parent.to_path_buf();
+            }
+            _ => return path.to_path_buf(),
+        }
+    }
+}
+
+fn to_resolved(input: &str, real: &Path) -> ResolvedPath {
+    match real.to_str() {
+        Some(s) => ResolvedPath::Resolved(s.to_string()),
+        None => ResolvedPath::Failed {
+            input: input.to_string(),
+            reason: "the resolved path is not valid utf-8".into(),
+        },
+    }
+}
+
+/// Lowercases the first letter of an OS error message (`No such file…`).
+pub fn lower(msg: &str) -> String {
+    let mut chars = msg.chars();
+    match chars.next() {
+        Some(c) => c.to_lowercase().chain(chars).collect(),
+        None => String::new(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn resolves_existing_new_and_missing_paths() {
+        let dir = tempfile::tempdir().unwrap();
+        let real = dir.path().canonicalize().unwrap();
+        assert_eq!(
+            resolve_path(dir.path()),
+            ResolvedPath::Resolved(real.display().to_string())
+        );
+        assert_eq!(
+            resolve_path(&dir.path().join("new.txt")),
+            ResolvedPath::Resolved(real.join("new.txt").display().to_string())
+        );
+        assert!(matches!(
+            resolve_path(&dir.path().join("no/such/file")),
+            ResolvedPath::Failed { .. }
+        ));
+        assert!(matches!(
+            resolve_path(&dir.path().join("new/..")),
+            ResolvedPath::Failed { .. }
+        ));
+    }
+
+    #[test]
+    fn symlinks_resolve_to_their_target() {
+        let dir = tempfile::tempdir().unwrap();
+        let outside = tempfile::tempdir().unwrap();
+        std::os::unix::fs::symlink(outside.path(), dir.path().join("link")).unwrap();
+        let got = resolve_path(&dir.path().join("link").join("x"));
+        let want = outside.path().canonicalize().unwrap().join("x");
+        assert_eq!(got, ResolvedPath::Resolved(want.display().to_string()));
+    }
+
+    #[test]
+    fn absolutize_expands_home_and_base() {
+        let home = Path::new("/home/a");
+        assert_eq!(
+            absolutize("~/n", Path::new("/b"), Some(home)).unwrap(),
+            PathBuf::from("/home/a/n")
+        );
+        assert_eq!(
+            absolutize("x/y", Path::new("/b"), None).unwrap(),
+            PathBuf::from("/b/x/y")
+        );
+        assert_eq!(
+            absolutize("/z", Path::new("/b"), None).unwrap(),
+            PathBuf::from("/z")
+        );
+        assert!(absolutize("~/n", Path::new("/b"), None).is_err());
+    }
+}

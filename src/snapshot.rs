@@ -1,0 +1,158 @@
+//! `policy.json`: freezing a turn's policy and checking it later.
+//!
+//! [`build`] gathers the sources (configuration, manifests, grants in force,
+//! roots) into a [`Snapshot`]; [`prepare`] writes its frozen form;
+//! [`verify`] rebuilds the expected bytes from the sources and refuses a
+//! file that differs by a single byte with `SNAPSHOT_MISMATCH`.
+
+use std::path::{Path, PathBuf};
+
+use crate::config::{lower, resolve_ancestor, HostConfig, StatePaths};
+use crate::manifest::Manifest;
+use crate::policy::{FrozenSnapshot, Grant, Level, ProtectedKind, ProtectedPath, Roots, Snapshot};
+
+/// Why a snapshot could not be built, written or accepted.
+#[derive(Debug, thiserror::Error)]
+pub enum SnapshotError {
+    #[error(transparent)]
+    Config(#[from] crate::config::ConfigError),
+    #[error(transparent)]
+    Manifest(#[from] crate::manifest::ManifestError),
+    #[error("cannot {action} `{path}`: {reason}")]
+    Io {
+        action: &'static str,
+        path: PathBuf,
+        reason: String,
+    },
+    #[error("SNAPSHOT_MISMATCH: `{path}`: {reason}")]
+    Mismatch { path: PathBuf, reason: String },
+}
+
+/// Everything a snapshot is built from.
+pub struct Sources<'a> {
+    pub config: &'a HostConfig,
+    pub state: &'a StatePaths,
+    pub manifests: &'a [Manifest],
+    /// The turn's workspace, canonical.
+    pub turn_workspace: &'a str,
+    pub home: Option<&'a Path>,
+    /// Overrides the configured level.
+    pub level: Option<Level>,
+    /// Grants active now (read by the caller from the store).
+    pub grants: Vec<Grant>,
+}
+
+fn protect(out: &mut Vec<ProtectedPath>, path: &Path, kind: ProtectedKind) {
+    let path = resolve_ancestor(path).display().to_string();
+    if !out.iter().any(|p| p.path == path) {
+        out.push(ProtectedPath { path, kind });
+    }
+}
+
+/// The paths no executor may write: the configuration file, the state
+/// directory (grants database, history, cache), the grants database and
+/// history wherever they are, executor directories, manifests and their
+/// components. Canonical even when they do not exist yet.
+pub fn protected_paths(
+    config: &HostConfig,
+    state: &StatePaths,
+    manifests: &[Manifest],
+) -> Vec<ProtectedPath> {
+    let mut out = Vec::new();
+    if let Some(src) = &config.source {
+        protect(&mut out, src, ProtectedKind::Policy);
+    }
+    protect(&mut out, &state.state_dir, ProtectedKind::Policy);
+    for suffix in ["", "-wal", "-shm", "-journal"] {
+        let mut p = state.grants_db.clone().into_os_string();
+        p.push(suffix);
+        protect(&mut out, Path::new(&p), ProtectedKind::Policy);
+    }
+    protect(&mut out, &state.history_dir, ProtectedKind::Policy);
+    for d in &config.executor_dirs {
+        protect(&mut out, d, ProtectedKind::Definition);
+    }
+    for m in manifests {
+        protect(&mut out, &m.path, ProtectedKind::Definition);
+        protect(&mut out, &m.component, ProtectedKind::Definition);
+    }
+    out
+}
+
+/// Builds the snapshot of a turn from its sources.
+pub fn build(sources: Sources<'_>) -> Result<Snapshot, SnapshotError> {
+    let actors = sources.config.policy_actors(sources.turn_workspace)?;
+    let mut executors = std::collections::BTreeMap::new();
+    for m in sources.manifests {
+        executors.insert(
+            m.name.clone(),
+            m.to_definition(Path::new(sources.turn_workspace), sources.home)?,
+        );
+    }
+    let mut grants = sources.grants;
+    grants.sort_by_key(|g| g.id);
+    Ok(Snapshot {
+        level: sources.level.unwrap_or(sources.config.level),
+        actors,
+        executors,
+        grants,
+        roots: Roots {
+            turn_workspace: Some(sources.turn_workspace.to_string()),
+            protected: protected_paths(sources.config, sources.state, sources.manifests),
+        },
+    })
+}
+
+/// Writes the frozen snapshot to `out` (through a temporary file and a
+/// rename, so a reader never sees half a file).
+pub fn prepare(snapshot: Snapshot, out: &Path) -> Result<FrozenSnapshot, SnapshotError> {
+    let frozen = snapshot.freeze();
+    let tmp = out.with_extension("json.tmp");
+    let io = |action, e: std::io::Error| SnapshotError::Io {
+        action,
+        path: out.to_path_buf(),
+        reason: lower(&e.to_string()),
+    };
+    std::fs::write(&tmp, frozen.to_bytes()).map_err(|e| io("write", e))?;
+    std::fs::rename(&tmp, out).map_err(|e| io("write", e))?;
+    Ok(frozen)
+}
+
+/// Checks the file at `path` against the snapshot rebuilt from the sources:
+/// the bytes must be identical. The error says which hash moved.
+pub fn verify(path: &Path, recomputed: Snapshot) -> Result<FrozenSnapshot, SnapshotError> {
+    let bytes = std::fs::read(path).map_err(|e| SnapshotError::Io {
+        action: "read",
+        path: path.to_path_buf(),
+        reason: lower(&e.to_string()),
+    })?;
+    let expected = recomputed.freeze();
+    if bytes == expected.to_bytes() {
+        return Ok(expected);
+    }
+    let mismatch = |reason: String| SnapshotError::Mismatch {
+        path: path.to_path_buf(),
+        reason,
+    };
+    let Ok(found) = serde_json::from_slice::<FrozenSnapshot>(&bytes) else {
+        return Err(mismatch("the file is not a policy snapshot".into()));
+    };
+    let reason = if found.definition_hash != expected.definition_hash {
+        format!(
+            "definitionHash `{}` differs from the sources' `{}`",
+            found.definition_hash, expected.definition_hash
+        )
+    } else if found.policy_hash != expected.policy_hash {
+        format!(
+            "policyHash `{}` differs from the sources' `{}`",
+            found.policy_hash, expected.policy_hash
+        )
+    } else if found.policy.definition_hash() != found.definition_hash
+        || found.policy.policy_hash() != found.policy_hash
+    {
+        "the frozen policy no longer matches its own hashes (edited by hand)".to_string()
+    } else {
+        "the file's bytes differ from the canonical form (edited by hand)".to_string()
+    };
+    Err(mismatch(reason))
+}

@@ -1,0 +1,6 @@
+#!/usr/bin/env bash
+# Every test: set-up (target, guests), then the whole workspace's tests.
+set -euo pipefail
+cd "$(dirname "$0")"
+./setup.sh
+cargo test --workspace "$@"
