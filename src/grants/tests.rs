@@ -462,3 +462,43 @@ fn a_busy_timeout_is_set() {
         .unwrap();
     assert_eq!(ms, 5000);
 }
+
+#[test]
+fn the_row_cache_sees_writes_from_this_and_other_connections() {
+    let (dir, store) = store();
+    let now = t0().plus_seconds(1);
+    let target = "/tmp/x/a";
+    assert_eq!(
+        outcome(&store, Level::Supervised, target, &alice(), now).outcome,
+        Outcome::ApprovalRequired
+    );
+    // A write through this connection.
+    let g = store
+        .record(&new_grant("fs:write", "/tmp/x/**"), t0())
+        .unwrap();
+    assert_eq!(
+        outcome(&store, Level::Supervised, target, &alice(), now).outcome,
+        Outcome::Allowed
+    );
+    // A write through another connection (another gatehouse process).
+    let other = GrantStore::open(&dir.path().join("state/grants.db")).unwrap();
+    other.revoke(g.id, now).unwrap();
+    assert_eq!(
+        outcome(&store, Level::Supervised, target, &alice(), now).outcome,
+        Outcome::ApprovalRequired
+    );
+    // And back: a new grant recorded elsewhere is seen at once.
+    other
+        .record(&new_grant("fs:write", "/tmp/x/**"), t0())
+        .unwrap();
+    assert_eq!(
+        outcome(&store, Level::Supervised, target, &alice(), now).outcome,
+        Outcome::Allowed
+    );
+    // Expiry is checked at each call, not frozen into the cache.
+    let later = t0().plus_seconds(7200);
+    assert_eq!(
+        outcome(&store, Level::Supervised, target, &alice(), later).outcome,
+        Outcome::ApprovalRequired
+    );
+}

@@ -222,12 +222,20 @@ pub fn screen(command: &str) -> Result<ScreenedCommand, LexError> {
 /// unsplittable command is scanned word by word instead, so a stray quote
 /// cannot hide `spawn_agent` from this layer.
 pub fn invokes_raw_runtime(command: &str) -> Option<String> {
-    match screen(command) {
+    raw_runtime_in(command, &screen(command))
+}
+
+/// [`invokes_raw_runtime`] over an already screened command.
+pub fn raw_runtime_in(
+    command: &str,
+    screened: &Result<ScreenedCommand, LexError>,
+) -> Option<String> {
+    match screened {
         Ok(screened) => screened
             .invocations
-            .into_iter()
+            .iter()
             .find(|inv| RAW_RUNTIME_TOOLS.contains(&inv.name.as_str()))
-            .map(|inv| inv.name),
+            .map(|inv| inv.name.clone()),
         Err(_) => command
             .split(|c: char| c.is_whitespace() || ";&|'\"`()".contains(c))
             .map(basename)
@@ -238,12 +246,17 @@ pub fn invokes_raw_runtime(command: &str) -> Option<String> {
 
 /// Layer 2: the first construct that makes `command` indirect, if any.
 pub fn indirect_construct(command: &str) -> Option<String> {
+    indirect_in(command, &screen(command))
+}
+
+/// [`indirect_construct`] over an already screened command.
+pub fn indirect_in(command: &str, screened: &Result<ScreenedCommand, LexError>) -> Option<String> {
     for marker in ["`", "$(", "<(", ">("] {
         if command.contains(marker) {
             return Some(format!("`{marker}`"));
         }
     }
-    let screened = match screen(command) {
+    let screened = match screened {
         Ok(s) => s,
         Err(LexError(why)) => return Some(format!("a command that cannot be split ({why})")),
     };

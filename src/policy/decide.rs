@@ -309,14 +309,22 @@ fn tool_request(actor: &Actor, tool: &str, cmd: Option<&str>) -> Decision {
             format!("`{tool}` is a raw runtime tool"),
         );
     }
-    if let Some(raw) = cmd.and_then(command::invokes_raw_runtime) {
+    // Split and looked through once; every layer reads the same result.
+    let screened = cmd.map(|c| (c, command::screen(c)));
+    if let Some(raw) = screened
+        .as_ref()
+        .and_then(|(c, s)| command::raw_runtime_in(c, s))
+    {
         return Decision::deny(
             DenyCode::RawRuntimeToolDenied,
             format!("the command runs raw runtime tool `{raw}`"),
         );
     }
     // Layer 2: commands whose meaning cannot be read off their text.
-    if let Some(construct) = cmd.and_then(command::indirect_construct) {
+    if let Some(construct) = screened
+        .as_ref()
+        .and_then(|(c, s)| command::indirect_in(c, s))
+    {
         return Decision::deny(
             DenyCode::IndirectToolRequest,
             format!("the command uses {construct}"),
@@ -346,8 +354,8 @@ fn tool_request(actor: &Actor, tool: &str, cmd: Option<&str>) -> Decision {
             format!("tool `{tool}` is not granted"),
         );
     }
-    if let Some(cmd) = cmd {
-        let screened = match command::screen(cmd) {
+    if let Some((_, screened)) = &screened {
+        let screened = match screened {
             Ok(s) => s,
             Err(command::LexError(why)) => {
                 return Decision::deny(

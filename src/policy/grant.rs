@@ -7,7 +7,7 @@ use serde::{Deserialize, Serialize};
 
 use super::matrix::{matrix, Level, Outcome};
 use super::registry::{ApprovalClass, Capability, TargetKind};
-use super::target::TargetPattern;
+use super::target::pattern_covers;
 use super::time::UtcTime;
 
 /// Who a grant is for: the channel a request came in on and its sender.
@@ -64,7 +64,7 @@ impl Grant {
         }
         match (capability.target_kind(), target) {
             (TargetKind::None, _) | (_, None) => false,
-            (kind, Some(t)) => TargetPattern::parse(kind, &self.target).is_ok_and(|p| p.covers(t)),
+            (kind, Some(t)) => pattern_covers(kind, &self.target, t),
         }
     }
 }

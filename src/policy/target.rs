@@ -76,23 +76,39 @@ impl fmt::Display for TargetPattern {
     }
 }
 
-fn parse_exact(value: &str) -> Result<String, TargetError> {
-    let bad = |why| TargetError::BadName {
-        value: value.to_string(),
-        why,
-    };
+/// Whether the stored pattern text `pattern` of `kind` covers `target`,
+/// without allocating for path globs and exact names (the grant-matching
+/// hot path). A malformed pattern covers nothing.
+pub fn pattern_covers(kind: TargetKind, pattern: &str, target: &str) -> bool {
+    match kind {
+        TargetKind::PathGlob => glob_covers(pattern, target),
+        TargetKind::Exact => pattern == target && exact_problem(pattern).is_ok(),
+        TargetKind::Host => HostPattern::parse(pattern).is_ok_and(|h| h.covers(target)),
+        TargetKind::None => false,
+    }
+}
+
+fn exact_problem(value: &str) -> Result<(), &'static str> {
     if value.is_empty() {
-        return Err(bad("it is empty"));
+        return Err("it is empty");
     }
     if value.len() > 255 {
-        return Err(bad("it is longer than 255 bytes"));
+        return Err("it is longer than 255 bytes");
     }
     if value.chars().any(|c| c.is_whitespace() || c.is_control()) {
-        return Err(bad("it contains whitespace or a control character"));
+        return Err("it contains whitespace or a control character");
     }
     if value.contains(['*', '?', '[', ']', '{', '}']) {
-        return Err(bad("an exact name cannot contain wildcards"));
+        return Err("an exact name cannot contain wildcards");
     }
+    Ok(())
+}
+
+fn parse_exact(value: &str) -> Result<String, TargetError> {
+    exact_problem(value).map_err(|why| TargetError::BadName {
+        value: value.to_string(),
+        why,
+    })?;
     Ok(value.to_string())
 }
 
@@ -120,37 +136,10 @@ impl From<PathGlob> for String {
 
 impl PathGlob {
     pub fn parse(value: &str) -> Result<PathGlob, TargetError> {
-        let bad = |why| TargetError::BadGlob {
+        glob_problem(value).map_err(|why| TargetError::BadGlob {
             value: value.to_string(),
             why,
-        };
-        if value.is_empty() {
-            return Err(bad("it is empty"));
-        }
-        if !value.starts_with('/') {
-            return Err(bad("it must be an absolute path"));
-        }
-        if value.contains('\0') || value.chars().any(char::is_control) {
-            return Err(bad("it contains a control character"));
-        }
-        if value.contains(['[', ']', '{', '}']) {
-            return Err(bad(
-                "brackets and braces are not supported; use `*`, `?` and `**`",
-            ));
-        }
-        if value != "/" {
-            for seg in value[1..].split('/') {
-                if seg.is_empty() {
-                    return Err(bad("it has an empty segment (`//` or a trailing `/`)"));
-                }
-                if seg == "." || seg == ".." {
-                    return Err(bad("`.` and `..` segments are not allowed"));
-                }
-                if seg.contains("**") && seg != "**" {
-                    return Err(bad("`**` must be a whole segment"));
-                }
-            }
-        }
+        })?;
         Ok(PathGlob {
             source: value.to_string(),
         })
@@ -160,14 +149,10 @@ impl PathGlob {
         &self.source
     }
 
-    fn segments(&self) -> Vec<&str> {
-        split_segments(&self.source)
-    }
-
     /// The longest leading run of literal segments: the directory a sandbox
     /// preopens for this glob (`/ws/out/**` → `/ws/out`, `/ws/a.md` → `/ws`).
     pub fn literal_dir(&self) -> String {
-        let segs = self.segments();
+        let segs: Vec<&str> = self.source.split('/').filter(|s| !s.is_empty()).collect();
         let mut literal: Vec<&str> = Vec::new();
         for (i, seg) in segs.iter().enumerate() {
             let is_last = i + 1 == segs.len();
@@ -190,44 +175,104 @@ impl PathGlob {
 
     /// Whether the concrete absolute path `path` is matched by this glob.
     pub fn matches(&self, path: &str) -> bool {
-        if !path.starts_with('/') {
-            return false;
-        }
-        match_segments(&self.segments(), &split_segments(path), false)
+        path.starts_with('/')
+            && match_path(self.source.as_bytes(), path.as_bytes(), false)
     }
 
     /// Whether this glob covers `target`: a concrete path, or a glob that
     /// names only paths this glob names too (checked conservatively: a
     /// wildcard in `target` is only covered by a wildcard here).
     pub fn covers(&self, target: &str) -> bool {
-        if !target.starts_with('/') {
-            return false;
-        }
-        let as_pattern = PathGlob::parse(target).is_ok() && target.contains(['*', '?']);
-        match_segments(&self.segments(), &split_segments(target), as_pattern)
+        glob_covers(&self.source, target)
     }
 }
 
-fn split_segments(path: &str) -> Vec<&str> {
-    path.split('/').filter(|s| !s.is_empty()).collect()
-}
-
-fn match_segments(pat: &[&str], path: &[&str], symbolic: bool) -> bool {
-    match pat.split_first() {
-        None => path.is_empty(),
-        Some((&"**", rest)) => {
-            // `**` swallows zero or more segments.
-            (0..=path.len()).any(|skip| match_segments(rest, &path[skip..], symbolic))
-        }
-        Some((seg, rest)) => match path.split_first() {
-            None => false,
-            Some((&"**", _)) if symbolic => false,
-            Some((name, path_rest)) => {
-                match_segment(seg.as_bytes(), name.as_bytes(), symbolic)
-                    && match_segments(rest, path_rest, symbolic)
+/// Why `value` is not a valid path glob; allocation-free so that matching a
+/// stored pattern can re-check it on the hot path.
+fn glob_problem(value: &str) -> Result<(), &'static str> {
+    if value.is_empty() {
+        return Err("it is empty");
+    }
+    if !value.starts_with('/') {
+        return Err("it must be an absolute path");
+    }
+    if value.chars().any(char::is_control) {
+        return Err("it contains a control character");
+    }
+    if value.contains(['[', ']', '{', '}']) {
+        return Err("brackets and braces are not supported; use `*`, `?` and `**`");
+    }
+    if value != "/" {
+        for seg in value[1..].split('/') {
+            if seg.is_empty() {
+                return Err("it has an empty segment (`//` or a trailing `/`)");
             }
-        },
+            if seg == "." || seg == ".." {
+                return Err("`.` and `..` segments are not allowed");
+            }
+            if seg.contains("**") && seg != "**" {
+                return Err("`**` must be a whole segment");
+            }
+        }
     }
+    Ok(())
+}
+
+/// Whether the glob text `pattern` covers `target` (see
+/// [`PathGlob::covers`]) without building a [`PathGlob`]. A malformed
+/// pattern covers nothing.
+pub fn glob_covers(pattern: &str, target: &str) -> bool {
+    if glob_problem(pattern).is_err() || !target.starts_with('/') {
+        return false;
+    }
+    let symbolic = target.contains(['*', '?']) && glob_problem(target).is_ok();
+    match_path(pattern.as_bytes(), target.as_bytes(), symbolic)
+}
+
+/// Splits off the first `/`-separated segment.
+fn first_segment(s: &[u8]) -> (&[u8], &[u8]) {
+    match s.iter().position(|&b| b == b'/') {
+        Some(i) => (&s[..i], &s[i + 1..]),
+        None => (s, &[]),
+    }
+}
+
+fn trim_slashes(mut s: &[u8]) -> &[u8] {
+    while let [b'/', rest @ ..] = s {
+        s = rest;
+    }
+    s
+}
+
+/// Segment-wise matching of the text after the leading `/`; a `**`
+/// segment swallows zero or more whole segments. Allocation-free.
+fn match_path(pat: &[u8], path: &[u8], symbolic: bool) -> bool {
+    let (pat, path) = (trim_slashes(pat), trim_slashes(path));
+    if pat.is_empty() {
+        return path.is_empty();
+    }
+    let (seg, rest) = first_segment(pat);
+    if seg == b"**" {
+        let mut remaining = path;
+        loop {
+            if match_path(rest, remaining, symbolic) {
+                return true;
+            }
+            if remaining.is_empty() {
+                return false;
+            }
+            remaining = trim_slashes(first_segment(remaining).1);
+        }
+    }
+    if path.is_empty() {
+        return false;
+    }
+    let (name, path_rest) = first_segment(path);
+    // A `**` in a target glob is covered only by a `**` here.
+    if symbolic && name == b"**" {
+        return false;
+    }
+    match_segment(seg, name, symbolic) && match_path(rest, path_rest, symbolic)
 }
 
 /// Matches one segment. With `symbolic`, the name's own `*`/`?` are
