@@ -12,5 +12,7 @@ pub mod config;
 pub mod grants;
 pub mod manifest;
 pub mod policy;
+pub mod sandbox;
 pub mod snapshot;
 pub mod tier3;
+pub mod turn;

@@ -54,6 +54,8 @@ pub enum Command {
     Snapshot(SnapshotCmd),
     /// The deny-path suite: every deny code, exact, for the configured actors.
     Test(TestArgs),
+    /// Run an executor as one turn: gate, approval, sandbox, result.
+    Run(RunArgs),
     /// Walk through the gate end to end on a temporary state directory and
     /// workspace: an allowed, a denied and an approval-required request, a
     /// remembered grant, a refused grant, and the tier-3 suite.
@@ -200,4 +202,32 @@ pub struct TestArgs {
     /// The turn's workspace (default: the current directory).
     #[arg(long, value_name = "DIR")]
     pub workspace: Option<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// A manifest path (`guests/hello/executor.toml`) or an executor name
+    /// found in the configured executor directories.
+    pub executor: String,
+    /// The input (JSON) given to `run`, or to a command's stdin.
+    #[arg(long, default_value = "{}")]
+    pub input: String,
+    /// The asking actor.
+    #[arg(long, default_value = "main")]
+    pub actor: String,
+    /// Decide at this level instead of the configured one.
+    #[arg(long)]
+    pub level: Option<String>,
+    /// The turn's workspace (default: the current directory).
+    #[arg(long, value_name = "DIR")]
+    pub workspace: Option<PathBuf>,
+    /// Linear-memory cap in MiB (default 64).
+    #[arg(long, default_value_t = 64)]
+    pub memory_mib: usize,
+    /// Wall-clock deadline in milliseconds (default 5000).
+    #[arg(long, default_value_t = 5000)]
+    pub deadline_ms: u64,
+    /// Cap on stdout and on stderr, each, in KiB (default 1024).
+    #[arg(long, default_value_t = 1024)]
+    pub output_kib: usize,
 }

@@ -35,11 +35,12 @@ pub fn run(ctx: &Context, command: Command) -> CmdResult {
         Command::Manifest(ManifestCmd::Check { path }) => manifest_check(ctx, &path),
         Command::Snapshot(cmd) => snapshot_cmd(ctx, cmd),
         Command::Test(args) => test(ctx, args),
+        Command::Run(args) => super::run::run(ctx, args),
         Command::Demo => super::demo::run(ctx),
     }
 }
 
-fn parse_level(s: &str) -> Result<Level, Failure> {
+pub(super) fn parse_level(s: &str) -> Result<Level, Failure> {
     s.parse()
         .map_err(|e: gatehouse::policy::matrix::UnknownLevel| Failure::invalid(e.to_string()))
 }
@@ -133,7 +134,7 @@ fn outcome_exit(outcome: Outcome) -> Exit {
 }
 
 /// Opens the grant store only if it exists: a read must not create state.
-fn existing_store(ctx: &Context) -> Result<Option<GrantStore>, Failure> {
+pub(super) fn existing_store(ctx: &Context) -> Result<Option<GrantStore>, Failure> {
     if ctx.state.grants_db.exists() {
         Ok(Some(GrantStore::open(&ctx.state.grants_db)?))
     } else {
@@ -203,7 +204,10 @@ fn gather_manifests(dirs: &[PathBuf], extra: &[PathBuf]) -> Result<Vec<Manifest>
     Ok(manifests)
 }
 
-fn build_snapshot(ctx: &Context, sources: &SnapshotSources) -> Result<Snapshot, Failure> {
+pub(super) fn build_snapshot(
+    ctx: &Context,
+    sources: &SnapshotSources,
+) -> Result<Snapshot, Failure> {
     let config = ctx.config()?;
     let level = sources.level.as_deref().map(parse_level).transpose()?;
     let workspace = ctx.workspace(sources.workspace.as_deref())?;

@@ -5,6 +5,7 @@
 mod args;
 mod commands;
 mod demo;
+mod run;
 
 use std::io::Write;
 use std::path::{Path, PathBuf};

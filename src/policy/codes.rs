@@ -36,6 +36,13 @@ pub enum DenyCode {
     ApprovalRefused,
     SnapshotMismatch,
     DigestMismatch,
+    ImportNotGranted,
+    LimitMemory,
+    LimitTable,
+    LimitDeadline,
+    LimitOutput,
+    LimitHostcalls,
+    LimitResources,
 }
 
 /// Which part of the gate produces a code.
@@ -55,6 +62,8 @@ pub enum CodeFamily {
     Capability,
     Snapshot,
     Component,
+    /// A limit of the sandbox stopped the run.
+    Limit,
 }
 
 impl CodeFamily {
@@ -72,6 +81,7 @@ impl CodeFamily {
             CodeFamily::Capability => "capability",
             CodeFamily::Snapshot => "snapshot",
             CodeFamily::Component => "component",
+            CodeFamily::Limit => "limit",
         }
     }
 }
@@ -80,7 +90,7 @@ use DenyCode as D;
 
 impl DenyCode {
     /// Every code, in documentation order.
-    pub const ALL: [DenyCode; 25] = [
+    pub const ALL: [DenyCode; 32] = [
         D::UnknownRequest,
         D::UnknownActor,
         D::UnknownTarget,
@@ -106,6 +116,13 @@ impl DenyCode {
         D::ApprovalRefused,
         D::SnapshotMismatch,
         D::DigestMismatch,
+        D::ImportNotGranted,
+        D::LimitMemory,
+        D::LimitTable,
+        D::LimitDeadline,
+        D::LimitOutput,
+        D::LimitHostcalls,
+        D::LimitResources,
     ];
 
     /// The stable string of the code.
@@ -155,6 +172,13 @@ impl DenyCode {
             D::ApprovalRefused => ("APPROVAL_REFUSED", F::Capability, "the person asked refused the approval"),
             D::SnapshotMismatch => ("SNAPSHOT_MISMATCH", F::Snapshot, "the policy snapshot differs from the policy recomputed from its sources"),
             D::DigestMismatch => ("DIGEST_MISMATCH", F::Component, "the component's sha256 differs from the digest its manifest pins"),
+            D::ImportNotGranted => ("IMPORT_NOT_GRANTED", F::Component, "the component imports an interface that carries authority its turn was not granted; refused before instantiation"),
+            D::LimitMemory => ("LIMIT_MEMORY", F::Limit, "the guest tried to grow its linear memory past the cap"),
+            D::LimitTable => ("LIMIT_TABLE", F::Limit, "the guest tried to grow a table past the cap"),
+            D::LimitDeadline => ("LIMIT_DEADLINE", F::Limit, "the run passed its wall-clock deadline and was interrupted"),
+            D::LimitOutput => ("LIMIT_OUTPUT", F::Limit, "the guest wrote more to stdout or stderr than the cap; the output was cut"),
+            D::LimitHostcalls => ("LIMIT_HOSTCALLS", F::Limit, "the guest made more host calls than its hostcall fuel allows"),
+            D::LimitResources => ("LIMIT_RESOURCES", F::Limit, "the guest held more host resources (handles) than the resource-table cap"),
         }
     }
 }

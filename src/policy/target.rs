@@ -175,8 +175,7 @@ impl PathGlob {
 
     /// Whether the concrete absolute path `path` is matched by this glob.
     pub fn matches(&self, path: &str) -> bool {
-        path.starts_with('/')
-            && match_path(self.source.as_bytes(), path.as_bytes(), false)
+        path.starts_with('/') && match_path(self.source.as_bytes(), path.as_bytes(), false)
     }
 
     /// Whether this glob covers `target`: a concrete path, or a glob that
@@ -376,7 +375,7 @@ fn split_host_port(value: &str) -> Result<(String, Option<u16>), TargetError> {
             return Err(bad("an IPv6 literal needs a closing `]`"));
         };
         let inner = &rest[..end];
-        if inner.parse::<std::net::Ipv6Addr>().is_err() {
+        if inner.parse::<core::net::Ipv6Addr>().is_err() {
             return Err(bad("not a valid IPv6 address"));
         }
         let after = &rest[end + 1..];

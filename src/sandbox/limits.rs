@@ -1,0 +1,68 @@
+//! The limits every run gets, and how hitting one is reported.
+//!
+//! Defaults (all changeable per run with [`Limits`] fields, from the CLI
+//! with `--memory-mib`, `--deadline-ms`, `--output-kib`):
+//!
+//! | limit | default | code when hit |
+//! |---|---|---|
+//! | linear memory per instance | 64 MiB | `LIMIT_MEMORY` |
+//! | table elements | 20 000 | `LIMIT_TABLE` |
+//! | wall-clock deadline | 5 s (epoch ticks of 10 ms) | `LIMIT_DEADLINE` |
+//! | stdout, stderr, each | 1 MiB | `LIMIT_OUTPUT` |
+//! | host calls (hostcall fuel) | 1 000 000 | `LIMIT_HOSTCALLS` |
+//! | resource-table entries | 4 096 | `LIMIT_RESOURCES` |
+//! | instances / memories / tables per store | 32 / 8 / 32 | `LIMIT_MEMORY` / `LIMIT_TABLE` |
+
+use serde::Serialize;
+
+use crate::policy::DenyCode;
+
+/// The limits of one run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct Limits {
+    pub memory_bytes: usize,
+    pub table_elements: usize,
+    pub deadline_ms: u64,
+    pub output_bytes: usize,
+    pub hostcalls: u64,
+    pub resources: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Limits {
+        Limits {
+            memory_bytes: 64 << 20,
+            table_elements: 20_000,
+            deadline_ms: 5_000,
+            output_bytes: 1 << 20,
+            hostcalls: 1_000_000,
+            resources: 4_096,
+        }
+    }
+}
+
+/// The epoch tick: the deadline's resolution.
+pub const EPOCH_TICK_MS: u64 = 10;
+
+impl Limits {
+    /// The deadline in epoch ticks (at least one).
+    pub fn deadline_ticks(&self) -> u64 {
+        self.deadline_ms.div_ceil(EPOCH_TICK_MS).max(1)
+    }
+}
+
+/// A limit that stopped a run, with what was exceeded.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct LimitHit {
+    pub code: DenyCode,
+    pub detail: String,
+}
+
+impl LimitHit {
+    pub fn new(code: DenyCode, detail: impl Into<String>) -> LimitHit {
+        LimitHit {
+            code,
+            detail: detail.into(),
+        }
+    }
+}

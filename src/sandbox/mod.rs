@@ -1,0 +1,28 @@
+//! The sandbox: a wasmtime engine, and a run built only from a [`Plan`].
+//!
+//! One module per capability binding, each turning one granted capability
+//! into WASI context or linker entries: [`fs`] (fs:read / fs:write
+//! preopens), [`env`] (env:read), [`clocks`] (time:read, else frozen),
+//! [`log`] (baseline), [`wasi`] (the authority-free baseline and the
+//! environment). [`imports`] compares a component's imports with its plan
+//! before any instance exists.
+
+mod bindings;
+pub mod clocks;
+pub mod engine;
+pub mod env;
+pub mod fs;
+pub mod imports;
+pub mod limits;
+pub mod log;
+mod output;
+mod p1;
+pub mod plan;
+pub mod run;
+mod state;
+pub mod wasi;
+
+pub use engine::{Counters, LoadError, Sandbox};
+pub use limits::{LimitHit, Limits};
+pub use plan::{Allowed, DirAccess, MemoryGrant, Plan, Preopen};
+pub use run::{execute, GuestResult, RunError, RunReport};

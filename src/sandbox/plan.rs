@@ -1,0 +1,153 @@
+//! The `Plan`: the only input a sandbox can be built from.
+//!
+//! A plan lists what a turn was *allowed*: nothing else. Its fields are
+//! private and its constructor is `pub(crate)`, called in one place, the
+//! gate in `crate::turn`, after `policy::decide` allowed every need of the
+//! turn. Code outside the crate can read a plan but never make one, so a
+//! sandbox cannot be built around the policy.
+
+use std::path::{Path, PathBuf};
+
+use serde::Serialize;
+
+use super::limits::Limits;
+use crate::policy::{Capability, HostPattern};
+
+/// How a preopened directory may be used.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum DirAccess {
+    ReadOnly,
+    ReadWrite,
+}
+
+/// One directory the guest sees.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Preopen {
+    /// Canonical host directory.
+    pub host: PathBuf,
+    /// The name the guest opens it by: relative to the turn's workspace
+    /// (`.`, `out`), or the absolute host path when outside it.
+    pub guest: String,
+    pub access: DirAccess,
+}
+
+/// The memory namespace a turn may use.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct MemoryGrant {
+    pub scope: String,
+    pub read: bool,
+    pub write: bool,
+}
+
+/// One capability the turn was allowed, with its resolved target.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Allowed {
+    pub capability: Capability,
+    pub target: Option<String>,
+}
+
+/// What one turn may do, and nothing more.
+#[derive(Debug, Clone, Serialize)]
+pub struct Plan {
+    turn_id: String,
+    executor: String,
+    component: PathBuf,
+    sha256: Option<String>,
+    allowed: Vec<Allowed>,
+    preopens: Vec<Preopen>,
+    env_names: Vec<String>,
+    real_clocks: bool,
+    hosts: Vec<HostPattern>,
+    memory: Option<MemoryGrant>,
+    human: bool,
+    delegates: Vec<String>,
+    limits: Limits,
+    workspace: PathBuf,
+}
+
+/// The parts of a plan, as the gate assembles them.
+pub(crate) struct PlanParts {
+    pub turn_id: String,
+    pub executor: String,
+    pub component: PathBuf,
+    pub sha256: Option<String>,
+    pub allowed: Vec<Allowed>,
+    pub preopens: Vec<Preopen>,
+    pub env_names: Vec<String>,
+    pub hosts: Vec<HostPattern>,
+    pub memory: Option<MemoryGrant>,
+    pub delegates: Vec<String>,
+    pub limits: Limits,
+    pub workspace: PathBuf,
+}
+
+impl Plan {
+    /// Only the gate (`crate::turn`) calls this, with parts it derived from
+    /// `Allow` decisions.
+    pub(crate) fn from_allowed(parts: PlanParts) -> Plan {
+        let has = |c: Capability| parts.allowed.iter().any(|a| a.capability == c);
+        Plan {
+            real_clocks: has(Capability::TimeRead),
+            human: has(Capability::HumanAsk),
+            turn_id: parts.turn_id,
+            executor: parts.executor,
+            component: parts.component,
+            sha256: parts.sha256,
+            allowed: parts.allowed,
+            preopens: parts.preopens,
+            env_names: parts.env_names,
+            hosts: parts.hosts,
+            memory: parts.memory,
+            delegates: parts.delegates,
+            limits: parts.limits,
+            workspace: parts.workspace,
+        }
+    }
+
+    pub fn turn_id(&self) -> &str {
+        &self.turn_id
+    }
+    pub fn executor(&self) -> &str {
+        &self.executor
+    }
+    pub fn component(&self) -> &Path {
+        &self.component
+    }
+    pub fn sha256(&self) -> Option<&str> {
+        self.sha256.as_deref()
+    }
+    pub fn allowed(&self) -> &[Allowed] {
+        &self.allowed
+    }
+    pub fn grants(&self, capability: Capability) -> bool {
+        self.allowed.iter().any(|a| a.capability == capability)
+    }
+    pub fn preopens(&self) -> &[Preopen] {
+        &self.preopens
+    }
+    pub fn env_names(&self) -> &[String] {
+        &self.env_names
+    }
+    pub fn real_clocks(&self) -> bool {
+        self.real_clocks
+    }
+    pub fn hosts(&self) -> &[HostPattern] {
+        &self.hosts
+    }
+    pub fn memory(&self) -> Option<&MemoryGrant> {
+        self.memory.as_ref()
+    }
+    pub fn human(&self) -> bool {
+        self.human
+    }
+    pub fn delegates(&self) -> &[String] {
+        &self.delegates
+    }
+    pub fn limits(&self) -> &Limits {
+        &self.limits
+    }
+    pub fn workspace(&self) -> &Path {
+        &self.workspace
+    }
+}

@@ -1,0 +1,293 @@
+//! Running a [`Plan`]: load, check imports, link what was granted, run
+//! under limits, and report.
+
+use std::sync::atomic::Ordering;
+use std::time::Instant;
+
+use serde::Serialize;
+use wasmtime::component::{types::ComponentItem, Linker};
+use wasmtime::{CallHook, Store, StoreLimitsBuilder, Trap};
+use wasmtime_wasi::p2::bindings::sync::CommandPre;
+use wasmtime_wasi::p2::pipe::MemoryInputPipe;
+use wasmtime_wasi::WasiCtxBuilder;
+
+use super::bindings::{ExecutorHostPre, GuestError};
+use super::engine::{LoadError, Sandbox};
+use super::imports::{self, RefusedImport};
+use super::limits::LimitHit;
+use super::log::LogLine;
+use super::output::CappedPipe;
+use super::plan::Plan;
+use super::state::HostState;
+use super::{clocks, env, fs, log, wasi};
+use crate::policy::snapshot::sha256_hex;
+use crate::policy::DenyCode;
+
+/// What the guest returned.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "status", rename_all = "snake_case")]
+pub enum GuestResult {
+    /// `run` returned `ok(output)`, or a command exited 0 (output: stdout).
+    Ok { output: String },
+    /// `run` returned `err(..)`, or a command exited non-zero.
+    Err { error: serde_json::Value },
+}
+
+/// The report of one run.
+#[derive(Debug, Clone, Serialize)]
+pub struct RunReport {
+    pub result: GuestResult,
+    pub stdout: String,
+    pub stderr: String,
+    pub log: Vec<LogLine>,
+    /// The interfaces and preopens the sandbox was built with.
+    pub linked: Vec<String>,
+    pub imports: Vec<String>,
+    pub cache_hit: bool,
+    pub sha256: String,
+    pub elapsed_ms: f64,
+}
+
+/// Why a run did not produce a guest result.
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    #[error("{code}: {reason}")]
+    Refused { code: DenyCode, reason: String },
+    #[error("{}: {}", .0.code, .0.detail)]
+    Limit(LimitHit),
+    #[error(transparent)]
+    Load(#[from] LoadError),
+    #[error("the guest trapped: {0}")]
+    Trap(String),
+    #[error("host error: {0}")]
+    Host(String),
+}
+
+impl RunError {
+    /// The code of a refusal or a limit.
+    pub fn code(&self) -> Option<DenyCode> {
+        match self {
+            RunError::Refused { code, .. } => Some(*code),
+            RunError::Limit(hit) => Some(hit.code),
+            _ => None,
+        }
+    }
+}
+
+fn host(e: impl std::fmt::Display) -> RunError {
+    RunError::Host(e.to_string())
+}
+
+fn guest_error_json(e: &GuestError) -> serde_json::Value {
+    match e {
+        GuestError::Denied(d) => {
+            serde_json::json!({"denied": {"code": d.code, "reason": d.reason}})
+        }
+        GuestError::InvalidInput(m) => serde_json::json!({"invalid_input": m}),
+        GuestError::Failed(m) => serde_json::json!({"failed": m}),
+    }
+}
+
+/// Runs the executor of `plan` on `input`.
+pub fn execute(sandbox: &Sandbox, plan: &Plan, input: &str) -> Result<RunReport, RunError> {
+    let started = Instant::now();
+    let path = plan.component();
+    let bytes = std::fs::read(path).map_err(|e| LoadError::Read {
+        path: path.to_path_buf(),
+        reason: crate::config::lower(&e.to_string()),
+    })?;
+    let digest = sha256_hex(&bytes);
+    if let Some(pinned) = plan.sha256() {
+        if pinned != digest {
+            return Err(RunError::Refused {
+                code: DenyCode::DigestMismatch,
+                reason: format!(
+                    "component `{}` has sha256 `{digest}`, but its manifest pins `{pinned}`",
+                    path.display()
+                ),
+            });
+        }
+    }
+    let (component, cache_hit) = sandbox.load(path, &bytes, &digest)?;
+    let engine = sandbox.engine();
+    let ty = component.component_type();
+    let import_names: Vec<String> = ty
+        .imports(engine)
+        .map(|(name, _)| name.to_string())
+        .collect();
+    let is_command = ty.exports(engine).any(|(name, item)| {
+        name.starts_with("wasi:cli/run@") && matches!(item.ty, ComponentItem::ComponentInstance(_))
+    });
+    imports::check(&import_names, plan).map_err(|RefusedImport { reason, .. }| {
+        RunError::Refused {
+            code: DenyCode::ImportNotGranted,
+            reason,
+        }
+    })?;
+
+    // Link only what was granted.
+    let mut linker: Linker<HostState> = Linker::new(engine);
+    let mut linked: Vec<String> = wasi::add_baseline(&mut linker)
+        .map_err(host)?
+        .into_iter()
+        .map(String::from)
+        .collect();
+    log::add_to_linker(&mut linker).map_err(host)?;
+    linked.push("gatehouse:executor/log".into());
+    linked.push(wasi::add_environment(&mut linker).map_err(host)?.into());
+
+    let limits = *plan.limits();
+    let stdout = CappedPipe::new(limits.output_bytes);
+    let stderr = CappedPipe::new(limits.output_bytes);
+    let mut b = WasiCtxBuilder::new();
+    b.stdout(stdout.clone()).stderr(stderr.clone());
+    b.allow_blocking_current_thread(true);
+    b.allow_tcp(false)
+        .allow_udp(false)
+        .allow_ip_name_lookup(false);
+    if is_command {
+        b.stdin(MemoryInputPipe::new(input.to_string()));
+        b.arg(plan.executor());
+    }
+    linked.extend(fs::apply(&mut b, plan).map_err(host)?);
+    for name in env::apply(&mut b, plan) {
+        linked.push(format!("env `{name}`"));
+    }
+    linked.push(
+        if clocks::apply(&mut b, plan) {
+            "clocks: real"
+        } else {
+            "clocks: frozen"
+        }
+        .into(),
+    );
+
+    let mut table = wasmtime::component::ResourceTable::new();
+    table.set_max_capacity(limits.resources);
+    let state = HostState {
+        wasi: b.build(),
+        table,
+        limits: StoreLimitsBuilder::new()
+            .memory_size(limits.memory_bytes)
+            .table_elements(limits.table_elements)
+            .instances(32)
+            .memories(8)
+            .tables(32)
+            .trap_on_grow_failure(true)
+            .build(),
+        log: Default::default(),
+        hostcalls_left: limits.hostcalls,
+        hostcalls_exhausted: false,
+    };
+    sandbox.counters().stores.fetch_add(1, Ordering::Relaxed);
+    let mut store = Store::new(engine, state);
+    store.limiter(|s| &mut s.limits);
+    sandbox.start_ticker();
+    store.set_epoch_deadline(limits.deadline_ticks());
+    store.epoch_deadline_trap();
+    store.call_hook(|mut ctx, hook| {
+        if matches!(hook, CallHook::CallingHost) {
+            let s = ctx.data_mut();
+            if s.hostcalls_left == 0 {
+                s.hostcalls_exhausted = true;
+                return Err(wasmtime::format_err!("hostcall fuel exhausted"));
+            }
+            s.hostcalls_left -= 1;
+        }
+        Ok(())
+    });
+
+    let pre = linker.instantiate_pre(&component).map_err(host)?;
+    let outcome: wasmtime::Result<GuestResult> = if is_command {
+        CommandPre::new(pre).and_then(|p| {
+            let cmd = p.instantiate(&mut store)?;
+            let status = cmd.wasi_cli_run().call_run(&mut store)?;
+            Ok(match status {
+                Ok(()) => GuestResult::Ok {
+                    output: String::from_utf8_lossy(&stdout.contents()).into_owned(),
+                },
+                Err(()) => GuestResult::Err {
+                    error: serde_json::json!({"failed": "the command exited with a failure status"}),
+                },
+            })
+        })
+    } else {
+        ExecutorHostPre::new(pre).and_then(|p| {
+            let exe = p.instantiate(&mut store)?;
+            Ok(match exe.call_run(&mut store, input)? {
+                Ok(output) => GuestResult::Ok { output },
+                Err(e) => GuestResult::Err {
+                    error: guest_error_json(&e),
+                },
+            })
+        })
+    };
+    if stdout.cap_hit() || stderr.cap_hit() {
+        return Err(RunError::Limit(LimitHit::new(
+            DenyCode::LimitOutput,
+            format!(
+                "the guest wrote more than {} bytes to {}",
+                limits.output_bytes,
+                if stdout.cap_hit() { "stdout" } else { "stderr" }
+            ),
+        )));
+    }
+    let result = outcome.map_err(|e| classify(e, &store, &limits))?;
+    Ok(RunReport {
+        result,
+        stdout: String::from_utf8_lossy(&stdout.contents()).into_owned(),
+        stderr: String::from_utf8_lossy(&stderr.contents()).into_owned(),
+        log: std::mem::take(&mut store.data_mut().log.lines),
+        linked,
+        imports: import_names,
+        cache_hit,
+        sha256: digest,
+        elapsed_ms: started.elapsed().as_secs_f64() * 1e3,
+    })
+}
+
+/// Turns a wasmtime error into its limit code when a limit caused it.
+fn classify(
+    e: wasmtime::Error,
+    store: &Store<HostState>,
+    limits: &super::limits::Limits,
+) -> RunError {
+    if let Some(exit) = e.downcast_ref::<wasmtime_wasi::I32Exit>() {
+        return RunError::Trap(format!("the guest exited with status {}", exit.0));
+    }
+    if store.data().hostcalls_exhausted {
+        return RunError::Limit(LimitHit::new(
+            DenyCode::LimitHostcalls,
+            format!("more than {} host calls", limits.hostcalls),
+        ));
+    }
+    if matches!(e.downcast_ref::<Trap>(), Some(Trap::Interrupt)) {
+        return RunError::Limit(LimitHit::new(
+            DenyCode::LimitDeadline,
+            format!("the run took longer than {} ms", limits.deadline_ms),
+        ));
+    }
+    let root = format!("{:#}", e);
+    if root.contains("forcing trap when growing memory") {
+        return RunError::Limit(LimitHit::new(
+            DenyCode::LimitMemory,
+            format!("linear memory would exceed {} bytes", limits.memory_bytes),
+        ));
+    }
+    if root.contains("forcing trap when growing table") {
+        return RunError::Limit(LimitHit::new(
+            DenyCode::LimitTable,
+            format!("a table would exceed {} elements", limits.table_elements),
+        ));
+    }
+    if root.contains("resource table has no free keys")
+        || root.contains("ResourceTableError::Full")
+        || root.contains("table is full")
+    {
+        return RunError::Limit(LimitHit::new(
+            DenyCode::LimitResources,
+            format!("more than {} host resources", limits.resources),
+        ));
+    }
+    RunError::Trap(root)
+}

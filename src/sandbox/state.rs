@@ -1,0 +1,27 @@
+//! The per-run store data: WASI context, resource table, limits, and the
+//! state of each gatehouse host interface that was linked.
+
+use wasmtime::component::ResourceTable;
+use wasmtime::StoreLimits;
+use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
+
+use super::log::LogState;
+
+pub struct HostState {
+    pub wasi: WasiCtx,
+    pub table: ResourceTable,
+    pub limits: StoreLimits,
+    pub log: LogState,
+    /// Host calls left before `LIMIT_HOSTCALLS`.
+    pub hostcalls_left: u64,
+    pub hostcalls_exhausted: bool,
+}
+
+impl WasiView for HostState {
+    fn ctx(&mut self) -> WasiCtxView<'_> {
+        WasiCtxView {
+            ctx: &mut self.wasi,
+            table: &mut self.table,
+        }
+    }
+}

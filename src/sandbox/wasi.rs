@@ -1,0 +1,64 @@
+//! Linking WASI, interface by interface: the authority-free baseline always,
+//! `wasi:cli/environment` and `wasi:sockets` only when the plan allows them.
+//! An interface that is not linked is absent, not stubbed.
+
+use wasmtime::component::{HasData, Linker, ResourceTable};
+use wasmtime_wasi::cli::{WasiCli, WasiCliView};
+use wasmtime_wasi::clocks::{WasiClocks, WasiClocksView};
+use wasmtime_wasi::filesystem::{WasiFilesystem, WasiFilesystemView};
+use wasmtime_wasi::p2::bindings::{self as p2, sync};
+use wasmtime_wasi::random::WasiRandom;
+
+use super::state::HostState;
+
+struct HasIo;
+
+impl HasData for HasIo {
+    type Data<'a> = &'a mut ResourceTable;
+}
+
+fn table(s: &mut HostState) -> &mut ResourceTable {
+    &mut s.table
+}
+
+/// The baseline of `compute:pure`; returns the interfaces linked.
+pub fn add_baseline(l: &mut Linker<HostState>) -> wasmtime::Result<Vec<&'static str>> {
+    sync::io::error::add_to_linker::<HostState, HasIo>(l, table)?;
+    sync::io::poll::add_to_linker::<HostState, HasIo>(l, table)?;
+    sync::io::streams::add_to_linker::<HostState, HasIo>(l, table)?;
+    p2::clocks::wall_clock::add_to_linker::<HostState, WasiClocks>(l, HostState::clocks)?;
+    p2::clocks::monotonic_clock::add_to_linker::<HostState, WasiClocks>(l, HostState::clocks)?;
+    p2::random::random::add_to_linker::<HostState, WasiRandom>(l, |t| t.wasi.random())?;
+    p2::random::insecure::add_to_linker::<HostState, WasiRandom>(l, |t| t.wasi.random())?;
+    p2::random::insecure_seed::add_to_linker::<HostState, WasiRandom>(l, |t| t.wasi.random())?;
+    p2::cli::exit::add_to_linker::<HostState, WasiCli>(l, HostState::cli)?;
+    p2::cli::stdin::add_to_linker::<HostState, WasiCli>(l, HostState::cli)?;
+    p2::cli::stdout::add_to_linker::<HostState, WasiCli>(l, HostState::cli)?;
+    p2::cli::stderr::add_to_linker::<HostState, WasiCli>(l, HostState::cli)?;
+    p2::cli::terminal_input::add_to_linker::<HostState, WasiCli>(l, HostState::cli)?;
+    p2::cli::terminal_output::add_to_linker::<HostState, WasiCli>(l, HostState::cli)?;
+    p2::cli::terminal_stdin::add_to_linker::<HostState, WasiCli>(l, HostState::cli)?;
+    p2::cli::terminal_stdout::add_to_linker::<HostState, WasiCli>(l, HostState::cli)?;
+    p2::cli::terminal_stderr::add_to_linker::<HostState, WasiCli>(l, HostState::cli)?;
+    // Reaches nothing without a preopen; preopens come only from fs grants.
+    p2::filesystem::preopens::add_to_linker::<HostState, WasiFilesystem>(l, HostState::filesystem)?;
+    sync::filesystem::types::add_to_linker::<HostState, WasiFilesystem>(l, HostState::filesystem)?;
+    Ok(vec![
+        "wasi:io",
+        "wasi:clocks",
+        "wasi:random",
+        "wasi:cli/{exit,stdin,stdout,stderr,terminal-*}",
+        "wasi:filesystem",
+    ])
+}
+
+/// `wasi:cli/environment`: the granted variables only (none without
+/// `env:read`), and for commands their arguments.
+///
+/// # Security
+/// Hands the guest the variables the context was built with; build the
+/// context from the plan's `env:read` names only.
+pub fn add_environment(l: &mut Linker<HostState>) -> wasmtime::Result<&'static str> {
+    p2::cli::environment::add_to_linker::<HostState, WasiCli>(l, HostState::cli)?;
+    Ok("wasi:cli/environment")
+}

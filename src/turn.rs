@@ -1,0 +1,325 @@
+//! The gate of a turn: every need of an executor asked of `policy::decide`,
+//! and a [`Plan`] only when all of them are allowed.
+//!
+//! Order (deny-first): may the actor run this executor (skill); then each
+//! declared capability with its target (matrix + grants, within what the
+//! executor declared); for path targets, the workspace rule on the
+//! directory the sandbox would open; for memory, the scope rule. The first
+//! deny ends the turn and nothing was touched: no component read, no
+//! engine used, no file opened.
+
+use std::path::{Path, PathBuf};
+
+use serde::Serialize;
+
+use crate::config::resolve_path;
+use crate::manifest::Manifest;
+use crate::policy::{
+    decide, Access, Capability, Decision, DenyCode, HostPattern, PathGlob, Request, RequestKind,
+    Snapshot,
+};
+use crate::sandbox::plan::PlanParts;
+use crate::sandbox::{Allowed, DirAccess, Limits, MemoryGrant, Plan, Preopen};
+
+/// One question asked of the policy, and its answer.
+#[derive(Debug, Clone, Serialize)]
+pub struct Step {
+    pub request: Request,
+    pub decision: Decision,
+    /// Set when an approval turned `approval_required` into a go.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub approval: Option<&'static str>,
+}
+
+/// A capability waiting for a person's approval.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Pending {
+    pub capability: Capability,
+    pub target: Option<String>,
+    pub reason: String,
+}
+
+/// The gate's answer.
+#[derive(Debug, Serialize)]
+#[serde(tag = "gate", rename_all = "snake_case")]
+pub enum Gate {
+    Denied {
+        steps: Vec<Step>,
+        code: DenyCode,
+        reason: String,
+    },
+    ApprovalRequired {
+        steps: Vec<Step>,
+        pending: Vec<Pending>,
+    },
+    Ready {
+        steps: Vec<Step>,
+        #[serde(skip)]
+        plan: Box<Plan>,
+    },
+}
+
+/// What the gate needs for one turn.
+pub struct TurnInput<'a> {
+    pub snapshot: &'a Snapshot,
+    pub actor: &'a str,
+    pub manifest: &'a Manifest,
+    pub turn_id: String,
+    pub limits: Limits,
+    /// Approvals given once, for this turn only.
+    pub approved_once: &'a [(Capability, Option<String>)],
+}
+
+fn deny(steps: Vec<Step>, code: DenyCode, reason: impl Into<String>) -> Gate {
+    Gate::Denied {
+        steps,
+        code,
+        reason: reason.into(),
+    }
+}
+
+/// The guest name of a preopen: relative to the workspace, or absolute.
+fn guest_path(dir: &str, workspace: &str) -> String {
+    if dir == workspace {
+        ".".to_string()
+    } else if let Some(rest) = dir
+        .strip_prefix(workspace)
+        .and_then(|r| r.strip_prefix('/'))
+    {
+        rest.to_string()
+    } else {
+        dir.to_string()
+    }
+}
+
+/// Asks the policy for every need of the turn.
+pub fn gate(input: TurnInput<'_>) -> Gate {
+    let snap = input.snapshot;
+    let actor = input.actor;
+    let name = input.manifest.name.as_str();
+    let mut steps: Vec<Step> = Vec::new();
+    let ask = |steps: &mut Vec<Step>, kind: RequestKind| -> Decision {
+        let request = Request::new(actor, kind);
+        let decision = decide(snap, &request);
+        steps.push(Step {
+            request,
+            decision: decision.clone(),
+            approval: None,
+        });
+        decision
+    };
+
+    if let Decision::Deny { code, reason } = ask(
+        &mut steps,
+        RequestKind::Skill {
+            skill: name.to_string(),
+        },
+    ) {
+        return deny(steps, code, reason);
+    }
+    let Some(def) = snap.executors.get(name) else {
+        return deny(
+            steps,
+            DenyCode::UnknownRequest,
+            format!("executor `{name}` is not in this turn's snapshot"),
+        );
+    };
+    let workspace = snap.roots.turn_workspace.clone().unwrap_or_default();
+    let mut pending = Vec::new();
+    let mut allowed = Vec::new();
+    let mut preopens: Vec<Preopen> = Vec::new();
+    let mut env_names = Vec::new();
+    let mut hosts = Vec::new();
+    let mut memory: Option<MemoryGrant> = None;
+    let mut delegates = Vec::new();
+
+    for declared in &def.capabilities {
+        let cap = declared.capability;
+        let target = declared.target.clone();
+        let decision = ask(
+            &mut steps,
+            RequestKind::Capability {
+                capability: cap.as_str().to_string(),
+                target: target.clone(),
+                executor: Some(name.to_string()),
+            },
+        );
+        match decision {
+            Decision::Deny { code, reason } => return deny(steps, code, reason),
+            Decision::ApprovalRequired { reason, .. } => {
+                if input
+                    .approved_once
+                    .iter()
+                    .any(|(c, t)| *c == cap && *t == target)
+                {
+                    if let Some(last) = steps.last_mut() {
+                        last.approval = Some("allow_once");
+                    }
+                } else {
+                    pending.push(Pending {
+                        capability: cap,
+                        target: target.clone(),
+                        reason,
+                    });
+                }
+            }
+            Decision::Allow { .. } => {}
+        }
+        match cap {
+            Capability::FsRead | Capability::FsWrite => {
+                let Some(glob) = target.as_deref().and_then(|t| PathGlob::parse(t).ok()) else {
+                    return deny(
+                        steps,
+                        DenyCode::TargetMismatch,
+                        format!("`{cap}` needs a path glob target"),
+                    );
+                };
+                // Until the filesystem layer enforces finer globs at
+                // open-at, only whole directories can be granted: a
+                // preopen of `dir` for `dir/*.md` would give more than the
+                // glob says. Refused rather than over-granted.
+                let dir = match glob.as_str().strip_suffix("/**") {
+                    Some(d) if !d.contains(['*', '?']) => d.to_string(),
+                    _ if glob.is_literal() => glob.as_str().to_string(),
+                    _ => {
+                        return deny(
+                            steps,
+                            DenyCode::TargetMismatch,
+                            format!("`{}` is finer than a directory; this sandbox can grant only `<dir>/**` or `<dir>`", glob.as_str()),
+                        )
+                    }
+                };
+                let access = if cap == Capability::FsWrite {
+                    Access::Write
+                } else {
+                    Access::Read
+                };
+                let resolved = resolve_path(Path::new(&dir));
+                let canonical = match &resolved {
+                    crate::policy::ResolvedPath::Resolved(p) => p.clone(),
+                    crate::policy::ResolvedPath::Failed { .. } => String::new(),
+                };
+                if let Decision::Deny { code, reason } = ask(
+                    &mut steps,
+                    RequestKind::Workspace {
+                        path: resolved,
+                        access,
+                    },
+                ) {
+                    return deny(steps, code, reason);
+                }
+                if !Path::new(&canonical).is_dir() {
+                    return deny(
+                        steps,
+                        DenyCode::PathResolutionFailed,
+                        format!("`{canonical}` is not an existing directory"),
+                    );
+                }
+                let access = if cap == Capability::FsWrite {
+                    DirAccess::ReadWrite
+                } else {
+                    DirAccess::ReadOnly
+                };
+                match preopens
+                    .iter_mut()
+                    .find(|p| p.host == Path::new(&canonical))
+                {
+                    Some(p) if access == DirAccess::ReadWrite => p.access = access,
+                    Some(_) => {}
+                    None => preopens.push(Preopen {
+                        guest: guest_path(&canonical, &workspace),
+                        host: PathBuf::from(&canonical),
+                        access,
+                    }),
+                }
+            }
+            Capability::MemoryRead | Capability::MemoryWrite => {
+                let scope = target.clone().unwrap_or_default();
+                let access = if cap == Capability::MemoryWrite {
+                    Access::Write
+                } else {
+                    Access::Read
+                };
+                if let Decision::Deny { code, reason } = ask(
+                    &mut steps,
+                    RequestKind::Memory {
+                        scope: scope.clone(),
+                        access,
+                    },
+                ) {
+                    return deny(steps, code, reason);
+                }
+                let m = memory.get_or_insert(MemoryGrant {
+                    scope: scope.clone(),
+                    read: false,
+                    write: false,
+                });
+                if m.scope != scope {
+                    return deny(
+                        steps,
+                        DenyCode::TargetMismatch,
+                        format!(
+                            "an executor may use one memory scope, not `{}` and `{scope}`",
+                            m.scope
+                        ),
+                    );
+                }
+                if cap == Capability::MemoryWrite {
+                    m.write = true;
+                } else {
+                    m.read = true;
+                }
+            }
+            Capability::EnvRead => env_names.extend(target.clone()),
+            Capability::NetworkSites => {
+                if let Some(h) = target.as_deref().and_then(|t| HostPattern::parse(t).ok()) {
+                    hosts.push(h);
+                }
+            }
+            Capability::DelegateCall => delegates.extend(target.clone()),
+            Capability::ComputePure | Capability::TimeRead | Capability::HumanAsk => {}
+            Capability::CodeExec | Capability::SystemAdmin => {}
+        }
+        allowed.push(Allowed {
+            capability: cap,
+            target,
+        });
+    }
+    if !pending.is_empty() {
+        return Gate::ApprovalRequired { steps, pending };
+    }
+    let plan = Plan::from_allowed(PlanParts {
+        turn_id: input.turn_id,
+        executor: name.to_string(),
+        component: input.manifest.component.clone(),
+        sha256: input.manifest.sha256.clone(),
+        allowed,
+        preopens,
+        env_names,
+        hosts,
+        memory,
+        delegates,
+        limits: input.limits,
+        workspace: PathBuf::from(workspace),
+    });
+    Gate::Ready {
+        steps,
+        plan: Box::new(plan),
+    }
+}
+
+/// A new turn id: UTC time and a per-process counter with the pid.
+pub fn new_turn_id(now: crate::policy::UtcTime) -> String {
+    use std::sync::atomic::{AtomicU32, Ordering};
+    static SEQ: AtomicU32 = AtomicU32::new(0);
+    let compact: String = now
+        .to_string()
+        .chars()
+        .filter(|c| c.is_ascii_digit())
+        .collect();
+    format!(
+        "{compact}-{}-{}",
+        std::process::id(),
+        SEQ.fetch_add(1, Ordering::Relaxed)
+    )
+}
