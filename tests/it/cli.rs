@@ -1,0 +1,1170 @@
+//! The command line, end to end: each test runs the real binary in its own
+//! sealed temporary environment.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use serde_json::Value;
+
+use crate::support::{s, Env};
+
+// ---------------------------------------------------------------------------
+// policy check / table / registry / codes
+
+#[test]
+fn check_supervised_write_needs_approval_and_read_only_denies() {
+    let env = Env::new();
+    env.run(&["policy", "check", "Supervised", "fs:write"])
+        .expect_stdout(4, &["approval_required"]);
+    env.run(&["policy", "check", "ReadOnly", "fs:write"])
+        .expect_stdout(2, &["denied"]);
+    env.run(&["policy", "check", "Full", "fs:write"])
+        .expect_stdout(0, &["allowed"]);
+    env.run(&["policy", "check", "ReadOnly", "compute:pure"])
+        .expect_stdout(0, &["allowed"]);
+    // --json gives the matrix cell and the effective outcome.
+    let run = env.run(&["--json", "policy", "check", "Supervised", "fs:write"]);
+    run.expect(4);
+    let v = &run.json_lines()[0];
+    assert_eq!(v["level"], "Supervised");
+    assert_eq!(v["capability"], "fs:write");
+    assert_eq!(v["matrix"], "approval_required");
+    assert_eq!(v["outcome"], "approval_required");
+    assert_eq!(v["grant_id"], Value::Null);
+}
+
+/// The registry as DESIGN.md states it: name, critical, approval, target.
+const REGISTRY: [(&str, bool, &str, &str); 12] = [
+    ("compute:pure", false, "none", "none"),
+    ("time:read", false, "none", "none"),
+    ("env:read", false, "per_target", "exact"),
+    ("fs:read", false, "per_target", "path_glob"),
+    ("fs:write", true, "per_target", "path_glob"),
+    ("network:sites", false, "per_target", "host"),
+    ("memory:read", false, "per_target", "exact"),
+    ("memory:write", true, "per_target", "exact"),
+    ("human:ask", false, "none", "none"),
+    ("delegate:call", false, "per_target", "exact"),
+    ("code:exec", true, "always", "exact"),
+    ("system:admin", true, "always", "none"),
+];
+
+#[test]
+fn registry_has_the_twelve_entries_with_their_fields() {
+    let env = Env::new();
+    let run = env.run(&["policy", "registry"]);
+    run.expect(0);
+    let rows = run.json_lines();
+    assert_eq!(rows.len(), 12, "{run:#?}");
+    for (row, (name, critical, approval, target)) in rows.iter().zip(REGISTRY) {
+        assert_eq!(row["name"], name, "{row}");
+        assert_eq!(row["critical"], critical, "{row}");
+        assert_eq!(row["default_approval"], approval, "{row}");
+        assert_eq!(row["target_kind"], target, "{row}");
+        assert!(
+            row["bound_to"].as_str().is_some_and(|b| !b.is_empty()),
+            "{row}"
+        );
+        let keys: BTreeSet<&str> = row
+            .as_object()
+            .unwrap()
+            .keys()
+            .map(String::as_str)
+            .collect();
+        assert_eq!(
+            keys,
+            BTreeSet::from([
+                "name",
+                "critical",
+                "default_approval",
+                "target_kind",
+                "bound_to"
+            ])
+        );
+    }
+}
+
+/// The three rules of metnos-policy §3.1, recomputed here from the
+/// registry the binary prints (not from the library).
+fn rule(level: &str, class: &str, critical: bool, name: &str) -> &'static str {
+    match level {
+        "ReadOnly" => {
+            if class == "none" && !critical {
+                "allowed"
+            } else if ["fs:read", "env:read", "memory:read", "network:sites"].contains(&name) {
+                "approval_required"
+            } else {
+                "denied"
+            }
+        }
+        "Supervised" => {
+            if class == "none" {
+                "allowed"
+            } else {
+                "approval_required"
+            }
+        }
+        "Full" => {
+            if class == "always" {
+                "approval_required"
+            } else {
+                "allowed"
+            }
+        }
+        other => panic!("unexpected level {other}"),
+    }
+}
+
+#[test]
+fn table_has_36_lines_that_agree_with_the_three_rules() {
+    let env = Env::new();
+    let registry = env.run(&["policy", "registry"]);
+    registry.expect(0);
+    let specs: BTreeMap<String, (String, bool)> = registry
+        .json_lines()
+        .into_iter()
+        .map(|r| {
+            (
+                r["name"].as_str().unwrap().to_string(),
+                (
+                    r["default_approval"].as_str().unwrap().to_string(),
+                    r["critical"].as_bool().unwrap(),
+                ),
+            )
+        })
+        .collect();
+    assert_eq!(specs.len(), 12);
+
+    let table = env.run(&["policy", "table"]);
+    table.expect(0);
+    let lines = table.lines();
+    assert_eq!(lines.len(), 36, "{table:#?}");
+    let mut cells = BTreeSet::new();
+    for row in table.json_lines() {
+        let level = row["level"].as_str().unwrap();
+        let cap = row["capability"].as_str().unwrap();
+        let outcome = row["outcome"].as_str().unwrap();
+        let (class, critical) = &specs[cap];
+        assert_eq!(
+            outcome,
+            rule(level, class, *critical, cap),
+            "cell {level} × {cap} disagrees with the rules"
+        );
+        assert!(
+            cells.insert((level.to_string(), cap.to_string())),
+            "duplicate {row}"
+        );
+    }
+    let levels: BTreeSet<&str> = cells.iter().map(|(l, _)| l.as_str()).collect();
+    assert_eq!(levels, BTreeSet::from(["ReadOnly", "Supervised", "Full"]));
+    // And `policy check` agrees with the table, cell by cell.
+    for (level, cap) in &cells {
+        let (class, critical) = &specs[cap];
+        let want = rule(level, class, *critical, cap);
+        let code = match want {
+            "allowed" => 0,
+            "denied" => 2,
+            _ => 4,
+        };
+        env.run(&["policy", "check", level, cap])
+            .expect_stdout(code, &[want]);
+    }
+}
+
+/// The codes issue 3 defines (the sandbox adds its own after them).
+const ISSUE3_CODES: [&str; 25] = [
+    "UNKNOWN_REQUEST",
+    "UNKNOWN_ACTOR",
+    "UNKNOWN_TARGET",
+    "DELEGATION_NOT_ALLOWED",
+    "PRIVATE_MEMORY_DENIED",
+    "MEMORY_NOT_GRANTED",
+    "WORKSPACE_NOT_GRANTED",
+    "WORKSPACE_READ_ONLY",
+    "WORKSPACE_SCOPE_MISMATCH",
+    "PATH_RESOLUTION_FAILED",
+    "POLICY_MUTATION_DENIED",
+    "DEFINITION_MUTATION_DENIED",
+    "RAW_RUNTIME_TOOL_DENIED",
+    "INDIRECT_TOOL_REQUEST",
+    "TOOL_NOT_GRANTED",
+    "SKILL_NOT_GRANTED",
+    "SUBAGENT_NOT_GRANTED",
+    "MCP_SERVER_NOT_GRANTED",
+    "CAPABILITY_UNKNOWN",
+    "CAPABILITY_DENIED",
+    "TARGET_MISMATCH",
+    "APPROVAL_REQUIRED",
+    "APPROVAL_REFUSED",
+    "SNAPSHOT_MISMATCH",
+    "DIGEST_MISMATCH",
+];
+
+#[test]
+fn codes_lists_every_code_with_its_meaning() {
+    let env = Env::new();
+    let run = env.run(&["policy", "codes"]);
+    run.expect(0);
+    let rows = run.json_lines();
+    let names: Vec<&str> = rows.iter().map(|r| r["code"].as_str().unwrap()).collect();
+    assert_eq!(names[..ISSUE3_CODES.len()], ISSUE3_CODES);
+    let unique: BTreeSet<&str> = names.iter().copied().collect();
+    assert_eq!(unique.len(), names.len(), "duplicate code");
+    let lib: Vec<&str> = gatehouse::policy::DenyCode::ALL
+        .iter()
+        .map(|c| c.as_str())
+        .collect();
+    assert_eq!(names, lib);
+    for r in &rows {
+        assert!(r["meaning"].as_str().is_some_and(|m| !m.is_empty()), "{r}");
+        assert!(r["family"].as_str().is_some_and(|f| !f.is_empty()), "{r}");
+    }
+}
+
+// ---------------------------------------------------------------------------
+// the always-class hole, closed
+
+#[test]
+fn code_exec_cannot_be_granted_and_stays_approval_required() {
+    let env = Env::new();
+    let check = |cap: &str, target: Option<&str>| {
+        let mut args = vec!["policy", "check", "Full", cap];
+        if let Some(t) = target {
+            args.extend(["--target", t]);
+        }
+        args.extend(["--channel", "cli", "--sender", "alice"]);
+        env.run(&args).expect_stdout(4, &["approval_required"]);
+    };
+    check("code:exec", Some("ls"));
+
+    let run = env.run(&[
+        "grants",
+        "add",
+        "--channel",
+        "cli",
+        "--sender",
+        "alice",
+        "code:exec",
+        "ls",
+    ]);
+    assert_ne!(run.code, 0, "{run:#?}");
+    run.expect_err(3, &["`code:exec`", "always-class"])
+        .expect_lowercase_message();
+    assert_eq!(run.stdout, "");
+    check("code:exec", Some("ls"));
+
+    let run = env.run(&[
+        "grants",
+        "add",
+        "--channel",
+        "cli",
+        "--sender",
+        "alice",
+        "system:admin",
+        "x",
+    ]);
+    run.expect_err(3, &["`system:admin`", "always-class"])
+        .expect_lowercase_message();
+    check("code:exec", Some("ls"));
+    check("system:admin", None);
+
+    // Nothing was recorded; not even the database was created.
+    assert!(!env.grants_db().exists());
+    env.run(&["grants", "list", "--all"]).expect_stdout(0, &[]);
+}
+
+#[test]
+fn a_hand_inserted_code_exec_row_is_ignored() {
+    let env = Env::new();
+    // Create the store through the CLI, then insert behind its back.
+    env.run(&[
+        "grants",
+        "add",
+        "--channel",
+        "cli",
+        "--sender",
+        "alice",
+        "fs:read",
+        "/tmp/**",
+    ])
+    .expect(0);
+    let conn = rusqlite::Connection::open(env.grants_db()).unwrap();
+    conn.execute(
+        "INSERT INTO grants (channel, sender_id, capability, target, granted_at) \
+         VALUES ('cli', 'alice', 'code:exec', 'ls', '2020-01-01T00:00:00Z')",
+        [],
+    )
+    .unwrap();
+    drop(conn);
+    let all = env.run(&["grants", "list"]);
+    assert_eq!(all.json_lines().len(), 2, "{all:#?}");
+    env.run(&[
+        "policy",
+        "check",
+        "Full",
+        "code:exec",
+        "--target",
+        "ls",
+        "--channel",
+        "cli",
+        "--sender",
+        "alice",
+    ])
+    .expect_stdout(4, &["approval_required"]);
+}
+
+// ---------------------------------------------------------------------------
+// grants
+
+fn add(env: &Env, sender: &str, cap: &str, target: &str, extra: &[&str]) -> Value {
+    let mut args = vec![
+        "grants",
+        "add",
+        "--channel",
+        "cli",
+        "--sender",
+        sender,
+        cap,
+        target,
+    ];
+    args.extend(extra);
+    let run = env.run(&args);
+    run.expect(0);
+    let rows = run.json_lines();
+    assert_eq!(rows.len(), 1, "{run:#?}");
+    rows.into_iter().next().unwrap()
+}
+
+fn check(env: &Env, level: &str, target: &str, sender: &str) -> (i32, String) {
+    let run = env.run(&[
+        "policy",
+        "check",
+        level,
+        "fs:write",
+        "--target",
+        target,
+        "--channel",
+        "cli",
+        "--sender",
+        sender,
+    ]);
+    assert_eq!(run.lines().len(), 1, "{run:#?}");
+    (run.code, run.stdout.trim_end().to_string())
+}
+
+fn allowed() -> (i32, String) {
+    (0, "allowed".into())
+}
+fn approval() -> (i32, String) {
+    (4, "approval_required".into())
+}
+fn denied() -> (i32, String) {
+    (2, "denied".into())
+}
+
+#[test]
+fn a_grant_lifts_approval_for_exactly_its_identity_and_target() {
+    let env = Env::new();
+    assert_eq!(check(&env, "Supervised", "/tmp/x/a", "alice"), approval());
+
+    let g = add(&env, "alice", "fs:write", "/tmp/x/**", &[]);
+    assert_eq!(g["channel"], "cli");
+    assert_eq!(g["sender_id"], "alice");
+    assert_eq!(g["capability"], "fs:write");
+    assert_eq!(g["target"], "/tmp/x/**");
+    assert_eq!(g["revoked_at"], Value::Null);
+    assert_eq!(g["expires_at"], Value::Null);
+    let id = g["id"].as_i64().unwrap().to_string();
+
+    assert_eq!(check(&env, "Supervised", "/tmp/x/a", "alice"), allowed());
+    assert_eq!(
+        check(&env, "Supervised", "/tmp/x/deeper/b", "alice"),
+        allowed()
+    );
+    assert_eq!(check(&env, "Supervised", "/tmp/x/a", "bob"), approval());
+    assert_eq!(check(&env, "Supervised", "/tmp/y/a", "alice"), approval());
+    assert_eq!(check(&env, "ReadOnly", "/tmp/x/a", "alice"), denied());
+    // Another channel with the same sender is another identity.
+    env.run(&[
+        "policy",
+        "check",
+        "Supervised",
+        "fs:write",
+        "--target",
+        "/tmp/x/a",
+        "--channel",
+        "mcp",
+        "--sender",
+        "alice",
+    ])
+    .expect_stdout(4, &["approval_required"]);
+
+    // --json names the grant.
+    let run = env.run(&[
+        "--json",
+        "policy",
+        "check",
+        "Supervised",
+        "fs:write",
+        "--target",
+        "/tmp/x/a",
+        "--channel",
+        "cli",
+        "--sender",
+        "alice",
+    ]);
+    run.expect(0);
+    let v = &run.json_lines()[0];
+    assert_eq!(v["matrix"], "approval_required");
+    assert_eq!(v["outcome"], "allowed");
+    assert_eq!(v["grant_id"].to_string(), id);
+
+    let revoked = env.run(&["grants", "revoke", &id]);
+    revoked.expect(0);
+    let r = &revoked.json_lines()[0];
+    assert_eq!(r["id"].to_string(), id);
+    assert!(r["revoked_at"].is_string(), "{r}");
+    assert_eq!(check(&env, "Supervised", "/tmp/x/a", "alice"), approval());
+
+    // Revoking twice, or an unknown id, is invalid input naming it.
+    env.run(&["grants", "revoke", &id])
+        .expect_err(3, &[&format!("`{id}`"), "already revoked"])
+        .expect_lowercase_message();
+    env.run(&["grants", "revoke", "999"])
+        .expect_err(3, &["`999`"])
+        .expect_lowercase_message();
+    env.run(&["grants", "revoke", "abc"])
+        .expect_err(3, &["`abc`"])
+        .expect_lowercase_message();
+}
+
+#[test]
+fn an_expired_grant_no_longer_applies() {
+    let env = Env::new();
+    // A grant with a distant expiry applies.
+    add(
+        &env,
+        "alice",
+        "fs:write",
+        "/tmp/long/**",
+        &["--expires-in", "1h"],
+    );
+    assert_eq!(check(&env, "Supervised", "/tmp/long/a", "alice"), allowed());
+
+    let g = add(
+        &env,
+        "alice",
+        "fs:write",
+        "/tmp/x/**",
+        &["--expires-in", "1s"],
+    );
+    let at = |k: &str| gatehouse::policy::UtcTime::parse(g[k].as_str().unwrap()).unwrap();
+    assert_eq!(at("expires_at"), at("granted_at").plus_seconds(1));
+    std::thread::sleep(std::time::Duration::from_millis(2100));
+    assert_eq!(check(&env, "Supervised", "/tmp/x/a", "alice"), approval());
+    assert_eq!(check(&env, "Supervised", "/tmp/long/a", "alice"), allowed());
+    // Expired grants leave the active list but stay in --all.
+    let active = env.run(&["grants", "list"]);
+    let targets: Vec<String> = active
+        .json_lines()
+        .iter()
+        .map(|g| g["target"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(targets, ["/tmp/long/**"]);
+    assert_eq!(env.run(&["grants", "list", "--all"]).json_lines().len(), 2);
+}
+
+#[test]
+fn grants_list_is_json_lines_and_all_includes_revoked() {
+    let env = Env::new();
+    // No database yet: an empty list, and no file created by reading.
+    env.run(&["grants", "list"]).expect_stdout(0, &[]);
+    assert!(!env.grants_db().exists());
+
+    let a = add(&env, "alice", "fs:write", "/tmp/x/**", &[]);
+    let b = add(&env, "bob", "network:sites", "Example.COM:443", &[]);
+    let c = add(
+        &env,
+        "alice",
+        "env:read",
+        "HOME",
+        &["--granted-by", "carol"],
+    );
+    // Host patterns are stored canonical (lowercase).
+    assert_eq!(b["target"], "example.com:443");
+    assert_eq!(c["granted_by"], "carol");
+    // The default granted_by is the login name.
+    assert_eq!(a["granted_by"], "tester");
+
+    let run = env.run(&["grants", "list"]);
+    run.expect(0);
+    let rows = run.json_lines();
+    assert_eq!(rows, vec![a.clone(), b.clone(), c.clone()]);
+    for r in &rows {
+        let keys: BTreeSet<&str> = r.as_object().unwrap().keys().map(String::as_str).collect();
+        assert_eq!(
+            keys,
+            BTreeSet::from([
+                "id",
+                "channel",
+                "sender_id",
+                "capability",
+                "target",
+                "granted_at",
+                "expires_at",
+                "granted_by",
+                "revoked_at"
+            ])
+        );
+    }
+
+    env.run(&["grants", "revoke", &b["id"].to_string()])
+        .expect(0);
+    let ids = |rows: Vec<Value>| {
+        rows.iter()
+            .map(|r| r["id"].as_i64().unwrap())
+            .collect::<Vec<_>>()
+    };
+    let active = env.run(&["grants", "list"]);
+    assert_eq!(
+        ids(active.json_lines()),
+        [a["id"].as_i64().unwrap(), c["id"].as_i64().unwrap()]
+    );
+    let all = env.run(&["grants", "list", "--all"]);
+    let all_rows = all.json_lines();
+    assert_eq!(all_rows.len(), 3);
+    assert!(all_rows[1]["revoked_at"].is_string(), "{all:#?}");
+    assert_eq!(all_rows[1]["id"], b["id"]);
+}
+
+#[test]
+fn grants_for_a_target_of_the_wrong_kind_or_no_target_are_refused() {
+    let env = Env::new();
+    let add = |cap: &str, target: &str| {
+        env.run(&[
+            "grants",
+            "add",
+            "--channel",
+            "cli",
+            "--sender",
+            "alice",
+            cap,
+            target,
+        ])
+    };
+    add("time:read", "x")
+        .expect_err(3, &["`time:read`", "takes no target"])
+        .expect_lowercase_message();
+    add("network:sites", "/tmp/x")
+        .expect_err(3, &["`/tmp/x`"])
+        .expect_lowercase_message();
+    add("env:read", "HO*")
+        .expect_err(3, &["`HO*`"])
+        .expect_lowercase_message();
+    assert!(!env.grants_db().exists());
+}
+
+// ---------------------------------------------------------------------------
+// tier 3
+
+fn tier3(env: &Env, extra: &[&str]) -> Vec<Value> {
+    let mut args = vec!["--json", "test", "--tier", "3"];
+    args.extend(extra);
+    let run = env.run(&args);
+    run.expect(0);
+    let rows = run.json_lines();
+    assert!(!rows.is_empty());
+    for r in &rows {
+        match r["status"].as_str().unwrap() {
+            "pass" => assert_eq!(r["expected"], r["got"], "{r}"),
+            "skipped" => {
+                assert_eq!(r["got"], Value::Null, "{r}");
+                assert!(r["reason"].as_str().is_some_and(|x| !x.is_empty()), "{r}");
+            }
+            other => panic!("case status {other}: {r}"),
+        }
+    }
+    rows
+}
+
+#[test]
+fn tier3_passes_on_the_default_config() {
+    let env = Env::new();
+    let ws = env.mkdir("ws");
+    let rows = tier3(&env, &["--workspace", s(&ws)]);
+    let actors: BTreeSet<&str> = rows.iter().map(|r| r["actor"].as_str().unwrap()).collect();
+    assert_eq!(actors, BTreeSet::from(["main"]));
+    // The default actor may run any executor: that case has no deny path.
+    let skill = rows
+        .iter()
+        .find(|r| r["expected"] == "SKILL_NOT_GRANTED")
+        .unwrap();
+    assert_eq!(skill["status"], "skipped");
+    // Plain output ends with the summary line.
+    let run = env.run(&["test", "--tier", "3", "--workspace", s(&ws)]);
+    run.expect(0);
+    let last = *run.lines().last().unwrap();
+    assert!(
+        last.starts_with("tier 3: ")
+            && last.ends_with(" failed, 3 skipped")
+            && last.contains(" 0 failed"),
+        "{last}"
+    );
+}
+
+/// The codes of the eight ALP kinds (plus the gate).
+const ALP_CODES: [&str; 18] = [
+    "UNKNOWN_REQUEST",
+    "UNKNOWN_ACTOR",
+    "UNKNOWN_TARGET",
+    "DELEGATION_NOT_ALLOWED",
+    "PRIVATE_MEMORY_DENIED",
+    "MEMORY_NOT_GRANTED",
+    "WORKSPACE_NOT_GRANTED",
+    "WORKSPACE_READ_ONLY",
+    "WORKSPACE_SCOPE_MISMATCH",
+    "PATH_RESOLUTION_FAILED",
+    "POLICY_MUTATION_DENIED",
+    "DEFINITION_MUTATION_DENIED",
+    "RAW_RUNTIME_TOOL_DENIED",
+    "INDIRECT_TOOL_REQUEST",
+    "TOOL_NOT_GRANTED",
+    "SKILL_NOT_GRANTED",
+    "SUBAGENT_NOT_GRANTED",
+    "MCP_SERVER_NOT_GRANTED",
+];
+
+/// Two actors, each with a read-only root inside the turn's workspace and
+/// a root outside it, neither allowed every executor.
+fn rich_config(env: &Env) -> (std::path::PathBuf, std::path::PathBuf) {
+    let turn = env.mkdir("project");
+    let docs = env.mkdir("project/docs");
+    let vendor = env.mkdir("project/vendor");
+    let notes = env.mkdir("notes");
+    let scratch = env.mkdir("scratch");
+    let config = env.write(
+        "etc/gatehouse.toml",
+        &format!(
+            r#"level = "Supervised"
+
+[actors.main]
+channel = "cli"
+sender = "alice"
+skills = ["hello", "write-file"]
+subagents = ["reviewer"]
+mcp_servers = ["github"]
+delegates_to = ["worker"]
+memory = ["team"]
+tools = ["ls", "git"]
+workspaces = [
+  {{ path = "{turn}", mode = "read-write" }},
+  {{ path = "{docs}", mode = "read-only" }},
+  {{ path = "{notes}", mode = "read-only" }},
+]
+
+[actors.worker]
+channel = "cli"
+sender = "worker-bot"
+skills = ["echo"]
+memory = ["scratchpad"]
+tools = ["cat"]
+workspaces = [
+  {{ path = "{vendor}", mode = "read-only" }},
+  {{ path = "{scratch}", mode = "read-write" }},
+]
+"#,
+            turn = s(&turn),
+            docs = s(&docs),
+            notes = s(&notes),
+            vendor = s(&vendor),
+            scratch = s(&scratch),
+        ),
+    );
+    (config, turn)
+}
+
+#[test]
+fn tier3_on_a_rich_config_runs_every_alp_code_and_skips_nothing() {
+    let env = Env::new();
+    let (config, turn) = rich_config(&env);
+    let rows = tier3(&env, &["--config", s(&config), "--workspace", s(&turn)]);
+    for r in &rows {
+        assert_eq!(r["status"], "pass", "nothing may be skipped here: {r}");
+    }
+    for actor in ["main", "worker"] {
+        let mine: BTreeSet<&str> = rows
+            .iter()
+            .filter(|r| r["actor"] == actor)
+            .map(|r| r["expected"].as_str().unwrap())
+            .collect();
+        for code in ALP_CODES {
+            assert!(mine.contains(code), "no `{code}` case for `{actor}`");
+        }
+    }
+    // The workspace cases ran on the configured roots.
+    let ro = rows
+        .iter()
+        .find(|r| r["actor"] == "main" && r["expected"] == "WORKSPACE_READ_ONLY")
+        .unwrap();
+    assert!(
+        ro["request"]["path"]["resolved"]
+            .as_str()
+            .unwrap()
+            .starts_with(&format!("{}/", s(&turn.join("docs")))),
+        "{ro}"
+    );
+    let mismatch = rows
+        .iter()
+        .find(|r| r["actor"] == "main" && r["expected"] == "WORKSPACE_SCOPE_MISMATCH")
+        .unwrap();
+    assert_eq!(
+        mismatch["request"]["path"]["resolved"],
+        s(&env.root().join("notes"))
+    );
+
+    // --actor narrows to one actor.
+    let only = tier3(
+        &env,
+        &[
+            "--config",
+            s(&config),
+            "--workspace",
+            s(&turn),
+            "--actor",
+            "worker",
+        ],
+    );
+    assert!(only.iter().all(|r| r["actor"] == "worker"));
+    assert_eq!(
+        only.len(),
+        rows.iter().filter(|r| r["actor"] == "worker").count()
+    );
+}
+
+#[test]
+fn tier3_refuses_an_unknown_actor_and_tier() {
+    let env = Env::new();
+    let ws = env.mkdir("ws");
+    env.run(&[
+        "test",
+        "--tier",
+        "3",
+        "--workspace",
+        s(&ws),
+        "--actor",
+        "nobody",
+    ])
+    .expect_err(3, &["`nobody`"])
+    .expect_lowercase_message();
+    env.run(&["test", "--tier", "2", "--workspace", s(&ws)])
+        .expect_err(3, &["`2`"])
+        .expect_lowercase_message();
+    let (config, turn) = rich_config(&env);
+    env.run(&[
+        "test",
+        "--tier",
+        "3",
+        "--config",
+        s(&config),
+        "--workspace",
+        s(&turn),
+        "--actor",
+        "nobody",
+    ])
+    .expect_err(3, &["`nobody`", "`main`", "`worker`"]);
+}
+
+// ---------------------------------------------------------------------------
+// snapshot
+
+fn prepare(env: &Env, file: &std::path::Path, ws: &std::path::Path) {
+    let run = env.run(&[
+        "snapshot",
+        "prepare",
+        "--out",
+        s(file),
+        "--workspace",
+        s(ws),
+    ]);
+    run.expect(0);
+    let v = &run.json_lines()[0];
+    let text = std::fs::read_to_string(file).unwrap();
+    let frozen: Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(v["policyHash"], frozen["policyHash"]);
+    assert_eq!(v["definitionHash"], frozen["definitionHash"]);
+}
+
+fn verify(env: &Env, file: &std::path::Path, ws: &std::path::Path) -> crate::support::Run {
+    env.run(&["snapshot", "verify", s(file), "--workspace", s(ws)])
+}
+
+/// Replaces the byte at `at` in a copy of `src` and returns the copy's path.
+fn edited(
+    env: &Env,
+    src: &std::path::Path,
+    name: &str,
+    edit: impl Fn(&mut Vec<u8>),
+) -> std::path::PathBuf {
+    let mut bytes = std::fs::read(src).unwrap();
+    let before = bytes.clone();
+    edit(&mut bytes);
+    assert_ne!(bytes, before);
+    env.write(name, std::str::from_utf8(&bytes).unwrap())
+}
+
+fn flip_hex(bytes: &mut [u8], key: &str) {
+    let text = std::str::from_utf8(bytes).unwrap();
+    let at = text.find(&format!("\"{key}\": \"")).unwrap() + key.len() + 5;
+    bytes[at] = if bytes[at] == b'a' { b'b' } else { b'a' };
+}
+
+#[test]
+fn snapshot_verifies_unedited_and_refuses_one_byte_edits() {
+    let env = Env::new();
+    let ws = env.mkdir("ws");
+    let file = env.path("out/policy.json");
+    prepare(&env, &file, &ws);
+    verify(&env, &file, &ws).expect(0);
+    let v = &verify(&env, &file, &ws).json_lines()[0];
+    assert_eq!(v["verified"], true);
+
+    // One hex character of each hash.
+    for key in ["policyHash", "definitionHash"] {
+        let f = edited(&env, &file, &format!("out/{key}.json"), |b| {
+            flip_hex(b, key)
+        });
+        verify(&env, &f, &ws).expect_err(2, &["SNAPSHOT_MISMATCH", key]);
+    }
+    // One space removed inside the policy body (same JSON value, other bytes).
+    let f = edited(&env, &file, "out/space.json", |b| {
+        let text = std::str::from_utf8(b).unwrap();
+        let at = text.find("\"level\": ").unwrap() + "\"level\":".len();
+        assert_eq!(b[at], b' ');
+        b.remove(at);
+    });
+    verify(&env, &f, &ws).expect_err(2, &["SNAPSHOT_MISMATCH", "`", "edited by hand"]);
+    // One character changed inside the policy body (hashes left alone).
+    let f = edited(&env, &file, "out/char.json", |b| {
+        let text = std::str::from_utf8(b).unwrap();
+        let at = text.find("\"sender_id\": \"tester\"").unwrap() + "\"sender_id\": \"teste".len();
+        assert_eq!(b[at], b'r');
+        b[at] = b's';
+    });
+    verify(&env, &f, &ws).expect_err(2, &["SNAPSHOT_MISMATCH", "edited by hand"]);
+    // A trailing byte.
+    let f = edited(&env, &file, "out/trailing.json", |b| b.push(b'\n'));
+    verify(&env, &f, &ws).expect_err(2, &["SNAPSHOT_MISMATCH"]);
+    // The original still verifies.
+    verify(&env, &file, &ws).expect(0);
+}
+
+#[test]
+fn snapshot_refuses_when_the_grants_in_force_changed() {
+    let env = Env::new();
+    let ws = env.mkdir("ws");
+    let file = env.path("policy.json");
+    prepare(&env, &file, &ws);
+    verify(&env, &file, &ws).expect(0);
+    add(&env, "alice", "fs:write", "/tmp/x/**", &[]);
+    verify(&env, &file, &ws).expect_err(2, &["SNAPSHOT_MISMATCH", "policyHash"]);
+    // Re-preparing freezes the new grant, which then verifies.
+    prepare(&env, &file, &ws);
+    let frozen: Value = serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
+    assert_eq!(frozen["policy"]["grants"][0]["target"], "/tmp/x/**");
+    verify(&env, &file, &ws).expect(0);
+    // A different workspace is a different policy too.
+    let other = env.mkdir("other");
+    verify(&env, &file, &other).expect_err(2, &["SNAPSHOT_MISMATCH"]);
+}
+
+// ---------------------------------------------------------------------------
+// bad input: exit 3, lowercase, naming the input
+
+#[test]
+fn an_unknown_level_or_capability_is_invalid_input() {
+    let env = Env::new();
+    env.run(&["policy", "check", "Max", "fs:write"])
+        .expect_err(3, &["unknown level `Max`"])
+        .expect_lowercase_message();
+    env.run(&["policy", "check", "Supervised", "fs:delete"])
+        .expect_err(3, &["unknown capability `fs:delete`"])
+        .expect_lowercase_message();
+    env.run(&[
+        "grants",
+        "add",
+        "--channel",
+        "cli",
+        "--sender",
+        "alice",
+        "fs:delete",
+        "/tmp/x",
+    ])
+    .expect_err(3, &["unknown capability `fs:delete`"])
+    .expect_lowercase_message();
+    assert!(!env.grants_db().exists());
+}
+
+#[test]
+fn a_malformed_glob_is_invalid_input() {
+    let env = Env::new();
+    for glob in ["tmp/x", "/tmp/[ab]", "/tmp/a**", "/tmp/../etc"] {
+        env.run(&[
+            "grants",
+            "add",
+            "--channel",
+            "cli",
+            "--sender",
+            "alice",
+            "fs:write",
+            glob,
+        ])
+        .expect_err(3, &[&format!("malformed path glob `{glob}`")])
+        .expect_lowercase_message();
+    }
+    // A target of `policy check` is checked the same way.
+    env.run(&[
+        "policy",
+        "check",
+        "Supervised",
+        "fs:write",
+        "--target",
+        "tmp/x",
+    ])
+    .expect_err(3, &["`tmp/x`"])
+    .expect_lowercase_message();
+    assert!(!env.grants_db().exists());
+}
+
+#[test]
+fn a_manifest_with_a_typo_in_a_field_name_is_invalid_input() {
+    let env = Env::new();
+    let m = env.write(
+        "exec/executor.toml",
+        "name = \"hello\"\ncomponent = \"hello.wasm\"\nrevertable = true\n",
+    );
+    env.run(&["manifest", "check", s(&m)])
+        .expect_err(3, &["unknown field `revertable`", &format!("`{}`", s(&m))])
+        .expect_lowercase_message();
+    // An unknown capability in a manifest names its field.
+    let m = env.write(
+        "exec2/executor.toml",
+        "name = \"hello\"\ncomponent = \"hello.wasm\"\n[[capabilities]]\nname = \"fs:delete\"\ntarget = \"/x\"\n",
+    );
+    env.run(&["manifest", "check", s(&m)])
+        .expect_err(3, &["capabilities[0].name", "`fs:delete`"])
+        .expect_lowercase_message();
+}
+
+#[test]
+fn a_manifest_pinning_the_wrong_digest_is_denied() {
+    let env = Env::new();
+    env.write("exec/hello.wasm", "not really wasm, but bytes to hash");
+    let wrong = "0".repeat(64);
+    let m = env.write(
+        "exec/executor.toml",
+        &format!("name = \"hello\"\ncomponent = \"hello.wasm\"\nsha256 = \"{wrong}\"\n"),
+    );
+    env.run(&["manifest", "check", s(&m)])
+        .expect_err(2, &["DIGEST_MISMATCH", &format!("`{wrong}`"), "hello.wasm"]);
+
+    // The right digest passes.
+    let digest = gatehouse::policy::snapshot::sha256_hex(b"not really wasm, but bytes to hash");
+    let m = env.write(
+        "exec/executor.toml",
+        &format!("name = \"hello\"\ncomponent = \"hello.wasm\"\nsha256 = \"{digest}\"\n"),
+    );
+    let ok = env.run(&["manifest", "check", s(&m)]);
+    ok.expect(0);
+    assert_eq!(
+        ok.lines()[0],
+        format!("ok: `{}` is a valid manifest for executor `hello`", s(&m))
+    );
+}
+
+#[test]
+fn a_corrupt_config_file_is_invalid_input() {
+    let env = Env::new();
+    let ws = env.mkdir("ws");
+    let bad = env.write("gatehouse.toml", "this is ][ not toml = = at all\n\u{1}");
+    env.run(&[
+        "test",
+        "--tier",
+        "3",
+        "--config",
+        s(&bad),
+        "--workspace",
+        s(&ws),
+    ])
+    .expect_err(3, &[&format!("`{}` is not valid toml", s(&bad))])
+    .expect_lowercase_message();
+    // A misspelt field and a bad level name the field and the value.
+    let typo = env.write("typo.toml", "[actors.main]\nskils = [\"x\"]\n");
+    env.run(&[
+        "test",
+        "--tier",
+        "3",
+        "--config",
+        s(&typo),
+        "--workspace",
+        s(&ws),
+    ])
+    .expect_err(3, &["unknown field `skils`"])
+    .expect_lowercase_message();
+    let level = env.write("level.toml", "level = \"Max\"\n[actors.main]\n");
+    env.run(&[
+        "test",
+        "--tier",
+        "3",
+        "--config",
+        s(&level),
+        "--workspace",
+        s(&ws),
+    ])
+    .expect_err(3, &["field `level`", "unknown level `Max`"])
+    .expect_lowercase_message();
+    // The same file found through GATEHOUSE_CONFIG.
+    let out = env
+        .command()
+        .env("GATEHOUSE_CONFIG", &bad)
+        .args(["test", "--tier", "3", "--workspace", s(&ws)])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(3));
+    // And a missing --config file is an error naming it.
+    let missing = env.root().join("missing.toml");
+    let run = env.run(&[
+        "test",
+        "--tier",
+        "3",
+        "--config",
+        s(&missing),
+        "--workspace",
+        s(&ws),
+    ]);
+    assert_ne!(run.code, 0);
+    assert!(
+        run.stderr.contains(&format!("`{}`", s(&missing))),
+        "{run:#?}"
+    );
+}
+
+#[test]
+fn a_grants_database_that_is_not_sqlite_is_invalid_input() {
+    let env = Env::new();
+    std::fs::create_dir_all(env.state_dir()).unwrap();
+    std::fs::write(
+        env.grants_db(),
+        "this is definitely not an sqlite database, just some junk bytes\n".repeat(20),
+    )
+    .unwrap();
+    let db = format!("`{}`", s(&env.grants_db()));
+    env.run(&["grants", "list"])
+        .expect_err(3, &[&db, "is not a grants database"])
+        .expect_lowercase_message();
+    env.run(&[
+        "grants",
+        "add",
+        "--channel",
+        "cli",
+        "--sender",
+        "alice",
+        "fs:write",
+        "/tmp/x/**",
+    ])
+    .expect_err(3, &[&db, "is not a grants database"]);
+    env.run(&[
+        "policy",
+        "check",
+        "Supervised",
+        "fs:write",
+        "--target",
+        "/tmp/x/a",
+        "--channel",
+        "cli",
+        "--sender",
+        "alice",
+    ])
+    .expect_err(3, &[&db, "is not a grants database"]);
+}
+
+#[test]
+fn usage_errors_exit_3_and_help_exits_0() {
+    let env = Env::new();
+    env.run(&["--bogus"]).expect_err(3, &["--bogus"]);
+    env.run(&["policy", "check", "--bogus", "Supervised", "fs:write"])
+        .expect_err(3, &["--bogus"]);
+    env.run(&["policy", "check", "Supervised"]).expect(3);
+    env.run(&["policy", "frobnicate"]).expect(3);
+    env.run::<&str>(&[]).expect(3);
+    // --channel without --sender is a usage error too.
+    env.run(&[
+        "policy",
+        "check",
+        "Supervised",
+        "fs:write",
+        "--channel",
+        "cli",
+    ])
+    .expect(3);
+    for args in [
+        vec!["--help"],
+        vec!["policy", "--help"],
+        vec!["policy", "check", "--help"],
+        vec!["grants", "add", "--help"],
+        vec!["manifest", "check", "--help"],
+        vec!["snapshot", "verify", "--help"],
+        vec!["test", "--help"],
+    ] {
+        let run = env.run(&args);
+        run.expect(0);
+        assert!(run.stdout.contains("Usage: gatehouse"), "{run:#?}");
+    }
+    let help = env.run(&["--help"]);
+    for line in [
+        "0  ok / allowed",
+        "1  error",
+        "2  denied",
+        "3  invalid input",
+        "4  approval required",
+    ] {
+        assert!(help.stdout.contains(line), "--help lacks {line:?}");
+    }
+}
+
+#[test]
+fn policy_decide_answers_a_json_request() {
+    let env = Env::new();
+    let ws = env.mkdir("ws");
+    let decide = |request: &str| env.run(&["policy", "decide", request, "--workspace", s(&ws)]);
+    decide(r#"{"kind":"skill","actor":"main","skill":"hello"}"#)
+        .expect_stdout(0, &["allowed: executor `hello` is granted"]);
+    decide(r#"{"kind":"tool","actor":"main","tool":"ls","command":"ls; herdr run"}"#)
+        .expect_stdout(
+            2,
+            &["denied RAW_RUNTIME_TOOL_DENIED: the command runs raw runtime tool `herdr`"],
+        );
+    decide(r#"{"kind":"skill","actor":"nobody","skill":"hello"}"#)
+        .expect_stdout(2, &["denied UNKNOWN_ACTOR: actor `nobody` is not defined"]);
+    let run = decide(r#"{"kind":"skill","actor":"main"}"#);
+    run.expect(2);
+    assert!(
+        run.stdout.starts_with("denied UNKNOWN_REQUEST: "),
+        "{run:#?}"
+    );
+    // The grants database is host configuration: no write to it, ever.
+    let db = env.grants_db();
+    std::fs::create_dir_all(db.parent().unwrap()).unwrap();
+    let run = env.run(&[
+        "--json",
+        "policy",
+        "decide",
+        &serde_json::json!({"kind": "workspace", "actor": "main", "path": {"resolved": s(&db)}, "access": "write"}).to_string(),
+        "--workspace",
+        s(&ws),
+    ]);
+    run.expect(2);
+    assert_eq!(run.json_lines()[0]["code"], "POLICY_MUTATION_DENIED");
+    // Not JSON at all is invalid input.
+    decide("not json")
+        .expect_err(3, &["the request is not json"])
+        .expect_lowercase_message();
+}

@@ -1,0 +1,1132 @@
+//! `gatehouse::policy::decide`, at library level: every deny code it can
+//! produce, asserted by name, against snapshots built here and paths
+//! resolved for real on temporary directories.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+use serde_json::json;
+
+use gatehouse::config::{resolve_path, HostConfig, StatePaths};
+use gatehouse::manifest::Manifest;
+use gatehouse::policy::{
+    decide, decide_json, Access, Actor, Capability, ConfigSubject, Decision, DeclaredCapability,
+    DenyCode, ExecutorDef, Grant, Identity, Level, Request, RequestKind, ResolvedPath, Roots,
+    Snapshot, UtcTime, WorkspaceMode, WorkspaceRoot,
+};
+use gatehouse::snapshot::protected_paths;
+
+// ---------------------------------------------------------------------------
+// helpers
+
+/// The deny code's stable name, or what the decision was instead.
+fn code(d: &Decision) -> &'static str {
+    match d {
+        Decision::Deny { code, .. } => code.as_str(),
+        Decision::Allow { .. } => "<allow>",
+        Decision::ApprovalRequired { .. } => "<approval_required>",
+    }
+}
+
+#[track_caller]
+fn assert_code(d: &Decision, want: &str) {
+    assert_eq!(code(d), want, "{d:?}");
+    // The name round-trips through the one enum.
+    if let Some(c) = d.code() {
+        assert_eq!(DenyCode::from_name(want), Some(c));
+        assert!(!d.reason().is_empty());
+    }
+}
+
+#[track_caller]
+fn assert_allow(d: &Decision) {
+    assert!(d.is_allow(), "expected allow, got {d:?}");
+}
+
+fn strings(v: &[&str]) -> Vec<String> {
+    v.iter().map(|s| s.to_string()).collect()
+}
+
+fn alice() -> Identity {
+    Identity::new("cli", "alice")
+}
+
+fn actor_main() -> Actor {
+    Actor {
+        identity: Some(alice()),
+        skills: strings(&["hello"]),
+        subagents: strings(&["reviewer"]),
+        mcp_servers: vec![],
+        delegates_to: strings(&["worker"]),
+        memory: strings(&["team"]),
+        tools: strings(&["ls", "cat", "git"]),
+        workspaces: vec![],
+    }
+}
+
+fn snapshot(level: Level, actors: Vec<(&str, Actor)>) -> Snapshot {
+    Snapshot {
+        level,
+        actors: actors
+            .into_iter()
+            .map(|(n, a)| (n.to_string(), a))
+            .collect(),
+        executors: BTreeMap::new(),
+        grants: vec![],
+        roots: Roots::default(),
+    }
+}
+
+fn base() -> Snapshot {
+    snapshot(
+        Level::Supervised,
+        vec![("main", actor_main()), ("worker", Actor::default())],
+    )
+}
+
+fn req(actor: &str, kind: RequestKind) -> Request {
+    Request::new(actor, kind)
+}
+
+fn tool(actor: &str, tool: &str, command: Option<&str>) -> Request {
+    req(
+        actor,
+        RequestKind::Tool {
+            tool: tool.into(),
+            command: command.map(str::to_string),
+        },
+    )
+}
+
+fn cap(actor: &str, name: &str, target: Option<&str>, executor: Option<&str>) -> Request {
+    req(
+        actor,
+        RequestKind::Capability {
+            capability: name.into(),
+            target: target.map(str::to_string),
+            executor: executor.map(str::to_string),
+        },
+    )
+}
+
+fn ws_req(actor: &str, path: ResolvedPath, access: Access) -> Request {
+    req(actor, RequestKind::Workspace { path, access })
+}
+
+fn grant(id: i64, capability: &str, target: &str) -> Grant {
+    Grant {
+        id,
+        channel: "cli".into(),
+        sender_id: "alice".into(),
+        capability: capability.into(),
+        target: target.into(),
+        granted_at: UtcTime(0),
+        expires_at: None,
+        granted_by: Some("test".into()),
+        revoked_at: None,
+    }
+}
+
+/// Canonical form of a real path.
+fn canon(p: &Path) -> String {
+    match resolve_path(p) {
+        ResolvedPath::Resolved(s) => s,
+        ResolvedPath::Failed { input, reason } => panic!("cannot resolve {input}: {reason}"),
+    }
+}
+
+fn root(path: &Path, mode: WorkspaceMode) -> WorkspaceRoot {
+    WorkspaceRoot {
+        path: canon(path),
+        mode,
+    }
+}
+
+/// A snapshot whose actor `main` has `roots`, for a turn in `turn`.
+fn ws_snapshot(roots: Vec<WorkspaceRoot>, turn: &Path) -> Snapshot {
+    let mut s = base();
+    s.actors.get_mut("main").unwrap().workspaces = roots;
+    s.roots.turn_workspace = Some(canon(turn));
+    s
+}
+
+// ---------------------------------------------------------------------------
+// the gate: shape and actor
+
+#[test]
+fn an_unknown_request_shape_is_unknown_request() {
+    let s = base();
+    for bad in [
+        // missing field
+        json!({"kind": "skill", "actor": "main"}),
+        json!({"kind": "memory", "actor": "main", "scope": "team"}),
+        // missing actor / kind
+        json!({"kind": "skill", "skill": "hello"}),
+        json!({"actor": "main", "skill": "hello"}),
+        // unknown kind
+        json!({"kind": "teleport", "actor": "main"}),
+        json!({"kind": "Skill", "actor": "main", "skill": "hello"}),
+        // extra field
+        json!({"kind": "skill", "actor": "main", "skill": "hello", "extra": 1}),
+        json!({"kind": "capability", "actor": "main", "capability": "fs:read", "target": "/x", "level": "Full"}),
+        // wrong types and values
+        json!({"kind": "skill", "actor": "main", "skill": 7}),
+        json!({"kind": "memory", "actor": "main", "scope": "team", "access": "delete"}),
+        json!({"kind": "configuration", "actor": "main", "subject": "grants", "what": "x"}),
+        // not an object at all
+        json!("skill"),
+        json!(["skill", "main"]),
+        json!(null),
+    ] {
+        let d = decide_json(&s, &bad);
+        assert_code(&d, "UNKNOWN_REQUEST");
+        assert!(d.reason().contains("no known shape"), "{bad}: {d:?}");
+    }
+    // Well-formed JSON with an empty or control-character field.
+    for bad in [
+        json!({"kind": "skill", "actor": "", "skill": "hello"}),
+        json!({"kind": "skill", "actor": "main", "skill": ""}),
+        json!({"kind": "skill", "actor": "ma\nin", "skill": "hello"}),
+        json!({"kind": "tool", "actor": "main", "tool": ""}),
+    ] {
+        assert_code(&decide_json(&s, &bad), "UNKNOWN_REQUEST");
+    }
+    // The shape is checked before the actor: an empty field of an unknown
+    // actor is still UNKNOWN_REQUEST.
+    assert_code(
+        &decide(&s, &req("ghost", RequestKind::Skill { skill: "".into() })),
+        "UNKNOWN_REQUEST",
+    );
+    // The same request well formed is decided normally.
+    assert_allow(&decide_json(
+        &s,
+        &json!({"kind": "skill", "actor": "main", "skill": "hello"}),
+    ));
+    // A tool named like MCP but not `mcp__<server>__<tool>`.
+    for t in ["mcp__github", "mcp__github__", "mcp____x"] {
+        assert_code(&decide(&s, &tool("main", t, None)), "UNKNOWN_REQUEST");
+    }
+    // A capability request naming an executor that is not defined.
+    assert_code(
+        &decide(&s, &cap("main", "fs:read", Some("/x"), Some("nope"))),
+        "UNKNOWN_REQUEST",
+    );
+}
+
+#[test]
+fn an_unknown_actor_is_unknown_actor_for_every_kind() {
+    let s = base();
+    let kinds = [
+        RequestKind::Delegation {
+            target: "worker".into(),
+        },
+        RequestKind::Memory {
+            scope: "team".into(),
+            access: Access::Read,
+        },
+        RequestKind::Workspace {
+            path: ResolvedPath::Resolved("/tmp".into()),
+            access: Access::Read,
+        },
+        RequestKind::Configuration {
+            subject: ConfigSubject::Policy,
+            what: "x".into(),
+        },
+        RequestKind::Tool {
+            tool: "ls".into(),
+            command: None,
+        },
+        RequestKind::Skill {
+            skill: "hello".into(),
+        },
+        RequestKind::Subagent {
+            subagent: "reviewer".into(),
+        },
+        RequestKind::Mcp {
+            server: "github".into(),
+        },
+        RequestKind::Capability {
+            capability: "compute:pure".into(),
+            target: None,
+            executor: None,
+        },
+    ];
+    for kind in kinds {
+        let d = decide(&s, &req("nobody", kind.clone()));
+        assert_code(&d, "UNKNOWN_ACTOR");
+        assert!(d.reason().contains("`nobody`"), "{d:?}");
+    }
+    // Actor names are exact.
+    assert_code(
+        &decide_json(
+            &s,
+            &json!({"kind": "skill", "actor": "Main", "skill": "hello"}),
+        ),
+        "UNKNOWN_ACTOR",
+    );
+}
+
+// ---------------------------------------------------------------------------
+// delegation, memory, skill, subagent, mcp
+
+#[test]
+fn delegation() {
+    let s = base();
+    let d = |target: &str| {
+        decide(
+            &s,
+            &req(
+                "main",
+                RequestKind::Delegation {
+                    target: target.into(),
+                },
+            ),
+        )
+    };
+    assert_allow(&d("worker"));
+    assert_code(&d("ghost"), "UNKNOWN_TARGET");
+    assert_code(&d("main"), "DELEGATION_NOT_ALLOWED");
+    assert_code(
+        &decide(
+            &s,
+            &req(
+                "worker",
+                RequestKind::Delegation {
+                    target: "main".into(),
+                },
+            ),
+        ),
+        "DELEGATION_NOT_ALLOWED",
+    );
+}
+
+#[test]
+fn memory() {
+    let s = base();
+    let m = |actor: &str, scope: &str, access| {
+        decide(
+            &s,
+            &req(
+                actor,
+                RequestKind::Memory {
+                    scope: scope.into(),
+                    access,
+                },
+            ),
+        )
+    };
+    assert_allow(&m("main", "team", Access::Write));
+    assert_allow(&m("main", "private:main", Access::Write));
+    assert_code(
+        &m("main", "private:worker", Access::Read),
+        "PRIVATE_MEMORY_DENIED",
+    );
+    assert_code(
+        &m("main", "private:ghost", Access::Read),
+        "PRIVATE_MEMORY_DENIED",
+    );
+    assert_code(&m("main", "other", Access::Read), "MEMORY_NOT_GRANTED");
+    assert_code(&m("worker", "team", Access::Read), "MEMORY_NOT_GRANTED");
+}
+
+#[test]
+fn skill_subagent_and_mcp_kinds() {
+    let mut s = base();
+    let k = |s: &Snapshot, actor: &str, kind| decide(s, &req(actor, kind));
+    let skill = |n: &str| RequestKind::Skill { skill: n.into() };
+    let sub = |n: &str| RequestKind::Subagent { subagent: n.into() };
+    let mcp = |n: &str| RequestKind::Mcp { server: n.into() };
+    assert_allow(&k(&s, "main", skill("hello")));
+    assert_code(&k(&s, "main", skill("rm-rf")), "SKILL_NOT_GRANTED");
+    assert_code(&k(&s, "worker", skill("hello")), "SKILL_NOT_GRANTED");
+    assert_allow(&k(&s, "main", sub("reviewer")));
+    assert_code(&k(&s, "main", sub("coder")), "SUBAGENT_NOT_GRANTED");
+    assert_code(&k(&s, "main", mcp("github")), "MCP_SERVER_NOT_GRANTED");
+    s.actors.get_mut("main").unwrap().mcp_servers = strings(&["github"]);
+    assert_allow(&k(&s, "main", mcp("github")));
+    // `*` means any executor, but only for skills.
+    let w = s.actors.get_mut("worker").unwrap();
+    w.skills = strings(&["*"]);
+    w.subagents = strings(&["*"]);
+    w.mcp_servers = strings(&["*"]);
+    assert_allow(&k(&s, "worker", skill("anything")));
+    assert_code(&k(&s, "worker", sub("coder")), "SUBAGENT_NOT_GRANTED");
+    assert_code(&k(&s, "worker", mcp("github")), "MCP_SERVER_NOT_GRANTED");
+}
+
+// ---------------------------------------------------------------------------
+// tool: the four layers
+
+#[test]
+fn raw_runtime_tools_are_denied_by_name_and_inside_commands() {
+    let mut s = base();
+    // Even granting them as tools does not help: layer 1 comes first.
+    s.actors.get_mut("main").unwrap().tools =
+        strings(&["ls", "env", "shell", "herdr", "spawn_agent", "sudo"]);
+    for (t, c) in [
+        ("shell", Some("ls; herdr run")),
+        ("shell", Some("/usr/bin/env FOO=1 spawn_agent")),
+        ("ls", Some("ls && paseo start")),
+        ("shell", Some("ls | create_agent --x")),
+        ("shell", Some("sudo -u root /opt/bin/herdr")),
+        ("shell", Some("echo 'unterminated; spawn_agent")),
+        ("herdr", None),
+        ("spawn_agent", Some("spawn_agent")),
+        ("/usr/local/bin/paseo", None),
+        ("create_agent", None),
+    ] {
+        let d = decide(&s, &tool("main", t, c));
+        assert_code(&d, "RAW_RUNTIME_TOOL_DENIED");
+    }
+    let d = decide(
+        &s,
+        &tool("main", "shell", Some("/usr/bin/env FOO=1 spawn_agent")),
+    );
+    assert!(d.reason().contains("`spawn_agent`"), "{d:?}");
+    // A mention as an argument is not an invocation.
+    assert_allow(&decide(&s, &tool("main", "ls", Some("ls herdr"))));
+}
+
+#[test]
+fn indirect_commands_are_refused_not_parsed() {
+    let mut s = base();
+    // Every program involved is granted: the refusal is about indirection.
+    s.actors.get_mut("main").unwrap().tools = strings(&[
+        "shell", "echo", "bash", "sh", "python", "python3", "find", "xargs", "rm", "base64", "xxd",
+        "eval", "node", "perl", "ruby", "env", "diff", "ls", "id",
+    ]);
+    for c in [
+        "echo $(id)",
+        "echo `id`",
+        "bash -c 'ls'",
+        "sh -c ls",
+        "bash -ec 'ls'",
+        "python -c 'print(1)'",
+        "python3 -c 'print(1)'",
+        "find . | xargs rm",
+        "echo aGk= | base64 -d",
+        "xxd -r -p blob",
+        "eval ls",
+        "diff <(ls a) <(ls b)",
+        "node -e 1",
+        "perl -e 'print 1'",
+        "ruby -e 1",
+        "env -S 'ls -l'",
+        "ls; echo \"$(id)\"",
+        "echo 'unterminated",
+    ] {
+        assert_code(
+            &decide(&s, &tool("main", "shell", Some(c))),
+            "INDIRECT_TOOL_REQUEST",
+        );
+    }
+    // Ordinary commands of granted programs pass.
+    for c in [
+        "ls -la",
+        "bash script.sh",
+        "python3 tool.py --count 3",
+        "echo hi | cat",
+    ] {
+        let mut s2 = s.clone();
+        s2.actors.get_mut("main").unwrap().tools.push("cat".into());
+        assert_allow(&decide(&s2, &tool("main", "shell", Some(c))));
+    }
+}
+
+#[test]
+fn mcp_tools_need_their_server() {
+    let mut s = base();
+    let t = tool("main", "mcp__github__create_issue", None);
+    let d = decide(&s, &t);
+    assert_code(&d, "MCP_SERVER_NOT_GRANTED");
+    assert!(d.reason().contains("`github`"), "{d:?}");
+    s.actors.get_mut("main").unwrap().mcp_servers = strings(&["github"]);
+    assert_allow(&decide(&s, &t));
+    // Another server is still not granted.
+    assert_code(
+        &decide(&s, &tool("main", "mcp__gitlab__create_issue", None)),
+        "MCP_SERVER_NOT_GRANTED",
+    );
+    // The layers before it still apply to an MCP tool's command.
+    assert_code(
+        &decide(
+            &s,
+            &tool("main", "mcp__github__create_issue", Some("echo $(id)")),
+        ),
+        "INDIRECT_TOOL_REQUEST",
+    );
+}
+
+#[test]
+fn tools_and_every_program_of_a_command_must_be_granted() {
+    let mut s = base();
+    s.actors.get_mut("main").unwrap().tools = strings(&["ls"]);
+    assert_allow(&decide(&s, &tool("main", "ls", None)));
+    assert_allow(&decide(&s, &tool("main", "ls", Some("ls -la"))));
+    assert_allow(&decide(
+        &s,
+        &tool("main", "ls", Some("FOO=1 env -u X ls -la")),
+    ));
+    assert_allow(&decide(&s, &tool("main", "ls", Some("/bin/ls -la"))));
+    let d = decide(&s, &tool("main", "ls", Some("ls; rm -rf x")));
+    assert_code(&d, "TOOL_NOT_GRANTED");
+    assert!(d.reason().contains("`rm`"), "{d:?}");
+    for c in [
+        "ls && rm -rf x",
+        "ls || rm -rf x",
+        "ls | rm -rf x",
+        "ls & rm x",
+        "ls\nrm x",
+        "sudo ls",
+        "command nice -n 5 rm x",
+    ] {
+        assert_code(
+            &decide(&s, &tool("main", "ls", Some(c))),
+            "TOOL_NOT_GRANTED",
+        );
+    }
+    assert_code(&decide(&s, &tool("main", "rm", None)), "TOOL_NOT_GRANTED");
+    assert_code(&decide(&s, &tool("worker", "ls", None)), "TOOL_NOT_GRANTED");
+    // A tool granted by full path matches that path only.
+    s.actors.get_mut("main").unwrap().tools = strings(&["/usr/bin/git"]);
+    assert_allow(&decide(
+        &s,
+        &tool("main", "/usr/bin/git", Some("/usr/bin/git status")),
+    ));
+    assert_code(
+        &decide(&s, &tool("main", "/usr/bin/git", Some("/tmp/git status"))),
+        "TOOL_NOT_GRANTED",
+    );
+    assert_code(&decide(&s, &tool("main", "git", None)), "TOOL_NOT_GRANTED");
+}
+
+// ---------------------------------------------------------------------------
+// workspace: canonicalize, then compare
+
+#[test]
+fn a_symlink_out_of_the_workspace_is_not_granted() {
+    let tmp = tempfile::tempdir().unwrap();
+    let ws = tmp.path().join("ws");
+    let outside = tmp.path().join("outside");
+    std::fs::create_dir_all(ws.join("real")).unwrap();
+    std::fs::create_dir_all(&outside).unwrap();
+    std::fs::write(outside.join("secret"), "s").unwrap();
+    std::os::unix::fs::symlink(&outside, ws.join("link")).unwrap();
+
+    let through_link = resolve_path(&ws.join("link/secret"));
+    assert_eq!(
+        through_link,
+        ResolvedPath::Resolved(canon(&outside.join("secret")))
+    );
+
+    // The actor's only root is the workspace: the link's target is under
+    // none of its roots.
+    let s = ws_snapshot(vec![root(&ws, WorkspaceMode::ReadWrite)], &ws);
+    for access in [Access::Read, Access::Write] {
+        assert_code(
+            &decide(&s, &ws_req("main", through_link.clone(), access)),
+            "WORKSPACE_NOT_GRANTED",
+        );
+    }
+    // A new file through the link (parent resolved, name joined) too.
+    assert_code(
+        &decide(
+            &s,
+            &ws_req(
+                "main",
+                resolve_path(&ws.join("link/new.txt")),
+                Access::Write,
+            ),
+        ),
+        "WORKSPACE_NOT_GRANTED",
+    );
+    // The same file reached without the link is inside.
+    assert_allow(&decide(
+        &s,
+        &ws_req("main", resolve_path(&ws.join("real/file")), Access::Write),
+    ));
+
+    // An actor root that contains both: the link's target is under that
+    // root but outside this turn's workspace.
+    let s = ws_snapshot(vec![root(tmp.path(), WorkspaceMode::ReadWrite)], &ws);
+    assert_code(
+        &decide(&s, &ws_req("main", through_link.clone(), Access::Read)),
+        "WORKSPACE_SCOPE_MISMATCH",
+    );
+    assert_allow(&decide(
+        &s,
+        &ws_req("main", resolve_path(&ws.join("real/file")), Access::Read),
+    ));
+    // A symlink that stays inside is fine: what counts is where it lands.
+    std::os::unix::fs::symlink(ws.join("real"), ws.join("inner")).unwrap();
+    assert_eq!(
+        resolve_path(&ws.join("inner/file")),
+        ResolvedPath::Resolved(canon(&ws.join("real/file")))
+    );
+}
+
+#[test]
+fn prefix_lookalikes_are_outside() {
+    let tmp = tempfile::tempdir().unwrap();
+    let ws = tmp.path().join("ws");
+    let sibling = tmp.path().join("ws-evil");
+    std::fs::create_dir_all(&ws).unwrap();
+    std::fs::create_dir_all(&sibling).unwrap();
+    let s = ws_snapshot(vec![root(&ws, WorkspaceMode::ReadWrite)], &ws);
+    assert_code(
+        &decide(
+            &s,
+            &ws_req("main", resolve_path(&sibling.join("x")), Access::Read),
+        ),
+        "WORKSPACE_NOT_GRANTED",
+    );
+    // `..` is resolved away before comparison.
+    assert_code(
+        &decide(
+            &s,
+            &ws_req("main", resolve_path(&ws.join("../ws-evil/x")), Access::Read),
+        ),
+        "WORKSPACE_NOT_GRANTED",
+    );
+}
+
+#[test]
+fn a_write_to_a_read_only_workspace_is_read_only() {
+    let tmp = tempfile::tempdir().unwrap();
+    let ws = tmp.path().join("ws");
+    let docs = ws.join("docs");
+    let docs_drafts = docs.join("drafts");
+    std::fs::create_dir_all(&docs_drafts).unwrap();
+    std::fs::write(docs.join("a.md"), "a").unwrap();
+
+    let s = ws_snapshot(vec![root(&ws, WorkspaceMode::ReadOnly)], &ws);
+    let file = resolve_path(&docs.join("a.md"));
+    assert_allow(&decide(&s, &ws_req("main", file.clone(), Access::Read)));
+    let d = decide(&s, &ws_req("main", file.clone(), Access::Write));
+    assert_code(&d, "WORKSPACE_READ_ONLY");
+    assert!(d.reason().contains("read-only"), "{d:?}");
+    assert_code(
+        &decide(
+            &s,
+            &ws_req("main", resolve_path(&ws.join("new.txt")), Access::Write),
+        ),
+        "WORKSPACE_READ_ONLY",
+    );
+
+    // The most specific root decides: read-only inside read-write ...
+    let s = ws_snapshot(
+        vec![
+            root(&ws, WorkspaceMode::ReadWrite),
+            root(&docs, WorkspaceMode::ReadOnly),
+        ],
+        &ws,
+    );
+    assert_code(
+        &decide(&s, &ws_req("main", file.clone(), Access::Write)),
+        "WORKSPACE_READ_ONLY",
+    );
+    assert_allow(&decide(
+        &s,
+        &ws_req("main", resolve_path(&ws.join("b.txt")), Access::Write),
+    ));
+    // ... and read-write inside read-only.
+    let s = ws_snapshot(
+        vec![
+            root(&docs_drafts, WorkspaceMode::ReadWrite),
+            root(&ws, WorkspaceMode::ReadOnly),
+        ],
+        &ws,
+    );
+    assert_allow(&decide(
+        &s,
+        &ws_req(
+            "main",
+            resolve_path(&docs_drafts.join("d.md")),
+            Access::Write,
+        ),
+    ));
+    assert_code(
+        &decide(&s, &ws_req("main", file, Access::Write)),
+        "WORKSPACE_READ_ONLY",
+    );
+}
+
+#[test]
+fn an_unresolvable_path_is_path_resolution_failed() {
+    let tmp = tempfile::tempdir().unwrap();
+    let ws = tmp.path().join("ws");
+    std::fs::create_dir_all(&ws).unwrap();
+    let s = ws_snapshot(vec![root(&ws, WorkspaceMode::ReadWrite)], &ws);
+    let missing = resolve_path(&ws.join("no/such/file"));
+    assert!(
+        matches!(missing, ResolvedPath::Failed { .. }),
+        "{missing:?}"
+    );
+    assert_code(
+        &decide(&s, &ws_req("main", missing, Access::Read)),
+        "PATH_RESOLUTION_FAILED",
+    );
+    assert_code(
+        &decide(
+            &s,
+            &ws_req("main", resolve_path(&ws.join("new/..")), Access::Write),
+        ),
+        "PATH_RESOLUTION_FAILED",
+    );
+    // A "resolved" path that is not absolute is not canonical.
+    assert_code(
+        &decide(
+            &s,
+            &ws_req("main", ResolvedPath::Resolved("ws/a".into()), Access::Read),
+        ),
+        "PATH_RESOLUTION_FAILED",
+    );
+}
+
+// ---------------------------------------------------------------------------
+// configuration: never writable, even inside a read-write root
+
+/// A read-write workspace that contains the host's own state.
+struct HostInWorkspace {
+    tmp: tempfile::TempDir,
+    ws: PathBuf,
+}
+
+impl HostInWorkspace {
+    fn new() -> HostInWorkspace {
+        let tmp = tempfile::tempdir().unwrap();
+        let ws = tmp.path().canonicalize().unwrap().join("ws");
+        std::fs::create_dir_all(&ws).unwrap();
+        HostInWorkspace { tmp, ws }
+    }
+
+    fn snapshot(
+        &self,
+        config: &HostConfig,
+        state: &StatePaths,
+        manifests: &[Manifest],
+    ) -> Snapshot {
+        let mut s = ws_snapshot(vec![root(&self.ws, WorkspaceMode::ReadWrite)], &self.ws);
+        s.roots.protected = protected_paths(config, state, manifests);
+        s
+    }
+
+    fn write(&self, s: &Snapshot, rel: &str) -> Decision {
+        decide(
+            s,
+            &ws_req("main", resolve_path(&self.ws.join(rel)), Access::Write),
+        )
+    }
+}
+
+#[test]
+fn a_write_to_the_grants_database_in_a_workspace_is_policy_mutation() {
+    let h = HostInWorkspace::new();
+    let state_dir = h.ws.join("state");
+    std::fs::create_dir_all(state_dir.join("history")).unwrap();
+    std::fs::write(state_dir.join("grants.db"), "").unwrap();
+    let state = StatePaths::under(&state_dir, None, None);
+    let s = h.snapshot(&HostConfig::safe_default("alice"), &state, &[]);
+
+    for rel in [
+        "state/grants.db",
+        "state/grants.db-wal",
+        "state/grants.db-shm",
+        "state/grants.db-journal",
+        "state/history",
+        "state/history/turn-1",
+        "state/cache",
+        "state",
+    ] {
+        let d = h.write(&s, rel);
+        assert_code(&d, "POLICY_MUTATION_DENIED");
+    }
+    // Writing elsewhere in the workspace stays allowed.
+    assert_allow(&h.write(&s, "notes.txt"));
+}
+
+#[test]
+fn a_grants_database_outside_the_state_dir_is_protected_with_its_wal() {
+    let h = HostInWorkspace::new();
+    std::fs::create_dir_all(h.ws.join("db")).unwrap();
+    let state = StatePaths::under(
+        &h.ws.join("elsewhere/state"),
+        Some(h.ws.join("db/grants.db")),
+        None,
+    );
+    let s = h.snapshot(&HostConfig::safe_default("alice"), &state, &[]);
+    for rel in ["db/grants.db", "db/grants.db-wal", "db/grants.db-shm"] {
+        assert_code(&h.write(&s, rel), "POLICY_MUTATION_DENIED");
+    }
+    // Neighbours of the database are ordinary files.
+    assert_allow(&h.write(&s, "db/notes.txt"));
+}
+
+#[test]
+fn a_state_dir_that_does_not_exist_yet_is_protected() {
+    let h = HostInWorkspace::new();
+    let state = StatePaths::under(&h.ws.join("future-state"), None, None);
+    assert!(!state.state_dir.exists());
+    let s = h.snapshot(&HostConfig::safe_default("alice"), &state, &[]);
+    // Creating the directory itself is a policy mutation ...
+    assert_code(&h.write(&s, "future-state"), "POLICY_MUTATION_DENIED");
+    // ... and paths below it cannot even be resolved yet.
+    assert_code(
+        &h.write(&s, "future-state/grants.db"),
+        "PATH_RESOLUTION_FAILED",
+    );
+    // Once it exists, everything inside is protected.
+    std::fs::create_dir_all(&state.state_dir).unwrap();
+    assert_code(
+        &h.write(&s, "future-state/grants.db"),
+        "POLICY_MUTATION_DENIED",
+    );
+    assert_code(
+        &h.write(&s, "future-state/grants.db-wal"),
+        "POLICY_MUTATION_DENIED",
+    );
+}
+
+#[test]
+fn config_file_manifests_and_executor_dirs_are_protected() {
+    let h = HostInWorkspace::new();
+    let config_path = h.ws.join("gatehouse.toml");
+    let text = "executor_dirs = [\"execs\"]\n[actors.main]\n";
+    std::fs::write(&config_path, text).unwrap();
+    let config = HostConfig::parse(&config_path, text, None).unwrap();
+    let hello = h.ws.join("execs/hello");
+    std::fs::create_dir_all(&hello).unwrap();
+    std::fs::write(hello.join("hello.wasm"), "bytes").unwrap();
+    let manifest_path = h.ws.join("loose/executor.toml");
+    std::fs::create_dir_all(manifest_path.parent().unwrap()).unwrap();
+    std::fs::write(
+        &manifest_path,
+        "name = \"loose\"\ncomponent = \"loose.wasm\"\n",
+    )
+    .unwrap();
+    let manifest = Manifest::load(&manifest_path).unwrap();
+    let state = StatePaths::under(&h.tmp.path().join("state"), None, None);
+    let s = h.snapshot(&config, &state, &[manifest]);
+
+    assert_code(&h.write(&s, "gatehouse.toml"), "POLICY_MUTATION_DENIED");
+    for rel in [
+        "loose/executor.toml",
+        "loose/loose.wasm",
+        "execs",
+        "execs/hello/hello.wasm",
+        "execs/new-executor.toml",
+    ] {
+        assert_code(&h.write(&s, rel), "DEFINITION_MUTATION_DENIED");
+    }
+    assert_allow(&h.write(&s, "loose/readme.txt"));
+
+    // The configuration kind is denied outright, whatever it names.
+    for (subject, want) in [
+        (ConfigSubject::Policy, "POLICY_MUTATION_DENIED"),
+        (ConfigSubject::Definition, "DEFINITION_MUTATION_DENIED"),
+    ] {
+        let d = decide(
+            &s,
+            &req(
+                "main",
+                RequestKind::Configuration {
+                    subject,
+                    what: "actors.main.skills".into(),
+                },
+            ),
+        );
+        assert_code(&d, want);
+    }
+}
+
+// ---------------------------------------------------------------------------
+// capability: matrix + grants + declared scope
+
+#[test]
+fn capability_requests() {
+    let mut s = base();
+    let d = |s: &Snapshot, name: &str, target: Option<&str>| {
+        decide(s, &cap("main", name, target, None))
+    };
+    assert_code(&d(&s, "fs:delete", Some("/x")), "CAPABILITY_UNKNOWN");
+    assert_code(&d(&s, "FS:READ", Some("/x")), "CAPABILITY_UNKNOWN");
+    assert_code(&d(&s, "fs:read", Some("relative/x")), "TARGET_MISMATCH");
+    assert_code(&d(&s, "fs:read", None), "TARGET_MISMATCH");
+    assert_code(&d(&s, "time:read", Some("now")), "TARGET_MISMATCH");
+    assert_code(
+        &d(&s, "network:sites", Some("/etc/hosts")),
+        "TARGET_MISMATCH",
+    );
+    assert_code(&d(&s, "env:read", Some("HO*")), "TARGET_MISMATCH");
+    assert_allow(&d(&s, "time:read", None));
+
+    // Supervised: a write needs an approval, until a grant covers it.
+    match d(&s, "fs:write", Some("/tmp/x/a")) {
+        Decision::ApprovalRequired {
+            capability, target, ..
+        } => {
+            assert_eq!(capability, Capability::FsWrite);
+            assert_eq!(target.as_deref(), Some("/tmp/x/a"));
+        }
+        other => panic!("{other:?}"),
+    }
+    s.grants = vec![grant(1, "fs:write", "/tmp/x/**")];
+    assert_allow(&d(&s, "fs:write", Some("/tmp/x/a")));
+    assert_eq!(
+        d(&s, "fs:write", Some("/tmp/y/a")).outcome(),
+        gatehouse::policy::Outcome::ApprovalRequired
+    );
+    // Another actor's identity does not match alice's grant.
+    let mut w = s.clone();
+    w.actors.get_mut("worker").unwrap().identity = Some(Identity::new("cli", "bob"));
+    assert_eq!(
+        decide(&w, &cap("worker", "fs:write", Some("/tmp/x/a"), None)).outcome(),
+        gatehouse::policy::Outcome::ApprovalRequired
+    );
+
+    // ReadOnly denies a write even with a covering grant in the snapshot.
+    s.level = Level::ReadOnly;
+    let denied = d(&s, "fs:write", Some("/tmp/x/a"));
+    assert_code(&denied, "CAPABILITY_DENIED");
+
+    // Full: code:exec stays approval-required even with a hand-made grant.
+    s.level = Level::Full;
+    s.grants = vec![grant(2, "code:exec", "ls"), grant(3, "system:admin", "*")];
+    match d(&s, "code:exec", Some("ls")) {
+        Decision::ApprovalRequired {
+            capability, target, ..
+        } => {
+            assert_eq!(capability, Capability::CodeExec);
+            assert_eq!(target.as_deref(), Some("ls"));
+        }
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(
+        d(&s, "system:admin", None).outcome(),
+        gatehouse::policy::Outcome::ApprovalRequired
+    );
+    assert_allow(&d(&s, "fs:write", Some("/anything")));
+}
+
+#[test]
+fn a_request_outside_what_the_executor_declares_is_target_mismatch() {
+    let mut s = base();
+    s.executors.insert(
+        "writer".into(),
+        ExecutorDef {
+            component: "/x/writer.wasm".into(),
+            sha256: None,
+            capabilities: vec![
+                DeclaredCapability {
+                    capability: Capability::FsWrite,
+                    target: Some("/ws/out/**".into()),
+                },
+                DeclaredCapability {
+                    capability: Capability::TimeRead,
+                    target: None,
+                },
+            ],
+            revertible: false,
+            reverse_pattern: None,
+            tools: vec![],
+        },
+    );
+    let d = |s: &Snapshot, name: &str, target: Option<&str>| {
+        decide(s, &cap("main", name, target, Some("writer")))
+    };
+    assert_eq!(
+        d(&s, "fs:write", Some("/ws/out/a.txt")).outcome(),
+        gatehouse::policy::Outcome::ApprovalRequired
+    );
+    // A narrower pattern within the declared one is covered too.
+    assert_eq!(
+        d(&s, "fs:write", Some("/ws/out/sub/**")).outcome(),
+        gatehouse::policy::Outcome::ApprovalRequired
+    );
+    assert_allow(&d(&s, "time:read", None));
+    for (name, target) in [
+        ("fs:write", Some("/ws/other/a.txt")),
+        ("fs:write", Some("/ws/**")),
+        ("fs:write", Some("/ws/outside")),
+        ("fs:read", Some("/ws/out/a.txt")),
+        ("network:sites", Some("example.com")),
+    ] {
+        let dec = d(&s, name, target);
+        assert_code(&dec, "TARGET_MISMATCH");
+        assert!(dec.reason().contains("`writer`"), "{dec:?}");
+    }
+    // A grant does not widen what the executor declared.
+    s.grants = vec![grant(1, "fs:write", "/ws/**")];
+    assert_code(
+        &d(&s, "fs:write", Some("/ws/other/a.txt")),
+        "TARGET_MISMATCH",
+    );
+    assert_allow(&d(&s, "fs:write", Some("/ws/out/a.txt")));
+}
+
+// ---------------------------------------------------------------------------
+// completeness: every code `decide` can produce, by name
+
+#[test]
+fn every_code_decide_produces_is_exercised() {
+    let tmp = tempfile::tempdir().unwrap();
+    let ws = tmp.path().canonicalize().unwrap().join("ws");
+    let ro = ws.join("ro");
+    let other = tmp.path().canonicalize().unwrap().join("other");
+    std::fs::create_dir_all(&ro).unwrap();
+    std::fs::create_dir_all(&other).unwrap();
+    let state = StatePaths::under(&ws.join("state"), None, None);
+    let mut s = ws_snapshot(
+        vec![
+            root(&ws, WorkspaceMode::ReadWrite),
+            root(&ro, WorkspaceMode::ReadOnly),
+            root(&other, WorkspaceMode::ReadWrite),
+        ],
+        &ws,
+    );
+    s.roots.protected = protected_paths(&HostConfig::safe_default("alice"), &state, &[]);
+    s.level = Level::ReadOnly;
+
+    let cases: Vec<(&str, serde_json::Value)> = vec![
+        (
+            "UNKNOWN_REQUEST",
+            json!({"kind": "teleport", "actor": "main"}),
+        ),
+        (
+            "UNKNOWN_ACTOR",
+            json!({"kind": "skill", "actor": "ghost", "skill": "hello"}),
+        ),
+        (
+            "UNKNOWN_TARGET",
+            json!({"kind": "delegation", "actor": "main", "target": "ghost"}),
+        ),
+        (
+            "DELEGATION_NOT_ALLOWED",
+            json!({"kind": "delegation", "actor": "worker", "target": "main"}),
+        ),
+        (
+            "PRIVATE_MEMORY_DENIED",
+            json!({"kind": "memory", "actor": "main", "scope": "private:worker", "access": "read"}),
+        ),
+        (
+            "MEMORY_NOT_GRANTED",
+            json!({"kind": "memory", "actor": "main", "scope": "secret", "access": "read"}),
+        ),
+        (
+            "WORKSPACE_NOT_GRANTED",
+            json!({"kind": "workspace", "actor": "main", "path": {"resolved": "/"}, "access": "read"}),
+        ),
+        (
+            "WORKSPACE_READ_ONLY",
+            json!({"kind": "workspace", "actor": "main", "path": resolve_path(&ro.join("x")), "access": "write"}),
+        ),
+        (
+            "WORKSPACE_SCOPE_MISMATCH",
+            json!({"kind": "workspace", "actor": "main", "path": resolve_path(&other.join("x")), "access": "read"}),
+        ),
+        (
+            "PATH_RESOLUTION_FAILED",
+            json!({"kind": "workspace", "actor": "main", "path": resolve_path(&ws.join("no/such/x")), "access": "read"}),
+        ),
+        (
+            "POLICY_MUTATION_DENIED",
+            json!({"kind": "workspace", "actor": "main", "path": resolve_path(&ws.join("state")), "access": "write"}),
+        ),
+        (
+            "DEFINITION_MUTATION_DENIED",
+            json!({"kind": "configuration", "actor": "main", "subject": "definition", "what": "actors.main"}),
+        ),
+        (
+            "RAW_RUNTIME_TOOL_DENIED",
+            json!({"kind": "tool", "actor": "main", "tool": "ls", "command": "ls; herdr run"}),
+        ),
+        (
+            "INDIRECT_TOOL_REQUEST",
+            json!({"kind": "tool", "actor": "main", "tool": "ls", "command": "ls `id`"}),
+        ),
+        (
+            "TOOL_NOT_GRANTED",
+            json!({"kind": "tool", "actor": "main", "tool": "rm"}),
+        ),
+        (
+            "SKILL_NOT_GRANTED",
+            json!({"kind": "skill", "actor": "main", "skill": "other"}),
+        ),
+        (
+            "SUBAGENT_NOT_GRANTED",
+            json!({"kind": "subagent", "actor": "main", "subagent": "other"}),
+        ),
+        (
+            "MCP_SERVER_NOT_GRANTED",
+            json!({"kind": "mcp", "actor": "main", "server": "github"}),
+        ),
+        (
+            "CAPABILITY_UNKNOWN",
+            json!({"kind": "capability", "actor": "main", "capability": "fs:delete", "target": "/x"}),
+        ),
+        (
+            "CAPABILITY_DENIED",
+            json!({"kind": "capability", "actor": "main", "capability": "fs:write", "target": "/x"}),
+        ),
+        (
+            "TARGET_MISMATCH",
+            json!({"kind": "capability", "actor": "main", "capability": "time:read", "target": "x"}),
+        ),
+    ];
+    let mut seen = BTreeSet::new();
+    for (want, request) in &cases {
+        let d = decide_json(&s, request);
+        assert_code(&d, want);
+        // The decision serializes with the same stable string.
+        let v = serde_json::to_value(&d).unwrap();
+        assert_eq!(v["decision"], "deny");
+        assert_eq!(v["code"], *want);
+        seen.insert(*want);
+    }
+    assert_eq!(seen.len(), cases.len(), "one case per code");
+    // Every code of the gate and the eight request kinds is produced by
+    // `decide`, so each must have a case here; of the capability family,
+    // `decide` produces these three (approval and isolation codes come from
+    // the approval path and the sandbox, snapshot, component and limit
+    // codes from elsewhere).
+    use gatehouse::policy::CodeFamily as F;
+    let from_decide: BTreeSet<&str> = DenyCode::ALL
+        .iter()
+        .filter(|c| {
+            matches!(
+                c.family(),
+                F::Gate
+                    | F::Delegation
+                    | F::Memory
+                    | F::Workspace
+                    | F::Configuration
+                    | F::Tool
+                    | F::Skill
+                    | F::Subagent
+                    | F::Mcp
+            )
+        })
+        .map(|c| c.as_str())
+        .chain(["CAPABILITY_UNKNOWN", "CAPABILITY_DENIED", "TARGET_MISMATCH"])
+        .collect();
+    assert_eq!(
+        seen, from_decide,
+        "every code `decide` can return has a case"
+    );
+    for name in &seen {
+        assert!(DenyCode::from_name(name).is_some(), "{name}");
+    }
+}
+
+#[test]
+fn decide_is_a_function_of_its_inputs() {
+    let s = base();
+    let r = tool("main", "ls", Some("ls; rm -rf x"));
+    let first = decide(&s, &r);
+    for _ in 0..100 {
+        assert_eq!(decide(&s, &r), first);
+    }
+    // A snapshot round-tripped through JSON decides the same.
+    let back: Snapshot = serde_json::from_str(&serde_json::to_string(&s).unwrap()).unwrap();
+    assert_eq!(decide(&back, &r), first);
+}

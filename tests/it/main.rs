@@ -1,0 +1,11 @@
+//! Integration tests of issue 3: the policy core, the grant store and the
+//! policy command line.
+//!
+//! - `cli`: the binary, end to end, in a sealed temporary environment.
+//! - `decide`: every deny code `decide` produces, by name.
+//! - `purity`: `src/policy/` names no I/O facility.
+
+mod cli;
+mod decide;
+mod purity;
+mod support;

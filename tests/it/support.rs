@@ -1,0 +1,179 @@
+//! Shared helpers: a sealed environment per test and a way to run the binary
+//! in it.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use tempfile::TempDir;
+
+/// What one run of the binary did.
+#[derive(Debug)]
+pub struct Run {
+    pub code: i32,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+impl Run {
+    /// stdout split into lines.
+    pub fn lines(&self) -> Vec<&str> {
+        self.stdout.lines().collect()
+    }
+
+    /// stdout parsed as JSON Lines (every line must be one JSON value).
+    pub fn json_lines(&self) -> Vec<serde_json::Value> {
+        self.stdout
+            .lines()
+            .map(|l| {
+                serde_json::from_str(l)
+                    .unwrap_or_else(|e| panic!("stdout line is not json ({e}): {l:?}\n{self:?}"))
+            })
+            .collect()
+    }
+
+    /// Asserts the exit code, showing everything on failure.
+    #[track_caller]
+    pub fn expect(&self, code: i32) -> &Run {
+        assert_eq!(self.code, code, "unexpected exit code: {self:#?}");
+        self
+    }
+
+    /// Asserts exit code and the exact stdout lines.
+    #[track_caller]
+    pub fn expect_stdout(&self, code: i32, lines: &[&str]) -> &Run {
+        self.expect(code);
+        assert_eq!(self.lines(), lines, "unexpected stdout: {self:#?}");
+        self
+    }
+
+    /// Asserts the exit code and that stderr contains every fragment.
+    #[track_caller]
+    pub fn expect_err(&self, code: i32, fragments: &[&str]) -> &Run {
+        self.expect(code);
+        for f in fragments {
+            assert!(
+                self.stderr.contains(f),
+                "stderr does not contain {f:?}: {self:#?}"
+            );
+        }
+        self
+    }
+
+    /// Asserts that the error message is lowercase: after `gatehouse: ` and
+    /// once backticked user input and leading deny codes are set aside, the
+    /// first letter is lowercase.
+    #[track_caller]
+    pub fn expect_lowercase_message(&self) -> &Run {
+        let msg = self
+            .stderr
+            .lines()
+            .find_map(|l| l.strip_prefix("gatehouse: "))
+            .unwrap_or_else(|| panic!("no `gatehouse: ` error line: {self:#?}"));
+        let mut rest = msg;
+        // A leading stable deny code (`PATH_RESOLUTION_FAILED: `) is upper case by design.
+        if let Some((code, tail)) = rest.split_once(": ") {
+            if !code.is_empty() && code.chars().all(|c| c.is_ascii_uppercase() || c == '_') {
+                rest = tail;
+            }
+        }
+        let mut outside = String::new();
+        for (i, part) in rest.split('`').enumerate() {
+            if i % 2 == 0 {
+                outside.push_str(part);
+            }
+        }
+        let first = outside
+            .chars()
+            .find(|c| c.is_alphabetic())
+            .unwrap_or_else(|| panic!("no words outside backticks in {msg:?}"));
+        assert!(first.is_lowercase(), "message is not lowercase: {msg:?}");
+        self
+    }
+}
+
+/// A fresh temporary directory standing in for the whole machine: state,
+/// home, XDG directories and the working directory all live in it.
+pub struct Env {
+    pub dir: TempDir,
+}
+
+impl Env {
+    pub fn new() -> Env {
+        let dir = tempfile::tempdir().expect("tempdir");
+        for sub in ["home", "cwd", "config", "xdg-state"] {
+            std::fs::create_dir_all(dir.path().join(sub)).expect("mkdir");
+        }
+        Env { dir }
+    }
+
+    /// The root of the temporary directory, canonical.
+    pub fn root(&self) -> PathBuf {
+        self.dir.path().canonicalize().expect("canonical tempdir")
+    }
+
+    pub fn state_dir(&self) -> PathBuf {
+        self.root().join("state")
+    }
+
+    pub fn grants_db(&self) -> PathBuf {
+        self.state_dir().join("grants.db")
+    }
+
+    /// A path under the temp dir, its parents created.
+    pub fn path(&self, rel: &str) -> PathBuf {
+        let p = self.root().join(rel);
+        if let Some(parent) = p.parent() {
+            std::fs::create_dir_all(parent).expect("mkdir");
+        }
+        p
+    }
+
+    /// A directory under the temp dir, created.
+    pub fn mkdir(&self, rel: &str) -> PathBuf {
+        let p = self.root().join(rel);
+        std::fs::create_dir_all(&p).expect("mkdir");
+        p
+    }
+
+    /// Writes `text` to `rel` and returns its path.
+    pub fn write(&self, rel: &str, text: &str) -> PathBuf {
+        let p = self.path(rel);
+        std::fs::write(&p, text).expect("write");
+        p
+    }
+
+    /// The binary with a sealed environment.
+    pub fn command(&self) -> Command {
+        let root = self.root();
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_gatehouse"));
+        cmd.current_dir(root.join("cwd"))
+            .env("GATEHOUSE_STATE_DIR", root.join("state"))
+            .env("HOME", root.join("home"))
+            .env("XDG_CONFIG_HOME", root.join("config"))
+            .env("XDG_STATE_HOME", root.join("xdg-state"))
+            .env("USER", "tester")
+            .env("LOGNAME", "tester")
+            .env_remove("GATEHOUSE_CONFIG")
+            .env_remove("GATEHOUSE_GRANTS_DB")
+            .env_remove("GATEHOUSE_HISTORY_DIR");
+        cmd
+    }
+
+    /// Runs the binary with `args`.
+    pub fn run<S: AsRef<std::ffi::OsStr>>(&self, args: &[S]) -> Run {
+        let out = self.command().args(args).output().expect("run gatehouse");
+        Run {
+            code: out
+                .status
+                .code()
+                .expect("exit code (not killed by a signal)"),
+            stdout: String::from_utf8(out.stdout).expect("utf-8 stdout"),
+            stderr: String::from_utf8(out.stderr).expect("utf-8 stderr"),
+        }
+    }
+}
+
+/// A path as a `&str` (temp paths are utf-8 here).
+pub fn s(p: &Path) -> &str {
+    p.to_str().expect("utf-8 path")
+}
