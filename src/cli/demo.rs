@@ -153,10 +153,12 @@ pub fn run(ctx: &Context) -> CmdResult {
         }
     }
 
+    run_executors(&config, &state, &workspace, &store)?;
+
     let results = tier3::run(&snap, None);
     let count = |s| results.iter().filter(|r| r.status == s).count();
     out(format!(
-        "8. tier 3 (every deny code, exact): {} passed, {} failed, {} skipped",
+        "12. tier 3 (every deny code, exact): {} passed, {} failed, {} skipped",
         count(CaseStatus::Pass),
         count(CaseStatus::Fail),
         count(CaseStatus::Skipped)
@@ -166,4 +168,143 @@ pub fn run(ctx: &Context) -> CmdResult {
     } else {
         Exit::Error
     })
+}
+
+/// The guests this demo runs, found next to the source tree it was built from.
+fn guest_manifest(name: &str) -> Result<gatehouse::manifest::Manifest, Failure> {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("guests")
+        .join(name)
+        .join("executor.toml");
+    let m = gatehouse::manifest::Manifest::load(&path)?;
+    if !m.component.exists() {
+        return Err(Failure::error(format!(
+            "component `{}` is not built; run `./setup.sh` first",
+            m.component.display()
+        )));
+    }
+    Ok(m)
+}
+
+fn run_executors(
+    config: &HostConfig,
+    state: &StatePaths,
+    workspace: &str,
+    store: &GrantStore,
+) -> Result<(), Failure> {
+    use gatehouse::sandbox::{execute, GuestResult, Limits, Sandbox};
+    use gatehouse::turn::{gate, new_turn_id, Gate, TurnInput};
+    use std::sync::atomic::Ordering;
+
+    let manifests = vec![
+        guest_manifest("hello")?,
+        guest_manifest("write-file")?,
+        guest_manifest("env")?,
+    ];
+    let sandbox = Sandbox::new(&state.cache_dir, Limits::default().memory_bytes)
+        .map_err(|e| Failure::error(format!("cannot start the engine: {e}")))?;
+    let cases: [(&str, &str, Option<Level>, &str); 4] = [
+        (
+            "8. run `hello` (compute:pure)",
+            "hello",
+            None,
+            r#"{"greeting":"hi"}"#,
+        ),
+        (
+            "9. run `write-file` at ReadOnly",
+            "write-file",
+            Some(Level::ReadOnly),
+            r#"{"path":"out/a.txt","content":"hi"}"#,
+        ),
+        (
+            "10. run `env` (env:read needs an approval; no terminal here)",
+            "env",
+            None,
+            r#"{"names":["HOME"]}"#,
+        ),
+        (
+            "11. run `write-file` with the remembered grant of step 3",
+            "write-file",
+            None,
+            r#"{"path":"out/a.txt","content":"written by a wasm guest\n"}"#,
+        ),
+    ];
+    for (title, name, level, input) in cases {
+        let snap = snapshot::build(Sources {
+            config,
+            state,
+            manifests: &manifests,
+            turn_workspace: workspace,
+            home: None,
+            level,
+            grants: store.active_all(now_utc())?,
+        })?;
+        let Some(manifest) = manifests.iter().find(|m| m.name == name) else {
+            continue;
+        };
+        let before = sandbox.counters().loaded.load(Ordering::Relaxed);
+        out(title);
+        let g = gate(TurnInput {
+            snapshot: &snap,
+            actor: "main",
+            manifest,
+            turn_id: new_turn_id(now_utc()),
+            limits: Limits::default(),
+            approved_once: &[],
+        });
+        match g {
+            Gate::Denied {
+                steps,
+                code,
+                reason,
+            } => {
+                for s in &steps {
+                    out(format!(
+                        "  decision: {} -> {}",
+                        s.request.kind.name(),
+                        s.decision.outcome()
+                    ));
+                }
+                out(format!("  denied {code}: {reason}"));
+                let after = sandbox.counters().loaded.load(Ordering::Relaxed);
+                out(format!(
+                    "  components loaded for this turn: {}\n",
+                    after - before
+                ));
+            }
+            Gate::ApprovalRequired { pending, .. } => {
+                for p in pending {
+                    out(format!(
+                        "  APPROVAL_REQUIRED: `{}` on `{}`: {}",
+                        p.capability,
+                        p.target.unwrap_or_default(),
+                        p.reason
+                    ));
+                }
+                out("");
+            }
+            Gate::Ready { steps, plan } => {
+                for s in &steps {
+                    out(format!(
+                        "  decision: {} -> {}",
+                        s.request.kind.name(),
+                        s.decision.outcome()
+                    ));
+                }
+                let report =
+                    execute(&sandbox, &plan, input).map_err(|e| Failure::error(e.to_string()))?;
+                out(format!("  linked:   {}", report.linked.join(", ")));
+                match report.result {
+                    GuestResult::Ok { output } => out(format!("  output:   {output}")),
+                    GuestResult::Err { error } => out(format!("  error:    {error}")),
+                }
+                let written = Path::new(workspace).join("out/a.txt");
+                if let Ok(bytes) = std::fs::read_to_string(&written) {
+                    out(format!("  on disk:  {} = {:?}", written.display(), bytes));
+                }
+                out("");
+            }
+        }
+    }
+    Ok(())
 }
