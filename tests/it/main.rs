@@ -8,4 +8,5 @@
 mod cli;
 mod decide;
 mod purity;
+mod sandbox;
 mod support;
