@@ -1,11 +1,18 @@
 #!/usr/bin/env bash
-# Set-up for a fresh machine: the wasm32-wasip2 target, then the guests.
-# Safe to run again: every step is skipped when already done.
+# Set-up for a fresh machine: the wasm32-wasip2 and wasm32-wasip1 targets,
+# then the guests (guests/, its own cargo workspace): every guest for
+# wasm32-wasip2, and `fs-cmd` also for wasm32-wasip1 (the preview 1 twin).
+# Artifacts land in guests/target/<target>/release/*.wasm.
+# Safe to run again: every step is skipped (or a no-op) when already done.
 set -euo pipefail
 cd "$(dirname "$0")"
-if ! rustup target list --installed | grep -qx wasm32-wasip2; then
-  rustup target add wasm32-wasip2
-fi
+installed="$(rustup target list --installed)"
+for target in wasm32-wasip2 wasm32-wasip1; do
+  if ! grep -qx "$target" <<<"$installed"; then
+    rustup target add "$target"
+  fi
+done
 if [ -f guests/Cargo.toml ]; then
-  cargo build --release --manifest-path guests/Cargo.toml --target wasm32-wasip2
+  cargo build --release --manifest-path guests/Cargo.toml --target wasm32-wasip2 --workspace
+  cargo build --release --manifest-path guests/Cargo.toml --target wasm32-wasip1 -p fs-cmd
 fi
