@@ -13,6 +13,6 @@ for target in wasm32-wasip2 wasm32-wasip1; do
   fi
 done
 if [ -f guests/Cargo.toml ]; then
-  cargo build --release --manifest-path guests/Cargo.toml --target wasm32-wasip2 --workspace
-  cargo build --release --manifest-path guests/Cargo.toml --target wasm32-wasip1 -p fs-cmd
+  cargo build --release --manifest-path guests/Cargo.toml --target-dir guests/target --target wasm32-wasip2 --workspace
+  cargo build --release --manifest-path guests/Cargo.toml --target-dir guests/target --target wasm32-wasip1 -p fs-cmd
 fi
