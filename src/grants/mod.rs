@@ -286,15 +286,8 @@ impl GrantStore {
         capability: Capability,
         now: UtcTime,
     ) -> Result<Vec<Grant>, GrantError> {
-        let rows = self.query(
-            &format!(
-                "SELECT {COLUMNS} FROM grants \
-                 WHERE channel = ?1 AND sender_id = ?2 AND capability = ?3 AND revoked_at IS NULL \
-                 ORDER BY id"
-            ),
-            params![identity.channel, identity.sender_id, capability.as_str()],
-        )?;
-        self.active_only(rows, now)
+        let rows = self.unrevoked_for(identity, capability)?;
+        Ok(rows.iter().filter(|g| g.is_active(now)).cloned().collect())
     }
 
     /// Every grant active at `now`, ordered by id (what a turn's snapshot
@@ -396,17 +389,6 @@ impl GrantStore {
             .and_then(|rows| rows.collect::<rusqlite::Result<Vec<_>>>())
             .map_err(|e| self.err(e))?;
         Ok(rows)
-    }
-
-    fn active_only(&self, rows: Vec<RawRow>, now: UtcTime) -> Result<Vec<Grant>, GrantError> {
-        let mut out = Vec::with_capacity(rows.len());
-        for r in rows {
-            let g = self.decode(r)?;
-            if g.is_active(now) {
-                out.push(g);
-            }
-        }
-        Ok(out)
     }
 
     fn decode(&self, r: RawRow) -> Result<Grant, GrantError> {

@@ -84,7 +84,9 @@ pub fn fs_op(req: &FsRequest, with_write: bool) -> Result<Value, Fail> {
         )));
     }
     let Some(path) = req.path.as_deref() else {
-        return Err(Fail::Invalid(format!("op `{op}` needs a string field `path`")));
+        return Err(Fail::Invalid(format!(
+            "op `{op}` needs a string field `path`"
+        )));
     };
     let io = |what: &str, e: std::io::Error| Fail::Failed(format!("{what} `{path}`: {e}"));
     match op {
@@ -129,7 +131,9 @@ pub fn fs_op(req: &FsRequest, with_write: bool) -> Result<Value, Fail> {
         }
         "rename" => {
             let Some(to) = req.to.as_deref() else {
-                return Err(Fail::Invalid("op `rename` needs a string field `to`".to_string()));
+                return Err(Fail::Invalid(
+                    "op `rename` needs a string field `to`".to_string(),
+                ));
             };
             fs::rename(path, to)
                 .map_err(|e| Fail::Failed(format!("rename `{path}` to `{to}`: {e}")))?;

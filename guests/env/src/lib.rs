@@ -23,7 +23,9 @@ impl Guest for Env {
     fn run(input: String) -> Result<String, Error> {
         let req: Request = guest_common::parse_input(&input)?;
         let Some(names) = req.names else {
-            return Err(Fail::Invalid("need a field `names`: a list of strings".to_string()).into());
+            return Err(
+                Fail::Invalid("need a field `names`: a list of strings".to_string()).into(),
+            );
         };
         let mut values = Map::new();
         for name in names {
@@ -36,7 +38,9 @@ impl Guest for Env {
         let all: Vec<String> = std::env::vars_os()
             .map(|(k, _)| k.to_string_lossy().into_owned())
             .collect();
-        Ok(guest_common::to_output(&json!({ "values": values, "all": all }))?)
+        Ok(guest_common::to_output(
+            &json!({ "values": values, "all": all }),
+        )?)
     }
 }
 

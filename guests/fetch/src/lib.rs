@@ -117,7 +117,9 @@ fn get(req: Request) -> Result<String, Fail> {
     let (mut stream, target, authority, path) = match (&req.addr, url) {
         (Some(addr), url) => {
             let sock: SocketAddr = addr.parse().map_err(|e| {
-                Fail::Invalid(format!("invalid addr `{addr}`: {e} (want an IP:port literal)"))
+                Fail::Invalid(format!(
+                    "invalid addr `{addr}`: {e} (want an IP:port literal)"
+                ))
             })?;
             let stream = TcpStream::connect(sock)
                 .map_err(|e| Fail::Failed(format!("connect `{addr}`: {e}")))?;
@@ -139,8 +141,7 @@ fn get(req: Request) -> Result<String, Fail> {
         }
         (None, None) => {
             return Err(Fail::Invalid(
-                "need a string field `url` (http://host:port/path) or `addr` (IP:port)"
-                    .to_string(),
+                "need a string field `url` (http://host:port/path) or `addr` (IP:port)".to_string(),
             ))
         }
     };

@@ -15,7 +15,10 @@ impl Guest for Flood {
         let mut n: u64 = 0;
         loop {
             n = n.wrapping_add(1);
-            if let Err(e) = writeln!(stdout, "flood line {n}: the quick brown fox jumps over the lazy dog") {
+            if let Err(e) = writeln!(
+                stdout,
+                "flood line {n}: the quick brown fox jumps over the lazy dog"
+            ) {
                 return Err(Error::Failed(format!("stdout after {n} lines: {e}")));
             }
         }

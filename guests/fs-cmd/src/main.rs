@@ -24,7 +24,10 @@ fn main() -> ExitCode {
         }
     };
     let mut stdout = std::io::stdout().lock();
-    if writeln!(stdout, "{line}").and_then(|()| stdout.flush()).is_err() {
+    if writeln!(stdout, "{line}")
+        .and_then(|()| stdout.flush())
+        .is_err()
+    {
         return ExitCode::FAILURE;
     }
     code

@@ -12,7 +12,10 @@ struct Hello;
 
 impl Guest for Hello {
     fn run(input: String) -> Result<String, Error> {
-        log(Level::Info, &format!("hello: {} bytes of input", input.len()));
+        log(
+            Level::Info,
+            &format!("hello: {} bytes of input", input.len()),
+        );
         let echo = serde_json::from_str::<Value>(&input).unwrap_or(Value::String(input));
         Ok(guest_common::to_output(&json!({ "echo": echo }))?)
     }
