@@ -11,6 +11,7 @@
 pub mod config;
 pub mod grants;
 pub mod manifest;
+pub mod memory;
 pub mod policy;
 pub mod sandbox;
 pub mod snapshot;

@@ -221,6 +221,10 @@ pub struct RunArgs {
     /// The turn's workspace (default: the current directory).
     #[arg(long, value_name = "DIR")]
     pub workspace: Option<PathBuf>,
+    /// Another executor's manifest this turn may delegate to (repeatable;
+    /// the executor directories are searched too).
+    #[arg(long = "with", value_name = "MANIFEST")]
+    pub with: Vec<PathBuf>,
     /// Linear-memory cap in MiB (default 64).
     #[arg(long, default_value_t = 64)]
     pub memory_mib: usize,

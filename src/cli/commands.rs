@@ -208,6 +208,14 @@ pub(super) fn build_snapshot(
     ctx: &Context,
     sources: &SnapshotSources,
 ) -> Result<Snapshot, Failure> {
+    Ok(build_snapshot_with_manifests(ctx, sources)?.0)
+}
+
+/// The snapshot and the manifests it was built from.
+pub(super) fn build_snapshot_with_manifests(
+    ctx: &Context,
+    sources: &SnapshotSources,
+) -> Result<(Snapshot, Vec<Manifest>), Failure> {
     let config = ctx.config()?;
     let level = sources.level.as_deref().map(parse_level).transpose()?;
     let workspace = ctx.workspace(sources.workspace.as_deref())?;
@@ -216,7 +224,7 @@ pub(super) fn build_snapshot(
         Some(store) => store.active_all(now_utc())?,
         None => vec![],
     };
-    Ok(snapshot::build(Sources {
+    let snap = snapshot::build(Sources {
         config: &config,
         state: &ctx.state,
         manifests: &manifests,
@@ -224,7 +232,8 @@ pub(super) fn build_snapshot(
         home: ctx.env.home.as_deref(),
         level,
         grants,
-    })?)
+    })?;
+    Ok((snap, manifests))
 }
 
 fn decide(

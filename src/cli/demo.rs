@@ -201,8 +201,10 @@ fn run_executors(
         guest_manifest("write-file")?,
         guest_manifest("env")?,
     ];
-    let sandbox = Sandbox::new(&state.cache_dir, Limits::default().memory_bytes)
-        .map_err(|e| Failure::error(format!("cannot start the engine: {e}")))?;
+    let sandbox = std::sync::Arc::new(
+        Sandbox::new(&state.cache_dir, Limits::default().memory_bytes)
+            .map_err(|e| Failure::error(format!("cannot start the engine: {e}")))?,
+    );
     let cases: [(&str, &str, Option<Level>, &str); 4] = [
         (
             "8. run `hello` (compute:pure)",
@@ -291,8 +293,16 @@ fn run_executors(
                         s.decision.outcome()
                     ));
                 }
-                let report =
-                    execute(&sandbox, &plan, input).map_err(|e| Failure::error(e.to_string()))?;
+                let context = gatehouse::sandbox::TurnContext {
+                    turn_id: plan.turn_id().to_string(),
+                    actor: "main".into(),
+                    snapshot: std::sync::Arc::new(snap.clone()),
+                    manifests: std::sync::Arc::new(manifests.clone()),
+                    memory_db: state.state_dir.join("memory.db"),
+                    depth: 0,
+                };
+                let report = execute(&sandbox, &plan, input, &context)
+                    .map_err(|e| Failure::error(e.to_string()))?;
                 out(format!("  linked:   {}", report.linked.join(", ")));
                 match report.result {
                     GuestResult::Ok { output } => out(format!("  output:   {output}")),

@@ -8,11 +8,11 @@ use serde_json::json;
 use gatehouse::grants::{now_utc, GrantStore, NewGrant};
 use gatehouse::manifest::{find_by_name, Manifest};
 use gatehouse::policy::{ApprovalClass, Capability, DenyCode};
-use gatehouse::sandbox::{execute, GuestResult, Limits, RunError, Sandbox};
+use gatehouse::sandbox::{execute, GuestResult, Limits, RunError, Sandbox, TurnContext};
 use gatehouse::turn::{gate, new_turn_id, Gate, Pending, TurnInput};
 
 use super::args::{RunArgs, SnapshotSources};
-use super::commands::{build_snapshot, parse_level};
+use super::commands::{build_snapshot, build_snapshot_with_manifests, parse_level};
 use super::{out, out_json, CmdResult, Context, Exit, Failure};
 
 fn find_manifest(ctx: &Context, executor: &str) -> Result<Manifest, Failure> {
@@ -78,7 +78,9 @@ pub fn run(ctx: &Context, args: RunArgs) -> CmdResult {
     let sources = SnapshotSources {
         workspace: args.workspace.clone(),
         level: args.level.clone(),
-        executors: vec![manifest.path.clone()],
+        executors: std::iter::once(manifest.path.clone())
+            .chain(args.with.iter().cloned())
+            .collect(),
     };
     if let Some(l) = &args.level {
         parse_level(l)?;
@@ -91,7 +93,7 @@ pub fn run(ctx: &Context, args: RunArgs) -> CmdResult {
     };
     let turn_id = new_turn_id(now_utc());
     let mut approved: Vec<(Capability, Option<String>)> = Vec::new();
-    let mut snapshot = build_snapshot(ctx, &sources)?;
+    let (mut snapshot, manifests) = build_snapshot_with_manifests(ctx, &sources)?;
     let (steps, plan) = loop {
         let g = gate(TurnInput {
             snapshot: &snapshot,
@@ -187,7 +189,15 @@ pub fn run(ctx: &Context, args: RunArgs) -> CmdResult {
         limits.memory_bytes.max(Limits::default().memory_bytes),
     )
     .map_err(|e| Failure::error(format!("cannot start the engine: {e}")))?;
-    let result = execute(&sandbox, &plan, &args.input);
+    let context = TurnContext {
+        turn_id: turn_id.clone(),
+        actor: args.actor.clone(),
+        snapshot: std::sync::Arc::new(snapshot.clone()),
+        manifests: std::sync::Arc::new(manifests),
+        memory_db: ctx.state.state_dir.join("memory.db"),
+        depth: 0,
+    };
+    let result = execute(&std::sync::Arc::new(sandbox), &plan, &args.input, &context);
     let base = json!({
         "turn": turn_id,
         "executor": manifest.name,

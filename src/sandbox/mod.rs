@@ -3,18 +3,22 @@
 //! One module per capability binding, each turning one granted capability
 //! into WASI context or linker entries: [`fs`] (fs:read / fs:write
 //! preopens), [`env`] (env:read), [`clocks`] (time:read, else frozen),
-//! [`log`] (baseline), [`wasi`] (the authority-free baseline and the
+//! [`log`] (baseline), [`memory`] (memory:read/write), [`human`]
+//! (human:ask), [`delegate`] (delegate:call), [`wasi`] (the authority-free baseline and the
 //! environment). [`imports`] compares a component's imports with its plan
 //! before any instance exists.
 
 mod bindings;
 pub mod clocks;
+pub mod delegate;
 pub mod engine;
 pub mod env;
 pub mod fs;
+pub mod human;
 pub mod imports;
 pub mod limits;
 pub mod log;
+pub mod memory;
 mod output;
 mod p1;
 pub mod plan;
@@ -25,4 +29,4 @@ pub mod wasi;
 pub use engine::{Counters, LoadError, Sandbox};
 pub use limits::{LimitHit, Limits};
 pub use plan::{Allowed, DirAccess, MemoryGrant, Plan, Preopen};
-pub use run::{execute, GuestResult, RunError, RunReport};
+pub use run::{execute, GuestResult, RunError, RunReport, TurnContext};

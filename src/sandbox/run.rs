@@ -1,7 +1,9 @@
 //! Running a [`Plan`]: load, check imports, link what was granted, run
 //! under limits, and report.
 
+use std::path::PathBuf;
 use std::sync::atomic::Ordering;
+use std::sync::Arc;
 use std::time::Instant;
 
 use serde::Serialize;
@@ -12,16 +14,21 @@ use wasmtime_wasi::p2::pipe::MemoryInputPipe;
 use wasmtime_wasi::WasiCtxBuilder;
 
 use super::bindings::{ExecutorHostPre, GuestError};
+use super::delegate::DelegateBinding;
 use super::engine::{LoadError, Sandbox};
 use super::imports::{self, RefusedImport};
 use super::limits::LimitHit;
 use super::log::LogLine;
+use super::memory::MemoryBinding;
 use super::output::CappedPipe;
 use super::plan::Plan;
 use super::state::HostState;
-use super::{clocks, env, fs, log, wasi};
+use super::{clocks, delegate, env, fs, human, log, memory, wasi};
+use crate::manifest::Manifest;
+use crate::memory::MemoryStore;
 use crate::policy::snapshot::sha256_hex;
 use crate::policy::DenyCode;
+use crate::policy::Snapshot;
 
 /// What the guest returned.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -88,8 +95,28 @@ fn guest_error_json(e: &GuestError) -> serde_json::Value {
     }
 }
 
+/// What a run needs besides its plan: where memory lives, and what a
+/// nested (delegated) turn is decided against.
+#[derive(Clone)]
+pub struct TurnContext {
+    pub turn_id: String,
+    pub actor: String,
+    pub snapshot: Arc<Snapshot>,
+    /// Executors a delegated call may name (it still passes the gate).
+    pub manifests: Arc<Vec<Manifest>>,
+    /// The memory database (`<state>/memory.db`).
+    pub memory_db: PathBuf,
+    /// How deep in delegated calls this run is (0 for a turn).
+    pub depth: u32,
+}
+
 /// Runs the executor of `plan` on `input`.
-pub fn execute(sandbox: &Sandbox, plan: &Plan, input: &str) -> Result<RunReport, RunError> {
+pub fn execute(
+    sandbox: &Arc<Sandbox>,
+    plan: &Plan,
+    input: &str,
+    context: &TurnContext,
+) -> Result<RunReport, RunError> {
     let started = Instant::now();
     let path = plan.component();
     let bytes = std::fs::read(path).map_err(|e| LoadError::Read {
@@ -135,6 +162,42 @@ pub fn execute(sandbox: &Sandbox, plan: &Plan, input: &str) -> Result<RunReport,
     log::add_to_linker(&mut linker).map_err(host)?;
     linked.push("gatehouse:executor/log".into());
     linked.push(wasi::add_environment(&mut linker).map_err(host)?.into());
+    let memory_binding = match plan.memory() {
+        Some(grant) => {
+            memory::add_to_linker(&mut linker).map_err(host)?;
+            linked.push(format!(
+                "gatehouse:executor/memory (scope `{}`{}{})",
+                grant.scope,
+                if grant.read { ", read" } else { "" },
+                if grant.write { ", write" } else { "" }
+            ));
+            let store = MemoryStore::open(&context.memory_db).map_err(host)?;
+            Some(MemoryBinding {
+                store,
+                grant: grant.clone(),
+            })
+        }
+        None => None,
+    };
+    if plan.human() {
+        human::add_to_linker(&mut linker).map_err(host)?;
+        linked.push("gatehouse:executor/human".into());
+    }
+    let delegate_binding = if plan.delegates().is_empty() {
+        None
+    } else {
+        delegate::add_to_linker(&mut linker).map_err(host)?;
+        linked.push(format!(
+            "gatehouse:executor/delegate ({})",
+            plan.delegates().join(", ")
+        ));
+        Some(DelegateBinding {
+            sandbox: sandbox.clone(),
+            context: context.clone(),
+            allowed: plan.delegates().to_vec(),
+            limits: *plan.limits(),
+        })
+    };
 
     let limits = *plan.limits();
     let stdout = CappedPipe::new(limits.output_bytes);
@@ -176,6 +239,8 @@ pub fn execute(sandbox: &Sandbox, plan: &Plan, input: &str) -> Result<RunReport,
             .trap_on_grow_failure(true)
             .build(),
         log: Default::default(),
+        memory: memory_binding,
+        delegate: delegate_binding,
         hostcalls_left: limits.hostcalls,
         hostcalls_exhausted: false,
     };

@@ -5,13 +5,19 @@ use wasmtime::component::ResourceTable;
 use wasmtime::StoreLimits;
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 
+use super::delegate::DelegateBinding;
 use super::log::LogState;
+use super::memory::MemoryBinding;
 
 pub struct HostState {
     pub wasi: WasiCtx,
     pub table: ResourceTable,
     pub limits: StoreLimits,
     pub log: LogState,
+    /// Set when the plan grants memory:read or memory:write.
+    pub memory: Option<MemoryBinding>,
+    /// Set when the plan grants delegate:call.
+    pub delegate: Option<DelegateBinding>,
     /// Host calls left before `LIMIT_HOSTCALLS`.
     pub hostcalls_left: u64,
     pub hostcalls_exhausted: bool,

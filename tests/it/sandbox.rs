@@ -409,6 +409,11 @@ fn a_command_component_reads_stdin_and_writes_stdout() {
 #[test]
 fn a_p1_module_has_the_grants_and_refusals_of_its_p2_twin() {
     let env = Env::new();
+    // The twin really is a core preview-1 module (componentized on load).
+    build_guests();
+    let p1 =
+        std::fs::read(Path::new(GUESTS).join("target/wasm32-wasip1/release/fs_cmd.wasm")).unwrap();
+    assert_eq!(&p1[..8], b"\0asm\x01\0\0\0", "not a core module");
     for (twin, manifest) in [
         ("fs-cmd", guest("fs-cmd")),
         ("fs-cmd-p1", guest("fs-cmd-p1")),
@@ -418,7 +423,7 @@ fn a_p1_module_has_the_grants_and_refusals_of_its_p2_twin() {
         env.write(&format!("{twin}/ws/secret.txt"), "keep");
         let (run, v) = run_json(
             &env,
-            &guest(twin),
+            &manifest,
             &ws,
             "Full",
             r#"{"op":"write","path":"out/a.txt","content":"twin"}"#,
@@ -433,7 +438,7 @@ fn a_p1_module_has_the_grants_and_refusals_of_its_p2_twin() {
         let before = tree(&ws);
         let (run, _) = run_json(
             &env,
-            &guest(twin),
+            &manifest,
             &ws,
             "Full",
             r#"{"op":"write","path":"secret.txt","content":"pwned"}"#,
@@ -470,17 +475,21 @@ fn every_guest_is_used_by_a_test() {
 // until then.
 
 #[test]
-#[ignore = "memory binding (gatehouse:executor/memory) not built yet"]
-fn remember_stores_and_reads_back_in_its_scope() {
+fn remember_stores_and_reads_back_in_its_scope_only() {
     let env = Env::new();
     let ws = env.mkdir("ws");
+    let config = env.write(
+        "gatehouse.toml",
+        "[actors.main]\nskills = [\"*\"]\nmemory = [\"notes\", \"other\"]\n",
+    );
+    let cfg = ["--config", s(&config)];
     let (run, _) = run_json(
         &env,
         &guest("remember"),
         &ws,
         "Full",
         r#"{"op":"set","key":"k","value":"v"}"#,
-        &[],
+        &cfg,
     );
     run.expect(0);
     let (run, v) = run_json(
@@ -489,14 +498,57 @@ fn remember_stores_and_reads_back_in_its_scope() {
         &ws,
         "Full",
         r#"{"op":"get","key":"k"}"#,
-        &[],
+        &cfg,
     );
     run.expect(0);
-    assert_eq!(output(&v)["value"], "v");
+    assert_eq!(output(&v)["value"], "v", "{v:#}");
+    // The same guest bound to another scope does not see `notes`.
+    let other = manifest(
+        &env,
+        "remember-other",
+        &component("remember"),
+        &[
+            ("memory:read", Some("other")),
+            ("memory:write", Some("other")),
+        ],
+    );
+    let (run, v) = run_json(&env, &other, &ws, "Full", r#"{"op":"get","key":"k"}"#, &cfg);
+    run.expect(0);
+    assert!(output(&v)["value"].is_null(), "{v:#}");
+    // Read-only memory: a set is a denial value, not a trap.
+    let ro = manifest(
+        &env,
+        "remember-ro",
+        &component("remember"),
+        &[("memory:read", Some("notes"))],
+    );
+    let (run, v) = run_json(
+        &env,
+        &ro,
+        &ws,
+        "Full",
+        r#"{"op":"set","key":"k","value":"w"}"#,
+        &cfg,
+    );
+    run.expect(1);
+    assert_eq!(
+        v["run"]["result"]["error"]["denied"]["code"], "MEMORY_NOT_GRANTED",
+        "{v:#}"
+    );
+    // Without the scope in the actor's configuration, the turn is denied.
+    let (run, v) = run_json(
+        &env,
+        &guest("remember"),
+        &ws,
+        "Full",
+        r#"{"op":"get","key":"k"}"#,
+        &[],
+    );
+    run.expect(2);
+    assert_eq!(v["code"], "MEMORY_NOT_GRANTED");
 }
 
 #[test]
-#[ignore = "human binding (gatehouse:executor/human) not built yet"]
 fn ask_without_a_terminal_is_denied_as_a_value() {
     let env = Env::new();
     let ws = env.mkdir("ws");
@@ -516,20 +568,50 @@ fn ask_without_a_terminal_is_denied_as_a_value() {
 }
 
 #[test]
-#[ignore = "delegate binding (gatehouse:executor/delegate) not built yet"]
 fn call_other_runs_hello_through_the_gate() {
     let env = Env::new();
     let ws = env.mkdir("ws");
+    let hello = guest("hello");
+    let with = ["--with", s(&hello)];
     let (run, v) = run_json(
         &env,
         &guest("call-other"),
         &ws,
         "Full",
         r#"{"executor":"hello","input":"{}"}"#,
-        &[],
+        &with,
     );
     run.expect(0);
-    assert_eq!(output(&v)["output"], serde_json::json!({"echo": {}}));
+    assert_eq!(
+        output(&v)["output"],
+        serde_json::json!({"echo": {}}),
+        "{v:#}"
+    );
+    // A callee it was not granted is a denial value.
+    let (run, v) = run_json(
+        &env,
+        &guest("call-other"),
+        &ws,
+        "Full",
+        r#"{"executor":"spin","input":"{}"}"#,
+        &with,
+    );
+    run.expect(1);
+    assert_eq!(
+        v["run"]["result"]["error"]["denied"]["code"], "TARGET_MISMATCH",
+        "{v:#}"
+    );
+    // The caller passes the gate first: at ReadOnly, delegate:call is denied.
+    let (run, v) = run_json(
+        &env,
+        &guest("call-other"),
+        &ws,
+        "ReadOnly",
+        r#"{"executor":"hello","input":"{}"}"#,
+        &with,
+    );
+    run.expect(2);
+    assert_eq!(v["code"], "CAPABILITY_DENIED");
 }
 
 #[test]

@@ -1,0 +1,153 @@
+//! The memory store behind `gatehouse:executor/memory`: SQLite in the state
+//! directory (`memory.db`), one namespace per scope.
+//!
+//! The store is opened only for a turn whose plan grants memory, so a
+//! denied turn never creates it. Writes are not yet journaled for undo
+//! (that is the undo issue's `delete_memory_by_id`).
+
+use std::path::{Path, PathBuf};
+
+use rusqlite::{params, Connection, OptionalExtension};
+
+/// Keys are at most this long (bytes).
+pub const MAX_KEY: usize = 256;
+/// Values are at most this long (bytes).
+pub const MAX_VALUE: usize = 64 << 10;
+
+const SCHEMA: &str = "CREATE TABLE IF NOT EXISTS memory (
+ scope TEXT NOT NULL,
+ key TEXT NOT NULL,
+ value TEXT NOT NULL,
+ PRIMARY KEY (scope, key)
+);";
+
+/// Why the memory store failed.
+#[derive(Debug, thiserror::Error)]
+pub enum MemoryError {
+    #[error("memory store `{path}`: {reason}")]
+    Store { path: PathBuf, reason: String },
+    #[error("key `{0}` is empty or longer than 256 bytes")]
+    BadKey(String),
+    #[error("the value for `{0}` is longer than 64 KiB")]
+    BadValue(String),
+}
+
+/// One connection to the memory database; not shared between turns.
+#[derive(Debug)]
+pub struct MemoryStore {
+    path: PathBuf,
+    conn: Connection,
+}
+
+impl MemoryStore {
+    /// Opens (creating) `path`, in WAL mode.
+    pub fn open(path: &Path) -> Result<MemoryStore, MemoryError> {
+        let err = |e: &dyn std::fmt::Display| MemoryError::Store {
+            path: path.to_path_buf(),
+            reason: e.to_string(),
+        };
+        if let Some(parent) = path.parent() {
+            std::fs::create_dir_all(parent).map_err(|e| err(&e))?;
+        }
+        let conn = Connection::open(path).map_err(|e| err(&e))?;
+        conn.busy_timeout(std::time::Duration::from_secs(5))
+            .map_err(|e| err(&e))?;
+        conn.pragma_update_and_check(None, "journal_mode", "WAL", |r| r.get::<_, String>(0))
+            .map_err(|e| err(&e))?;
+        conn.execute_batch(SCHEMA).map_err(|e| err(&e))?;
+        Ok(MemoryStore {
+            path: path.to_path_buf(),
+            conn,
+        })
+    }
+
+    fn err(&self, e: rusqlite::Error) -> MemoryError {
+        MemoryError::Store {
+            path: self.path.clone(),
+            reason: e.to_string(),
+        }
+    }
+
+    fn check_key(key: &str) -> Result<(), MemoryError> {
+        if key.is_empty() || key.len() > MAX_KEY {
+            return Err(MemoryError::BadKey(key.chars().take(64).collect()));
+        }
+        Ok(())
+    }
+
+    pub fn get(&self, scope: &str, key: &str) -> Result<Option<String>, MemoryError> {
+        Self::check_key(key)?;
+        self.conn
+            .prepare_cached("SELECT value FROM memory WHERE scope = ?1 AND key = ?2")
+            .and_then(|mut s| s.query_row(params![scope, key], |r| r.get(0)).optional())
+            .map_err(|e| self.err(e))
+    }
+
+    pub fn set(&self, scope: &str, key: &str, value: &str) -> Result<(), MemoryError> {
+        Self::check_key(key)?;
+        if value.len() > MAX_VALUE {
+            return Err(MemoryError::BadValue(key.to_string()));
+        }
+        self.conn
+            .prepare_cached(
+                "INSERT INTO memory (scope, key, value) VALUES (?1, ?2, ?3)
+                 ON CONFLICT (scope, key) DO UPDATE SET value = excluded.value",
+            )
+            .and_then(|mut s| s.execute(params![scope, key, value]))
+            .map(|_| ())
+            .map_err(|e| self.err(e))
+    }
+
+    /// Removes `key`; whether it existed.
+    pub fn delete(&self, scope: &str, key: &str) -> Result<bool, MemoryError> {
+        Self::check_key(key)?;
+        self.conn
+            .prepare_cached("DELETE FROM memory WHERE scope = ?1 AND key = ?2")
+            .and_then(|mut s| s.execute(params![scope, key]))
+            .map(|n| n > 0)
+            .map_err(|e| self.err(e))
+    }
+
+    /// The keys of `scope` that start with `prefix`, sorted.
+    pub fn list(&self, scope: &str, prefix: &str) -> Result<Vec<String>, MemoryError> {
+        let mut stmt = self
+            .conn
+            .prepare_cached("SELECT key FROM memory WHERE scope = ?1 AND substr(key, 1, length(?2)) = ?2 ORDER BY key")
+            .map_err(|e| self.err(e))?;
+        let keys = stmt
+            .query_map(params![scope, prefix], |r| r.get(0))
+            .and_then(|rows| rows.collect::<rusqlite::Result<Vec<String>>>())
+            .map_err(|e| self.err(e))?;
+        Ok(keys)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn scopes_are_separate_namespaces() {
+        let dir = tempfile::tempdir().unwrap();
+        let m = MemoryStore::open(&dir.path().join("memory.db")).unwrap();
+        m.set("notes", "a", "1").unwrap();
+        m.set("notes", "ab", "2").unwrap();
+        m.set("other", "a", "x").unwrap();
+        assert_eq!(m.get("notes", "a").unwrap().as_deref(), Some("1"));
+        assert_eq!(m.get("other", "a").unwrap().as_deref(), Some("x"));
+        assert_eq!(m.list("notes", "a").unwrap(), vec!["a", "ab"]);
+        assert_eq!(m.list("notes", "ab").unwrap(), vec!["ab"]);
+        assert_eq!(m.list("notes", "%").unwrap(), Vec::<String>::new());
+        assert!(m.delete("notes", "a").unwrap());
+        assert!(!m.delete("notes", "a").unwrap());
+        assert_eq!(m.get("notes", "a").unwrap(), None);
+        assert!(matches!(
+            m.set("notes", "", "v"),
+            Err(MemoryError::BadKey(_))
+        ));
+        assert!(matches!(
+            m.set("notes", "k", &"v".repeat(MAX_VALUE + 1)),
+            Err(MemoryError::BadValue(_))
+        ));
+    }
+}

@@ -1,0 +1,80 @@
+//! `memory:read` / `memory:write` → `gatehouse:executor/memory`, in the one
+//! scope the plan grants. Linked only when one of the two is granted; a
+//! call without its half of the grant returns `denied`, never traps.
+
+use super::bindings::gatehouse::executor::memory;
+use super::bindings::gatehouse::executor::types::{Denial, Error};
+use super::plan::MemoryGrant;
+use super::state::HostState;
+use crate::memory::{MemoryError, MemoryStore};
+use crate::policy::DenyCode;
+
+/// The memory a run may use.
+pub struct MemoryBinding {
+    pub store: MemoryStore,
+    pub grant: MemoryGrant,
+}
+
+fn denied(what: &str, need: &str, scope: &str) -> Error {
+    Error::Denied(Denial {
+        code: DenyCode::MemoryNotGranted.as_str().into(),
+        reason: format!(
+            "`{what}` needs `{need}` on scope `{scope}`, which this turn was not granted"
+        ),
+    })
+}
+
+fn failed(e: MemoryError) -> Error {
+    match e {
+        MemoryError::BadKey(_) | MemoryError::BadValue(_) => Error::InvalidInput(e.to_string()),
+        MemoryError::Store { .. } => Error::Failed(e.to_string()),
+    }
+}
+
+impl HostState {
+    fn memory_for(&mut self, op: &str, write: bool) -> Result<&MemoryBinding, Error> {
+        let Some(m) = self.memory.as_ref() else {
+            // Unreachable by construction (the interface is linked only with
+            // a binding), answered as a denial rather than a panic.
+            return Err(denied(op, "memory:read", "-"));
+        };
+        let ok = if write { m.grant.write } else { m.grant.read };
+        if !ok {
+            return Err(denied(
+                op,
+                if write { "memory:write" } else { "memory:read" },
+                &m.grant.scope,
+            ));
+        }
+        Ok(m)
+    }
+}
+
+impl memory::Host for HostState {
+    fn get(&mut self, key: String) -> Result<Option<String>, Error> {
+        let m = self.memory_for("get", false)?;
+        m.store.get(&m.grant.scope, &key).map_err(failed)
+    }
+
+    fn set(&mut self, key: String, value: String) -> Result<(), Error> {
+        let m = self.memory_for("set", true)?;
+        m.store.set(&m.grant.scope, &key, &value).map_err(failed)
+    }
+
+    fn delete(&mut self, key: String) -> Result<bool, Error> {
+        let m = self.memory_for("delete", true)?;
+        m.store.delete(&m.grant.scope, &key).map_err(failed)
+    }
+
+    fn list(&mut self, prefix: String) -> Result<Vec<String>, Error> {
+        let m = self.memory_for("list", false)?;
+        m.store.list(&m.grant.scope, &prefix).map_err(failed)
+    }
+}
+
+/// # Security
+/// Gives the guest the memory of the binding's scope (read and/or write as
+/// granted); link only with a binding built from the plan.
+pub fn add_to_linker(linker: &mut wasmtime::component::Linker<HostState>) -> wasmtime::Result<()> {
+    memory::add_to_linker::<HostState, wasmtime::component::HasSelf<HostState>>(linker, |s| s)
+}

@@ -1,0 +1,662 @@
+//! `network:sites` → name lookup for the granted host names only, and TCP
+//! connections only to the addresses those lookups returned (or to a
+//! granted IP literal), on the granted ports. Nothing else: no UDP, no
+//! bind, no listen, no accept.
+//!
+//! Two pieces, both built from the plan's [`HostPattern`]s:
+//!
+//! - `wasi:sockets/ip-name-lookup` is gatehouse's own host, not
+//!   wasmtime-wasi's: wasmtime-wasi's lookup is all-or-nothing
+//!   (`allow_ip_name_lookup`) and has no per-name hook. Ours answers a name
+//!   only if a granted pattern names it, asks the host resolver only then,
+//!   and records every address it hands out in an [`AllowSet`].
+//! - The rest of `wasi:sockets` is wasmtime-wasi's, linked interface by
+//!   interface, with a `socket_addr_check` that admits a TCP connect only to
+//!   an `(address, port)` in that [`AllowSet`].
+//!
+//! Without a `network:sites` grant none of this is linked (the import check
+//! refuses a `wasi:sockets` import first), and the context keeps
+//! `allow_tcp(false)`.
+
+use std::collections::BTreeSet;
+use std::future::Future;
+use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
+use std::pin::Pin;
+use std::sync::{Arc, Mutex};
+
+use wasmtime::component::{HasData, Linker, Resource, ResourceTable};
+use wasmtime_wasi::p2::bindings::sockets::network::{ErrorCode, IpAddress, Network};
+use wasmtime_wasi::p2::bindings::{self as p2, sync};
+use wasmtime_wasi::p2::{DynPollable, Pollable};
+use wasmtime_wasi::sockets::{SocketAddrUse, WasiSockets};
+use wasmtime_wasi::WasiCtxBuilder;
+
+use super::state::HostState;
+use crate::policy::HostPattern;
+
+mod generated {
+    // Only `ip-name-lookup` is generated here. Its dependencies are aliased
+    // to wasmtime-wasi's bindings, so `network`, `error-code`, `ip-address`
+    // and `pollable` are the very types the rest of `wasi:sockets` and
+    // `wasi:io` use: a `network` handle from wasmtime-wasi's
+    // `instance-network` is accepted here, and our stream's pollable works
+    // with wasmtime-wasi's `poll`. The inline WIT repeats the 0.2.12
+    // definitions (wasmtime-wasi 48's version) so that guests built against
+    // any 0.2.x match by semver, as they do for the rest of WASI.
+    wasmtime::component::bindgen!({
+        inline: "
+            package gatehouse:network;
+
+            world sites {
+                import wasi:sockets/ip-name-lookup@0.2.12;
+            }
+
+            package wasi:io@0.2.12 {
+                interface poll {
+                    resource pollable;
+                }
+            }
+
+            package wasi:sockets@0.2.12 {
+                interface network {
+                    resource network;
+                    enum error-code {
+                        unknown,
+                        access-denied,
+                        not-supported,
+                        invalid-argument,
+                        out-of-memory,
+                        timeout,
+                        concurrency-conflict,
+                        not-in-progress,
+                        would-block,
+                        invalid-state,
+                        new-socket-limit,
+                        address-not-bindable,
+                        address-in-use,
+                        remote-unreachable,
+                        connection-refused,
+                        connection-reset,
+                        connection-aborted,
+                        datagram-too-large,
+                        name-unresolvable,
+                        temporary-resolver-failure,
+                        permanent-resolver-failure,
+                    }
+                    enum ip-address-family { ipv4, ipv6 }
+                    type ipv4-address = tuple<u8, u8, u8, u8>;
+                    type ipv6-address = tuple<u16, u16, u16, u16, u16, u16, u16, u16>;
+                    variant ip-address {
+                        ipv4(ipv4-address),
+                        ipv6(ipv6-address),
+                    }
+                }
+
+                interface ip-name-lookup {
+                    use wasi:io/poll@0.2.12.{pollable};
+                    use network.{network, error-code, ip-address};
+
+                    resource resolve-address-stream {
+                        resolve-next-address: func() -> result<option<ip-address>, error-code>;
+                        subscribe: func() -> pollable;
+                    }
+
+                    resolve-addresses: func(network: borrow<network>, name: string) -> result<resolve-address-stream, error-code>;
+                }
+            }
+        ",
+        world: "gatehouse:network/sites",
+        imports: { default: trappable },
+        with: {
+            "wasi:io/poll": wasmtime_wasi::p2::bindings::io::poll,
+            "wasi:sockets/network": wasmtime_wasi::p2::bindings::sockets::network,
+            "wasi:sockets/ip-name-lookup.resolve-address-stream": crate::sandbox::network::ResolvedAddresses,
+        },
+    });
+}
+
+use generated::wasi::sockets::ip_name_lookup;
+
+/// Resolves a host name with the host's resolver: `(name, port)` →
+/// addresses. A plain function so that tests can count the queries.
+type Resolver = fn(&str) -> std::io::Result<Vec<IpAddr>>;
+
+/// The host resolver (`getaddrinfo`). It blocks, which is fine: the store
+/// is synchronous, and the run's deadline and hostcall fuel bound how
+/// often a guest can call it (though not how long one query takes).
+fn system_resolver(name: &str) -> std::io::Result<Vec<IpAddr>> {
+    Ok((name, 0).to_socket_addrs()?.map(|a| a.ip()).collect())
+}
+
+/// The `(address, port)` pairs a guest may connect to: the granted IP
+/// literals, and every address a granted name resolved to during this run.
+/// `None` as the port means any port (a pattern without one).
+#[derive(Debug, Default)]
+pub struct AllowSet {
+    entries: BTreeSet<(IpAddr, Option<u16>)>,
+}
+
+impl AllowSet {
+    fn insert(&mut self, ip: IpAddr, port: Option<u16>) {
+        self.entries.insert((ip.to_canonical(), port));
+    }
+
+    /// Whether a connection to `addr` is allowed.
+    pub fn permits(&self, addr: SocketAddr) -> bool {
+        let ip = addr.ip().to_canonical();
+        self.entries.contains(&(ip, None)) || self.entries.contains(&(ip, Some(addr.port())))
+    }
+
+    /// Whether the set is empty.
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+}
+
+/// The decision of `socket_addr_check`, for one use of one address.
+///
+/// Only TCP connect is ever allowed, and only to the [`AllowSet`]. An
+/// unbound socket's `connect` first asks to bind the wildcard address on
+/// port 0 (the kernel picks the local end; nothing listens there), so that
+/// one bind is allowed too; any other bind is refused, and a socket bound
+/// that way still cannot `listen`. Every variant is listed, with no
+/// catch-all, so a new use in a wasmtime upgrade fails to compile here
+/// instead of being silently decided.
+fn permits_use(allowed: &Mutex<AllowSet>, addr: SocketAddr, use_: SocketAddrUse) -> bool {
+    match use_ {
+        SocketAddrUse::TcpConnect => match allowed.lock() {
+            Ok(set) => set.permits(addr),
+            // A poisoned set is not trusted: refuse.
+            Err(_) => false,
+        },
+        SocketAddrUse::TcpBind => addr.ip().is_unspecified() && addr.port() == 0,
+        SocketAddrUse::TcpListen
+        | SocketAddrUse::TcpAccept
+        | SocketAddrUse::UdpBind
+        | SocketAddrUse::UdpSend
+        | SocketAddrUse::UdpReceive => false,
+    }
+}
+
+/// Parses `127.0.0.1`, `::1` or `[::1]` as an address.
+fn parse_ip(s: &str) -> Option<IpAddr> {
+    let bare = s
+        .strip_prefix('[')
+        .and_then(|r| r.strip_suffix(']'))
+        .unwrap_or(s);
+    bare.parse::<IpAddr>().ok().map(|ip| ip.to_canonical())
+}
+
+/// Whether `name` is a syntactically valid host name: labels of letters,
+/// digits and `-`, 1 to 63 bytes each, at most 253 bytes in all (the same
+/// rule the policy applies to patterns).
+fn valid_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 253
+        && name.split('.').all(|label| {
+            !label.is_empty()
+                && label.len() <= 63
+                && label.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-')
+                && !label.starts_with('-')
+                && !label.ends_with('-')
+        })
+}
+
+/// Whether the host part of `pattern` names `name` (already lowercase;
+/// `ip` is `name` parsed as an address, if it is one). The port is not
+/// looked at: it is checked at connect.
+///
+/// An address only matches an IP-literal pattern, compared as addresses
+/// (so `*.0.0.1` never covers `127.0.0.1`); a name matches a pattern equal
+/// to it, or `*.suffix` when it has at least one more label than `suffix`.
+fn host_matches(pattern: &HostPattern, name: &str, ip: Option<IpAddr>) -> bool {
+    let host = pattern.host();
+    match (ip, parse_ip(host)) {
+        (Some(ip), Some(granted)) => ip == granted,
+        (Some(_), None) | (None, Some(_)) => false,
+        (None, None) => match host.strip_prefix("*.") {
+            None => host == name,
+            Some(suffix) => name
+                .strip_suffix(suffix)
+                .and_then(|head| head.strip_suffix('.'))
+                .is_some_and(|head| !head.is_empty()),
+        },
+    }
+}
+
+/// The `network:sites` state of one run: the granted patterns and the
+/// addresses handed out so far.
+pub struct Sites {
+    patterns: Vec<HostPattern>,
+    /// Shared with the context's `socket_addr_check`, which reads it at
+    /// every connect.
+    allowed: Arc<Mutex<AllowSet>>,
+    resolver: Resolver,
+}
+
+impl Sites {
+    /// The sites of `plan` (none without `network:sites`), with the granted
+    /// IP literals already allowed.
+    pub fn new(plan: &super::plan::Plan) -> Sites {
+        Sites::with_resolver(plan.hosts().to_vec(), system_resolver)
+    }
+
+    fn with_resolver(patterns: Vec<HostPattern>, resolver: Resolver) -> Sites {
+        let mut set = AllowSet::default();
+        for p in &patterns {
+            // A literal needs no lookup: `127.0.0.1:8080` granted is a
+            // connection the guest may open directly.
+            if let Some(ip) = parse_ip(p.host()) {
+                set.insert(ip, p.port());
+            }
+        }
+        Sites {
+            patterns,
+            allowed: Arc::new(Mutex::new(set)),
+            resolver,
+        }
+    }
+
+    /// Whether `network:sites` was granted at all.
+    pub fn granted(&self) -> bool {
+        !self.patterns.is_empty()
+    }
+
+    /// Resolves `name` if a granted pattern names it, and allows its
+    /// addresses on the ports of every pattern that names it.
+    ///
+    /// # Security
+    /// This is the only place a guest's name reaches the host resolver, and
+    /// only after the name matched a grant: an ungranted name is
+    /// `name-unresolvable` without any query (so it cannot be used to leak
+    /// data through DNS). The addresses a granted name resolves to are
+    /// trusted as the resolver gives them, including private or loopback
+    /// ones: granting a name grants whatever it resolves to.
+    pub fn lookup(&self, name: &str) -> Result<Vec<IpAddr>, ErrorCode> {
+        let name = name.to_ascii_lowercase();
+        let ip = parse_ip(&name);
+        if ip.is_none() && !valid_name(&name) {
+            return Err(ErrorCode::InvalidArgument);
+        }
+        let ports: Vec<Option<u16>> = self
+            .patterns
+            .iter()
+            .filter(|p| host_matches(p, &name, ip))
+            .map(HostPattern::port)
+            .collect();
+        if ports.is_empty() {
+            return Err(ErrorCode::NameUnresolvable);
+        }
+        let resolved = match ip {
+            // As WASI specifies: an address is returned as-is, unresolved.
+            Some(ip) => vec![ip],
+            None => (self.resolver)(&name).map_err(|_| ErrorCode::NameUnresolvable)?,
+        };
+        // getaddrinfo repeats an address per socket type; keep the first.
+        let mut addrs: Vec<IpAddr> = Vec::new();
+        for ip in resolved.into_iter().map(|ip| ip.to_canonical()) {
+            if !addrs.contains(&ip) {
+                addrs.push(ip);
+            }
+        }
+        if addrs.is_empty() {
+            return Err(ErrorCode::NameUnresolvable);
+        }
+        // Record before returning, so a connect can never see an address
+        // the allow-set does not hold yet.
+        let mut set = self
+            .allowed
+            .lock()
+            .map_err(|_| ErrorCode::PermanentResolverFailure)?;
+        for ip in &addrs {
+            for port in &ports {
+                set.insert(*ip, *port);
+            }
+        }
+        Ok(addrs)
+    }
+
+    /// Whether a TCP connection to `addr` is allowed now.
+    pub fn permits(&self, addr: SocketAddr) -> bool {
+        permits_use(&self.allowed, addr, SocketAddrUse::TcpConnect)
+    }
+}
+
+/// The `resolve-address-stream` resource: the addresses of one lookup,
+/// resolved before the stream was handed out.
+pub struct ResolvedAddresses {
+    addrs: std::vec::IntoIter<IpAddr>,
+}
+
+// The addresses are already there, so the stream's pollable is always
+// ready. (This is `async_trait`'s expansion of `async fn ready(&mut self)`.)
+impl Pollable for ResolvedAddresses {
+    fn ready<'a, 'b>(&'a mut self) -> Pin<Box<dyn Future<Output = ()> + Send + 'b>>
+    where
+        'a: 'b,
+        Self: 'b,
+    {
+        Box::pin(std::future::ready(()))
+    }
+}
+
+/// What the lookup host works on: the run's [`Sites`] and resource table.
+pub struct SitesView<'a> {
+    pub sites: &'a Sites,
+    pub table: &'a mut ResourceTable,
+}
+
+impl ip_name_lookup::Host for SitesView<'_> {
+    fn resolve_addresses(
+        &mut self,
+        network: Resource<Network>,
+        name: String,
+    ) -> wasmtime::Result<Result<Resource<ResolvedAddresses>, ErrorCode>> {
+        // The network handle is the capability to call this; as in
+        // wasmtime-wasi, it only has to be a live one.
+        self.table.get(&network)?;
+        Ok(match self.sites.lookup(&name) {
+            Ok(addrs) => Ok(self.table.push(ResolvedAddresses {
+                addrs: addrs.into_iter(),
+            })?),
+            // Surfaced at once, as wasmtime-wasi does for its own errors.
+            Err(code) => Err(code),
+        })
+    }
+}
+
+impl ip_name_lookup::HostResolveAddressStream for SitesView<'_> {
+    fn resolve_next_address(
+        &mut self,
+        this: Resource<ResolvedAddresses>,
+    ) -> wasmtime::Result<Result<Option<IpAddress>, ErrorCode>> {
+        let stream = self.table.get_mut(&this)?;
+        Ok(Ok(stream.addrs.next().map(IpAddress::from)))
+    }
+
+    fn subscribe(
+        &mut self,
+        this: Resource<ResolvedAddresses>,
+    ) -> wasmtime::Result<Resource<DynPollable>> {
+        wasmtime_wasi::p2::subscribe(self.table, this)
+    }
+
+    fn drop(&mut self, this: Resource<ResolvedAddresses>) -> wasmtime::Result<()> {
+        self.table.delete(this)?;
+        Ok(())
+    }
+}
+
+struct HasSites;
+
+impl HasData for HasSites {
+    type Data<'a> = SitesView<'a>;
+}
+
+fn sites_view(s: &mut HostState) -> SitesView<'_> {
+    SitesView {
+        sites: &s.network,
+        table: &mut s.table,
+    }
+}
+
+/// Links `wasi:sockets`: gatehouse's name lookup, and wasmtime-wasi's
+/// network, TCP and UDP interfaces.
+///
+/// UDP is linked because Rust's std imports it in every socket-using
+/// guest; the context built by [`apply`] refuses to create a UDP socket
+/// and `socket_addr_check` refuses every UDP address, so it carries no
+/// authority.
+///
+/// # Security
+/// Hands the guest the sockets the store's `WasiCtx` allows; call it only
+/// together with [`apply`], which builds that context from the grant.
+pub fn add_to_linker(l: &mut Linker<HostState>) -> wasmtime::Result<()> {
+    use wasmtime_wasi::sockets::WasiSocketsView;
+    let options = p2::sockets::network::LinkOptions::default();
+    p2::sockets::network::add_to_linker::<HostState, WasiSockets>(
+        l,
+        &options,
+        HostState::sockets,
+    )?;
+    p2::sockets::instance_network::add_to_linker::<HostState, WasiSockets>(l, HostState::sockets)?;
+    p2::sockets::tcp_create_socket::add_to_linker::<HostState, WasiSockets>(
+        l,
+        HostState::sockets,
+    )?;
+    sync::sockets::tcp::add_to_linker::<HostState, WasiSockets>(l, HostState::sockets)?;
+    p2::sockets::udp_create_socket::add_to_linker::<HostState, WasiSockets>(
+        l,
+        HostState::sockets,
+    )?;
+    sync::sockets::udp::add_to_linker::<HostState, WasiSockets>(l, HostState::sockets)?;
+    ip_name_lookup::add_to_linker::<HostState, HasSites>(l, sites_view)?;
+    Ok(())
+}
+
+/// With `network:sites` granted: TCP on, UDP off, the address check, and
+/// the interfaces linked. Without it: nothing (the context keeps TCP, UDP
+/// and lookup off). Returns what was linked.
+///
+/// # Security
+/// Grants TCP connections to the addresses `sites` allows, which grow as
+/// granted names are resolved during the run.
+pub fn apply(
+    b: &mut WasiCtxBuilder,
+    linker: &mut Linker<HostState>,
+    sites: &Sites,
+) -> wasmtime::Result<Vec<String>> {
+    if !sites.granted() {
+        return Ok(Vec::new());
+    }
+    // wasmtime-wasi's own lookup stays off: ours is linked in its place,
+    // and this flag would only matter to wasmtime-wasi's.
+    b.allow_tcp(true).allow_udp(false).allow_ip_name_lookup(false);
+    let allowed = Arc::clone(&sites.allowed);
+    b.socket_addr_check(move |addr, use_| {
+        // Decided now, not in the future: the answer needs no I/O.
+        let ok = permits_use(&allowed, addr, use_);
+        Box::pin(std::future::ready(ok))
+    });
+    add_to_linker(linker)?;
+    let mut linked = vec![
+        "wasi:sockets/{network,instance-network,tcp-create-socket,tcp}".to_string(),
+        "wasi:sockets/{udp-create-socket,udp} (no udp socket can be created)".to_string(),
+        "wasi:sockets/ip-name-lookup (granted names only)".to_string(),
+    ];
+    for p in &sites.patterns {
+        let what = if parse_ip(p.host()).is_some() {
+            "connect"
+        } else {
+            "name lookup"
+        };
+        linked.push(format!("{what}: `{}`", String::from(p.clone())));
+    }
+    Ok(linked)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::net::{Ipv4Addr, Ipv6Addr};
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    fn pats(list: &[&str]) -> Vec<HostPattern> {
+        list.iter().map(|s| HostPattern::parse(s).unwrap()).collect()
+    }
+
+    const LOCAL4: IpAddr = IpAddr::V4(Ipv4Addr::LOCALHOST);
+    const LOCAL6: IpAddr = IpAddr::V6(Ipv6Addr::LOCALHOST);
+
+    fn fixed(name: &str) -> std::io::Result<Vec<IpAddr>> {
+        match name {
+            // Each address twice, as getaddrinfo gives one per socket type,
+            // and one IPv4-mapped IPv6 address.
+            "localhost" => Ok(vec![LOCAL4, LOCAL4, LOCAL6, LOCAL6]),
+            "a.example.com" => Ok(vec![IpAddr::V6(Ipv4Addr::new(10, 0, 0, 7).to_ipv6_mapped())]),
+            _ => Err(std::io::Error::other("no such name")),
+        }
+    }
+
+    fn at(ip: IpAddr, port: u16) -> SocketAddr {
+        SocketAddr::new(ip, port)
+    }
+
+    #[test]
+    fn host_part_matching() {
+        let p = |s: &str| HostPattern::parse(s).unwrap();
+        let m = |pat: &str, name: &str| host_matches(&p(pat), name, parse_ip(name));
+        assert!(m("localhost:8080", "localhost"));
+        assert!(m("localhost", "localhost"));
+        assert!(!m("localhost", "localhost.example"));
+        assert!(!m("localhost", "xlocalhost"));
+        assert!(m("*.example.com", "a.example.com"));
+        assert!(m("*.example.com:443", "a.b.example.com"));
+        assert!(!m("*.example.com", "example.com"));
+        assert!(!m("*.example.com", "aexample.com"));
+        assert!(!m("*.example.com", ".example.com"));
+        assert!(m("127.0.0.1:80", "127.0.0.1"));
+        assert!(!m("127.0.0.1", "127.0.0.2"));
+        assert!(!m("*.0.0.1", "127.0.0.1"));
+        assert!(!m("localhost", "127.0.0.1"));
+        assert!(m("[::1]:80", "::1"));
+        assert!(m("[::1]", "[::1]"));
+        assert!(m("[::1]", "0:0:0:0:0:0:0:1"));
+        assert!(!m("[::1]", "::2"));
+        assert!(!m("127.0.0.1", "localhost"));
+    }
+
+    #[test]
+    fn an_ungranted_name_is_refused_without_a_query() {
+        static QUERIES: AtomicUsize = AtomicUsize::new(0);
+        fn counting(name: &str) -> std::io::Result<Vec<IpAddr>> {
+            QUERIES.fetch_add(1, Ordering::SeqCst);
+            fixed(name)
+        }
+        let sites = Sites::with_resolver(pats(&["localhost:8080", "*.example.com"]), counting);
+        for name in [
+            "example.com",
+            "evil.localhost",
+            "a.example.org",
+            "127.0.0.1",
+            "::1",
+        ] {
+            assert_eq!(
+                sites.lookup(name).unwrap_err(),
+                ErrorCode::NameUnresolvable,
+                "{name}"
+            );
+        }
+        for name in [
+            "",
+            "localhost.",
+            "a b.example.com",
+            "x\0.example.com",
+            "-a.example.com",
+        ] {
+            assert_eq!(
+                sites.lookup(name).unwrap_err(),
+                ErrorCode::InvalidArgument,
+                "{name:?}"
+            );
+        }
+        assert_eq!(QUERIES.load(Ordering::SeqCst), 0);
+        assert!(sites.allowed.lock().unwrap().is_empty());
+        // A granted name is resolved once per lookup.
+        assert_eq!(sites.lookup("LocalHost").unwrap(), vec![LOCAL4, LOCAL6]);
+        assert_eq!(QUERIES.load(Ordering::SeqCst), 1);
+        // A granted name that does not resolve is unresolvable, allowing
+        // nothing.
+        assert_eq!(
+            sites.lookup("b.example.com").unwrap_err(),
+            ErrorCode::NameUnresolvable
+        );
+    }
+
+    #[test]
+    fn connects_only_to_resolved_addresses_on_granted_ports() {
+        let sites = Sites::with_resolver(
+            pats(&["localhost:8080", "localhost:9090", "*.example.com"]),
+            fixed,
+        );
+        // Nothing before a lookup.
+        assert!(!sites.permits(at(LOCAL4, 8080)));
+        sites.lookup("localhost").unwrap();
+        for ip in [LOCAL4, LOCAL6] {
+            assert!(sites.permits(at(ip, 8080)));
+            assert!(sites.permits(at(ip, 9090)));
+            assert!(!sites.permits(at(ip, 8081)));
+            assert!(!sites.permits(at(ip, 80)));
+        }
+        assert!(!sites.permits(at("127.0.0.2".parse().unwrap(), 8080)));
+        // A pattern without a port allows every port of what it resolved;
+        // IPv4-mapped results are recorded (and checked) as IPv4.
+        let ten: IpAddr = "10.0.0.7".parse().unwrap();
+        assert!(!sites.permits(at(ten, 443)));
+        assert_eq!(sites.lookup("a.example.com").unwrap(), vec![ten]);
+        assert!(sites.permits(at(ten, 443)));
+        assert!(sites.permits(at(ten, 1)));
+        assert!(sites.permits(at(IpAddr::V6(Ipv4Addr::new(10, 0, 0, 7).to_ipv6_mapped()), 2)));
+    }
+
+    #[test]
+    fn another_port_of_the_same_name_does_not_open_this_one() {
+        let sites = Sites::with_resolver(pats(&["localhost:9090"]), fixed);
+        sites.lookup("localhost").unwrap();
+        assert!(sites.permits(at(LOCAL4, 9090)));
+        assert!(!sites.permits(at(LOCAL4, 8080)));
+    }
+
+    #[test]
+    fn granted_literals_need_no_lookup() {
+        let sites = Sites::with_resolver(pats(&["127.0.0.1:8080", "[::1]"]), fixed);
+        assert!(sites.permits(at(LOCAL4, 8080)));
+        assert!(!sites.permits(at(LOCAL4, 8081)));
+        assert!(sites.permits(at(LOCAL6, 1234)));
+        // Looking a literal up returns it unresolved, and only if granted.
+        assert_eq!(sites.lookup("127.0.0.1").unwrap(), vec![LOCAL4]);
+        assert_eq!(
+            sites.lookup("127.0.0.2").unwrap_err(),
+            ErrorCode::NameUnresolvable
+        );
+        // A literal grant does not make a name resolvable.
+        assert_eq!(
+            sites.lookup("localhost").unwrap_err(),
+            ErrorCode::NameUnresolvable
+        );
+    }
+
+    #[test]
+    fn only_tcp_connect_and_the_implicit_bind_pass_the_check() {
+        let sites = Sites::with_resolver(pats(&["127.0.0.1"]), fixed);
+        let a = &sites.allowed;
+        let unspecified4 = at(IpAddr::V4(Ipv4Addr::UNSPECIFIED), 0);
+        let unspecified6 = at(IpAddr::V6(Ipv6Addr::UNSPECIFIED), 0);
+        assert!(permits_use(a, at(LOCAL4, 80), SocketAddrUse::TcpConnect));
+        assert!(permits_use(a, unspecified4, SocketAddrUse::TcpBind));
+        assert!(permits_use(a, unspecified6, SocketAddrUse::TcpBind));
+        assert!(!permits_use(a, at(LOCAL4, 80), SocketAddrUse::TcpBind));
+        assert!(!permits_use(a, at(LOCAL4, 0), SocketAddrUse::TcpBind));
+        assert!(!permits_use(a, at(IpAddr::V4(Ipv4Addr::UNSPECIFIED), 80), SocketAddrUse::TcpBind));
+        for use_ in [
+            SocketAddrUse::TcpListen,
+            SocketAddrUse::TcpAccept,
+            SocketAddrUse::UdpBind,
+            SocketAddrUse::UdpSend,
+            SocketAddrUse::UdpReceive,
+        ] {
+            assert!(!permits_use(a, at(LOCAL4, 80), use_), "{use_:?}");
+            assert!(!permits_use(a, unspecified4, use_), "{use_:?}");
+        }
+    }
+
+    #[test]
+    fn no_grant_links_nothing() {
+        let sites = Sites::with_resolver(Vec::new(), fixed);
+        assert!(!sites.granted());
+        assert_eq!(
+            sites.lookup("localhost").unwrap_err(),
+            ErrorCode::NameUnresolvable
+        );
+    }
+}
