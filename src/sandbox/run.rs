@@ -51,6 +51,9 @@ pub struct RunReport {
     pub linked: Vec<String>,
     pub imports: Vec<String>,
     pub cache_hit: bool,
+    /// Components this process compiled from wasm so far (0 on a cache hit
+    /// in a fresh process).
+    pub compiled: u64,
     pub sha256: String,
     pub elapsed_ms: f64,
 }
@@ -306,6 +309,7 @@ pub fn execute(
         linked,
         imports: import_names,
         cache_hit,
+        compiled: sandbox.counters().compiled.load(Ordering::Relaxed),
         sha256: digest,
         elapsed_ms: started.elapsed().as_secs_f64() * 1e3,
     })

@@ -655,3 +655,140 @@ fn fetch_reaches_only_its_granted_host() {
         run.expect(1);
     }
 }
+
+#[test]
+fn a_component_that_does_not_match_its_pinned_digest_is_refused() {
+    let env = Env::new();
+    let ws = env.mkdir("ws");
+    let text = format!(
+        "name = \"hello-pinned\"\ncomponent = \"{}\"\nsha256 = \"{}\"\n",
+        s(&component("hello")),
+        "0".repeat(64)
+    );
+    let m = env.write("manifests/hello-pinned.toml", &text);
+    let (run, v) = run_json(&env, &m, &ws, "Supervised", "{}", &[]);
+    run.expect(2);
+    assert_eq!(v["error"]["code"], "DIGEST_MISMATCH", "{v:#}");
+    // Nothing was compiled or cached for it.
+    assert!(!env.state_dir().join("cache").exists());
+}
+
+#[test]
+fn executors_are_found_by_name_in_the_executor_directories() {
+    let env = Env::new();
+    let ws = env.mkdir("ws");
+    let config = env.write(
+        "gatehouse.toml",
+        &format!("executor_dirs = [\"{GUESTS}\"]\n[actors.main]\nskills = [\"hello\"]\n"),
+    );
+    let (run, v) = run_json(
+        &env,
+        Path::new("hello"),
+        &ws,
+        "Supervised",
+        r#""hi""#,
+        &["--config", s(&config)],
+    );
+    run.expect(0);
+    assert_eq!(output(&v), serde_json::json!({"echo": "hi"}));
+    assert_eq!(v["run"]["compiled"], 1);
+    // Another executor of the same directories: the actor may not run it.
+    let (run, v) = run_json(
+        &env,
+        Path::new("clock"),
+        &ws,
+        "Supervised",
+        "{}",
+        &["--config", s(&config)],
+    );
+    run.expect(2);
+    assert_eq!(v["code"], "SKILL_NOT_GRANTED");
+    let run = env.run(&["run", "no-such-executor", "--config", s(&config)]);
+    run.expect_err(3, &["no executor named `no-such-executor`"]);
+}
+
+/// Runs `gatehouse run` under a pseudo-terminal (util-linux `script`),
+/// typing `answer` at the approval prompt.
+fn run_on_a_terminal(env: &Env, manifest: &Path, ws: &Path, answer: &str) -> Run {
+    use std::io::Write;
+    let cmd = format!(
+        "{} run {} --workspace {} --input '{{\"names\":[\"GATEHOUSE_DEMO\"]}}'",
+        env!("CARGO_BIN_EXE_gatehouse"),
+        s(manifest),
+        s(ws)
+    );
+    let mut script = std::process::Command::new("script");
+    script
+        .args(["-qec", &cmd, "/dev/null"])
+        .current_dir(env.root().join("cwd"));
+    for (k, v) in env.command().get_envs() {
+        match v {
+            Some(v) => script.env(k, v),
+            None => script.env_remove(k),
+        };
+    }
+    script.env("GATEHOUSE_DEMO", "shown");
+    let mut child = script
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("script");
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(answer.as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    Run {
+        code: out.status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    }
+}
+
+#[test]
+fn approval_on_a_terminal_allows_once_remembers_or_refuses() {
+    let env = Env::new();
+    let ws = env.mkdir("ws");
+    let m = guest("env");
+    // The prompt states the action, the scope and the choices.
+    let run = run_on_a_terminal(&env, &m, &ws, "o\n");
+    assert_eq!(run.code, 0, "{run:#?}");
+    assert!(
+        run.stdout
+            .contains("executor `env` asks for `env:read` on `GATEHOUSE_DEMO`"),
+        "{run:#?}"
+    );
+    assert!(
+        run.stdout
+            .contains("[o] allow once  [r] allow and remember"),
+        "{run:#?}"
+    );
+    assert!(
+        run.stdout.contains(r#""GATEHOUSE_DEMO":"shown""#),
+        "{run:#?}"
+    );
+    // Allow once remembers nothing: without a terminal it asks again.
+    let (again, _) = run_json(&env, &m, &ws, "Supervised", r#"{"names":[]}"#, &[]);
+    again.expect(4);
+    // Deny ends the turn with APPROVAL_REFUSED.
+    let run = run_on_a_terminal(&env, &m, &ws, "d\n");
+    assert_eq!(run.code, 2, "{run:#?}");
+    assert!(run.stdout.contains("APPROVAL_REFUSED"), "{run:#?}");
+    // Allow and remember writes a grant: the next run needs no terminal.
+    let run = run_on_a_terminal(&env, &m, &ws, "r\n");
+    assert_eq!(run.code, 0, "{run:#?}");
+    let (after, v) = run_json(&env, &m, &ws, "Supervised", r#"{"names":[]}"#, &[]);
+    after.expect(0);
+    assert!(
+        v["decisions"][1]["decision"]["reason"]
+            .as_str()
+            .unwrap()
+            .contains("grant #1 covers it"),
+        "{v:#}"
+    );
+    let grants = env.run(&["grants", "list"]);
+    assert_eq!(grants.json_lines()[0]["target"], "GATEHOUSE_DEMO");
+}
