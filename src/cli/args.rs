@@ -234,4 +234,8 @@ pub struct RunArgs {
     /// Cap on stdout and on stderr, each, in KiB (default 1024).
     #[arg(long, default_value_t = 1024)]
     pub output_kib: usize,
+    /// Hostcall fuel: how many calls into the host the guest may make
+    /// (default 1000000).
+    #[arg(long, default_value_t = 1_000_000)]
+    pub hostcalls: u64,
 }

@@ -89,6 +89,7 @@ pub fn run(ctx: &Context, args: RunArgs) -> CmdResult {
         memory_bytes: args.memory_mib.saturating_mul(1 << 20),
         deadline_ms: args.deadline_ms,
         output_bytes: args.output_kib.saturating_mul(1 << 10),
+        hostcalls: args.hostcalls,
         ..Limits::default()
     };
     let turn_id = new_turn_id(now_utc());
@@ -219,6 +220,14 @@ pub fn run(ctx: &Context, args: RunArgs) -> CmdResult {
             } else {
                 print_steps(&steps);
                 out(format!("turn     {turn_id}"));
+                out(format!(
+                    "limits   memory {} MiB, deadline {} ms, output {} KiB per stream, {} hostcalls, {} resources",
+                    limits.memory_bytes >> 20,
+                    limits.deadline_ms,
+                    limits.output_bytes >> 10,
+                    limits.hostcalls,
+                    limits.resources
+                ));
                 out(format!("linked   {}", report.linked.join(", ")));
                 out(format!(
                     "cache    {}",

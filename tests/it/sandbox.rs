@@ -359,6 +359,7 @@ fn limits_stop_the_guest_and_are_reported_by_code() {
         (guest("spin"), "LIMIT_DEADLINE", ["--deadline-ms", "300"]),
         (guest("grow"), "LIMIT_MEMORY", ["--memory-mib", "16"]),
         (guest("flood"), "LIMIT_OUTPUT", ["--output-kib", "8"]),
+        (guest("hello"), "LIMIT_HOSTCALLS", ["--hostcalls", "0"]),
     ] {
         let (run, v) = run_json(&env, &manifest, &ws, "Supervised", "{}", &extra);
         run.expect_err(1, &[code]);
@@ -614,11 +615,8 @@ fn call_other_runs_hello_through_the_gate() {
     assert_eq!(v["code"], "CAPABILITY_DENIED");
 }
 
-#[test]
-#[ignore = "network binding (per-name ip-name-lookup + socket_addr_check) not built yet"]
-fn fetch_reaches_only_its_granted_host() {
-    let env = Env::new();
-    let ws = env.mkdir("ws");
+/// A local HTTP server answering every connection with `200 ok`; its port.
+fn ok_server() -> u16 {
     let server = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let port = server.local_addr().unwrap().port();
     std::thread::spawn(move || {
@@ -630,6 +628,32 @@ fn fetch_reaches_only_its_granted_host() {
                 c.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok");
         }
     });
+    port
+}
+
+/// Runs `fetch` with `input` and returns the guest's `failed` message,
+/// asserting the run failed that way (exit 1).
+fn fetch_fails(env: &Env, m: &Path, ws: &Path, input: &str) -> String {
+    let (run, v) = run_json(env, m, ws, "Full", input, &[]);
+    run.expect(1);
+    v["run"]["result"]["error"]["failed"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{input}: no `failed` error in {v:#}"))
+        .to_string()
+}
+
+/// What the guest sees when gatehouse's `socket_addr_check` refuses a
+/// connect (wasi `access-denied` → EACCES), as opposed to the kernel's
+/// "connection refused" or a lookup failure.
+const CONNECT_DENIED: &str = "Permission denied";
+/// What the guest sees when gatehouse's name lookup refuses a name.
+const LOOKUP_REFUSED: &str = "failed to lookup address information";
+
+#[test]
+fn fetch_reaches_only_its_granted_host() {
+    let env = Env::new();
+    let ws = env.mkdir("ws");
+    let port = ok_server();
     let m = manifest(
         &env,
         "fetch-local",
@@ -646,14 +670,128 @@ fn fetch_reaches_only_its_granted_host() {
     );
     run.expect(0);
     assert_eq!(output(&v), serde_json::json!({"status": 200, "body": "ok"}));
-    for input in [
-        format!(r#"{{"addr":"127.0.0.2:{port}"}}"#),
-        format!(r#"{{"addr":"127.0.0.1:{port}"}}"#),
-        r#"{"url":"http://example.com/"}"#.to_string(),
-    ] {
-        let (run, _) = run_json(&env, &m, &ws, "Full", &input, &[]);
-        run.expect(1);
-    }
+    let linked = v["run"]["linked"].to_string();
+    assert!(
+        linked.contains(&format!("name lookup: `localhost:{port}`")),
+        "{linked}"
+    );
+    // 127.0.0.2 has no listener: without the check the kernel would answer
+    // "connection refused"; the check refuses before any syscall.
+    let e = fetch_fails(&env, &m, &ws, &format!(r#"{{"addr":"127.0.0.2:{port}"}}"#));
+    assert!(
+        e.starts_with(&format!("connect `127.0.0.2:{port}`: ")),
+        "{e}"
+    );
+    assert!(e.contains(CONNECT_DENIED), "{e}");
+    // 127.0.0.1:PORT is where the server listens and what `localhost`
+    // resolves to, but as a literal it was never looked up or granted.
+    let e = fetch_fails(&env, &m, &ws, &format!(r#"{{"addr":"127.0.0.1:{port}"}}"#));
+    assert!(
+        e.starts_with(&format!("connect `127.0.0.1:{port}`: ")),
+        "{e}"
+    );
+    assert!(e.contains(CONNECT_DENIED), "{e}");
+    // A name that was not granted is not looked up.
+    let e = fetch_fails(&env, &m, &ws, r#"{"url":"http://example.com/"}"#);
+    assert!(e.starts_with("connect `example.com:80`: "), "{e}");
+    assert!(e.contains(LOOKUP_REFUSED), "{e}");
+    // The granted name on another port resolves, but the connect is refused.
+    let e = fetch_fails(&env, &m, &ws, r#"{"url":"http://localhost:1/"}"#);
+    assert!(e.starts_with("connect `localhost:1`: "), "{e}");
+    assert!(e.contains(CONNECT_DENIED), "{e}");
+}
+
+#[test]
+fn fetch_refuses_a_name_that_resolves_but_was_not_granted() {
+    // `localhost` resolves on every host, and the server listens where it
+    // points: only gatehouse's lookup stands between the guest and it.
+    let env = Env::new();
+    let ws = env.mkdir("ws");
+    let port = ok_server();
+    let m = manifest(
+        &env,
+        "fetch-other-name",
+        &component("fetch"),
+        &[("network:sites", Some(&format!("example.com:{port}")))],
+    );
+    let e = fetch_fails(
+        &env,
+        &m,
+        &ws,
+        &format!(r#"{{"url":"http://localhost:{port}/"}}"#),
+    );
+    assert!(
+        e.starts_with(&format!("connect `localhost:{port}`: ")),
+        "{e}"
+    );
+    assert!(e.contains(LOOKUP_REFUSED), "{e}");
+}
+
+#[test]
+fn a_grant_for_another_port_does_not_open_this_one() {
+    let env = Env::new();
+    let ws = env.mkdir("ws");
+    let port = ok_server();
+    let other = ok_server();
+    let m = manifest(
+        &env,
+        "fetch-other-port",
+        &component("fetch"),
+        &[("network:sites", Some(&format!("localhost:{other}")))],
+    );
+    let (run, v) = run_json(
+        &env,
+        &m,
+        &ws,
+        "Full",
+        &format!(r#"{{"url":"http://localhost:{other}/"}}"#),
+        &[],
+    );
+    run.expect(0);
+    assert_eq!(output(&v), serde_json::json!({"status": 200, "body": "ok"}));
+    let e = fetch_fails(
+        &env,
+        &m,
+        &ws,
+        &format!(r#"{{"url":"http://localhost:{port}/"}}"#),
+    );
+    assert!(
+        e.starts_with(&format!("connect `localhost:{port}`: ")),
+        "{e}"
+    );
+    assert!(e.contains(CONNECT_DENIED), "{e}");
+}
+
+#[test]
+fn a_granted_ip_literal_is_reached_without_a_lookup() {
+    let env = Env::new();
+    let ws = env.mkdir("ws");
+    let port = ok_server();
+    let m = manifest(
+        &env,
+        "fetch-literal",
+        &component("fetch"),
+        &[("network:sites", Some(&format!("127.0.0.1:{port}")))],
+    );
+    let (run, v) = run_json(
+        &env,
+        &m,
+        &ws,
+        "Full",
+        &format!(r#"{{"addr":"127.0.0.1:{port}"}}"#),
+        &[],
+    );
+    run.expect(0);
+    assert_eq!(output(&v), serde_json::json!({"status": 200, "body": "ok"}));
+    // The literal grant does not make a name resolvable, even one that
+    // points at it.
+    let e = fetch_fails(
+        &env,
+        &m,
+        &ws,
+        &format!(r#"{{"url":"http://localhost:{port}/"}}"#),
+    );
+    assert!(e.contains(LOOKUP_REFUSED), "{e}");
 }
 
 #[test]
