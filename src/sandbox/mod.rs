@@ -4,8 +4,9 @@
 //! into WASI context or linker entries: [`fs`] (fs:read / fs:write
 //! preopens), [`env`] (env:read), [`clocks`] (time:read, else frozen),
 //! [`log`] (baseline), [`memory`] (memory:read/write), [`human`]
-//! (human:ask), [`delegate`] (delegate:call), [`wasi`] (the authority-free baseline and the
-//! environment). [`imports`] compares a component's imports with its plan
+//! (human:ask), [`delegate`] (delegate:call), [`network`] (network:sites:
+//! lookup of granted names, connect only to what they resolved to),
+//! [`wasi`] (the authority-free baseline and the environment). [`imports`] compares a component's imports with its plan
 //! before any instance exists.
 
 mod bindings;
@@ -19,6 +20,7 @@ pub mod imports;
 pub mod limits;
 pub mod log;
 pub mod memory;
+pub mod network;
 mod output;
 mod p1;
 pub mod plan;

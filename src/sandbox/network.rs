@@ -25,9 +25,8 @@ use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 
 use wasmtime::component::{HasData, Linker, Resource, ResourceTable};
-use wasmtime_wasi::p2::bindings::sockets::network::{ErrorCode, IpAddress, Network};
 use wasmtime_wasi::p2::bindings::{self as p2, sync};
-use wasmtime_wasi::p2::{DynPollable, Pollable};
+use wasmtime_wasi::p2::{DynPollable, Network, Pollable};
 use wasmtime_wasi::sockets::{SocketAddrUse, WasiSockets};
 use wasmtime_wasi::WasiCtxBuilder;
 
@@ -35,14 +34,16 @@ use super::state::HostState;
 use crate::policy::HostPattern;
 
 mod generated {
-    // Only `ip-name-lookup` is generated here. Its dependencies are aliased
-    // to wasmtime-wasi's bindings, so `network`, `error-code`, `ip-address`
-    // and `pollable` are the very types the rest of `wasi:sockets` and
-    // `wasi:io` use: a `network` handle from wasmtime-wasi's
-    // `instance-network` is accepted here, and our stream's pollable works
-    // with wasmtime-wasi's `poll`. The inline WIT repeats the 0.2.12
-    // definitions (wasmtime-wasi 48's version) so that guests built against
-    // any 0.2.x match by semver, as they do for the rest of WASI.
+    // Only `ip-name-lookup` is linked from here. The resources it shares
+    // with the rest of WASI are mapped to wasmtime-wasi's types, so a
+    // `network` handle from wasmtime-wasi's `instance-network` is accepted
+    // here and our stream's pollable works with wasmtime-wasi's `poll`;
+    // `error-code` and `ip-address` are plain values, checked structurally.
+    // (Aliasing whole interfaces instead does not compile: the world's
+    // generated `add_to_linker` then calls wasmtime-wasi's with the wrong
+    // arguments.) The inline WIT repeats the 0.2.12 definitions
+    // (wasmtime-wasi 48's version) so that guests built against any 0.2.x
+    // match by semver, as they do for the rest of WASI.
     wasmtime::component::bindgen!({
         inline: "
             package gatehouse:network;
@@ -108,14 +109,15 @@ mod generated {
         world: "gatehouse:network/sites",
         imports: { default: trappable },
         with: {
-            "wasi:io/poll": wasmtime_wasi::p2::bindings::io::poll,
-            "wasi:sockets/network": wasmtime_wasi::p2::bindings::sockets::network,
+            "wasi:io/poll.pollable": wasmtime_wasi::p2::DynPollable,
+            "wasi:sockets/network.network": wasmtime_wasi::p2::Network,
             "wasi:sockets/ip-name-lookup.resolve-address-stream": crate::sandbox::network::ResolvedAddresses,
         },
     });
 }
 
 use generated::wasi::sockets::ip_name_lookup;
+use generated::wasi::sockets::network::{ErrorCode, IpAddress};
 
 /// Resolves a host name with the host's resolver: `(name, port)` →
 /// addresses. A plain function so that tests can count the queries.
@@ -196,7 +198,9 @@ fn valid_name(name: &str) -> bool {
         && name.split('.').all(|label| {
             !label.is_empty()
                 && label.len() <= 63
-                && label.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-')
+                && label
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b == b'-')
                 && !label.starts_with('-')
                 && !label.ends_with('-')
         })
@@ -322,6 +326,20 @@ impl Sites {
     }
 }
 
+/// The WIT form of an address.
+fn ip_address(ip: IpAddr) -> IpAddress {
+    match ip {
+        IpAddr::V4(v4) => {
+            let [a, b, c, d] = v4.octets();
+            IpAddress::Ipv4((a, b, c, d))
+        }
+        IpAddr::V6(v6) => {
+            let [a, b, c, d, e, f, g, h] = v6.segments();
+            IpAddress::Ipv6((a, b, c, d, e, f, g, h))
+        }
+    }
+}
+
 /// The `resolve-address-stream` resource: the addresses of one lookup,
 /// resolved before the stream was handed out.
 pub struct ResolvedAddresses {
@@ -371,7 +389,7 @@ impl ip_name_lookup::HostResolveAddressStream for SitesView<'_> {
         this: Resource<ResolvedAddresses>,
     ) -> wasmtime::Result<Result<Option<IpAddress>, ErrorCode>> {
         let stream = self.table.get_mut(&this)?;
-        Ok(Ok(stream.addrs.next().map(IpAddress::from)))
+        Ok(Ok(stream.addrs.next().map(ip_address)))
     }
 
     fn subscribe(
@@ -414,18 +432,13 @@ fn sites_view(s: &mut HostState) -> SitesView<'_> {
 pub fn add_to_linker(l: &mut Linker<HostState>) -> wasmtime::Result<()> {
     use wasmtime_wasi::sockets::WasiSocketsView;
     let options = p2::sockets::network::LinkOptions::default();
-    p2::sockets::network::add_to_linker::<HostState, WasiSockets>(
-        l,
-        &options,
-        HostState::sockets,
-    )?;
+    p2::sockets::network::add_to_linker::<HostState, WasiSockets>(l, &options, HostState::sockets)?;
     p2::sockets::instance_network::add_to_linker::<HostState, WasiSockets>(l, HostState::sockets)?;
-    p2::sockets::tcp_create_socket::add_to_linker::<HostState, WasiSockets>(
-        l,
-        HostState::sockets,
-    )?;
+    p2::sockets::tcp_create_socket::add_to_linker::<HostState, WasiSockets>(l, HostState::sockets)?;
     sync::sockets::tcp::add_to_linker::<HostState, WasiSockets>(l, HostState::sockets)?;
-    p2::sockets::udp_create_socket::add_to_linker::<HostState, WasiSockets>(
+    // `create-udp-socket` is async in wasmtime-wasi's default bindings;
+    // the store is synchronous, so it comes from `sync` (like `tcp`, `udp`).
+    sync::sockets::udp_create_socket::add_to_linker::<HostState, WasiSockets>(
         l,
         HostState::sockets,
     )?;
@@ -451,7 +464,9 @@ pub fn apply(
     }
     // wasmtime-wasi's own lookup stays off: ours is linked in its place,
     // and this flag would only matter to wasmtime-wasi's.
-    b.allow_tcp(true).allow_udp(false).allow_ip_name_lookup(false);
+    b.allow_tcp(true)
+        .allow_udp(false)
+        .allow_ip_name_lookup(false);
     let allowed = Arc::clone(&sites.allowed);
     b.socket_addr_check(move |addr, use_| {
         // Decided now, not in the future: the answer needs no I/O.
@@ -482,7 +497,9 @@ mod tests {
     use std::sync::atomic::{AtomicUsize, Ordering};
 
     fn pats(list: &[&str]) -> Vec<HostPattern> {
-        list.iter().map(|s| HostPattern::parse(s).unwrap()).collect()
+        list.iter()
+            .map(|s| HostPattern::parse(s).unwrap())
+            .collect()
     }
 
     const LOCAL4: IpAddr = IpAddr::V4(Ipv4Addr::LOCALHOST);
@@ -493,7 +510,9 @@ mod tests {
             // Each address twice, as getaddrinfo gives one per socket type,
             // and one IPv4-mapped IPv6 address.
             "localhost" => Ok(vec![LOCAL4, LOCAL4, LOCAL6, LOCAL6]),
-            "a.example.com" => Ok(vec![IpAddr::V6(Ipv4Addr::new(10, 0, 0, 7).to_ipv6_mapped())]),
+            "a.example.com" => Ok(vec![IpAddr::V6(
+                Ipv4Addr::new(10, 0, 0, 7).to_ipv6_mapped(),
+            )]),
             _ => Err(std::io::Error::other("no such name")),
         }
     }
@@ -596,7 +615,10 @@ mod tests {
         assert_eq!(sites.lookup("a.example.com").unwrap(), vec![ten]);
         assert!(sites.permits(at(ten, 443)));
         assert!(sites.permits(at(ten, 1)));
-        assert!(sites.permits(at(IpAddr::V6(Ipv4Addr::new(10, 0, 0, 7).to_ipv6_mapped()), 2)));
+        assert!(sites.permits(at(
+            IpAddr::V6(Ipv4Addr::new(10, 0, 0, 7).to_ipv6_mapped()),
+            2
+        )));
     }
 
     #[test]
@@ -637,7 +659,11 @@ mod tests {
         assert!(permits_use(a, unspecified6, SocketAddrUse::TcpBind));
         assert!(!permits_use(a, at(LOCAL4, 80), SocketAddrUse::TcpBind));
         assert!(!permits_use(a, at(LOCAL4, 0), SocketAddrUse::TcpBind));
-        assert!(!permits_use(a, at(IpAddr::V4(Ipv4Addr::UNSPECIFIED), 80), SocketAddrUse::TcpBind));
+        assert!(!permits_use(
+            a,
+            at(IpAddr::V4(Ipv4Addr::UNSPECIFIED), 80),
+            SocketAddrUse::TcpBind
+        ));
         for use_ in [
             SocketAddrUse::TcpListen,
             SocketAddrUse::TcpAccept,

@@ -227,12 +227,15 @@ pub fn execute(
         }
         .into(),
     );
+    let network = super::network::Sites::new(plan);
+    linked.extend(super::network::apply(&mut b, &mut linker, &network).map_err(host)?);
 
     let mut table = wasmtime::component::ResourceTable::new();
     table.set_max_capacity(limits.resources);
     let state = HostState {
         wasi: b.build(),
         table,
+        network,
         limits: StoreLimitsBuilder::new()
             .memory_size(limits.memory_bytes)
             .table_elements(limits.table_elements)

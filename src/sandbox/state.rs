@@ -12,6 +12,9 @@ use super::memory::MemoryBinding;
 pub struct HostState {
     pub wasi: WasiCtx,
     pub table: ResourceTable,
+    /// network:sites: the granted patterns and the addresses resolved so
+    /// far (empty, and nothing linked, without the grant).
+    pub network: super::network::Sites,
     pub limits: StoreLimits,
     pub log: LogState,
     /// Set when the plan grants memory:read or memory:write.
