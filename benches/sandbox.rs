@@ -70,6 +70,7 @@ fn main() {
         manifests: Arc::new(manifests.clone()),
         memory_db: state.state_dir.join("memory.db"),
         depth: 0,
+        journal: None,
     };
 
     let time_runs = |n: usize, fresh_cache_each_run: bool| -> Vec<f64> {

@@ -17,3 +17,4 @@ pub mod sandbox;
 pub mod snapshot;
 pub mod tier3;
 pub mod turn;
+pub mod undo;

@@ -56,6 +56,10 @@ pub enum Command {
     Test(TestArgs),
     /// Run an executor as one turn: gate, approval, sandbox, result.
     Run(RunArgs),
+    /// List turns (JSON Lines with --json), or one turn's audit log.
+    History(HistoryArgs),
+    /// Reverse a turn's journaled operations (the last turn by default).
+    Undo(UndoArgs),
     /// Walk through the gate end to end on a temporary state directory and
     /// workspace: an allowed, a denied and an approval-required request, a
     /// remembered grant, a refused grant, and the tier-3 suite.
@@ -238,4 +242,24 @@ pub struct RunArgs {
     /// (default 1000000).
     #[arg(long, default_value_t = 1_000_000)]
     pub hostcalls: u64,
+}
+
+#[derive(Debug, Args)]
+pub struct HistoryArgs {
+    /// Only this turn.
+    #[arg(long)]
+    pub turn: Option<String>,
+    /// With --turn: print its audit log (every decision and approval choice).
+    #[arg(long, requires = "turn")]
+    pub decisions: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct UndoArgs {
+    /// The turn to undo (default: the last one).
+    #[arg(long)]
+    pub turn: Option<String>,
+    /// Say what would be done, change nothing.
+    #[arg(long)]
+    pub dry_run: bool,
 }

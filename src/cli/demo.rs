@@ -300,6 +300,7 @@ fn run_executors(
                     manifests: std::sync::Arc::new(manifests.clone()),
                     memory_db: state.state_dir.join("memory.db"),
                     depth: 0,
+                    journal: None,
                 };
                 let report = execute(&sandbox, &plan, input, &context)
                     .map_err(|e| Failure::error(e.to_string()))?;

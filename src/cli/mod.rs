@@ -5,6 +5,7 @@
 mod args;
 mod commands;
 mod demo;
+mod history;
 mod run;
 
 use std::io::Write;

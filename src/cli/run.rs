@@ -95,6 +95,8 @@ pub fn run(ctx: &Context, args: RunArgs) -> CmdResult {
     let turn_id = new_turn_id(now_utc());
     let mut approved: Vec<(Capability, Option<String>)> = Vec::new();
     let (mut snapshot, manifests) = build_snapshot_with_manifests(ctx, &sources)?;
+    // The choices a person made, for the audit log.
+    let mut choices: Vec<serde_json::Value> = Vec::new();
     let (steps, plan) = loop {
         let g = gate(TurnInput {
             snapshot: &snapshot,
@@ -143,8 +145,12 @@ pub fn run(ctx: &Context, args: RunArgs) -> CmdResult {
                 let mut remembered = false;
                 for p in &pending {
                     match ask(p, &manifest.name) {
-                        Choice::Once => approved.push((p.capability, p.target.clone())),
+                        Choice::Once => {
+                            choices.push(json!({"approval": {"capability": p.capability, "target": p.target, "choice": "allow_once"}}));
+                            approved.push((p.capability, p.target.clone()))
+                        }
                         Choice::Remember => {
+                            choices.push(json!({"approval": {"capability": p.capability, "target": p.target, "choice": "allow_and_remember"}}));
                             let identity = snapshot
                                 .actors
                                 .get(&args.actor)
@@ -168,6 +174,21 @@ pub fn run(ctx: &Context, args: RunArgs) -> CmdResult {
                             remembered = true;
                         }
                         Choice::Deny => {
+                            choices.push(json!({"approval": {"capability": p.capability, "target": p.target, "choice": "deny"}}));
+                            // A person's refusal is logged (the policy's own
+                            // denials touch nothing).
+                            let journal = open_history(
+                                ctx,
+                                &turn_id,
+                                &manifest.name,
+                                &args.actor,
+                                &snapshot,
+                                &steps,
+                                &choices,
+                            )?;
+                            journal
+                                .finish(DenyCode::ApprovalRefused.as_str(), now_utc())
+                                .map_err(|e| Failure::error(e.to_string()))?;
                             report_denied(
                                 ctx,
                                 &turn_id,
@@ -190,6 +211,15 @@ pub fn run(ctx: &Context, args: RunArgs) -> CmdResult {
         limits.memory_bytes.max(Limits::default().memory_bytes),
     )
     .map_err(|e| Failure::error(format!("cannot start the engine: {e}")))?;
+    let journal = open_history(
+        ctx,
+        &turn_id,
+        &manifest.name,
+        &args.actor,
+        &snapshot,
+        &steps,
+        &choices,
+    )?;
     let context = TurnContext {
         turn_id: turn_id.clone(),
         actor: args.actor.clone(),
@@ -197,8 +227,20 @@ pub fn run(ctx: &Context, args: RunArgs) -> CmdResult {
         manifests: std::sync::Arc::new(manifests),
         memory_db: ctx.state.state_dir.join("memory.db"),
         depth: 0,
+        journal: Some(journal.clone()),
     };
     let result = execute(&std::sync::Arc::new(sandbox), &plan, &args.input, &context);
+    let status = match &result {
+        Ok(r) if matches!(r.result, GuestResult::Ok { .. }) => "ok".to_string(),
+        Ok(_) => "error".to_string(),
+        Err(e) => e
+            .code()
+            .map(|c| c.as_str().to_string())
+            .unwrap_or_else(|| "error".into()),
+    };
+    journal
+        .finish(&status, now_utc())
+        .map_err(|e| Failure::error(e.to_string()))?;
     let base = json!({
         "turn": turn_id,
         "executor": manifest.name,
@@ -300,4 +342,44 @@ fn report_denied(
         print_steps(steps);
         out(format!("{code}: {reason}"));
     }
+}
+
+/// Creates the turn's history directory with its record and audit log:
+/// every decision, every approval choice, and the snapshot's hashes.
+fn open_history(
+    ctx: &Context,
+    turn_id: &str,
+    executor: &str,
+    actor: &str,
+    snapshot: &gatehouse::policy::Snapshot,
+    steps: &[gatehouse::turn::Step],
+    choices: &[serde_json::Value],
+) -> Result<gatehouse::undo::TurnJournal, Failure> {
+    let record = gatehouse::undo::TurnRecord {
+        turn: turn_id.to_string(),
+        executor: executor.to_string(),
+        actor: actor.to_string(),
+        level: snapshot.level.as_str().to_string(),
+        started_at: now_utc(),
+        finished_at: None,
+        status: "running".into(),
+        undo: "none".into(),
+    };
+    let identity = snapshot.actors.get(actor).and_then(|a| a.identity.clone());
+    let hashes =
+        json!({"definitionHash": snapshot.definition_hash(), "policyHash": snapshot.policy_hash()});
+    let mut lines: Vec<serde_json::Value> = steps
+        .iter()
+        .map(|s| json!({"turn": turn_id, "actor": actor, "identity": identity, "request": s.request, "decision": s.decision, "approval": s.approval, "snapshot": hashes}))
+        .collect();
+    lines.extend(choices.iter().map(|c| {
+        let mut c = c.clone();
+        c["turn"] = json!(turn_id);
+        c["actor"] = json!(actor);
+        c["identity"] = json!(identity);
+        c["snapshot"] = hashes.clone();
+        c
+    }));
+    gatehouse::undo::TurnJournal::create(&ctx.state.history_dir, &record, &lines)
+        .map_err(|e| Failure::error(e.to_string()))
 }

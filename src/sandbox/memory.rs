@@ -7,12 +7,30 @@ use super::bindings::gatehouse::executor::types::{Denial, Error};
 use super::plan::MemoryGrant;
 use super::state::HostState;
 use crate::memory::{MemoryError, MemoryStore};
+use crate::policy::snapshot::sha256_hex;
 use crate::policy::DenyCode;
+use crate::undo::{Operation, TurnJournal};
 
 /// The memory a run may use.
 pub struct MemoryBinding {
     pub store: MemoryStore,
     pub grant: MemoryGrant,
+    /// Every write is journaled here before it is made.
+    pub journal: Option<TurnJournal>,
+}
+
+impl MemoryBinding {
+    /// Journals `op` ahead of the write; a journal that cannot be written
+    /// fails the write (nothing unjournaled is ever done).
+    fn journal(&self, op: Operation) -> Result<(), Error> {
+        match &self.journal {
+            Some(j) => j
+                .record(op)
+                .map(|_| ())
+                .map_err(|e| Error::Failed(format!("cannot journal the write: {e}"))),
+            None => Ok(()),
+        }
+    }
 }
 
 fn denied(what: &str, need: &str, scope: &str) -> Error {
@@ -58,12 +76,27 @@ impl memory::Host for HostState {
 
     fn set(&mut self, key: String, value: String) -> Result<(), Error> {
         let m = self.memory_for("set", true)?;
-        m.store.set(&m.grant.scope, &key, &value).map_err(failed)
+        let scope = m.grant.scope.clone();
+        let previous = m.store.get(&scope, &key).map_err(failed)?;
+        m.journal(Operation::MemorySet {
+            scope: scope.clone(),
+            key: key.clone(),
+            previous,
+            value_sha256: sha256_hex(value.as_bytes()),
+        })?;
+        m.store.set(&scope, &key, &value).map_err(failed)
     }
 
     fn delete(&mut self, key: String) -> Result<bool, Error> {
         let m = self.memory_for("delete", true)?;
-        m.store.delete(&m.grant.scope, &key).map_err(failed)
+        let scope = m.grant.scope.clone();
+        let previous = m.store.get(&scope, &key).map_err(failed)?;
+        m.journal(Operation::MemoryDelete {
+            scope: scope.clone(),
+            key: key.clone(),
+            previous,
+        })?;
+        m.store.delete(&scope, &key).map_err(failed)
     }
 
     fn list(&mut self, prefix: String) -> Result<Vec<String>, Error> {

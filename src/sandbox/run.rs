@@ -111,6 +111,10 @@ pub struct TurnContext {
     pub memory_db: PathBuf,
     /// How deep in delegated calls this run is (0 for a turn).
     pub depth: u32,
+    /// Where mutations are journaled for undo (`None`: not journaled, as
+    /// in benchmarks). Delegated calls share their caller's journal, so
+    /// undoing a turn undoes what its callees did.
+    pub journal: Option<crate::undo::TurnJournal>,
 }
 
 /// Runs the executor of `plan` on `input`.
@@ -178,6 +182,7 @@ pub fn execute(
             Some(MemoryBinding {
                 store,
                 grant: grant.clone(),
+                journal: context.journal.clone(),
             })
         }
         None => None,

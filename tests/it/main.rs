@@ -10,3 +10,4 @@ mod decide;
 mod purity;
 mod sandbox;
 mod support;
+mod undo;

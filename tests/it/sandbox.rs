@@ -21,13 +21,13 @@ fn build_guests() {
 }
 
 /// The manifest of guest `name` (building the guests first).
-fn guest(name: &str) -> PathBuf {
+pub(crate) fn guest(name: &str) -> PathBuf {
     build_guests();
     Path::new(GUESTS).join(name).join("executor.toml")
 }
 
 /// A guest's component built for wasm32-wasip2.
-fn component(name: &str) -> PathBuf {
+pub(crate) fn component(name: &str) -> PathBuf {
     build_guests();
     Path::new(GUESTS)
         .join("target/wasm32-wasip2/release")
@@ -36,7 +36,12 @@ fn component(name: &str) -> PathBuf {
 
 /// A manifest in the test's temp dir for `component` with `caps` (TOML
 /// `[[capabilities]]` blocks).
-fn manifest(env: &Env, name: &str, component: &Path, caps: &[(&str, Option<&str>)]) -> PathBuf {
+pub(crate) fn manifest(
+    env: &Env,
+    name: &str,
+    component: &Path,
+    caps: &[(&str, Option<&str>)],
+) -> PathBuf {
     let mut text = format!("name = \"{name}\"\ncomponent = \"{}\"\n", s(component));
     for (cap, target) in caps {
         text.push_str(&format!("[[capabilities]]\nname = \"{cap}\"\n"));
@@ -47,7 +52,7 @@ fn manifest(env: &Env, name: &str, component: &Path, caps: &[(&str, Option<&str>
     env.write(&format!("manifests/{name}.toml"), &text)
 }
 
-fn run_json(
+pub(crate) fn run_json(
     env: &Env,
     manifest: &Path,
     ws: &Path,
@@ -77,7 +82,7 @@ fn run_json(
     (run, v)
 }
 
-fn output(v: &serde_json::Value) -> serde_json::Value {
+pub(crate) fn output(v: &serde_json::Value) -> serde_json::Value {
     let text = v["run"]["result"]["output"]
         .as_str()
         .unwrap_or_else(|| panic!("no output in {v:#}"));

@@ -1,0 +1,93 @@
+//! `gatehouse history` and `gatehouse undo`.
+
+use gatehouse::undo::{History, HistoryError, UndoStatus};
+
+use super::args::{HistoryArgs, UndoArgs};
+use super::{out, out_json, CmdResult, Context, Exit, Failure};
+
+impl From<HistoryError> for Failure {
+    fn from(e: HistoryError) -> Failure {
+        match e {
+            HistoryError::NoSuchTurn(_) => Failure::invalid(e.to_string()),
+            _ => Failure::error(e.to_string()),
+        }
+    }
+}
+
+pub fn history(ctx: &Context, args: HistoryArgs) -> CmdResult {
+    let h = History::new(&ctx.state.history_dir);
+    if let (Some(turn), true) = (&args.turn, args.decisions) {
+        for d in h.decisions(turn)? {
+            out_json(&d);
+        }
+        return Ok(Exit::Ok);
+    }
+    let turns = h.turns()?;
+    let turns: Vec<_> = match &args.turn {
+        Some(t) => {
+            let one: Vec<_> = turns.into_iter().filter(|s| &s.record.turn == t).collect();
+            if one.is_empty() {
+                return Err(HistoryError::NoSuchTurn(t.clone()).into());
+            }
+            one
+        }
+        None => turns,
+    };
+    for t in &turns {
+        if ctx.json {
+            out_json(t);
+        } else {
+            out(format!(
+                "{}  {:<14} {:<10} {}  {:>3} ops  {:<8} undo: {}",
+                t.record.turn,
+                t.record.executor,
+                t.record.actor,
+                t.record.started_at,
+                t.operations,
+                t.record.status,
+                t.record.undo
+            ));
+        }
+    }
+    Ok(Exit::Ok)
+}
+
+pub fn undo(ctx: &Context, args: UndoArgs) -> CmdResult {
+    let h = History::new(&ctx.state.history_dir);
+    let turn = match args.turn {
+        Some(t) => t,
+        None => h
+            .last_turn()?
+            .ok_or_else(|| Failure::invalid("there is no turn to undo: the history is empty"))?,
+    };
+    let report = h.undo(&turn, args.dry_run, &ctx.state.state_dir.join("memory.db"))?;
+    if ctx.json {
+        out_json(&report);
+    } else if report.already_undone {
+        out(format!("turn `{turn}` is already undone; nothing to do"));
+    } else {
+        for s in &report.steps {
+            let status = match s.status {
+                UndoStatus::Done => "done",
+                UndoStatus::Skipped => "skipped",
+                UndoStatus::Failed => "failed",
+                UndoStatus::WouldDo => "would do",
+            };
+            out(format!(
+                "#{:<4} {:<8} {:<20} {}",
+                s.seq, status, s.pattern, s.reason
+            ));
+        }
+        out(format!(
+            "turn `{turn}`: {} operation(s){}",
+            report.steps.len(),
+            if report.dry_run {
+                ", dry run: nothing changed"
+            } else {
+                ""
+            }
+        ));
+    }
+    let failed = report.steps.iter().any(|s| s.status == UndoStatus::Failed);
+    Ok(if failed { Exit::Error } else { Exit::Ok })
+}

@@ -1,0 +1,250 @@
+//! Turns, the journal and undo.
+//!
+//! Every turn that runs gets `<history>/<turn>/` (see [`journal`]). `undo`
+//! reverses a turn's journaled operations in reverse order with the closed
+//! catalogue of reverse patterns, and never overwrites data newer than the
+//! turn: an operation whose target changed since is `skipped`.
+//!
+//! The catalogue (`crate::manifest::REVERSE_PATTERNS`): `swap_src_dst`,
+//! `delete_created_dirs`, `delete_created_paths`, `restore_blob_backup`,
+//! `delete_memory_by_id`. Memory operations use the last two today; the
+//! filesystem ones arrive with the journaling filesystem layer.
+
+pub mod journal;
+
+use std::path::{Path, PathBuf};
+
+use serde::Serialize;
+
+pub use journal::{Entry, HistoryError, Operation, TurnJournal, TurnRecord};
+
+use crate::memory::MemoryStore;
+use crate::policy::snapshot::sha256_hex;
+
+/// What happened to one operation on undo.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum UndoStatus {
+    Done,
+    /// The target changed since the turn; left as it is.
+    Skipped,
+    Failed,
+    /// `--dry-run`: what would be done.
+    WouldDo,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct UndoStep {
+    pub seq: u64,
+    #[serde(flatten)]
+    pub op: Operation,
+    pub pattern: &'static str,
+    pub status: UndoStatus,
+    pub reason: String,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct UndoReport {
+    pub turn: String,
+    pub dry_run: bool,
+    /// The turn had been undone before: nothing was done this time.
+    pub already_undone: bool,
+    pub steps: Vec<UndoStep>,
+}
+
+/// One turn as `history` lists it.
+#[derive(Debug, Clone, Serialize)]
+pub struct TurnSummary {
+    #[serde(flatten)]
+    pub record: TurnRecord,
+    pub operations: usize,
+}
+
+/// The history directory.
+pub struct History {
+    dir: PathBuf,
+}
+
+impl History {
+    pub fn new(dir: &Path) -> History {
+        History {
+            dir: dir.to_path_buf(),
+        }
+    }
+
+    /// Every turn, oldest first.
+    pub fn turns(&self) -> Result<Vec<TurnSummary>, HistoryError> {
+        let entries = match std::fs::read_dir(&self.dir) {
+            Ok(e) => e,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(vec![]),
+            Err(e) => {
+                return Err(HistoryError::Io {
+                    action: "read",
+                    path: self.dir.clone(),
+                    reason: crate::config::lower(&e.to_string()),
+                })
+            }
+        };
+        let mut out = Vec::new();
+        for e in entries.flatten() {
+            let dir = e.path();
+            let record_path = dir.join("turn.json");
+            if !record_path.is_file() {
+                continue;
+            }
+            let record = journal::read_record(&record_path)?;
+            let operations = journal::read_lines::<Entry>(&dir.join("journal.jsonl"))?.len();
+            out.push(TurnSummary { record, operations });
+        }
+        out.sort_by(|a, b| {
+            (a.record.started_at, &a.record.turn).cmp(&(b.record.started_at, &b.record.turn))
+        });
+        Ok(out)
+    }
+
+    /// The audit log of `turn`.
+    pub fn decisions(&self, turn: &str) -> Result<Vec<serde_json::Value>, HistoryError> {
+        let dir = self.turn_dir(turn)?;
+        journal::read_lines(&dir.join("decisions.jsonl"))
+    }
+
+    fn turn_dir(&self, turn: &str) -> Result<PathBuf, HistoryError> {
+        // A turn id is a single path component: never `..` or a path.
+        if turn.is_empty() || turn.contains('/') || turn == "." || turn == ".." {
+            return Err(HistoryError::NoSuchTurn(turn.to_string()));
+        }
+        let dir = self.dir.join(turn);
+        if !dir.join("turn.json").is_file() {
+            return Err(HistoryError::NoSuchTurn(turn.to_string()));
+        }
+        Ok(dir)
+    }
+
+    /// The newest turn's id.
+    pub fn last_turn(&self) -> Result<Option<String>, HistoryError> {
+        Ok(self.turns()?.pop().map(|t| t.record.turn))
+    }
+
+    /// Reverses `turn`'s operations, newest first. `memory_db` is where the
+    /// memory store lives (opened only if the turn touched memory).
+    pub fn undo(
+        &self,
+        turn: &str,
+        dry_run: bool,
+        memory_db: &Path,
+    ) -> Result<UndoReport, HistoryError> {
+        let dir = self.turn_dir(turn)?;
+        let record_path = dir.join("turn.json");
+        let mut record = journal::read_record(&record_path)?;
+        if record.undo != "none" {
+            return Ok(UndoReport {
+                turn: turn.to_string(),
+                dry_run,
+                already_undone: true,
+                steps: vec![],
+            });
+        }
+        let mut entries: Vec<Entry> = journal::read_lines(&dir.join("journal.jsonl"))?;
+        entries.reverse();
+        let mut memory: Option<Result<MemoryStore, String>> = None;
+        let mut steps = Vec::new();
+        for entry in entries {
+            let pattern = entry.op.reverse_pattern();
+            let store = memory
+                .get_or_insert_with(|| MemoryStore::open(memory_db).map_err(|e| e.to_string()));
+            let (status, reason) = match store {
+                Err(e) => (UndoStatus::Failed, e.clone()),
+                Ok(store) => reverse_memory(store, &entry.op, dry_run),
+            };
+            steps.push(UndoStep {
+                seq: entry.seq,
+                op: entry.op,
+                pattern,
+                status,
+                reason,
+            });
+        }
+        if !dry_run {
+            let all_done = steps.iter().all(|s| s.status == UndoStatus::Done);
+            record.undo = if all_done { "undone" } else { "partly_undone" }.to_string();
+            journal::write_record(&record_path, &record)?;
+        }
+        Ok(UndoReport {
+            turn: turn.to_string(),
+            dry_run,
+            already_undone: false,
+            steps,
+        })
+    }
+}
+
+fn reverse_memory(store: &MemoryStore, op: &Operation, dry_run: bool) -> (UndoStatus, String) {
+    let act = |f: &dyn Fn() -> Result<(), crate::memory::MemoryError>, what: String| {
+        if dry_run {
+            return (UndoStatus::WouldDo, what);
+        }
+        match f() {
+            Ok(()) => (UndoStatus::Done, what),
+            Err(e) => (UndoStatus::Failed, e.to_string()),
+        }
+    };
+    match op {
+        Operation::MemorySet {
+            scope,
+            key,
+            previous,
+            value_sha256,
+        } => {
+            let current = match store.get(scope, key) {
+                Ok(c) => c,
+                Err(e) => return (UndoStatus::Failed, e.to_string()),
+            };
+            if current
+                .as_deref()
+                .map(|c| sha256_hex(c.as_bytes()))
+                .as_deref()
+                != Some(value_sha256.as_str())
+            {
+                return (
+                    UndoStatus::Skipped,
+                    format!("`{scope}/{key}` changed since the turn; the newer value is kept"),
+                );
+            }
+            match previous {
+                None => act(
+                    &|| store.delete(scope, key).map(|_| ()),
+                    format!("delete `{scope}/{key}`, created by the turn"),
+                ),
+                Some(p) => act(
+                    &|| store.set(scope, key, p),
+                    format!("restore the previous value of `{scope}/{key}`"),
+                ),
+            }
+        }
+        Operation::MemoryDelete {
+            scope,
+            key,
+            previous,
+        } => {
+            let Some(p) = previous else {
+                return (
+                    UndoStatus::Done,
+                    format!("`{scope}/{key}` did not exist; nothing to restore"),
+                );
+            };
+            match store.get(scope, key) {
+                Ok(None) => act(
+                    &|| store.set(scope, key, p),
+                    format!("restore deleted `{scope}/{key}`"),
+                ),
+                Ok(Some(_)) => (
+                    UndoStatus::Skipped,
+                    format!(
+                        "`{scope}/{key}` was set again since the turn; the newer value is kept"
+                    ),
+                ),
+                Err(e) => (UndoStatus::Failed, e.to_string()),
+            }
+        }
+    }
+}
