@@ -18,4 +18,4 @@ wasmtime::component::bindgen!({
     world: "gatehouse:host/executor-host",
 });
 
-pub use gatehouse::executor::types::Error as GuestError;
+pub use self::gatehouse::executor::types::Error as GuestError;
