@@ -119,8 +119,8 @@ mod generated {
 use generated::wasi::sockets::ip_name_lookup;
 use generated::wasi::sockets::network::{ErrorCode, IpAddress};
 
-/// Resolves a host name with the host's resolver: `(name, port)` →
-/// addresses. A plain function so that tests can count the queries.
+/// Resolves a host name to its addresses. A plain function so that tests
+/// can stand in for the host resolver and count the queries.
 type Resolver = fn(&str) -> std::io::Result<Vec<IpAddr>>;
 
 /// The host resolver (`getaddrinfo`). It blocks, which is fine: the store
