@@ -132,18 +132,15 @@ pub fn main() -> i32 {
         Ok(cli) => cli,
         Err(e) => {
             use clap::error::ErrorKind;
-            let code = match e.kind() {
-                ErrorKind::DisplayHelp
-                | ErrorKind::DisplayVersion
-                | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand => Exit::Ok,
+            // Asked-for help and version are success; everything else,
+            // including a bare `gatehouse` that shows help, is a usage
+            // error (exit 3, not clap's 2, which means "denied" here).
+            let exit = match e.kind() {
+                ErrorKind::DisplayHelp | ErrorKind::DisplayVersion => Exit::Ok,
                 _ => Exit::Invalid,
             };
             let _ = e.print();
-            return if e.kind() == clap::error::ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand {
-                Exit::Invalid as i32
-            } else {
-                code as i32
-            };
+            return exit as i32;
         }
     };
     let env = HostEnv::from_process();
