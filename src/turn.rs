@@ -215,6 +215,30 @@ pub fn gate(input: TurnInput<'_>) -> Gate {
                         format!("`{canonical}` is not an existing directory"),
                     );
                 }
+                // A read-write preopen hands out its whole tree. Until a
+                // layer refuses protected paths inside it at open-at, a
+                // write root that contains host configuration (the grants
+                // database, the history, manifests) is refused outright.
+                if cap == Capability::FsWrite {
+                    if let Some(p) = snap
+                        .roots
+                        .protected
+                        .iter()
+                        .find(|p| crate::policy::is_within(&p.path, &canonical))
+                    {
+                        let code = match p.kind {
+                            crate::policy::ProtectedKind::Policy => DenyCode::PolicyMutationDenied,
+                            crate::policy::ProtectedKind::Definition => {
+                                DenyCode::DefinitionMutationDenied
+                            }
+                        };
+                        return deny(
+                            steps,
+                            code,
+                            format!("`{canonical}` would be writable and contains host configuration `{}`", p.path),
+                        );
+                    }
+                }
                 let access = if cap == Capability::FsWrite {
                     DirAccess::ReadWrite
                 } else {

@@ -935,3 +935,31 @@ fn approval_on_a_terminal_allows_once_remembers_or_refuses() {
     let grants = env.run(&["grants", "list"]);
     assert_eq!(grants.json_lines()[0]["target"], "GATEHOUSE_DEMO");
 }
+
+#[test]
+fn a_write_root_that_holds_host_configuration_is_refused() {
+    // The state directory (grants database, history, cache) lies inside
+    // the workspace: a read-write preopen of the workspace would hand it
+    // out, so the turn is refused before anything is built.
+    let env = Env::new();
+    let ws = env.root();
+    env.mkdir("state");
+    let m = manifest(
+        &env,
+        "write-everything",
+        &component("write-file"),
+        &[("fs:write", Some("**"))],
+    );
+    let (run, v) = run_json(
+        &env,
+        &m,
+        &ws,
+        "Full",
+        r#"{"path":"state/grants.db","content":"pwned"}"#,
+        &[],
+    );
+    run.expect(2);
+    assert_eq!(v["code"], "POLICY_MUTATION_DENIED", "{v:#}");
+    assert!(!env.state_dir().join("grants.db").exists());
+    assert!(!env.state_dir().join("cache").exists());
+}
