@@ -75,6 +75,8 @@ impl delegate::Host for HostState {
             turn_id: turn_id.clone(),
             limits: d.limits,
             approved_once: &[],
+            isolation: d.sandbox.isolation(),
+            on_degraded: d.context.on_degraded,
         });
         let plan = match g {
             Gate::Ready { plan, .. } => plan,
@@ -98,7 +100,10 @@ impl delegate::Host for HostState {
             depth: d.context.depth + 1,
             ..d.context.clone()
         };
-        match execute(&d.sandbox, &plan, &input, &context) {
+        let started = std::time::Instant::now();
+        let result = execute(&d.sandbox, &plan, &input, &context);
+        self.delegated += started.elapsed();
+        match result {
             Ok(report) => match report.result {
                 GuestResult::Ok { output } => Ok(output),
                 GuestResult::Err { error } => Err(Error::Failed(format!(

@@ -115,6 +115,9 @@ pub struct TurnContext {
     /// in benchmarks). Delegated calls share their caller's journal, so
     /// undoing a turn undoes what its callees did.
     pub journal: Option<crate::undo::TurnJournal>,
+    /// What a delegated turn does while the host's isolation is degraded
+    /// (it passes the gate with the sandbox's report).
+    pub on_degraded: super::isolation::OnDegraded,
 }
 
 /// Runs the executor of `plan` on `input`.
@@ -254,13 +257,33 @@ pub fn execute(
         delegate: delegate_binding,
         hostcalls_left: limits.hostcalls,
         hostcalls_exhausted: false,
+        delegated: std::time::Duration::ZERO,
+        fs: super::journal_fs::FsLayer::new(
+            plan,
+            context.journal.clone(),
+            &context.actor,
+            Some(context.snapshot.clone()),
+        ),
     };
     sandbox.counters().stores.fetch_add(1, Ordering::Relaxed);
     let mut store = Store::new(engine, state);
     store.limiter(|s| &mut s.limits);
     sandbox.start_ticker();
+    // The deadline is the guest's own wall-clock time: time spent in
+    // delegated calls (each with its own deadline) does not count.
+    let deadline = std::time::Duration::from_millis(limits.deadline_ms);
+    let run_started = Instant::now();
     store.set_epoch_deadline(limits.deadline_ticks());
-    store.epoch_deadline_trap();
+    store.epoch_deadline_callback(move |ctx| {
+        let own = run_started.elapsed().saturating_sub(ctx.data().delegated);
+        if own >= deadline {
+            return Ok(wasmtime::UpdateDeadline::Interrupt);
+        }
+        let left = (deadline - own).as_millis() as u64;
+        Ok(wasmtime::UpdateDeadline::Continue(
+            left.div_ceil(super::limits::EPOCH_TICK_MS).max(1),
+        ))
+    });
     store.call_hook(|mut ctx, hook| {
         if matches!(hook, CallHook::CallingHost) {
             let s = ctx.data_mut();
@@ -298,6 +321,9 @@ pub fn execute(
             })
         })
     };
+    // What the turn left each touched path as, for undo (a run killed
+    // before this still has its write-ahead journal).
+    store.data_mut().fs.finish().map_err(host)?;
     if stdout.cap_hit() || stderr.cap_hit() {
         return Err(RunError::Limit(LimitHit::new(
             DenyCode::LimitOutput,

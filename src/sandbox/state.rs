@@ -24,6 +24,12 @@ pub struct HostState {
     /// Host calls left before `LIMIT_HOSTCALLS`.
     pub hostcalls_left: u64,
     pub hostcalls_exhausted: bool,
+    /// Wall-clock time spent in delegated calls, which the run's own
+    /// deadline does not count.
+    pub delegated: std::time::Duration,
+    /// The journaling filesystem layer: finer globs, protected paths,
+    /// backups and the write-ahead journal of file operations.
+    pub fs: super::journal_fs::FsLayer,
 }
 
 impl WasiView for HostState {
