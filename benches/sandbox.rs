@@ -59,6 +59,12 @@ fn main() {
         turn_id: "bench".into(),
         limits: Limits::default(),
         approved_once: &[],
+        // The bench times a turn, not the switch: the gate is given the
+        // report of the default engine and `warn`.
+        isolation: &gatehouse::sandbox::isolation::probe(&gatehouse::sandbox::EngineProfile::new(
+            Limits::default().memory_bytes,
+        )),
+        on_degraded: gatehouse::sandbox::OnDegraded::Warn,
     }) else {
         eprintln!("the gate did not allow hello");
         return;
@@ -71,6 +77,7 @@ fn main() {
         memory_db: state.state_dir.join("memory.db"),
         depth: 0,
         journal: None,
+        on_degraded: gatehouse::sandbox::OnDegraded::Warn,
     };
 
     let time_runs = |n: usize, fresh_cache_each_run: bool| -> Vec<f64> {

@@ -6,7 +6,10 @@
 //! executor declared); for path targets, the workspace rule on the
 //! directory the sandbox would open; for memory, the scope rule. The first
 //! deny ends the turn and nothing was touched: no component read, no
-//! engine used, no file opened.
+//! engine used, no file opened. Last, before approvals are asked for, the
+//! isolation switch: on a degraded host (the report is passed in; the gate
+//! does no I/O) `refuse-critical` refuses a turn that needs a critical
+//! capability and `refuse-all` every turn, with `ISOLATION_DEGRADED`.
 
 use std::path::{Path, PathBuf};
 
@@ -18,6 +21,7 @@ use crate::policy::{
     decide, Access, Capability, Decision, DenyCode, HostPattern, PathGlob, Request, RequestKind,
     Snapshot,
 };
+use crate::sandbox::isolation::{IsolationReport, OnDegraded};
 use crate::sandbox::plan::PlanParts;
 use crate::sandbox::{Allowed, DirAccess, Limits, MemoryGrant, Plan, Preopen};
 
@@ -68,6 +72,10 @@ pub struct TurnInput<'a> {
     pub limits: Limits,
     /// Approvals given once, for this turn only.
     pub approved_once: &'a [(Capability, Option<String>)],
+    /// The isolation report of the engine the turn would run in.
+    pub isolation: &'a IsolationReport,
+    /// What to do while `isolation` is degraded.
+    pub on_degraded: OnDegraded,
 }
 
 fn deny(steps: Vec<Step>, code: DenyCode, reason: impl Into<String>) -> Gate {
@@ -308,6 +316,10 @@ pub fn gate(input: TurnInput<'_>) -> Gate {
             capability: cap,
             target,
         });
+    }
+    let needs: Vec<Capability> = def.capabilities.iter().map(|d| d.capability).collect();
+    if let Some(reason) = input.isolation.refusal(input.on_degraded, &needs) {
+        return deny(steps, DenyCode::IsolationDegraded, reason);
     }
     if !pending.is_empty() {
         return Gate::ApprovalRequired { steps, pending };

@@ -56,6 +56,9 @@ pub enum Command {
     Test(TestArgs),
     /// Run an executor as one turn: gate, approval, sandbox, result.
     Run(RunArgs),
+    /// How well this host isolates, layer by layer: the degraded-mode
+    /// report of the configured engine (`--json`: the document).
+    Isolation,
     /// List turns (JSON Lines with --json), or one turn's audit log.
     History(HistoryArgs),
     /// Reverse a turn's journaled operations (the last turn by default).
@@ -242,6 +245,12 @@ pub struct RunArgs {
     /// (default 1000000).
     #[arg(long, default_value_t = 1_000_000)]
     pub hostcalls: u64,
+    /// While the isolation report is degraded: warn (run, report
+    /// attached), refuse-critical (refuse a turn needing fs:write,
+    /// memory:write, code:exec or system:admin) or refuse-all, with
+    /// ISOLATION_DEGRADED (overrides `[isolation] on_degraded`).
+    #[arg(long, value_name = "MODE")]
+    pub on_degraded: Option<String>,
 }
 
 #[derive(Debug, Args)]

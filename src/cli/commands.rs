@@ -36,6 +36,7 @@ pub fn run(ctx: &Context, command: Command) -> CmdResult {
         Command::Snapshot(cmd) => snapshot_cmd(ctx, cmd),
         Command::Test(args) => test(ctx, args),
         Command::Run(args) => super::run::run(ctx, args),
+        Command::Isolation => super::isolation::run(ctx),
         Command::History(args) => super::history::history(ctx, args),
         Command::Undo(args) => super::history::undo(ctx, args),
         Command::Demo => super::demo::run(ctx),

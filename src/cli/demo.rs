@@ -253,6 +253,8 @@ fn run_executors(
             turn_id: new_turn_id(now_utc()),
             limits: Limits::default(),
             approved_once: &[],
+            isolation: sandbox.isolation(),
+            on_degraded: gatehouse::sandbox::OnDegraded::Warn,
         });
         match g {
             Gate::Denied {
@@ -301,6 +303,7 @@ fn run_executors(
                     memory_db: state.state_dir.join("memory.db"),
                     depth: 0,
                     journal: None,
+                    on_degraded: gatehouse::sandbox::OnDegraded::Warn,
                 };
                 let report = execute(&sandbox, &plan, input, &context)
                     .map_err(|e| Failure::error(e.to_string()))?;

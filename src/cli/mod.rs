@@ -6,6 +6,7 @@ mod args;
 mod commands;
 mod demo;
 mod history;
+mod isolation;
 mod run;
 
 use std::io::Write;
@@ -127,6 +128,26 @@ pub fn out_json(value: &impl serde::Serialize) {
     out(serde_json::to_string(value).unwrap_or_default());
 }
 
+/// Logs through `tracing` to stderr, off unless `GATEHOUSE_LOG` (else
+/// `RUST_LOG`) names a level: `error`, `warn`, `info`, `debug`, `trace`
+/// (anything else: `info`).
+fn init_tracing() {
+    let Some(value) = ["GATEHOUSE_LOG", "RUST_LOG"]
+        .iter()
+        .find_map(|v| std::env::var(v).ok().filter(|s| !s.is_empty()))
+    else {
+        return;
+    };
+    let level = value
+        .parse::<tracing::Level>()
+        .unwrap_or(tracing::Level::INFO);
+    let _ = tracing_subscriber::fmt()
+        .with_max_level(level)
+        .with_writer(std::io::stderr)
+        .with_target(false)
+        .try_init();
+}
+
 pub fn main() -> i32 {
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
@@ -143,6 +164,7 @@ pub fn main() -> i32 {
             return exit as i32;
         }
     };
+    init_tracing();
     let env = HostEnv::from_process();
     let mut state = env.state_paths();
     if let Some(dir) = &cli.state_dir {

@@ -8,7 +8,9 @@ use serde_json::json;
 use gatehouse::grants::{now_utc, GrantStore, NewGrant};
 use gatehouse::manifest::{find_by_name, Manifest};
 use gatehouse::policy::{ApprovalClass, Capability, DenyCode};
-use gatehouse::sandbox::{execute, GuestResult, Limits, RunError, Sandbox, TurnContext};
+use gatehouse::sandbox::{
+    execute, GuestResult, IsolationReport, Limits, OnDegraded, RunError, Sandbox, TurnContext,
+};
 use gatehouse::turn::{gate, new_turn_id, Gate, Pending, TurnInput};
 
 use super::args::{RunArgs, SnapshotSources};
@@ -95,6 +97,18 @@ pub fn run(ctx: &Context, args: RunArgs) -> CmdResult {
     let turn_id = new_turn_id(now_utc());
     let mut approved: Vec<(Capability, Option<String>)> = Vec::new();
     let (mut snapshot, manifests) = build_snapshot_with_manifests(ctx, &sources)?;
+    // The isolation report of the engine this turn would build, before
+    // anything is built: the gate applies the switch with it.
+    let config = ctx.config()?;
+    let on_degraded = match &args.on_degraded {
+        Some(v) => v
+            .parse::<OnDegraded>()
+            .map_err(|e| Failure::invalid(format!("`--on-degraded`: {e}")))?,
+        None => config.on_degraded,
+    };
+    let profile = super::isolation::engine_profile(&config, limits.memory_bytes);
+    let isolation = gatehouse::sandbox::isolation::probe(&profile);
+    isolation.log();
     // The choices a person made, for the audit log.
     let mut choices: Vec<serde_json::Value> = Vec::new();
     let (steps, plan) = loop {
@@ -105,6 +119,8 @@ pub fn run(ctx: &Context, args: RunArgs) -> CmdResult {
             turn_id: turn_id.clone(),
             limits,
             approved_once: &approved,
+            isolation: &isolation,
+            on_degraded,
         });
         match g {
             Gate::Ready { steps, plan } => break (steps, plan),
@@ -113,7 +129,7 @@ pub fn run(ctx: &Context, args: RunArgs) -> CmdResult {
                 code,
                 reason,
             } => {
-                report_denied(ctx, &turn_id, &steps, code, &reason);
+                report_denied(ctx, &turn_id, &steps, code, &reason, &isolation);
                 return Ok(Exit::Denied);
             }
             Gate::ApprovalRequired { steps, pending } => {
@@ -134,10 +150,11 @@ pub fn run(ctx: &Context, args: RunArgs) -> CmdResult {
                     );
                     if ctx.json {
                         out_json(
-                            &json!({"turn": turn_id, "decisions": steps, "pending": pending, "code": DenyCode::ApprovalRequired, "reason": reason}),
+                            &json!({"turn": turn_id, "decisions": steps, "pending": pending, "code": DenyCode::ApprovalRequired, "reason": reason, "isolation": isolation}),
                         );
                     } else {
                         print_steps(&steps);
+                        out(super::isolation::line(&isolation));
                         out(format!("APPROVAL_REQUIRED: {reason}"));
                     }
                     return Ok(Exit::Approval);
@@ -195,6 +212,7 @@ pub fn run(ctx: &Context, args: RunArgs) -> CmdResult {
                                 &steps,
                                 DenyCode::ApprovalRefused,
                                 &format!("`{}` was refused by the person asked", p.capability),
+                                &isolation,
                             );
                             return Ok(Exit::Denied);
                         }
@@ -206,11 +224,23 @@ pub fn run(ctx: &Context, args: RunArgs) -> CmdResult {
             }
         }
     };
-    let sandbox = Sandbox::new(
-        &ctx.state.cache_dir,
-        limits.memory_bytes.max(Limits::default().memory_bytes),
-    )
-    .map_err(|e| Failure::error(format!("cannot start the engine: {e}")))?;
+    let sandbox = Sandbox::with_profile(&ctx.state.cache_dir, &profile)
+        .map_err(|e| Failure::error(format!("cannot start the engine: {e}")))?;
+    // The engine as built, read back, is what the run reports; were it
+    // weaker than its profile, the switch applies again before any run.
+    let isolation = sandbox.isolation().clone();
+    let needs: Vec<Capability> = plan.allowed().iter().map(|a| a.capability).collect();
+    if let Some(reason) = isolation.refusal(on_degraded, &needs) {
+        report_denied(
+            ctx,
+            &turn_id,
+            &steps,
+            DenyCode::IsolationDegraded,
+            &reason,
+            &isolation,
+        );
+        return Ok(Exit::Denied);
+    }
     let journal = open_history(
         ctx,
         &turn_id,
@@ -228,6 +258,7 @@ pub fn run(ctx: &Context, args: RunArgs) -> CmdResult {
         memory_db: ctx.state.state_dir.join("memory.db"),
         depth: 0,
         journal: Some(journal.clone()),
+        on_degraded,
     };
     let result = execute(&std::sync::Arc::new(sandbox), &plan, &args.input, &context);
     let status = match &result {
@@ -248,6 +279,7 @@ pub fn run(ctx: &Context, args: RunArgs) -> CmdResult {
         "level": snapshot.level.as_str(),
         "decisions": steps,
         "limits": limits,
+        "isolation": isolation,
     });
     match result {
         Ok(report) => {
@@ -262,6 +294,7 @@ pub fn run(ctx: &Context, args: RunArgs) -> CmdResult {
             } else {
                 print_steps(&steps);
                 out(format!("turn     {turn_id}"));
+                out(super::isolation::line(&isolation));
                 out(format!(
                     "limits   memory {} MiB, deadline {} ms, output {} KiB per stream, {} hostcalls, {} resources",
                     limits.memory_bytes >> 20,
@@ -305,6 +338,7 @@ pub fn run(ctx: &Context, args: RunArgs) -> CmdResult {
             } else {
                 print_steps(&steps);
                 out(format!("turn     {turn_id}"));
+                out(super::isolation::line(&isolation));
             }
             Err(Failure {
                 exit,
@@ -335,11 +369,15 @@ fn report_denied(
     steps: &[gatehouse::turn::Step],
     code: DenyCode,
     reason: &str,
+    isolation: &IsolationReport,
 ) {
     if ctx.json {
-        out_json(&json!({"turn": turn, "decisions": steps, "code": code, "reason": reason}));
+        out_json(
+            &json!({"turn": turn, "decisions": steps, "code": code, "reason": reason, "isolation": isolation}),
+        );
     } else {
         print_steps(steps);
+        out(super::isolation::line(isolation));
         out(format!("{code}: {reason}"));
     }
 }

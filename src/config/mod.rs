@@ -7,6 +7,11 @@
 //! `Supervised`, one actor `main` (channel `cli`, sender the login name)
 //! that may run any executor named on the command line and whose only
 //! workspace is the turn's `--workspace`.
+//!
+//! Two optional tables tune isolation (see `gatehouse isolation`):
+//! `[isolation] on_degraded = "warn" | "refuse-critical" | "refuse-all"`
+//! (default `warn`), and `[engine] signals_based_traps = false` /
+//! `guard_bytes = 0`, which build a weaker engine (the report says so).
 
 mod env;
 mod resolve;
@@ -20,6 +25,7 @@ pub use env::{HostEnv, StatePaths};
 pub use resolve::{absolutize, lower, resolve_ancestor, resolve_path};
 
 use crate::policy::{Actor, Identity, Level, ResolvedPath, WorkspaceMode, WorkspaceRoot};
+use crate::sandbox::isolation::OnDegraded;
 
 /// Why a configuration could not be used.
 #[derive(Debug, thiserror::Error)]
@@ -58,6 +64,41 @@ struct RawConfig {
     executor_dirs: Vec<String>,
     #[serde(default)]
     actors: BTreeMap<String, RawActor>,
+    isolation: Option<RawIsolation>,
+    engine: Option<EngineConfig>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawIsolation {
+    on_degraded: Option<String>,
+}
+
+/// `[engine]`: settings that weaken the engine, for hosts that need them
+/// (and for the tests that show the report saying so). `None`: the
+/// default of [`crate::sandbox::EngineProfile::new`].
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EngineConfig {
+    /// Default `true`.
+    pub signals_based_traps: Option<bool>,
+    /// The guard region around each linear memory; default 32 MiB.
+    pub guard_bytes: Option<u64>,
+}
+
+impl EngineConfig {
+    /// The engine these settings ask for, its pool bounding every memory
+    /// at `max_memory`.
+    pub fn profile(&self, max_memory: usize) -> crate::sandbox::EngineProfile {
+        let mut p = crate::sandbox::EngineProfile::new(max_memory);
+        if let Some(on) = self.signals_based_traps {
+            p = p.signals_based_traps(on);
+        }
+        if let Some(bytes) = self.guard_bytes {
+            p = p.guard_bytes(bytes);
+        }
+        p
+    }
 }
 
 #[derive(Debug, Deserialize)]
@@ -110,6 +151,10 @@ pub struct HostConfig {
     /// Absolute (relative entries are taken from the file's directory).
     pub executor_dirs: Vec<PathBuf>,
     pub actors: BTreeMap<String, ActorConfig>,
+    /// `[isolation] on_degraded`; default `warn`.
+    pub on_degraded: OnDegraded,
+    /// `[engine]`.
+    pub engine: EngineConfig,
 }
 
 fn valid_name(name: &str) -> bool {
@@ -143,6 +188,8 @@ impl HostConfig {
             level: Level::Supervised,
             executor_dirs: vec![],
             actors,
+            on_degraded: OnDegraded::default(),
+            engine: EngineConfig::default(),
         }
     }
 
@@ -191,6 +238,19 @@ impl HostConfig {
                 .parse::<Level>()
                 .map_err(|e| invalid("level".into(), e.to_string()))?,
         };
+        let on_degraded = match raw.isolation.and_then(|i| i.on_degraded) {
+            None => OnDegraded::default(),
+            Some(v) => v
+                .parse::<OnDegraded>()
+                .map_err(|e| invalid("isolation.on_degraded".into(), e.to_string()))?,
+        };
+        let engine = raw.engine.unwrap_or_default();
+        if engine.guard_bytes.is_some_and(|g| g > 1 << 32) {
+            return Err(invalid(
+                "engine.guard_bytes".into(),
+                "at most 4294967296 (4 GiB)".into(),
+            ));
+        }
         let base = path.parent().map(Path::to_path_buf).unwrap_or_default();
         let base = if base.as_os_str().is_empty() {
             PathBuf::from(".")
@@ -292,6 +352,8 @@ impl HostConfig {
             level,
             executor_dirs,
             actors,
+            on_degraded,
+            engine,
         })
     }
 
@@ -424,6 +486,37 @@ workspaces = [{ path = "/tmp", mode = "read-only" }]
         let e = parse("this is = not toml").unwrap_err();
         assert!(matches!(e, ConfigError::Parse { .. }));
         assert!(e.is_invalid_input());
+    }
+
+    #[test]
+    fn isolation_and_engine_tables() {
+        let c = parse("[actors.main]\n").unwrap();
+        assert_eq!(c.on_degraded, OnDegraded::Warn);
+        assert_eq!(c.engine, EngineConfig::default());
+        let c = parse(
+            "[actors.main]\n[isolation]\non_degraded = \"refuse-critical\"\n[engine]\nsignals_based_traps = false\nguard_bytes = 0\n",
+        )
+        .unwrap();
+        assert_eq!(c.on_degraded, OnDegraded::RefuseCritical);
+        assert_eq!(
+            c.engine,
+            EngineConfig {
+                signals_based_traps: Some(false),
+                guard_bytes: Some(0)
+            }
+        );
+        let e = parse("[actors.main]\n[isolation]\non_degraded = \"refuse\"\n")
+            .unwrap_err()
+            .to_string();
+        assert_eq!(e, "`/etc/g/gatehouse.toml`: field `isolation.on_degraded`: unknown value `refuse` (expected `warn`, `refuse-critical` or `refuse-all`)");
+        let e = parse("[actors.main]\n[engine]\nguard_bytes = 8589934592\n")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("field `engine.guard_bytes`"), "{e}");
+        let e = parse("[actors.main]\n[engine]\nguards = 0\n")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("unknown field `guards`"), "{e}");
     }
 
     #[test]

@@ -37,6 +37,7 @@ pub enum DenyCode {
     SnapshotMismatch,
     DigestMismatch,
     ImportNotGranted,
+    IsolationDegraded,
     LimitMemory,
     LimitTable,
     LimitDeadline,
@@ -62,6 +63,9 @@ pub enum CodeFamily {
     Capability,
     Snapshot,
     Component,
+    /// The host's isolation report: a layer is degraded and the
+    /// configuration refuses the turn while it is.
+    Isolation,
     /// A limit of the sandbox stopped the run.
     Limit,
 }
@@ -81,6 +85,7 @@ impl CodeFamily {
             CodeFamily::Capability => "capability",
             CodeFamily::Snapshot => "snapshot",
             CodeFamily::Component => "component",
+            CodeFamily::Isolation => "isolation",
             CodeFamily::Limit => "limit",
         }
     }
@@ -90,7 +95,7 @@ use DenyCode as D;
 
 impl DenyCode {
     /// Every code, in documentation order.
-    pub const ALL: [DenyCode; 32] = [
+    pub const ALL: [DenyCode; 33] = [
         D::UnknownRequest,
         D::UnknownActor,
         D::UnknownTarget,
@@ -117,6 +122,7 @@ impl DenyCode {
         D::SnapshotMismatch,
         D::DigestMismatch,
         D::ImportNotGranted,
+        D::IsolationDegraded,
         D::LimitMemory,
         D::LimitTable,
         D::LimitDeadline,
@@ -173,6 +179,7 @@ impl DenyCode {
             D::SnapshotMismatch => ("SNAPSHOT_MISMATCH", F::Snapshot, "the policy snapshot differs from the policy recomputed from its sources"),
             D::DigestMismatch => ("DIGEST_MISMATCH", F::Component, "the component's sha256 differs from the digest its manifest pins"),
             D::ImportNotGranted => ("IMPORT_NOT_GRANTED", F::Component, "the component imports an interface that carries authority its turn was not granted; refused before instantiation"),
+            D::IsolationDegraded => ("ISOLATION_DEGRADED", F::Isolation, "the host's isolation is degraded (see `gatehouse isolation`) and `isolation.on_degraded` refuses this turn: a critical capability under `refuse-critical`, any turn under `refuse-all`; refused before anything is built"),
             D::LimitMemory => ("LIMIT_MEMORY", F::Limit, "the guest tried to grow its linear memory past the cap"),
             D::LimitTable => ("LIMIT_TABLE", F::Limit, "the guest tried to grow a table past the cap"),
             D::LimitDeadline => ("LIMIT_DEADLINE", F::Limit, "the run passed its wall-clock deadline and was interrupted"),

@@ -5,9 +5,11 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 
+use serde::Serialize;
 use wasmtime::component::Component;
 use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig};
 
+use super::isolation::{self, IsolationReport};
 use super::limits::{Limits, EPOCH_TICK_MS};
 use crate::policy::snapshot::sha256_hex;
 
@@ -34,6 +36,90 @@ pub struct Sandbox {
     cache_dir: PathBuf,
     counters: Arc<Counters>,
     ticker: OnceLock<()>,
+    /// Read back from `engine` once it was built.
+    profile: EngineProfile,
+    isolation: IsolationReport,
+}
+
+/// The engine settings the isolation report depends on: what
+/// [`Sandbox::with_profile`] builds, and, through [`EngineProfile::of`],
+/// what a built engine reports it runs with (`Engine::get_*`).
+///
+/// Defaults ([`EngineProfile::new`]): signals-based traps on, a 4 GiB
+/// reservation and a 32 MiB guard region before and after every linear
+/// memory, epoch interruption on, the pooling allocator.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct EngineProfile {
+    pub signals_based_traps: bool,
+    pub memory_reservation: u64,
+    pub memory_guard_size: u64,
+    pub guard_before_linear_memory: bool,
+    pub epoch_interruption: bool,
+    /// The pool's bound on every linear memory; `None`: no pooling
+    /// allocator (memories allocated on demand).
+    pub pool_max_memory_size: Option<usize>,
+    pub pool_total_memories: Option<u32>,
+    pub pool_table_elements: Option<usize>,
+}
+
+impl EngineProfile {
+    /// The default reservation of a linear memory: the whole 32-bit index
+    /// space.
+    pub const RESERVATION: u64 = 4 << 30;
+    /// The default guard region.
+    pub const GUARD_BYTES: u64 = 32 << 20;
+
+    /// The default profile, the pool bounding every memory at `max_memory`.
+    pub fn new(max_memory: usize) -> EngineProfile {
+        EngineProfile {
+            signals_based_traps: true,
+            memory_reservation: Self::RESERVATION,
+            memory_guard_size: Self::GUARD_BYTES,
+            guard_before_linear_memory: true,
+            epoch_interruption: true,
+            pool_max_memory_size: Some(max_memory),
+            pool_total_memories: Some(128),
+            pool_table_elements: Some(Limits::default().table_elements.max(20_000)),
+        }
+    }
+
+    /// Turns signals-based traps on or off.
+    ///
+    /// # Security
+    /// Off, wasmtime installs no signal handlers: compiled code checks
+    /// bounds itself and a fault it misses crashes the host. The isolation
+    /// report then says `signals_based_traps` and `linear_memory_guards`
+    /// are `partial`.
+    pub fn signals_based_traps(mut self, on: bool) -> EngineProfile {
+        self.signals_based_traps = on;
+        self
+    }
+
+    /// Sets the guard region (before and after each memory; 0: none).
+    ///
+    /// # Security
+    /// With 0, out-of-bounds accesses are stopped by compiled bounds checks
+    /// alone; the report says `linear_memory_guards` is `partial`.
+    pub fn guard_bytes(mut self, bytes: u64) -> EngineProfile {
+        self.memory_guard_size = bytes;
+        self.guard_before_linear_memory = bytes > 0;
+        self
+    }
+
+    /// What a built engine runs with, read back from it.
+    pub fn of(engine: &Engine) -> EngineProfile {
+        let pool = engine.get_pooling_config();
+        EngineProfile {
+            signals_based_traps: engine.get_signals_based_traps(),
+            memory_reservation: engine.get_memory_reservation(),
+            memory_guard_size: engine.get_memory_guard_size(),
+            guard_before_linear_memory: engine.get_guard_before_linear_memory(),
+            epoch_interruption: engine.get_epoch_interruption(),
+            pool_max_memory_size: pool.map(|p| p.get_max_memory_size()),
+            pool_total_memories: pool.map(|p| p.get_total_memories()),
+            pool_table_elements: pool.map(|p| p.get_table_elements()),
+        }
+    }
 }
 
 /// Why a component could not be loaded.
@@ -46,35 +132,65 @@ pub enum LoadError {
 }
 
 impl Sandbox {
-    /// Builds the engine. `max_memory` bounds every linear memory in the
-    /// pool; a run's own cap ([`Limits::memory_bytes`]) may be lower.
+    /// Builds the engine of the default [`EngineProfile`]. `max_memory`
+    /// bounds every linear memory in the pool; a run's own cap
+    /// ([`Limits::memory_bytes`]) may be lower.
     pub fn new(cache_dir: &Path, max_memory: usize) -> wasmtime::Result<Sandbox> {
-        let mut pool = PoolingAllocationConfig::default();
-        pool.total_component_instances(64)
-            .total_core_instances(256)
-            .total_memories(128)
-            .total_tables(256)
-            .max_memories_per_component(8)
-            .max_tables_per_component(32)
-            .max_core_instances_per_component(32)
-            .max_memory_size(max_memory)
-            .table_elements(Limits::default().table_elements.max(20_000))
-            .linear_memory_keep_resident(1 << 20)
-            .table_keep_resident(1 << 16)
-            .pagemap_scan(wasmtime::Enabled::Auto);
+        Sandbox::with_profile(cache_dir, &EngineProfile::new(max_memory))
+    }
+
+    /// Builds the engine `profile` describes, then reads its settings back
+    /// for the isolation report ([`Sandbox::isolation`]).
+    pub fn with_profile(cache_dir: &Path, profile: &EngineProfile) -> wasmtime::Result<Sandbox> {
         let mut config = Config::new();
         config
             .wasm_component_model(true)
-            .epoch_interruption(true)
+            .epoch_interruption(profile.epoch_interruption)
             .memory_init_cow(true)
-            .allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
+            .signals_based_traps(profile.signals_based_traps)
+            .memory_reservation(profile.memory_reservation)
+            .memory_guard_size(profile.memory_guard_size)
+            .guard_before_linear_memory(profile.guard_before_linear_memory);
+        if let Some(max_memory) = profile.pool_max_memory_size {
+            let mut pool = PoolingAllocationConfig::default();
+            pool.total_component_instances(64)
+                .total_core_instances(256)
+                .total_memories(profile.pool_total_memories.unwrap_or(128))
+                .total_tables(256)
+                .max_memories_per_component(8)
+                .max_tables_per_component(32)
+                .max_core_instances_per_component(32)
+                .max_memory_size(max_memory)
+                .table_elements(
+                    profile
+                        .pool_table_elements
+                        .unwrap_or(Limits::default().table_elements),
+                )
+                .linear_memory_keep_resident(1 << 20)
+                .table_keep_resident(1 << 16)
+                .pagemap_scan(wasmtime::Enabled::Auto);
+            config.allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
+        }
         let engine = Engine::new(&config)?;
+        let profile = EngineProfile::of(&engine);
         Ok(Sandbox {
+            isolation: isolation::probe(&profile),
+            profile,
             engine,
             cache_dir: cache_dir.to_path_buf(),
             counters: Arc::new(Counters::default()),
             ticker: OnceLock::new(),
         })
+    }
+
+    /// What the engine runs with, read back from it.
+    pub fn profile(&self) -> &EngineProfile {
+        &self.profile
+    }
+
+    /// The isolation report of this engine on this host.
+    pub fn isolation(&self) -> &IsolationReport {
+        &self.isolation
     }
 
     pub fn engine(&self) -> &Engine {

@@ -17,6 +17,7 @@ pub mod env;
 pub mod fs;
 pub mod human;
 pub mod imports;
+pub mod isolation;
 pub mod limits;
 pub mod log;
 pub mod memory;
@@ -28,7 +29,8 @@ pub mod run;
 mod state;
 pub mod wasi;
 
-pub use engine::{Counters, LoadError, Sandbox};
+pub use engine::{Counters, EngineProfile, LoadError, Sandbox};
+pub use isolation::{IsolationReport, OnDegraded};
 pub use limits::{LimitHit, Limits};
 pub use plan::{Allowed, DirAccess, MemoryGrant, Plan, Preopen};
 pub use run::{execute, GuestResult, RunError, RunReport, TurnContext};

@@ -1,0 +1,62 @@
+//! `gatehouse isolation`: the degraded-mode report of this host, with the
+//! engine the configuration asks for (`[engine]`), built and read back.
+
+use gatehouse::config::HostConfig;
+use gatehouse::sandbox::{EngineProfile, IsolationReport, Limits, Sandbox};
+
+use super::{out, out_json, CmdResult, Context, Exit, Failure};
+
+/// The engine a turn with memory cap `memory_bytes` builds under `config`.
+pub(super) fn engine_profile(config: &HostConfig, memory_bytes: usize) -> EngineProfile {
+    config
+        .engine
+        .profile(memory_bytes.max(Limits::default().memory_bytes))
+}
+
+/// The one line a run prints: `isolation full` or `isolation degraded (…)`.
+pub(super) fn line(report: &IsolationReport) -> String {
+    format!("isolation {}", report.summary())
+}
+
+/// Builds the configured engine (nothing is run, nothing is written) and
+/// prints its report: a table, or with `--json` the document. Exit 0
+/// whether full or degraded: the report is the answer.
+pub fn run(ctx: &Context) -> CmdResult {
+    let config = ctx.config()?;
+    let profile = engine_profile(&config, Limits::default().memory_bytes);
+    let sandbox = Sandbox::with_profile(&ctx.state.cache_dir, &profile)
+        .map_err(|e| Failure::error(format!("cannot start the engine: {e}")))?;
+    let report = sandbox.isolation();
+    report.log();
+    if ctx.json {
+        out_json(report);
+        return Ok(Exit::Ok);
+    }
+    out(format!(
+        "overall  {}  (version {}, on_degraded `{}`)",
+        report.overall.as_str(),
+        report.version,
+        config.on_degraded.as_str()
+    ));
+    out("");
+    let width = report
+        .layers
+        .iter()
+        .map(|l| l.name.len())
+        .max()
+        .unwrap_or(0);
+    out(format!("{:<width$}  {:<12}  reason", "layer", "state"));
+    for l in &report.layers {
+        let state = if l.counted {
+            l.state.as_str().to_string()
+        } else {
+            format!("{}*", l.state.as_str())
+        };
+        out(format!("{:<width$}  {:<12}  {}", l.name, state, l.reason));
+    }
+    if report.layers.iter().any(|l| !l.counted) {
+        out("");
+        out("* not counted toward overall");
+    }
+    Ok(Exit::Ok)
+}
