@@ -4,9 +4,12 @@
 //! - `cli`: the binary, end to end, in a sealed temporary environment.
 //! - `decide`: every deny code `decide` produces, by name.
 //! - `purity`: `src/policy/` names no I/O facility.
+//! - `isolation`: the degraded-mode report, degraded for real (seccomp,
+//!   a weaker engine), and the fail-closed switch.
 
 mod cli;
 mod decide;
+mod isolation;
 mod purity;
 mod sandbox;
 mod support;
