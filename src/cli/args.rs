@@ -18,7 +18,9 @@ Environment:
   GATEHOUSE_STATE_DIR    state directory (default $XDG_STATE_HOME/gatehouse, else
                          ~/.local/state/gatehouse)
   GATEHOUSE_GRANTS_DB    grants database (default <state>/grants.db)
-  GATEHOUSE_HISTORY_DIR  turn history (default <state>/history)";
+  GATEHOUSE_HISTORY_DIR  turn history (default <state>/history)
+  GATEHOUSE_LOG          log through tracing to stderr at this level (error, warn, info,
+                         debug, trace; else RUST_LOG; default: off)";
 
 /// Run executors as WebAssembly components in a sandbox built from a
 /// deny-by-default policy.
