@@ -926,6 +926,21 @@ mod tests {
     }
 
     #[test]
+    fn a_built_engine_reads_back_the_profile_it_was_built_with() {
+        let cache = std::env::temp_dir().join("gatehouse-never-written");
+        for p in [
+            engine(),
+            engine().signals_based_traps(false),
+            engine().guard_bytes(0),
+        ] {
+            let sandbox = super::super::engine::Sandbox::with_profile(&cache, &p).unwrap();
+            assert_eq!(sandbox.profile(), &p);
+            assert_eq!(sandbox.isolation(), &probe(&p));
+        }
+        assert!(!cache.exists(), "building an engine wrote its cache");
+    }
+
+    #[test]
     fn the_probe_of_this_process_answers_every_question() {
         let facts = host_facts();
         assert!(std::ptr::eq(facts, host_facts()), "probed once");
