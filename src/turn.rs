@@ -140,6 +140,8 @@ pub fn gate(input: TurnInput<'_>) -> Gate {
     let mut hosts = Vec::new();
     let mut memory: Option<MemoryGrant> = None;
     let mut delegates = Vec::new();
+    let mut write_globs = Vec::new();
+    let mut read_globs = Vec::new();
 
     for declared in &def.capabilities {
         let cap = declared.capability;
@@ -182,20 +184,23 @@ pub fn gate(input: TurnInput<'_>) -> Gate {
                         format!("`{cap}` needs a path glob target"),
                     );
                 };
-                // Until the filesystem layer enforces finer globs at
-                // open-at, only whole directories can be granted: a
-                // preopen of `dir` for `dir/*.md` would give more than the
-                // glob says. Refused rather than over-granted.
-                let dir = match glob.as_str().strip_suffix("/**") {
-                    Some(d) if !d.contains(['*', '?']) => d.to_string(),
-                    _ if glob.is_literal() => glob.as_str().to_string(),
-                    _ => {
-                        return deny(
-                            steps,
-                            DenyCode::TargetMismatch,
-                            format!("`{}` is finer than a directory; this sandbox can grant only `<dir>/**` or `<dir>`", glob.as_str()),
-                        )
-                    }
+                // The preopened directory is the glob's longest literal
+                // directory (`<dir>` for `<dir>/**` or a literal directory);
+                // the filesystem layer (`sandbox::journal_fs`) enforces the
+                // glob itself at every open and mutation, so `notes/*.md`
+                // preopens `notes` and the layer refuses `notes/a.txt`.
+                let (dir, rest) = if glob.is_literal() && Path::new(glob.as_str()).is_dir() {
+                    (glob.as_str().to_string(), "**".to_string())
+                } else {
+                    let dir = glob.literal_dir();
+                    let skip = dir.split('/').filter(|s| !s.is_empty()).count();
+                    let rest: Vec<&str> = glob
+                        .as_str()
+                        .split('/')
+                        .filter(|s| !s.is_empty())
+                        .skip(skip)
+                        .collect();
+                    (dir, rest.join("/"))
                 };
                 let access = if cap == Capability::FsWrite {
                     Access::Write
@@ -223,29 +228,23 @@ pub fn gate(input: TurnInput<'_>) -> Gate {
                         format!("`{canonical}` is not an existing directory"),
                     );
                 }
-                // A read-write preopen hands out its whole tree. Until a
-                // layer refuses protected paths inside it at open-at, a
-                // write root that contains host configuration (the grants
-                // database, the history, manifests) is refused outright.
+                // A read-write preopen may contain host configuration (the
+                // grants database, the history, manifests): the filesystem
+                // layer refuses every mutation of a protected path inside
+                // it with `POLICY_MUTATION_DENIED`/`DEFINITION_MUTATION_DENIED`.
+                let Ok(rebased) =
+                    PathGlob::parse(&format!("{}/{rest}", canonical.trim_end_matches('/')))
+                else {
+                    return deny(
+                        steps,
+                        DenyCode::TargetMismatch,
+                        format!("`{}` cannot be rebased on `{canonical}`", glob.as_str()),
+                    );
+                };
                 if cap == Capability::FsWrite {
-                    if let Some(p) = snap
-                        .roots
-                        .protected
-                        .iter()
-                        .find(|p| crate::policy::is_within(&p.path, &canonical))
-                    {
-                        let code = match p.kind {
-                            crate::policy::ProtectedKind::Policy => DenyCode::PolicyMutationDenied,
-                            crate::policy::ProtectedKind::Definition => {
-                                DenyCode::DefinitionMutationDenied
-                            }
-                        };
-                        return deny(
-                            steps,
-                            code,
-                            format!("`{canonical}` would be writable and contains host configuration `{}`", p.path),
-                        );
-                    }
+                    write_globs.push(rebased);
+                } else {
+                    read_globs.push(rebased);
                 }
                 let access = if cap == Capability::FsWrite {
                     DirAccess::ReadWrite
@@ -337,6 +336,9 @@ pub fn gate(input: TurnInput<'_>) -> Gate {
         delegates,
         limits: input.limits,
         workspace: PathBuf::from(workspace),
+        write_globs,
+        read_globs,
+        protected: snap.roots.protected.clone(),
     });
     Gate::Ready {
         steps,

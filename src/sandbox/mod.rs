@@ -18,6 +18,7 @@ pub mod fs;
 pub mod human;
 pub mod imports;
 pub mod isolation;
+pub mod journal_fs;
 pub mod limits;
 pub mod log;
 pub mod memory;

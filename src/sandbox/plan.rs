@@ -11,7 +11,8 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 
 use super::limits::Limits;
-use crate::policy::{Capability, HostPattern};
+use crate::policy::snapshot::ProtectedPath;
+use crate::policy::{Capability, HostPattern, PathGlob};
 
 /// How a preopened directory may be used.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -64,6 +65,9 @@ pub struct Plan {
     delegates: Vec<String>,
     limits: Limits,
     workspace: PathBuf,
+    write_globs: Vec<PathGlob>,
+    read_globs: Vec<PathGlob>,
+    protected: Vec<ProtectedPath>,
 }
 
 /// The parts of a plan, as the gate assembles them.
@@ -80,6 +84,12 @@ pub(crate) struct PlanParts {
     pub delegates: Vec<String>,
     pub limits: Limits,
     pub workspace: PathBuf,
+    /// `fs:write` globs, rebased on the canonical preopened directory.
+    pub write_globs: Vec<PathGlob>,
+    /// `fs:read` globs, likewise.
+    pub read_globs: Vec<PathGlob>,
+    /// The snapshot's protected paths (`roots.protected`).
+    pub protected: Vec<ProtectedPath>,
 }
 
 impl Plan {
@@ -102,6 +112,9 @@ impl Plan {
             delegates: parts.delegates,
             limits: parts.limits,
             workspace: parts.workspace,
+            write_globs: parts.write_globs,
+            read_globs: parts.read_globs,
+            protected: parts.protected,
         }
     }
 
@@ -149,5 +162,19 @@ impl Plan {
     }
     pub fn workspace(&self) -> &Path {
         &self.workspace
+    }
+    /// The `fs:write` globs (canonical): the filesystem layer refuses any
+    /// mutation of a path none of them matches.
+    pub fn write_globs(&self) -> &[PathGlob] {
+        &self.write_globs
+    }
+    /// The `fs:read` globs (canonical): a file's content may be read when
+    /// one of these or of the write globs matches it.
+    pub fn read_globs(&self) -> &[PathGlob] {
+        &self.read_globs
+    }
+    /// Paths no executor may write, even inside a read-write preopen.
+    pub fn protected(&self) -> &[ProtectedPath] {
+        &self.protected
     }
 }

@@ -42,7 +42,8 @@ pub fn add_baseline(l: &mut Linker<HostState>) -> wasmtime::Result<Vec<&'static 
     p2::cli::terminal_stderr::add_to_linker::<HostState, WasiCli>(l, HostState::cli)?;
     // Reaches nothing without a preopen; preopens come only from fs grants.
     p2::filesystem::preopens::add_to_linker::<HostState, WasiFilesystem>(l, HostState::filesystem)?;
-    sync::filesystem::types::add_to_linker::<HostState, WasiFilesystem>(l, HostState::filesystem)?;
+    // Through the journaling layer, which delegates to wasmtime-wasi's.
+    super::journal_fs::add_to_linker(l)?;
     Ok(vec![
         "wasi:io",
         "wasi:clocks",

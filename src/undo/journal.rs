@@ -56,6 +56,32 @@ pub enum Operation {
         key: String,
         previous: Option<String>,
     },
+    /// A file the turn created (it did not exist). Paths are canonical
+    /// host paths.
+    FileCreate { path: String },
+    /// An existing file opened to be written or truncated; `blob` is the
+    /// sha256 of its bytes before, stored at `<turn>/blob/<blob>.bin`.
+    FileOverwrite { path: String, blob: String },
+    /// A file deleted; `blob` holds its bytes (`None`: its content was the
+    /// turn's own, restored by an earlier operation of the turn).
+    FileDelete { path: String, blob: Option<String> },
+    /// A symbolic link deleted; `target` is what it pointed to.
+    SymlinkDelete { path: String, target: String },
+    /// A directory the turn created.
+    DirCreate { path: String },
+    /// An (empty) directory the turn removed.
+    DirRemove { path: String },
+    /// `from` moved to `to`; what `to` held before: a file (`replaced_blob`),
+    /// an empty directory (`replaced_dir`), or nothing.
+    Rename {
+        from: String,
+        to: String,
+        replaced_blob: Option<String>,
+        #[serde(default)]
+        replaced_dir: bool,
+    },
+    /// A symbolic or hard link the turn created.
+    LinkCreate { path: String },
 }
 
 impl Operation {
@@ -64,6 +90,13 @@ impl Operation {
         match self {
             Operation::MemorySet { previous: None, .. } => "delete_memory_by_id",
             Operation::MemorySet { .. } | Operation::MemoryDelete { .. } => "restore_blob_backup",
+            Operation::FileCreate { .. } | Operation::LinkCreate { .. } => "delete_created_paths",
+            Operation::DirCreate { .. } => "delete_created_dirs",
+            Operation::FileOverwrite { .. }
+            | Operation::FileDelete { .. }
+            | Operation::SymlinkDelete { .. }
+            | Operation::DirRemove { .. } => "restore_blob_backup",
+            Operation::Rename { .. } => "swap_src_dst",
         }
     }
 }
@@ -178,6 +211,22 @@ impl TurnJournal {
         append_line(&mut inner.journal, &path, &Entry { seq, op })?;
         inner.next_seq += 1;
         Ok(seq)
+    }
+
+    /// Appends one line to the turn's audit log (`decisions.jsonl`), as
+    /// a refusal by the filesystem layer during the run.
+    pub fn decision(&self, value: &serde_json::Value) -> Result<(), HistoryError> {
+        let path = self.dir.join("decisions.jsonl");
+        let _guard = self.inner.lock().map_err(|_| HistoryError::Io {
+            action: "lock",
+            path: path.clone(),
+            reason: "a previous writer panicked".into(),
+        })?;
+        let mut file = OpenOptions::new()
+            .append(true)
+            .open(&path)
+            .map_err(|e| io("open", &path, e))?;
+        append_line(&mut file, &path, value)
     }
 
     /// Marks the turn finished with `status`.

@@ -7,9 +7,11 @@
 //!
 //! The catalogue (`crate::manifest::REVERSE_PATTERNS`): `swap_src_dst`,
 //! `delete_created_dirs`, `delete_created_paths`, `restore_blob_backup`,
-//! `delete_memory_by_id`. Memory operations use the last two today; the
-//! filesystem ones arrive with the journaling filesystem layer.
+//! `delete_memory_by_id`. Memory operations use the last two; files and
+//! directories, journaled by `crate::sandbox::journal_fs`, all of them
+//! but the last (see [`fs`]).
 
+pub mod fs;
 pub mod journal;
 
 use std::path::{Path, PathBuf};
@@ -147,14 +149,18 @@ impl History {
         let mut entries: Vec<Entry> = journal::read_lines(&dir.join("journal.jsonl"))?;
         entries.reverse();
         let mut memory: Option<Result<MemoryStore, String>> = None;
+        let mut files = fs::FsUndo::load(&dir)?;
         let mut steps = Vec::new();
         for entry in entries {
             let pattern = entry.op.reverse_pattern();
-            let store = memory
-                .get_or_insert_with(|| MemoryStore::open(memory_db).map_err(|e| e.to_string()));
-            let (status, reason) = match store {
-                Err(e) => (UndoStatus::Failed, e.clone()),
-                Ok(store) => reverse_memory(store, &entry.op, dry_run),
+            let (status, reason) = match files.reverse(&entry.op, dry_run) {
+                Some(done) => done,
+                None => match memory
+                    .get_or_insert_with(|| MemoryStore::open(memory_db).map_err(|e| e.to_string()))
+                {
+                    Err(e) => (UndoStatus::Failed, e.clone()),
+                    Ok(store) => reverse_memory(store, &entry.op, dry_run),
+                },
             };
             steps.push(UndoStep {
                 seq: entry.seq,
@@ -189,6 +195,17 @@ fn reverse_memory(store: &MemoryStore, op: &Operation, dry_run: bool) -> (UndoSt
         }
     };
     match op {
+        Operation::FileCreate { .. }
+        | Operation::FileOverwrite { .. }
+        | Operation::FileDelete { .. }
+        | Operation::SymlinkDelete { .. }
+        | Operation::DirCreate { .. }
+        | Operation::DirRemove { .. }
+        | Operation::Rename { .. }
+        | Operation::LinkCreate { .. } => (
+            UndoStatus::Failed,
+            "a filesystem operation reached the memory store".into(),
+        ),
         Operation::MemorySet {
             scope,
             key,

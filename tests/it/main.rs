@@ -14,3 +14,4 @@ mod purity;
 mod sandbox;
 mod support;
 mod undo;
+mod undo_fs;

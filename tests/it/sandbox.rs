@@ -90,7 +90,7 @@ pub(crate) fn output(v: &serde_json::Value) -> serde_json::Value {
 }
 
 /// Every file under `dir` with its bytes, sorted.
-fn tree(dir: &Path) -> Vec<(String, Vec<u8>)> {
+pub(crate) fn tree(dir: &Path) -> Vec<(String, Vec<u8>)> {
     let mut out = Vec::new();
     let mut stack = vec![dir.to_path_buf()];
     while let Some(d) = stack.pop() {
@@ -937,10 +937,11 @@ fn approval_on_a_terminal_allows_once_remembers_or_refuses() {
 }
 
 #[test]
-fn a_write_root_that_holds_host_configuration_is_refused() {
+fn a_write_root_that_holds_host_configuration_is_guarded_by_the_layer() {
     // The state directory (grants database, history, cache) lies inside
-    // the workspace: a read-write preopen of the workspace would hand it
-    // out, so the turn is refused before anything is built.
+    // the workspace: the read-write preopen of the workspace is granted,
+    // and the filesystem layer refuses every mutation inside the state
+    // directory (more in `undo_fs`).
     let env = Env::new();
     let ws = env.root();
     env.mkdir("state");
@@ -958,8 +959,21 @@ fn a_write_root_that_holds_host_configuration_is_refused() {
         r#"{"path":"state/grants.db","content":"pwned"}"#,
         &[],
     );
-    run.expect(2);
-    assert_eq!(v["code"], "POLICY_MUTATION_DENIED", "{v:#}");
+    run.expect(1);
+    assert!(
+        v["run"]["result"]["error"]["failed"]
+            .as_str()
+            .unwrap()
+            .contains("ermission denied"),
+        "{v:#}"
+    );
     assert!(!env.state_dir().join("grants.db").exists());
-    assert!(!env.state_dir().join("cache").exists());
+    let turn = v["turn"].as_str().unwrap();
+    let log = env
+        .run(&["history", "--turn", turn, "--decisions"])
+        .json_lines();
+    assert_eq!(
+        log.last().unwrap()["decision"]["code"],
+        "POLICY_MUTATION_DENIED"
+    );
 }

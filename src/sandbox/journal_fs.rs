@@ -1,0 +1,677 @@
+//! The journaling filesystem layer: gatehouse's own host of
+//! `wasi:filesystem/types`, between the guest and wasmtime-wasi's.
+//!
+//! Every method delegates to wasmtime-wasi's implementation
+//! ([`WasiFilesystemCtxView`]); before a mutation it
+//! 1. finds the exact host path (the descriptor's own file descriptor,
+//!    read back through `/proc/self/fd`, joined with the guest's path and
+//!    resolved the way the open will resolve it),
+//! 2. refuses it when no granted glob matches the path (`fs:write` on
+//!    `notes/*.md` preopens `notes` but refuses `notes/a.txt`) or the path
+//!    is protected (grants database, config, manifests, history, state),
+//!    whatever the preopen allows; the guest gets `not-permitted`/`access`
+//!    and the refusal goes to the turn's audit log with its deny code,
+//! 3. stores a file's bytes once per turn before its first destructive
+//!    change (`<turn>/blob/<sha256>.bin`) and journals the operation,
+//!    fsynced, before doing it.
+//!
+//! Writes themselves go through `wasi:io` streams from
+//! `write-via-stream`/`append-via-stream` (or `write`, `set-size`) on a
+//! descriptor opened for writing: the backup is taken when it is opened.
+//! At the end of the run [`FsLayer::finish`] records the state each
+//! touched path was left in, so undo can tell what changed since.
+//!
+//! Content reads are refined too: a file opened for reading must match a
+//! read or write glob. Names and metadata (`stat`, `read-directory`) of
+//! the preopened tree stay visible.
+
+use std::collections::{BTreeSet, HashSet};
+use std::os::fd::AsRawFd;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use wasmtime::component::{HasData, Linker, Resource};
+use wasmtime_wasi::filesystem::{Descriptor, WasiFilesystemCtxView};
+use wasmtime_wasi::p2::bindings::filesystem::types::ErrorCode;
+use wasmtime_wasi::p2::bindings::sync::filesystem::types as fs;
+use wasmtime_wasi::p2::bindings::sync::io::streams;
+use wasmtime_wasi::p2::{FsError, FsResult};
+
+use super::plan::Plan;
+use super::state::HostState;
+use crate::policy::snapshot::{ProtectedKind, ProtectedPath};
+use crate::policy::{is_within, DenyCode, PathGlob, Snapshot};
+use crate::undo::fs::{record_left, store_blob};
+use crate::undo::{Operation, TurnJournal};
+
+/// What the layer enforces and where it journals, for one run.
+pub struct FsLayer {
+    journal: Option<TurnJournal>,
+    write_globs: Vec<PathGlob>,
+    read_globs: Vec<PathGlob>,
+    protected: Vec<ProtectedPath>,
+    /// For the audit log.
+    turn: String,
+    actor: String,
+    snapshot: Option<Arc<Snapshot>>,
+    /// Paths whose bytes from before the turn are saved, or that hold the
+    /// turn's own bytes: no further backup is needed.
+    owned: HashSet<String>,
+    /// Every path a journaled operation named.
+    touched: BTreeSet<String>,
+    /// The refusals of this run: deny code and reason.
+    pub denials: Vec<(DenyCode, String)>,
+}
+
+impl FsLayer {
+    /// The layer for `plan`, journaling into `journal` (none: enforce only).
+    pub fn new(
+        plan: &Plan,
+        journal: Option<TurnJournal>,
+        actor: &str,
+        snapshot: Option<Arc<Snapshot>>,
+    ) -> FsLayer {
+        FsLayer {
+            journal,
+            write_globs: plan.write_globs().to_vec(),
+            read_globs: plan.read_globs().to_vec(),
+            protected: plan.protected().to_vec(),
+            turn: plan.turn_id().to_string(),
+            actor: actor.to_string(),
+            snapshot,
+            owned: HashSet::new(),
+            touched: BTreeSet::new(),
+            denials: Vec::new(),
+        }
+    }
+
+    /// Records the state every touched path was left in
+    /// (`<turn>/fs-left.jsonl`). Call once the guest is done.
+    pub fn finish(&mut self) -> std::io::Result<()> {
+        let Some(j) = &self.journal else {
+            return Ok(());
+        };
+        let r = record_left(j.dir(), &self.touched);
+        self.touched.clear();
+        r
+    }
+
+    fn deny(&mut self, code: DenyCode, operation: &str, path: &str, reason: String) -> FsError {
+        if let Some(j) = &self.journal {
+            let identity = self
+                .snapshot
+                .as_ref()
+                .and_then(|s| s.actors.get(&self.actor))
+                .and_then(|a| a.identity.clone());
+            let hashes = self.snapshot.as_ref().map(|s| {
+                serde_json::json!({"definitionHash": s.definition_hash(), "policyHash": s.policy_hash()})
+            });
+            let line = serde_json::json!({
+                "turn": self.turn,
+                "actor": self.actor,
+                "identity": identity,
+                "request": {"kind": "filesystem", "operation": operation, "path": path},
+                "decision": {"decision": "deny", "code": code, "reason": reason},
+                "snapshot": hashes,
+            });
+            // The refusal stands even if the log cannot be written.
+            let _ = j.decision(&line);
+        }
+        self.denials.push((code, reason));
+        match code {
+            DenyCode::TargetMismatch => ErrorCode::NotPermitted.into(),
+            _ => ErrorCode::Access.into(),
+        }
+    }
+
+    /// Refuses a mutation of `path` outside the write globs or touching a
+    /// protected path (the path itself, below it, or above it).
+    fn check_write(&mut self, operation: &str, path: &str) -> FsResult<()> {
+        if let Some(p) = self
+            .protected
+            .iter()
+            .find(|p| is_within(path, &p.path) || is_within(&p.path, path))
+        {
+            let code = match p.kind {
+                ProtectedKind::Policy => DenyCode::PolicyMutationDenied,
+                ProtectedKind::Definition => DenyCode::DefinitionMutationDenied,
+            };
+            let reason = format!(
+                "`{path}` is host configuration (`{}`); no executor may write it",
+                p.path
+            );
+            return Err(self.deny(code, operation, path, reason));
+        }
+        if !self.write_globs.iter().any(|g| g.matches(path)) {
+            let reason = format!("`{path}` matches none of the granted `fs:write` globs");
+            return Err(self.deny(DenyCode::TargetMismatch, operation, path, reason));
+        }
+        Ok(())
+    }
+
+    fn check_read(&mut self, path: &str) -> FsResult<()> {
+        if self
+            .read_globs
+            .iter()
+            .chain(&self.write_globs)
+            .any(|g| g.matches(path))
+        {
+            return Ok(());
+        }
+        let reason = format!("`{path}` matches none of the granted `fs:read` or `fs:write` globs");
+        Err(self.deny(DenyCode::TargetMismatch, "read", path, reason))
+    }
+
+    fn record(&mut self, op: Operation) -> FsResult<()> {
+        let Some(j) = &self.journal else {
+            return Ok(());
+        };
+        for p in op_paths(&op) {
+            self.touched.insert(p.to_string());
+        }
+        j.record(op).map(|_| ()).map_err(|_| ErrorCode::Io.into())
+    }
+
+    /// Saves the bytes of the regular file `path` once for this turn.
+    fn backup(&mut self, path: &str) -> FsResult<Option<String>> {
+        let Some(j) = &self.journal else {
+            return Ok(None);
+        };
+        if self.owned.contains(path) {
+            return Ok(None);
+        }
+        let bytes = std::fs::read(path)?;
+        let sha = store_blob(j.dir(), &bytes)?;
+        self.owned.insert(path.to_string());
+        Ok(Some(sha))
+    }
+
+    /// After `from` moved to `to`: what was known of `from` (and below)
+    /// now holds for `to`.
+    fn moved(&mut self, from: &str, to: &str) {
+        let below = |k: &str, d: &str| k == d || is_within(k, d);
+        self.owned.retain(|k| !below(k, to));
+        let owned: Vec<String> = self
+            .owned
+            .iter()
+            .filter(|k| below(k, from))
+            .map(|k| format!("{to}{}", &k[from.len()..]))
+            .collect();
+        self.owned.retain(|k| !below(k, from));
+        self.owned.extend(owned);
+        if self.journal.is_some() {
+            let touched: Vec<String> = self
+                .touched
+                .iter()
+                .filter(|k| is_within(k, from) && k.as_str() != from)
+                .map(|k| format!("{to}{}", &k[from.len()..]))
+                .collect();
+            self.touched.extend(touched);
+        }
+    }
+}
+
+fn op_paths(op: &Operation) -> Vec<&str> {
+    match op {
+        Operation::FileCreate { path }
+        | Operation::FileOverwrite { path, .. }
+        | Operation::FileDelete { path, .. }
+        | Operation::SymlinkDelete { path, .. }
+        | Operation::DirCreate { path }
+        | Operation::DirRemove { path }
+        | Operation::LinkCreate { path } => vec![path],
+        Operation::Rename { from, to, .. } => vec![from, to],
+        Operation::MemorySet { .. } | Operation::MemoryDelete { .. } => vec![],
+    }
+}
+
+/// The view the bindings call: wasmtime-wasi's, and the layer.
+pub struct JournalingFs<'a> {
+    pub inner: WasiFilesystemCtxView<'a>,
+    pub layer: &'a mut FsLayer,
+}
+
+struct HasJournalingFs;
+
+impl HasData for HasJournalingFs {
+    type Data<'a> = JournalingFs<'a>;
+}
+
+fn view(s: &mut HostState) -> JournalingFs<'_> {
+    JournalingFs {
+        inner: WasiFilesystemCtxView {
+            ctx: s.wasi.filesystem(),
+            table: &mut s.table,
+        },
+        layer: &mut s.fs,
+    }
+}
+
+/// Links `wasi:filesystem/types` through the layer (in place of
+/// wasmtime-wasi's own).
+///
+/// # Security
+/// This is where finer globs and protected paths are enforced: whatever
+/// a preopen's permissions, a mutation passes only what
+/// [`FsLayer::check_write`] allows.
+pub fn add_to_linker(l: &mut Linker<HostState>) -> wasmtime::Result<()> {
+    fs::add_to_linker::<HostState, HasJournalingFs>(l, view)
+}
+
+fn not_utf8() -> FsError {
+    ErrorCode::IllegalByteSequence.into()
+}
+
+fn utf8(p: PathBuf) -> FsResult<String> {
+    p.into_os_string().into_string().map_err(|_| not_utf8())
+}
+
+/// Resolves `rel` against the host directory `base` the way the open
+/// will: every directory component followed, the last one followed too
+/// with `follow` (a dangling link names the file a create would make).
+fn resolve(base: &Path, rel: &str, follow: bool) -> FsResult<String> {
+    if rel.starts_with('/') {
+        return Err(ErrorCode::NotPermitted.into());
+    }
+    let mut p = base.join(rel);
+    if follow {
+        for _ in 0..40 {
+            match std::fs::symlink_metadata(&p) {
+                Ok(m) if m.file_type().is_symlink() => {
+                    let target = std::fs::read_link(&p)?;
+                    p = match p.parent() {
+                        Some(parent) => parent.join(target),
+                        None => target,
+                    };
+                }
+                _ => break,
+            }
+        }
+    }
+    let real = match (p.parent(), p.file_name()) {
+        (Some(parent), Some(name)) => parent.canonicalize()?.join(name),
+        _ => p.canonicalize()?,
+    };
+    utf8(real)
+}
+
+impl JournalingFs<'_> {
+    /// The exact host path of a descriptor.
+    fn host_path(&mut self, fd: &Resource<Descriptor>) -> FsResult<PathBuf> {
+        let raw = match self.inner.table.get(fd)? {
+            Descriptor::File(f) => f.file.as_raw_fd(),
+            Descriptor::Dir(d) => d.dir.as_raw_fd(),
+        };
+        let p = std::fs::read_link(format!("/proc/self/fd/{raw}"))?;
+        if p.to_string_lossy().ends_with(" (deleted)") {
+            return Err(ErrorCode::NoEntry.into());
+        }
+        Ok(p)
+    }
+
+    fn at(&mut self, fd: &Resource<Descriptor>, path: &str, follow: bool) -> FsResult<String> {
+        let base = self.host_path(fd)?;
+        resolve(&base, path, follow)
+    }
+
+    fn check_descriptor(&mut self, operation: &str, fd: &Resource<Descriptor>) -> FsResult<()> {
+        let p = utf8(self.host_path(fd)?)?;
+        self.layer.check_write(operation, &p)
+    }
+}
+
+impl fs::Host for JournalingFs<'_> {
+    fn convert_error_code(&mut self, err: FsError) -> wasmtime::Result<fs::ErrorCode> {
+        fs::Host::convert_error_code(&mut self.inner, err)
+    }
+
+    fn filesystem_error_code(
+        &mut self,
+        err: Resource<streams::Error>,
+    ) -> wasmtime::Result<Option<fs::ErrorCode>> {
+        fs::Host::filesystem_error_code(&mut self.inner, err)
+    }
+}
+
+impl fs::HostDirectoryEntryStream for JournalingFs<'_> {
+    fn read_directory_entry(
+        &mut self,
+        stream: Resource<fs::DirectoryEntryStream>,
+    ) -> FsResult<Option<fs::DirectoryEntry>> {
+        fs::HostDirectoryEntryStream::read_directory_entry(&mut self.inner, stream)
+    }
+
+    fn drop(&mut self, stream: Resource<fs::DirectoryEntryStream>) -> wasmtime::Result<()> {
+        fs::HostDirectoryEntryStream::drop(&mut self.inner, stream)
+    }
+}
+
+impl fs::HostDescriptor for JournalingFs<'_> {
+    fn read_via_stream(
+        &mut self,
+        fd: Resource<Descriptor>,
+        offset: fs::Filesize,
+    ) -> FsResult<Resource<streams::InputStream>> {
+        fs::HostDescriptor::read_via_stream(&mut self.inner, fd, offset)
+    }
+
+    fn write_via_stream(
+        &mut self,
+        fd: Resource<Descriptor>,
+        offset: fs::Filesize,
+    ) -> FsResult<Resource<streams::OutputStream>> {
+        fs::HostDescriptor::write_via_stream(&mut self.inner, fd, offset)
+    }
+
+    fn append_via_stream(
+        &mut self,
+        fd: Resource<Descriptor>,
+    ) -> FsResult<Resource<streams::OutputStream>> {
+        fs::HostDescriptor::append_via_stream(&mut self.inner, fd)
+    }
+
+    fn advise(
+        &mut self,
+        fd: Resource<Descriptor>,
+        offset: fs::Filesize,
+        len: fs::Filesize,
+        advice: fs::Advice,
+    ) -> FsResult<()> {
+        fs::HostDescriptor::advise(&mut self.inner, fd, offset, len, advice)
+    }
+
+    fn sync_data(&mut self, fd: Resource<Descriptor>) -> FsResult<()> {
+        fs::HostDescriptor::sync_data(&mut self.inner, fd)
+    }
+
+    fn get_flags(&mut self, fd: Resource<Descriptor>) -> FsResult<fs::DescriptorFlags> {
+        fs::HostDescriptor::get_flags(&mut self.inner, fd)
+    }
+
+    fn get_type(&mut self, fd: Resource<Descriptor>) -> FsResult<fs::DescriptorType> {
+        fs::HostDescriptor::get_type(&mut self.inner, fd)
+    }
+
+    /// Only on a descriptor opened for writing, whose bytes were saved
+    /// when it was opened.
+    fn set_size(&mut self, fd: Resource<Descriptor>, size: fs::Filesize) -> FsResult<()> {
+        fs::HostDescriptor::set_size(&mut self.inner, fd, size)
+    }
+
+    fn set_times(
+        &mut self,
+        fd: Resource<Descriptor>,
+        atim: fs::NewTimestamp,
+        mtim: fs::NewTimestamp,
+    ) -> FsResult<()> {
+        self.check_descriptor("set-times", &fd)?;
+        fs::HostDescriptor::set_times(&mut self.inner, fd, atim, mtim)
+    }
+
+    fn read(
+        &mut self,
+        fd: Resource<Descriptor>,
+        len: fs::Filesize,
+        offset: fs::Filesize,
+    ) -> FsResult<(Vec<u8>, bool)> {
+        fs::HostDescriptor::read(&mut self.inner, fd, len, offset)
+    }
+
+    fn write(
+        &mut self,
+        fd: Resource<Descriptor>,
+        buf: Vec<u8>,
+        offset: fs::Filesize,
+    ) -> FsResult<fs::Filesize> {
+        fs::HostDescriptor::write(&mut self.inner, fd, buf, offset)
+    }
+
+    fn read_directory(
+        &mut self,
+        fd: Resource<Descriptor>,
+    ) -> FsResult<Resource<fs::DirectoryEntryStream>> {
+        fs::HostDescriptor::read_directory(&mut self.inner, fd)
+    }
+
+    fn sync(&mut self, fd: Resource<Descriptor>) -> FsResult<()> {
+        fs::HostDescriptor::sync(&mut self.inner, fd)
+    }
+
+    fn create_directory_at(&mut self, fd: Resource<Descriptor>, path: String) -> FsResult<()> {
+        let host = self.at(&fd, &path, false)?;
+        self.layer.check_write("create-directory-at", &host)?;
+        if !Path::new(&host).exists() {
+            self.layer.record(Operation::DirCreate { path: host })?;
+        }
+        fs::HostDescriptor::create_directory_at(&mut self.inner, fd, path)
+    }
+
+    fn stat(&mut self, fd: Resource<Descriptor>) -> FsResult<fs::DescriptorStat> {
+        fs::HostDescriptor::stat(&mut self.inner, fd)
+    }
+
+    fn stat_at(
+        &mut self,
+        fd: Resource<Descriptor>,
+        path_flags: fs::PathFlags,
+        path: String,
+    ) -> FsResult<fs::DescriptorStat> {
+        fs::HostDescriptor::stat_at(&mut self.inner, fd, path_flags, path)
+    }
+
+    fn set_times_at(
+        &mut self,
+        fd: Resource<Descriptor>,
+        path_flags: fs::PathFlags,
+        path: String,
+        atim: fs::NewTimestamp,
+        mtim: fs::NewTimestamp,
+    ) -> FsResult<()> {
+        let follow = path_flags.contains(fs::PathFlags::SYMLINK_FOLLOW);
+        let host = self.at(&fd, &path, follow)?;
+        self.layer.check_write("set-times-at", &host)?;
+        fs::HostDescriptor::set_times_at(&mut self.inner, fd, path_flags, path, atim, mtim)
+    }
+
+    fn link_at(
+        &mut self,
+        fd: Resource<Descriptor>,
+        old_path_flags: fs::PathFlags,
+        old_path: String,
+        new_descriptor: Resource<Descriptor>,
+        new_path: String,
+    ) -> FsResult<()> {
+        let follow = old_path_flags.contains(fs::PathFlags::SYMLINK_FOLLOW);
+        let old = self.at(&fd, &old_path, follow)?;
+        let new = self.at(&new_descriptor, &new_path, false)?;
+        // A hard link writes the same bytes as its source: both must be
+        // writable, and the source is saved before it can change.
+        self.layer.check_write("link-at", &old)?;
+        self.layer.check_write("link-at", &new)?;
+        if std::fs::metadata(&old).is_ok_and(|m| m.is_file()) {
+            if let Some(blob) = self.layer.backup(&old)? {
+                self.layer.record(Operation::FileOverwrite {
+                    path: old.clone(),
+                    blob,
+                })?;
+            }
+        }
+        self.layer
+            .record(Operation::LinkCreate { path: new.clone() })?;
+        self.layer.owned.insert(new);
+        fs::HostDescriptor::link_at(
+            &mut self.inner,
+            fd,
+            old_path_flags,
+            old_path,
+            new_descriptor,
+            new_path,
+        )
+    }
+
+    fn open_at(
+        &mut self,
+        fd: Resource<Descriptor>,
+        path_flags: fs::PathFlags,
+        path: String,
+        oflags: fs::OpenFlags,
+        flags: fs::DescriptorFlags,
+    ) -> FsResult<Resource<Descriptor>> {
+        let writes = flags.contains(fs::DescriptorFlags::WRITE)
+            || oflags.intersects(fs::OpenFlags::CREATE | fs::OpenFlags::TRUNCATE);
+        if !writes {
+            let opened =
+                fs::HostDescriptor::open_at(&mut self.inner, fd, path_flags, path, oflags, flags)?;
+            if matches!(self.inner.table.get(&opened)?, Descriptor::File(_)) {
+                let host = self.host_path(&opened).and_then(utf8);
+                if let Err(e) = host.and_then(|h| self.layer.check_read(&h)) {
+                    fs::HostDescriptor::drop(&mut self.inner, opened).map_err(FsError::trap)?;
+                    return Err(e);
+                }
+            }
+            return Ok(opened);
+        }
+        let follow = path_flags.contains(fs::PathFlags::SYMLINK_FOLLOW);
+        let host = self.at(&fd, &path, follow)?;
+        self.layer.check_write("open-at", &host)?;
+        match std::fs::symlink_metadata(&host) {
+            Ok(m) if m.is_file() && !oflags.contains(fs::OpenFlags::EXCLUSIVE) => {
+                if let Some(blob) = self.layer.backup(&host)? {
+                    self.layer.record(Operation::FileOverwrite {
+                        path: host.clone(),
+                        blob,
+                    })?;
+                }
+            }
+            Err(e)
+                if e.kind() == std::io::ErrorKind::NotFound
+                    && oflags.contains(fs::OpenFlags::CREATE) =>
+            {
+                self.layer
+                    .record(Operation::FileCreate { path: host.clone() })?;
+                self.layer.owned.insert(host);
+            }
+            _ => {}
+        }
+        fs::HostDescriptor::open_at(&mut self.inner, fd, path_flags, path, oflags, flags)
+    }
+
+    fn drop(&mut self, fd: Resource<Descriptor>) -> wasmtime::Result<()> {
+        fs::HostDescriptor::drop(&mut self.inner, fd)
+    }
+
+    fn readlink_at(&mut self, fd: Resource<Descriptor>, path: String) -> FsResult<String> {
+        fs::HostDescriptor::readlink_at(&mut self.inner, fd, path)
+    }
+
+    fn remove_directory_at(&mut self, fd: Resource<Descriptor>, path: String) -> FsResult<()> {
+        let host = self.at(&fd, &path, false)?;
+        self.layer.check_write("remove-directory-at", &host)?;
+        if std::fs::symlink_metadata(&host).is_ok_and(|m| m.is_dir()) {
+            self.layer.record(Operation::DirRemove { path: host })?;
+        }
+        fs::HostDescriptor::remove_directory_at(&mut self.inner, fd, path)
+    }
+
+    fn rename_at(
+        &mut self,
+        fd: Resource<Descriptor>,
+        old_path: String,
+        new_fd: Resource<Descriptor>,
+        new_path: String,
+    ) -> FsResult<()> {
+        let from = self.at(&fd, &old_path, false)?;
+        let to = self.at(&new_fd, &new_path, false)?;
+        self.layer.check_write("rename-at", &from)?;
+        self.layer.check_write("rename-at", &to)?;
+        if std::fs::symlink_metadata(&from).is_ok() && from != to {
+            let (replaced_blob, replaced_dir) = match std::fs::symlink_metadata(&to) {
+                Ok(m) if m.is_file() => (self.layer.backup(&to)?, false),
+                Ok(m) if m.is_dir() => (None, true),
+                Ok(m) if m.file_type().is_symlink() => {
+                    // Journal the link's removal first: it is restored
+                    // after the move back.
+                    let target = std::fs::read_link(&to)?;
+                    let target = utf8(target)?;
+                    self.layer.record(Operation::SymlinkDelete {
+                        path: to.clone(),
+                        target,
+                    })?;
+                    (None, false)
+                }
+                _ => (None, false),
+            };
+            self.layer.record(Operation::Rename {
+                from: from.clone(),
+                to: to.clone(),
+                replaced_blob,
+                replaced_dir,
+            })?;
+        }
+        fs::HostDescriptor::rename_at(&mut self.inner, fd, old_path, new_fd, new_path)?;
+        self.layer.moved(&from, &to);
+        Ok(())
+    }
+
+    fn symlink_at(
+        &mut self,
+        fd: Resource<Descriptor>,
+        src_path: String,
+        dest_path: String,
+    ) -> FsResult<()> {
+        let host = self.at(&fd, &dest_path, false)?;
+        self.layer.check_write("symlink-at", &host)?;
+        if std::fs::symlink_metadata(&host).is_err() {
+            self.layer
+                .record(Operation::LinkCreate { path: host.clone() })?;
+            self.layer.owned.insert(host);
+        }
+        fs::HostDescriptor::symlink_at(&mut self.inner, fd, src_path, dest_path)
+    }
+
+    fn unlink_file_at(&mut self, fd: Resource<Descriptor>, path: String) -> FsResult<()> {
+        let host = self.at(&fd, &path, false)?;
+        self.layer.check_write("unlink-file-at", &host)?;
+        match std::fs::symlink_metadata(&host) {
+            Ok(m) if m.file_type().is_symlink() => {
+                let target = utf8(std::fs::read_link(&host)?)?;
+                self.layer.record(Operation::SymlinkDelete {
+                    path: host.clone(),
+                    target,
+                })?;
+            }
+            Ok(m) if m.is_file() => {
+                let blob = self.layer.backup(&host)?;
+                self.layer.record(Operation::FileDelete {
+                    path: host.clone(),
+                    blob,
+                })?;
+            }
+            _ => {}
+        }
+        fs::HostDescriptor::unlink_file_at(&mut self.inner, fd, path)?;
+        self.layer.owned.remove(&host);
+        Ok(())
+    }
+
+    fn is_same_object(
+        &mut self,
+        a: Resource<Descriptor>,
+        b: Resource<Descriptor>,
+    ) -> wasmtime::Result<bool> {
+        fs::HostDescriptor::is_same_object(&mut self.inner, a, b)
+    }
+
+    fn metadata_hash(&mut self, fd: Resource<Descriptor>) -> FsResult<fs::MetadataHashValue> {
+        fs::HostDescriptor::metadata_hash(&mut self.inner, fd)
+    }
+
+    fn metadata_hash_at(
+        &mut self,
+        fd: Resource<Descriptor>,
+        path_flags: fs::PathFlags,
+        path: String,
+    ) -> FsResult<fs::MetadataHashValue> {
+        fs::HostDescriptor::metadata_hash_at(&mut self.inner, fd, path_flags, path)
+    }
+}

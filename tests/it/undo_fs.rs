@@ -1,0 +1,450 @@
+//! Issue 6: the journaling filesystem layer and undo of file changes.
+//! Every turn is a real guest (`write-file`) mutating a real workspace;
+//! every claim is checked on the bytes on disk.
+
+use std::path::{Path, PathBuf};
+
+use serde_json::{json, Value};
+
+use crate::sandbox::{component, guest, manifest, output, run_json, tree};
+use crate::support::{s, Env};
+
+/// A workspace with files and directories to mutate.
+fn workspace(env: &Env) -> PathBuf {
+    let ws = env.mkdir("ws");
+    env.write("ws/out/keep.txt", "keep\n");
+    env.write("ws/out/over.txt", "the original bytes of over\n");
+    env.write("ws/out/trunc.txt", "to be truncated\n");
+    env.write("ws/out/del.txt", "to be deleted\n");
+    env.write("ws/out/ren.txt", "to be renamed\n");
+    env.write("ws/out/target.txt", "to be replaced by a rename\n");
+    env.write("ws/out/sub/inner.txt", "inside sub\n");
+    env.mkdir("ws/out/empty");
+    ws
+}
+
+/// Runs one `batch` turn of write-file; every request must succeed.
+fn batch(env: &Env, ws: &Path, ops: Value) -> (String, Value) {
+    let input = json!({"op": "batch", "ops": ops}).to_string();
+    let (run, v) = run_json(env, &guest("write-file"), ws, "Full", &input, &[]);
+    run.expect(0);
+    let out = output(&v);
+    (v["turn"].as_str().unwrap().to_string(), out)
+}
+
+fn all_ok(out: &Value) {
+    for r in out["results"].as_array().unwrap() {
+        assert!(r.get("ok").is_some(), "a request failed: {out:#}");
+    }
+}
+
+fn undo(env: &Env, turn: &str) -> Value {
+    let run = env.run(&["--json", "undo", "--turn", turn]);
+    run.expect(0);
+    serde_json::from_str(run.stdout.trim()).unwrap()
+}
+
+fn statuses(report: &Value) -> Vec<(String, String)> {
+    report["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| {
+            (
+                s["pattern"].as_str().unwrap().to_string(),
+                s["status"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect()
+}
+
+/// For each reverse pattern: a turn, then undo, and the workspace is the
+/// one before the turn, byte for byte (content, file set, directory set).
+#[test]
+fn undo_restores_the_workspace_for_every_reverse_pattern() {
+    let cases: Vec<(&str, Value)> = vec![
+        (
+            "restore_blob_backup",
+            json!([
+                {"path": "out/over.txt", "content": "overwritten"},
+                {"op": "truncate", "path": "out/trunc.txt"},
+                {"op": "delete", "path": "out/del.txt"},
+                {"op": "append", "path": "out/keep.txt", "content": "more"},
+                {"op": "rmdir", "path": "out/empty"},
+                // Twice in a turn: the first bytes are the ones restored.
+                {"path": "out/over.txt", "content": "overwritten again"},
+            ]),
+        ),
+        (
+            "delete_created_paths",
+            json!([
+                {"path": "out/new.txt", "content": "new"},
+                {"op": "create", "path": "out/empty.txt"},
+                {"path": "out/sub/new.txt", "content": "new inside"},
+                {"op": "append", "path": "out/log.txt", "content": "line"},
+            ]),
+        ),
+        (
+            "delete_created_dirs",
+            json!([
+                {"op": "mkdir", "path": "out/d1"},
+                {"op": "mkdir", "path": "out/d1/d2"},
+                {"path": "out/d1/d2/f.txt", "content": "deep"},
+                {"op": "mkdir", "path": "out/d3"},
+            ]),
+        ),
+        (
+            "swap_src_dst",
+            json!([
+                {"op": "rename", "path": "out/ren.txt", "to": "out/moved.txt"},
+                {"op": "rename", "path": "out/keep.txt", "to": "out/target.txt"},
+                {"op": "rename", "path": "out/sub", "to": "out/sub2"},
+                {"path": "out/sub2/inner.txt", "content": "changed after the move"},
+                {"op": "rename", "path": "out/moved.txt", "to": "out/moved-again.txt"},
+            ]),
+        ),
+    ];
+    for (pattern, ops) in cases {
+        let env = Env::new();
+        let ws = workspace(&env);
+        let before = tree(&ws);
+        let (turn, out) = batch(&env, &ws, ops);
+        all_ok(&out);
+        assert_ne!(tree(&ws), before, "{pattern}: the turn changed nothing");
+        let report = undo(&env, &turn);
+        let steps = statuses(&report);
+        assert!(
+            steps.iter().all(|(_, st)| st == "done"),
+            "{pattern}: {report:#}"
+        );
+        assert!(
+            steps.iter().any(|(p, _)| p == pattern),
+            "{pattern} not used: {report:#}"
+        );
+        assert_eq!(tree(&ws), before, "{pattern}: not restored: {report:#}");
+        let h = env
+            .run(&["--json", "history", "--turn", &turn])
+            .json_lines();
+        assert_eq!(h[0]["undo"], "undone");
+        assert_eq!(h[0]["operations"].as_u64().unwrap() as usize, steps.len());
+    }
+}
+
+/// All of it in one turn, with a dry run first that changes nothing.
+#[test]
+fn one_turn_of_every_kind_is_undone_and_a_dry_run_changes_nothing() {
+    let env = Env::new();
+    let ws = workspace(&env);
+    let before = tree(&ws);
+    let (turn, out) = batch(
+        &env,
+        &ws,
+        json!([
+            {"op": "mkdir", "path": "out/new"},
+            {"path": "out/new/a.txt", "content": "a"},
+            {"path": "out/over.txt", "content": "x"},
+            {"op": "truncate", "path": "out/trunc.txt"},
+            {"op": "rename", "path": "out/new", "to": "out/renamed"},
+            {"op": "rename", "path": "out/ren.txt", "to": "out/target.txt"},
+            {"op": "delete", "path": "out/del.txt"},
+            {"path": "out/del.txt", "content": "recreated"},
+            {"op": "delete", "path": "out/sub/inner.txt"},
+            {"op": "rmdir", "path": "out/sub"},
+        ]),
+    );
+    all_ok(&out);
+    let after = tree(&ws);
+    let run = env.run(&["--json", "undo", "--dry-run", "--turn", &turn]);
+    run.expect(0);
+    let dry: Value = serde_json::from_str(run.stdout.trim()).unwrap();
+    let dry_steps = statuses(&dry);
+    assert_eq!(dry_steps.len(), 10, "{dry:#}");
+    assert!(dry_steps.iter().all(|(_, st)| st != "failed"), "{dry:#}");
+    assert_eq!(tree(&ws), after, "the dry run changed the workspace");
+    let report = undo(&env, &turn);
+    assert!(
+        statuses(&report).iter().all(|(_, st)| st == "done"),
+        "{report:#}"
+    );
+    assert_eq!(tree(&ws), before, "{report:#}");
+    env.run(&["undo", "--turn", &turn]).expect_stdout(
+        0,
+        &[&format!("turn `{turn}` is already undone; nothing to do")],
+    );
+}
+
+#[test]
+fn a_file_changed_after_the_turn_is_skipped_and_keeps_the_newer_bytes() {
+    let env = Env::new();
+    let ws = workspace(&env);
+    let (turn, out) = batch(
+        &env,
+        &ws,
+        json!([
+            {"path": "out/over.txt", "content": "the turn's bytes"},
+            {"path": "out/new.txt", "content": "made by the turn"},
+            {"path": "out/trunc.txt", "content": "the turn's too"},
+        ]),
+    );
+    all_ok(&out);
+    // Someone else, after the turn.
+    std::fs::write(ws.join("out/over.txt"), "newer, by someone else").unwrap();
+    std::fs::write(ws.join("out/new.txt"), "newer too").unwrap();
+    let report = undo(&env, &turn);
+    let steps = statuses(&report);
+    assert_eq!(
+        steps,
+        vec![
+            ("restore_blob_backup".into(), "done".into()),
+            ("delete_created_paths".into(), "skipped".into()),
+            ("restore_blob_backup".into(), "skipped".into()),
+        ],
+        "{report:#}"
+    );
+    assert!(report["steps"][1]["reason"]
+        .as_str()
+        .unwrap()
+        .contains("changed since the turn"));
+    assert_eq!(
+        std::fs::read(ws.join("out/over.txt")).unwrap(),
+        b"newer, by someone else"
+    );
+    assert_eq!(std::fs::read(ws.join("out/new.txt")).unwrap(), b"newer too");
+    // What nobody touched since is restored.
+    assert_eq!(
+        std::fs::read(ws.join("out/trunc.txt")).unwrap(),
+        b"to be truncated\n"
+    );
+    let h = env
+        .run(&["--json", "history", "--turn", &turn])
+        .json_lines();
+    assert_eq!(h[0]["undo"], "partly_undone");
+}
+
+#[test]
+fn a_created_directory_that_gained_a_file_is_not_removed() {
+    let env = Env::new();
+    let ws = workspace(&env);
+    let (turn, out) = batch(
+        &env,
+        &ws,
+        json!([
+            {"op": "mkdir", "path": "out/d"},
+            {"path": "out/d/mine.txt", "content": "the turn's"},
+        ]),
+    );
+    all_ok(&out);
+    std::fs::write(ws.join("out/d/theirs.txt"), "someone else's").unwrap();
+    let report = undo(&env, &turn);
+    assert_eq!(
+        statuses(&report),
+        vec![
+            ("delete_created_paths".into(), "done".into()),
+            ("delete_created_dirs".into(), "skipped".into()),
+        ],
+        "{report:#}"
+    );
+    assert!(!ws.join("out/d/mine.txt").exists());
+    assert_eq!(
+        std::fs::read(ws.join("out/d/theirs.txt")).unwrap(),
+        b"someone else's"
+    );
+}
+
+fn decisions(env: &Env, turn: &str) -> Vec<Value> {
+    env.run(&["history", "--turn", turn, "--decisions"])
+        .json_lines()
+        .into_iter()
+        .filter(|d| d["request"]["kind"] == "filesystem")
+        .collect()
+}
+
+#[test]
+fn fs_write_on_a_glob_allows_what_it_matches_and_refuses_the_rest() {
+    let env = Env::new();
+    let ws = env.mkdir("ws");
+    env.write("ws/notes/a.txt", "the original a.txt\n");
+    env.write("ws/notes/old.md", "old\n");
+    let m = manifest(
+        &env,
+        "notes-writer",
+        &component("write-file"),
+        &[("fs:write", Some("notes/*.md"))],
+    );
+    let before = tree(&ws);
+    let ops = json!([
+        {"path": "notes/a.md", "content": "allowed"},
+        {"path": "notes/a.txt", "content": "pwned"},
+        {"op": "truncate", "path": "notes/a.txt"},
+        {"op": "delete", "path": "notes/a.txt"},
+        {"op": "rename", "path": "notes/a.txt", "to": "notes/x.md"},
+        {"op": "rename", "path": "notes/old.md", "to": "notes/old.txt"},
+        {"path": "notes/b.txt", "content": "new"},
+        {"op": "mkdir", "path": "notes/sub"},
+        {"op": "read", "path": "notes/a.txt"},
+        {"op": "read", "path": "notes/old.md"},
+    ]);
+    let input = json!({"op": "batch", "ops": ops}).to_string();
+    let (run, v) = run_json(&env, &m, &ws, "Full", &input, &[]);
+    run.expect(0);
+    // The preopen is the glob's directory, not the workspace.
+    let linked = v["run"]["linked"].to_string();
+    assert!(linked.contains("preopen `notes`"), "{linked}");
+    let results = output(&v)["results"].as_array().unwrap().clone();
+    let ok: Vec<bool> = results.iter().map(|r| r.get("ok").is_some()).collect();
+    assert_eq!(
+        ok,
+        vec![true, false, false, false, false, false, false, false, false, true],
+        "{results:#?}"
+    );
+    assert!(
+        results[1]["err"]
+            .as_str()
+            .unwrap()
+            .contains("not permitted"),
+        "{results:#?}"
+    );
+    // The bytes on disk: a.md is new, nothing else changed.
+    let mut expected = before.clone();
+    expected.push(("notes/a.md".into(), b"allowed".to_vec()));
+    expected.sort();
+    assert_eq!(tree(&ws), expected);
+    let denied = decisions(&env, v["turn"].as_str().unwrap());
+    assert_eq!(denied.len(), 8, "{denied:#?}");
+    for d in &denied {
+        assert_eq!(d["decision"]["code"], "TARGET_MISMATCH", "{d:#}");
+        assert_eq!(d["actor"], "main");
+    }
+}
+
+#[test]
+fn protected_paths_inside_a_write_root_cannot_be_changed() {
+    // The state directory (grants database, history, cache) lies inside
+    // the read-write workspace: the layer refuses every mutation of it.
+    let env = Env::new();
+    let ws = env.root();
+    env.run(&[
+        "grants",
+        "add",
+        "--channel",
+        "cli",
+        "--sender",
+        "someone",
+        "fs:read",
+        "/nowhere/**",
+    ])
+    .expect(0);
+    let db = env.grants_db();
+    assert!(db.is_file());
+    let m = manifest(
+        &env,
+        "write-everything",
+        &component("write-file"),
+        &[("fs:write", Some("**"))],
+    );
+    let bytes = std::fs::read(&db).unwrap();
+    let ops = json!([
+        {"path": "state/grants.db", "content": "pwned"},
+        {"op": "truncate", "path": "state/grants.db"},
+        {"op": "append", "path": "state/grants.db", "content": "pwned"},
+        {"op": "rename", "path": "state/grants.db", "to": "stolen.db"},
+        {"op": "rename", "path": "cwd/x.db", "to": "state/grants.db"},
+        {"op": "delete", "path": "state/grants.db"},
+        {"op": "rename", "path": "state", "to": "state2"},
+        {"op": "mkdir", "path": "state/history/evil"},
+        {"path": "state/history/forged.json", "content": "{}"},
+        {"path": "manifests/write-everything.toml", "content": "name = \"x\""},
+        {"path": "cwd/fine.txt", "content": "allowed"},
+    ]);
+    env.write("cwd/x.db", "replacement");
+    let input = json!({"op": "batch", "ops": ops}).to_string();
+    let (run, v) = run_json(&env, &m, &ws, "Full", &input, &[]);
+    run.expect(0);
+    let results = output(&v)["results"].as_array().unwrap().clone();
+    let ok: Vec<bool> = results.iter().map(|r| r.get("ok").is_some()).collect();
+    let mut expected = vec![false; 10];
+    expected.push(true);
+    assert_eq!(ok, expected, "{results:#?}");
+    assert_eq!(
+        std::fs::read(&db).unwrap(),
+        bytes,
+        "the grants database changed"
+    );
+    assert!(!env.root().join("stolen.db").exists());
+    assert!(!env.root().join("state2").exists());
+    assert!(env.root().join("cwd/x.db").exists());
+    assert!(!env.state_dir().join("history/evil").exists());
+    let turn = v["turn"].as_str().unwrap();
+    let codes: Vec<String> = decisions(&env, turn)
+        .iter()
+        .map(|d| d["decision"]["code"].as_str().unwrap().to_string())
+        .collect();
+    let mut want = vec!["POLICY_MUTATION_DENIED"; 9];
+    want.push("DEFINITION_MUTATION_DENIED");
+    assert_eq!(codes, want);
+    // The grants still work (the database is intact).
+    let grants = env.run(&["grants", "list"]).json_lines();
+    assert_eq!(grants.len(), 1);
+}
+
+/// The host is killed (SIGKILL) in the middle of a turn writing many files:
+/// the write-ahead journal is enough for undo to restore the workspace.
+#[test]
+fn undo_restores_a_turn_whose_host_was_killed_midway() {
+    let env = Env::new();
+    let ws = env.mkdir("ws");
+    for i in 0..20 {
+        env.write(&format!("ws/out/f{i}.txt"), &format!("original {i}\n"));
+    }
+    let before = tree(&ws);
+    let input =
+        json!({"op": "many", "dir": "out", "count": 100_000, "size": 4096, "spin": 200_000})
+            .to_string();
+    let mut child = env
+        .command()
+        .args([
+            "--json",
+            "run",
+            s(&guest("write-file")),
+            "--workspace",
+            s(&ws),
+            "--level",
+            "Full",
+            "--deadline-ms",
+            "600000",
+            "--input",
+            &input,
+        ])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    // Wait until it has overwritten the originals and created some more.
+    let started = std::time::Instant::now();
+    loop {
+        let n = std::fs::read_dir(ws.join("out")).unwrap().count();
+        if n >= 60 {
+            break;
+        }
+        assert!(
+            started.elapsed().as_secs() < 120,
+            "the turn did not get going"
+        );
+        assert!(child.try_wait().unwrap().is_none(), "the turn ended early");
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    child.kill().unwrap(); // SIGKILL
+    let status = child.wait().unwrap();
+    assert!(!status.success());
+    assert_ne!(tree(&ws), before);
+    let turns = env.run(&["--json", "history"]).json_lines();
+    assert_eq!(turns.len(), 1);
+    assert_eq!(turns[0]["status"], "running", "{:#?}", turns[0]);
+    let turn = turns[0]["turn"].as_str().unwrap().to_string();
+    let report = undo(&env, &turn);
+    assert!(
+        statuses(&report).iter().all(|(_, st)| st == "done"),
+        "{report:#}"
+    );
+    assert_eq!(tree(&ws), before, "{report:#}");
+}
