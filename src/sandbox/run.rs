@@ -258,6 +258,12 @@ pub fn execute(
         hostcalls_left: limits.hostcalls,
         hostcalls_exhausted: false,
         delegated: std::time::Duration::ZERO,
+        fs: super::journal_fs::FsLayer::new(
+            plan,
+            context.journal.clone(),
+            &context.actor,
+            Some(context.snapshot.clone()),
+        ),
     };
     sandbox.counters().stores.fetch_add(1, Ordering::Relaxed);
     let mut store = Store::new(engine, state);
@@ -315,6 +321,9 @@ pub fn execute(
             })
         })
     };
+    // What the turn left each touched path as, for undo (a run killed
+    // before this still has its write-ahead journal).
+    store.data_mut().fs.finish().map_err(host)?;
     if stdout.cap_hit() || stderr.cap_hit() {
         return Err(RunError::Limit(LimitHit::new(
             DenyCode::LimitOutput,

@@ -27,6 +27,9 @@ pub struct HostState {
     /// Wall-clock time spent in delegated calls, which the run's own
     /// deadline does not count.
     pub delegated: std::time::Duration,
+    /// The journaling filesystem layer: finer globs, protected paths,
+    /// backups and the write-ahead journal of file operations.
+    pub fs: super::journal_fs::FsLayer,
 }
 
 impl WasiView for HostState {
