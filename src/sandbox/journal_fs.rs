@@ -24,6 +24,13 @@
 //! Content reads are refined too: a file opened for reading must match a
 //! read or write glob. Names and metadata (`stat`, `read-directory`) of
 //! the preopened tree stay visible.
+//!
+//! Limits: Linux only (`/proc/self/fd`; elsewhere every mutation fails
+//! with `io`). A hard link made outside the sandbox to a file outside the
+//! globs is not detected. Paths are resolved on the host just before
+//! wasmtime-wasi resolves them again: another process racing to swap a
+//! directory for a link between the two is not defended against (the guest
+//! itself cannot: its calls are sequential).
 
 use std::collections::{BTreeSet, HashSet};
 use std::os::fd::AsRawFd;

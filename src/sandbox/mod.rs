@@ -2,7 +2,9 @@
 //!
 //! One module per capability binding, each turning one granted capability
 //! into WASI context or linker entries: [`fs`] (fs:read / fs:write
-//! preopens), [`env`] (env:read), [`clocks`] (time:read, else frozen),
+//! preopens), [`journal_fs`] (`wasi:filesystem/types` through gatehouse's
+//! layer: the globs finer than a preopen, protected paths, backups and the
+//! write-ahead journal for undo), [`env`] (env:read), [`clocks`] (time:read, else frozen),
 //! [`log`] (baseline), [`memory`] (memory:read/write), [`human`]
 //! (human:ask), [`delegate`] (delegate:call), [`network`] (network:sites:
 //! lookup of granted names, connect only to what they resolved to),

@@ -226,6 +226,16 @@ impl FsUndo {
                 }),
             },
             Operation::SymlinkDelete { path, target } => self.current(path).map(|(cur, _)| {
+                let link = PathState::Symlink {
+                    target: target.clone(),
+                };
+                if cur == link {
+                    self.set(path, link);
+                    return (
+                        UndoStatus::Done,
+                        format!("`{path}` is the link it was before the turn"),
+                    );
+                }
                 if cur != PathState::Absent {
                     return (
                         UndoStatus::Skipped,
@@ -273,6 +283,15 @@ impl FsUndo {
                 ),
             }),
             Operation::DirRemove { path } => self.current(path).map(|(cur, _)| {
+                if cur == PathState::Dir {
+                    // Journaled ahead, and the removal failed (not empty),
+                    // or it is back: either way nothing to restore.
+                    self.set(path, PathState::Dir);
+                    return (
+                        UndoStatus::Done,
+                        format!("`{path}` is a directory; nothing to restore"),
+                    );
+                }
                 if cur != PathState::Absent {
                     return (
                         UndoStatus::Skipped,
@@ -341,6 +360,16 @@ impl FsUndo {
         overwrite: bool,
     ) -> Result<(UndoStatus, String), String> {
         let (cur, changed) = self.current(path)?;
+        let before = PathState::File {
+            sha256: blob.to_string(),
+        };
+        if cur == before {
+            self.set(path, before);
+            return Ok((
+                UndoStatus::Done,
+                format!("`{path}` already holds its bytes from before the turn"),
+            ));
+        }
         if let Some(why) = changed {
             return Ok((UndoStatus::Skipped, why));
         }
@@ -354,22 +383,7 @@ impl FsUndo {
             }
         }
         let bytes = self.blob(blob)?;
-        self.set(
-            path,
-            PathState::File {
-                sha256: blob.to_string(),
-            },
-        );
-        if cur
-            == (PathState::File {
-                sha256: blob.into(),
-            })
-        {
-            return Ok((
-                UndoStatus::Done,
-                format!("`{path}` already holds its bytes from before the turn"),
-            ));
-        }
+        self.set(path, before);
         let what = if overwrite {
             format!("restore the bytes of `{path}` from before the turn")
         } else {
@@ -404,7 +418,7 @@ impl FsUndo {
             (None, false) => PathState::Absent,
         };
         if cur_from != PathState::Absent {
-            if cur_to == before_to && !self.expected.contains_key(to) {
+            if cur_to == before_to && self.expected.get(to).is_none_or(|e| *e == before_to) {
                 // Journaled ahead, then the host died: never performed.
                 return Ok((
                     UndoStatus::Done,

@@ -173,6 +173,37 @@ fn one_turn_of_every_kind_is_undone_and_a_dry_run_changes_nothing() {
     );
 }
 
+/// An operation journaled ahead that then failed (an `rmdir` of a full
+/// directory, a rename onto one) is not reported as changed since.
+#[test]
+fn operations_that_failed_after_being_journaled_are_done_on_undo() {
+    let env = Env::new();
+    let ws = workspace(&env);
+    let before = tree(&ws);
+    let (turn, out) = batch(
+        &env,
+        &ws,
+        json!([
+            {"path": "out/over.txt", "content": "x"},
+            {"op": "rmdir", "path": "out/sub"},
+            {"op": "rename", "path": "out/ren.txt", "to": "out/sub"},
+        ]),
+    );
+    let ok: Vec<bool> = out["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r.get("ok").is_some())
+        .collect();
+    assert_eq!(ok, vec![true, false, false], "{out:#}");
+    let report = undo(&env, &turn);
+    assert!(
+        statuses(&report).iter().all(|(_, st)| st == "done"),
+        "{report:#}"
+    );
+    assert_eq!(tree(&ws), before);
+}
+
 #[test]
 fn a_file_changed_after_the_turn_is_skipped_and_keeps_the_newer_bytes() {
     let env = Env::new();
