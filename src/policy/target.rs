@@ -221,6 +221,15 @@ fn glob_problem(value: &str) -> Result<(), &'static str> {
 /// [`PathGlob::covers`]) without building a [`PathGlob`]. A malformed
 /// pattern covers nothing.
 pub fn glob_covers(pattern: &str, target: &str) -> bool {
+    // Cheap rejection first: every path the pattern names begins with its
+    // literal directory prefix (`/w/dir9` of `/w/dir9/**`), so a target
+    // that does not is refused before the pattern is even validated. Grant
+    // matching tries many patterns against one target; most fail here.
+    let literal = &pattern[..pattern.find(['*', '?']).unwrap_or(pattern.len())];
+    let dir = literal.rfind('/').map_or("", |i| &literal[..i]);
+    if !target.starts_with(dir) {
+        return false;
+    }
     if glob_problem(pattern).is_err() || !target.starts_with('/') {
         return false;
     }
