@@ -9,6 +9,7 @@
 //! - [`tier3`] — the deny-path suite.
 
 pub mod config;
+pub mod exec;
 pub mod grants;
 pub mod manifest;
 pub mod memory;

@@ -140,6 +140,7 @@ pub fn gate(input: TurnInput<'_>) -> Gate {
     let mut hosts = Vec::new();
     let mut memory: Option<MemoryGrant> = None;
     let mut delegates = Vec::new();
+    let mut exec_tools: Vec<String> = Vec::new();
     let mut write_globs = Vec::new();
     let mut read_globs = Vec::new();
 
@@ -309,7 +310,40 @@ pub fn gate(input: TurnInput<'_>) -> Gate {
             }
             Capability::DelegateCall => delegates.extend(target.clone()),
             Capability::ComputePure | Capability::TimeRead | Capability::HumanAsk => {}
-            Capability::CodeExec | Capability::SystemAdmin => {}
+            Capability::CodeExec => {
+                // The program must be one the manifest lists in `tools`,
+                // and one the actor may run (the tool layers); each
+                // command is screened again, with its arguments, when
+                // the guest runs it.
+                let tool = target.clone().unwrap_or_default();
+                if !input
+                    .manifest
+                    .tools
+                    .iter()
+                    .any(|t| t == &tool || crate::policy::command::basename(t) == tool)
+                {
+                    return deny(
+                        steps,
+                        DenyCode::TargetMismatch,
+                        format!(
+                            "`code:exec` on `{tool}`: `{tool}` is not in the manifest's `tools`"
+                        ),
+                    );
+                }
+                if let Decision::Deny { code, reason } = ask(
+                    &mut steps,
+                    RequestKind::Tool {
+                        tool: tool.clone(),
+                        command: None,
+                    },
+                ) {
+                    return deny(steps, code, reason);
+                }
+                if !exec_tools.contains(&tool) {
+                    exec_tools.push(tool);
+                }
+            }
+            Capability::SystemAdmin => {}
         }
         allowed.push(Allowed {
             capability: cap,
@@ -334,6 +368,7 @@ pub fn gate(input: TurnInput<'_>) -> Gate {
         hosts,
         memory,
         delegates,
+        exec_tools,
         limits: input.limits,
         workspace: PathBuf::from(workspace),
         write_globs,

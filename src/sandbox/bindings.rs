@@ -13,6 +13,7 @@ wasmtime::component::bindgen!({
             import gatehouse:executor/memory@0.1.0;
             import gatehouse:executor/human@0.1.0;
             import gatehouse:executor/delegate@0.1.0;
+            import gatehouse:executor/exec@0.1.0;
         }
     ",
     world: "gatehouse:host/executor-host",

@@ -46,6 +46,7 @@ pub fn authority(interface: &str) -> Authority {
         ("gatehouse:executor", "memory") => Authority::Needs(&[C::MemoryRead, C::MemoryWrite]),
         ("gatehouse:executor", "human") => Authority::Needs(&[C::HumanAsk]),
         ("gatehouse:executor", "delegate") => Authority::Needs(&[C::DelegateCall]),
+        ("gatehouse:executor", "exec") => Authority::Needs(&[C::CodeExec]),
         _ => Authority::Unsupported,
     }
 }

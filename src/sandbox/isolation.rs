@@ -33,9 +33,9 @@
 //!   order.
 //! - `layers[].state`: `enforced` (works here at full strength), `partial`
 //!   (works in a weaker form; the reason says which) or `unavailable`.
-//! - `layers[].counted`: whether the layer counts toward `overall`. Only
-//!   `code_exec` is not counted, while it is not built: no command runs
-//!   without it, so its absence weakens nothing that runs.
+//! - `layers[].counted`: whether the layer counts toward `overall` (every
+//!   layer does today; the field stays so that a layer can be reported
+//!   without weighing on `overall`).
 //! - `layers[].reason`: one lowercase sentence; for a layer that is not
 //!   enforced, what to do about it.
 //! - `layers[].details`: the facts the state was derived from.
@@ -50,7 +50,7 @@
 //! | `path_resolution` | `openat2(2)` with `RESOLVE_BENEATH` works (and refuses `..`), so cap-std resolves guest paths in the kernel |
 //! | `host_process` | gatehouse runs as a user other than root with no effective capabilities |
 //! | `landlock` | the kernel offers Landlock (its ABI version in `details.abi`) |
-//! | `code_exec` | never yet: not built |
+//! | `code_exec` | Landlock and seccomp filters can both be applied to a `code:exec` command (see `crate::exec`) |
 
 use std::sync::OnceLock;
 
@@ -334,6 +334,9 @@ pub struct HostFacts {
     /// `landlock_create_ruleset(NULL, 0, LANDLOCK_CREATE_RULESET_VERSION)`:
     /// the ABI version, or the errno.
     pub landlock: Result<u32, i32>,
+    /// `seccomp(SECCOMP_GET_ACTION_AVAIL, 0, SECCOMP_RET_ERRNO)`: whether a
+    /// filter returning an errno can be installed, or the errno.
+    pub seccomp: Result<(), i32>,
     /// `/proc/self/status`, or why it could not be read.
     pub status: Result<ProcStatus, String>,
 }
@@ -359,6 +362,7 @@ impl HostFacts {
             openat2_dir: dir.display().to_string(),
             openat2: sys::openat2_beneath(&dir),
             landlock: sys::landlock_abi(),
+            seccomp: sys::seccomp_errno_available(),
             status: std::fs::read_to_string("/proc/self/status")
                 .map(|t| ProcStatus::parse(&t))
                 .map_err(|e| crate::config::lower(&e.to_string())),
@@ -456,6 +460,28 @@ mod sys {
             Ok(u32::try_from(v).unwrap_or(u32::MAX))
         }
     }
+
+    /// `SECCOMP_GET_ACTION_AVAIL` of `<linux/seccomp.h>`.
+    const SECCOMP_GET_ACTION_AVAIL: libc::c_uint = 2;
+
+    pub fn seccomp_errno_available() -> Result<(), i32> {
+        let action: u32 = libc::SECCOMP_RET_ERRNO;
+        // SAFETY: the kernel reads one `u32` through the pointer, which
+        // points at `action`, alive across the call; it writes nothing.
+        let r = unsafe {
+            libc::syscall(
+                libc::SYS_seccomp,
+                SECCOMP_GET_ACTION_AVAIL,
+                0u32,
+                &action as *const u32,
+            )
+        };
+        if r < 0 {
+            Err(errno())
+        } else {
+            Ok(())
+        }
+    }
 }
 
 #[cfg(not(target_os = "linux"))]
@@ -469,6 +495,10 @@ mod sys {
     }
 
     pub fn landlock_abi() -> Result<u32, i32> {
+        Err(libc::ENOSYS)
+    }
+
+    pub fn seccomp_errno_available() -> Result<(), i32> {
         Err(libc::ENOSYS)
     }
 }
@@ -658,7 +688,7 @@ pub fn classify(engine: &EngineProfile, host: &HostFacts) -> IsolationReport {
 
     // landlock
     let (state, reason, details) = match host.landlock {
-        Ok(abi) => (Enforced, format!("landlock abi {abi} is available; nothing applies it yet: the `code:exec` sandbox will"), json!({ "abi": abi })),
+        Ok(abi) => (Enforced, format!("landlock abi {abi} is available: the `code:exec` sandbox confines each command's files to its granted roots with it"), json!({ "abi": abi })),
         Err(e) if e == libc::EOPNOTSUPP => (Unavailable, format!("landlock is built into the kernel but disabled ({}): add `landlock` to the kernel's `lsm=` boot parameter", errno_name(e)), json!({ "abi": null, "errno": errno_name(e) })),
         Err(e) if e == libc::ENOSYS => (Unavailable, format!("landlock_create_ruleset(2) is unavailable ({}): the kernel lacks landlock or a seccomp filter hides it; use linux 5.13 or newer with landlock enabled and allow the landlock syscalls", errno_name(e)), json!({ "abi": null, "errno": errno_name(e) })),
         Err(e) => (Unavailable, format!("landlock_create_ruleset(2) failed ({}): landlock cannot be used here", errno_name(e)), json!({ "abi": null, "errno": errno_name(e) })),
@@ -666,13 +696,33 @@ pub fn classify(engine: &EngineProfile, host: &HostFacts) -> IsolationReport {
     layers.push(layer("landlock", state, reason, details));
 
     // code_exec
-    layers.push(Layer {
-        name: "code_exec",
-        state: Unavailable,
-        counted: false,
-        reason: "not built yet: no host interface runs a command, so a `code:exec` grant gives a guest nothing to call".into(),
-        details: json!({}),
-    });
+    let seccomp = match host.seccomp {
+        Ok(()) => json!("ok"),
+        Err(e) => json!(errno_name(e)),
+    };
+    let tcp = if matches!(host.landlock, Ok(abi) if abi >= 4) {
+        "; tcp bind and connect refused without `network:sites`"
+    } else {
+        ""
+    };
+    let (state, reason) = match (host.landlock, host.seccomp) {
+        (Ok(abi), Ok(())) => (Enforced, format!("each command runs with landlock abi {abi} (files limited to its granted roots and the system's programs{tcp}), a seccomp filter (no internet sockets without `network:sites`; no ptrace, mount, bpf, kexec, modules, namespaces or io_uring), no_new_privs, rlimits, a cleared environment, a wall-clock timeout and capped output")),
+        (Err(e), Ok(())) => (Partial, format!("landlock is unavailable ({}): a command's files are not confined, it can read and write whatever gatehouse's user can; the seccomp filter, rlimits, timeout and output cap still apply; enable landlock, or do not grant `code:exec`", errno_name(e))),
+        (Ok(abi), Err(e)) => (Partial, format!("seccomp filters cannot be installed ({}): a command can open sockets and call ptrace, mount or unshare; landlock abi {abi} still confines its files; allow seccomp, or do not grant `code:exec`", errno_name(e))),
+        (Err(l), Err(e)) => (Unavailable, format!("neither landlock ({}) nor seccomp filters ({}) can be used: a command would run with only rlimits, a cleared environment, a timeout and capped output; do not grant `code:exec` on this host", errno_name(l), errno_name(e))),
+    };
+    layers.push(layer(
+        "code_exec",
+        state,
+        reason,
+        json!({
+            "landlock_abi": host.landlock.ok(),
+            "landlock_network": matches!(host.landlock, Ok(abi) if abi >= 4),
+            "landlock_scoped": matches!(host.landlock, Ok(abi) if abi >= 6),
+            "seccomp": seccomp,
+            "denied_syscalls": crate::exec::DENIED_SYSCALLS.iter().map(|(n, _)| *n).collect::<Vec<_>>(),
+        }),
+    ));
 
     let reasons: Vec<String> = layers
         .iter()
@@ -702,6 +752,7 @@ mod tests {
                 escape_refused: true,
             },
             landlock: Ok(7),
+            seccomp: Ok(()),
             status: Ok(ProcStatus {
                 euid: Some(1000),
                 cap_eff: Some(0),
@@ -730,12 +781,12 @@ mod tests {
             assert!(!l.reason.is_empty());
             assert!(l.reason.starts_with(|c: char| !c.is_uppercase()), "{l:?}");
         }
-        assert_eq!(state(&r, "code_exec"), LayerState::Unavailable);
+        assert_eq!(state(&r, "code_exec"), LayerState::Enforced);
         assert!(r
             .layer("code_exec")
             .unwrap()
             .reason
-            .starts_with("not built yet"));
+            .starts_with("each command runs with landlock abi 7"));
         assert_eq!(r.summary(), "full");
         let v = serde_json::to_value(&r).unwrap();
         assert_eq!(v["version"], 1);
@@ -868,11 +919,56 @@ mod tests {
     }
 
     #[test]
-    fn code_exec_is_reported_but_not_counted() {
+    fn code_exec_needs_landlock_and_seccomp() {
         let r = classify(&engine(), &full_host());
         let l = r.layer("code_exec").unwrap();
-        assert!(!l.counted);
-        assert_eq!(r.overall, Overall::Full);
+        assert!(l.counted);
+        assert_eq!(l.details["landlock_network"], true);
+        assert_eq!(l.details["seccomp"], "ok");
+        let cases = [
+            (
+                Err(libc::ENOSYS),
+                Ok(()),
+                LayerState::Partial,
+                "landlock is unavailable (enosys)",
+            ),
+            (
+                Ok(3),
+                Err(libc::EINVAL),
+                LayerState::Partial,
+                "seccomp filters cannot be installed (einval)",
+            ),
+            (
+                Err(libc::ENOSYS),
+                Err(libc::EINVAL),
+                LayerState::Unavailable,
+                "neither landlock (enosys) nor seccomp filters (einval)",
+            ),
+        ];
+        for (landlock, seccomp, want, start) in cases {
+            let host = HostFacts {
+                landlock,
+                seccomp,
+                ..full_host()
+            };
+            let r = classify(&engine(), &host);
+            let l = r.layer("code_exec").unwrap();
+            assert_eq!(l.state, want, "{l:?}");
+            assert!(l.reason.starts_with(start), "{}", l.reason);
+            assert_eq!(r.overall, Overall::Degraded);
+            assert!(r.reasons.iter().any(|x| x.starts_with("code_exec: ")));
+        }
+        let old = HostFacts {
+            landlock: Ok(3),
+            ..full_host()
+        };
+        let l = classify(&engine(), &old)
+            .layer("code_exec")
+            .unwrap()
+            .clone();
+        assert_eq!(l.state, LayerState::Enforced);
+        assert_eq!(l.details["landlock_network"], false);
+        assert!(!l.reason.contains("tcp bind"), "{}", l.reason);
     }
 
     #[test]

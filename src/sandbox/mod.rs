@@ -7,7 +7,8 @@
 //! write-ahead journal for undo), [`env`] (env:read), [`clocks`] (time:read, else frozen),
 //! [`log`] (baseline), [`memory`] (memory:read/write), [`human`]
 //! (human:ask), [`delegate`] (delegate:call), [`network`] (network:sites:
-//! lookup of granted names, connect only to what they resolved to),
+//! lookup of granted names, connect only to what they resolved to), [`exec`]
+//! (code:exec: host commands in the OS sandbox of `crate::exec`),
 //! [`wasi`] (the authority-free baseline and the environment). [`imports`] compares a component's imports with its plan
 //! before any instance exists.
 
@@ -16,6 +17,7 @@ pub mod clocks;
 pub mod delegate;
 pub mod engine;
 pub mod env;
+pub mod exec;
 pub mod fs;
 pub mod human;
 pub mod imports;

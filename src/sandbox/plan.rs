@@ -63,6 +63,7 @@ pub struct Plan {
     memory: Option<MemoryGrant>,
     human: bool,
     delegates: Vec<String>,
+    exec_tools: Vec<String>,
     limits: Limits,
     workspace: PathBuf,
     write_globs: Vec<PathGlob>,
@@ -82,6 +83,9 @@ pub(crate) struct PlanParts {
     pub hosts: Vec<HostPattern>,
     pub memory: Option<MemoryGrant>,
     pub delegates: Vec<String>,
+    /// Program names `code:exec` was allowed on that the manifest's
+    /// `tools` lists too.
+    pub exec_tools: Vec<String>,
     pub limits: Limits,
     pub workspace: PathBuf,
     /// `fs:write` globs, rebased on the canonical preopened directory.
@@ -110,6 +114,7 @@ impl Plan {
             hosts: parts.hosts,
             memory: parts.memory,
             delegates: parts.delegates,
+            exec_tools: parts.exec_tools,
             limits: parts.limits,
             workspace: parts.workspace,
             write_globs: parts.write_globs,
@@ -156,6 +161,11 @@ impl Plan {
     }
     pub fn delegates(&self) -> &[String] {
         &self.delegates
+    }
+    /// The program names a command may run (`code:exec`); empty, and the
+    /// `exec` interface not linked, without the grant.
+    pub fn exec_tools(&self) -> &[String] {
+        &self.exec_tools
     }
     pub fn limits(&self) -> &Limits {
         &self.limits

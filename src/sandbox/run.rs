@@ -56,6 +56,10 @@ pub struct RunReport {
     pub compiled: u64,
     pub sha256: String,
     pub elapsed_ms: f64,
+    /// Every host command the guest asked for (`code:exec`), refused or
+    /// run, with what confined it.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub commands: Vec<super::exec::CommandRecord>,
 }
 
 /// Why a run did not produce a guest result.
@@ -210,6 +214,21 @@ pub fn execute(
         })
     };
 
+    let exec_binding = if plan.exec_tools().is_empty() {
+        None
+    } else {
+        super::exec::add_to_linker(&mut linker).map_err(host)?;
+        linked.push(format!(
+            "gatehouse:executor/exec ({})",
+            plan.exec_tools().join(", ")
+        ));
+        Some(super::exec::ExecBinding::new(
+            plan,
+            context.snapshot.clone(),
+            &context.actor,
+        ))
+    };
+
     let limits = *plan.limits();
     let stdout = CappedPipe::new(limits.output_bytes);
     let stderr = CappedPipe::new(limits.output_bytes);
@@ -255,6 +274,7 @@ pub fn execute(
         log: Default::default(),
         memory: memory_binding,
         delegate: delegate_binding,
+        exec: exec_binding,
         hostcalls_left: limits.hostcalls,
         hostcalls_exhausted: false,
         delegated: std::time::Duration::ZERO,
@@ -346,6 +366,12 @@ pub fn execute(
         compiled: sandbox.counters().compiled.load(Ordering::Relaxed),
         sha256: digest,
         elapsed_ms: started.elapsed().as_secs_f64() * 1e3,
+        commands: store
+            .data_mut()
+            .exec
+            .as_mut()
+            .map(|b| std::mem::take(&mut b.records))
+            .unwrap_or_default(),
     })
 }
 

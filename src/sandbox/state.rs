@@ -21,6 +21,8 @@ pub struct HostState {
     pub memory: Option<MemoryBinding>,
     /// Set when the plan grants delegate:call.
     pub delegate: Option<DelegateBinding>,
+    /// Set when the plan allows code:exec on some program.
+    pub exec: Option<super::exec::ExecBinding>,
     /// Host calls left before `LIMIT_HOSTCALLS`.
     pub hostcalls_left: u64,
     pub hostcalls_exhausted: bool,

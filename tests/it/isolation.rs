@@ -229,7 +229,7 @@ fn check_document(r: &Value) {
         let first = reason.chars().next().unwrap();
         assert!(!first.is_uppercase(), "reason is not lowercase: {l:#}");
         assert!(l["details"].is_object(), "{l:#}");
-        assert_eq!(l["counted"], l["name"] != "code_exec", "{l:#}");
+        assert_eq!(l["counted"], true, "{l:#}");
         if l["counted"] == true && state != "enforced" {
             expected_reasons.push(Value::String(format!(
                 "{}: {reason}",
@@ -246,12 +246,41 @@ fn check_document(r: &Value) {
             "degraded"
         }
     );
+    // code_exec follows Landlock here (seccomp filters can be installed
+    // wherever these tests run: they install one themselves).
     let exec = layer(r, "code_exec");
-    assert_eq!(exec["state"], "unavailable");
-    assert!(exec["reason"]
-        .as_str()
+    let landlock = layer(r, "landlock");
+    assert_eq!(exec["details"]["seccomp"], "ok", "{exec:#}");
+    assert_eq!(exec["details"]["landlock_abi"], landlock["details"]["abi"]);
+    if landlock["state"] == "enforced" {
+        assert_eq!(exec["state"], "enforced", "{exec:#}");
+        assert!(exec["reason"]
+            .as_str()
+            .unwrap()
+            .starts_with("each command runs with landlock abi"));
+    } else {
+        assert_eq!(exec["state"], "partial", "{exec:#}");
+        assert!(exec["reason"]
+            .as_str()
+            .unwrap()
+            .starts_with("landlock is unavailable"));
+    }
+    let denied: Vec<&str> = exec["details"]["denied_syscalls"]
+        .as_array()
         .unwrap()
-        .starts_with("not built yet"));
+        .iter()
+        .map(|v| v.as_str().unwrap())
+        .collect();
+    for name in [
+        "ptrace",
+        "mount",
+        "bpf",
+        "kexec_load",
+        "unshare",
+        "io_uring_setup",
+    ] {
+        assert!(denied.contains(&name), "{name} is not denied: {exec:#}");
+    }
 }
 
 #[test]
@@ -392,6 +421,15 @@ fn landlock_hidden_by_seccomp_is_unavailable() {
     assert_eq!(landlock["details"]["errno"], "enosys");
     assert!(landlock["reason"].as_str().unwrap().contains("(enosys)"));
     assert_eq!(r["overall"], "degraded");
+    // Commands would lose their filesystem confinement, and the report
+    // says so in the code_exec layer too.
+    let exec = layer(&r, "code_exec");
+    assert_eq!(exec["state"], "partial", "{exec:#}");
+    assert!(exec["reason"]
+        .as_str()
+        .unwrap()
+        .starts_with("landlock is unavailable (enosys): a command's files are not confined"));
+    assert_eq!(exec["details"]["landlock_abi"], Value::Null);
     assert_eq!(
         layer(&r, "path_resolution")["state"],
         layer(&report(&env, Degrade::None), "path_resolution")["state"]
@@ -664,4 +702,55 @@ fn a_delegated_turn_meets_the_same_switch() {
     let (r, _) = turn("warn");
     r.expect(0);
     assert_eq!(std::fs::read(ws.join("out/a.txt")).unwrap(), b"x");
+}
+
+#[test]
+fn refuse_critical_refuses_a_code_exec_turn_when_landlock_is_hidden() {
+    // The same turn passes the gate up to its approvals on the control
+    // host (exit 4: no terminal to ask), and is refused with
+    // ISOLATION_DEGRADED, before any approval, once Landlock is hidden.
+    let env = Env::new();
+    let ws = env.mkdir("ws");
+    env.write(
+        "config/gatehouse/gatehouse.toml",
+        "[actors.main]\nskills = [\"*\"]\ntools = [\"cat\"]\n",
+    );
+    let m = env.write(
+        "manifests/cat.toml",
+        &format!(
+            "name = \"cat\"\ncomponent = \"{}\"\ntools = [\"cat\"]\n[[capabilities]]\nname = \"code:exec\"\ntarget = \"cat\"\n",
+            s(&component("run-tool"))
+        ),
+    );
+    let args = [
+        "--json",
+        "run",
+        s(&m),
+        "--level",
+        "Full",
+        "--workspace",
+        s(&ws),
+        "--on-degraded",
+        "refuse-critical",
+    ];
+    if host_can_be_full() {
+        let r = run(&env, Degrade::None, &args);
+        r.expect(4);
+        assert_eq!(last_json(&r)["code"], "APPROVAL_REQUIRED");
+    }
+    let r = run(
+        &env,
+        Degrade::Seccomp(libc::SYS_landlock_create_ruleset, libc::ENOSYS),
+        &args,
+    );
+    r.expect(2);
+    let v = last_json(&r);
+    assert_eq!(v["code"], "ISOLATION_DEGRADED", "{v:#}");
+    let reason = v["reason"].as_str().unwrap();
+    assert!(
+        reason.starts_with("`code:exec` is critical")
+            && reason.contains("landlock unavailable")
+            && reason.contains("code_exec partial"),
+        "{reason}"
+    );
 }

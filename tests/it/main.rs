@@ -9,6 +9,7 @@
 
 mod cli;
 mod decide;
+mod exec;
 mod isolation;
 mod purity;
 mod sandbox;

@@ -850,45 +850,21 @@ fn executors_are_found_by_name_in_the_executor_directories() {
     run.expect_err(3, &["no executor named `no-such-executor`"]);
 }
 
-/// Runs `gatehouse run` under a pseudo-terminal (util-linux `script`),
-/// typing `answer` at the approval prompt.
+/// Runs `gatehouse run` under a pseudo-terminal, typing `answer` at the
+/// approval prompt.
 fn run_on_a_terminal(env: &Env, manifest: &Path, ws: &Path, answer: &str) -> Run {
-    use std::io::Write;
-    let cmd = format!(
-        "{} run {} --workspace {} --input '{{\"names\":[\"GATEHOUSE_DEMO\"]}}'",
-        env!("CARGO_BIN_EXE_gatehouse"),
-        s(manifest),
-        s(ws)
-    );
-    let mut script = std::process::Command::new("script");
-    script
-        .args(["-qec", &cmd, "/dev/null"])
-        .current_dir(env.root().join("cwd"));
-    for (k, v) in env.command().get_envs() {
-        match v {
-            Some(v) => script.env(k, v),
-            None => script.env_remove(k),
-        };
-    }
-    script.env("GATEHOUSE_DEMO", "shown");
-    let mut child = script
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .expect("script");
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(answer.as_bytes())
-        .unwrap();
-    let out = child.wait_with_output().unwrap();
-    Run {
-        code: out.status.code().unwrap_or(-1),
-        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-    }
+    env.run_on_terminal(
+        &[
+            "run",
+            s(manifest),
+            "--workspace",
+            s(ws),
+            "--input",
+            r#"{"names":["GATEHOUSE_DEMO"]}"#,
+        ],
+        &[("GATEHOUSE_DEMO", "shown")],
+        answer,
+    )
 }
 
 #[test]

@@ -173,6 +173,50 @@ impl Env {
     }
 }
 
+impl Env {
+    /// Runs the binary with `args` under a pseudo-terminal (util-linux
+    /// `script`), with `vars` set too, typing `answers` at its prompts.
+    /// On a terminal stderr and stdout are one stream: `Run::stdout`.
+    pub fn run_on_terminal(&self, args: &[&str], vars: &[(&str, &str)], answers: &str) -> Run {
+        use std::io::Write;
+        let quote = |x: &str| format!("'{}'", x.replace('\'', "'\\''"));
+        let mut cmd = quote(env!("CARGO_BIN_EXE_gatehouse"));
+        for a in args {
+            cmd.push(' ');
+            cmd.push_str(&quote(a));
+        }
+        let mut script = Command::new("script");
+        script
+            .args(["-qec", &cmd, "/dev/null"])
+            .current_dir(self.root().join("cwd"));
+        for (k, v) in self.command().get_envs() {
+            match v {
+                Some(v) => script.env(k, v),
+                None => script.env_remove(k),
+            };
+        }
+        script.envs(vars.iter().copied());
+        let mut child = script
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("script");
+        child
+            .stdin
+            .take()
+            .expect("stdin")
+            .write_all(answers.as_bytes())
+            .expect("answers");
+        let out = child.wait_with_output().expect("wait for script");
+        Run {
+            code: out.status.code().unwrap_or(-1),
+            stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        }
+    }
+}
+
 /// A path as a `&str` (temp paths are utf-8 here).
 pub fn s(p: &Path) -> &str {
     p.to_str().expect("utf-8 path")

@@ -1,0 +1,47 @@
+//! `run-tool` (code:exec on each program it may run, e.g. `cat`):
+//! `{"program": "cat", "args": ["notes.txt"], "stdin": "text"}` →
+//! `{"status": 0, "signal": null, "timed_out": false, "stdout": "…",
+//! "stderr": "…", "truncated": false}` (stdout and stderr as lossy UTF-8).
+//!
+//! The host's errors (`denied` with its code, `failed`) come back
+//! unchanged: the guest adds no policy of its own.
+
+wit_bindgen::generate!({ world: "exec-executor", path: "../../wit" });
+
+use gatehouse::executor::exec;
+use guest_common::Fail;
+use serde::Deserialize;
+use serde_json::json;
+
+guest_common::impl_from_fail!();
+
+#[derive(Deserialize)]
+struct Request {
+    program: Option<String>,
+    #[serde(default)]
+    args: Vec<String>,
+    #[serde(default)]
+    stdin: String,
+}
+
+struct RunTool;
+
+impl Guest for RunTool {
+    fn run(input: String) -> Result<String, Error> {
+        let req: Request = guest_common::parse_input(&input)?;
+        let Some(program) = req.program else {
+            return Err(Fail::Invalid("need a string field `program`".to_string()).into());
+        };
+        let o = exec::run(&program, &req.args, req.stdin.as_bytes())?;
+        Ok(guest_common::to_output(&json!({
+            "status": o.status,
+            "signal": o.signal,
+            "timed_out": o.timed_out,
+            "stdout": String::from_utf8_lossy(&o.stdout),
+            "stderr": String::from_utf8_lossy(&o.stderr),
+            "truncated": o.truncated,
+        }))?)
+    }
+}
+
+export!(RunTool);

@@ -1,0 +1,435 @@
+//! The confinement of one command: prepared in the parent, applied in the
+//! forked child just before `exec`.
+//!
+//! Everything that allocates or opens files happens in [`prepare`], in the
+//! parent: the Landlock ruleset is created and filled there (its file
+//! descriptor is inherited by the child), and the seccomp programs are
+//! compiled to BPF there. The child ([`ChildSetup::apply`]) only makes
+//! system calls on values it was handed: `prctl`, `setrlimit`,
+//! `landlock_restrict_self` and `seccomp`.
+
+use std::collections::BTreeMap;
+use std::io;
+use std::path::PathBuf;
+
+use landlock::{
+    Access, AccessFs, AccessNet, CompatLevel, Compatible, PathBeneath, PathFd, Ruleset,
+    RulesetAttr, RulesetCreated, RulesetCreatedAttr, RulesetStatus, Scope, ABI,
+};
+use seccompiler::{
+    BpfProgram, SeccompAction, SeccompCmpArgLen, SeccompCmpOp, SeccompCondition, SeccompFilter,
+    SeccompRule,
+};
+use serde::Serialize;
+
+use super::{ExecError, ExecLimits, ExecSpec};
+
+/// Directories every command may read and execute from: the system's
+/// programs and shared libraries. Missing ones are skipped; symlinks
+/// (`/bin` → `/usr/bin`) are resolved.
+pub const SYSTEM_READ_ROOTS: [&str; 7] = [
+    "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32",
+];
+
+/// Single files a dynamically linked program reads at start or commonly
+/// needs (read only). `/etc` as a whole is not readable.
+const SYSTEM_READ_FILES: [&str; 4] = [
+    "/etc/ld.so.cache",
+    "/etc/localtime",
+    "/dev/urandom",
+    "/dev/zero",
+];
+
+/// Single files a command may read and write.
+const SYSTEM_RW_FILES: [&str; 1] = ["/dev/null"];
+
+/// The Landlock ABI gatehouse's rules were written and tested against; a
+/// newer kernel applies exactly these, an older one the part it knows
+/// (best effort, reported in [`Confinement`]).
+const LANDLOCK_TARGET: ABI = ABI::V6;
+
+/// Syscalls a command may never make (`EPERM`), whatever it was granted:
+/// debugging other processes, mounting, loading kernel code, new
+/// namespaces, keyrings, `io_uring` (whose operations a seccomp filter
+/// cannot see), and the host's clock, swap and reboot.
+pub const DENIED_SYSCALLS: [(&str, i64); 36] = [
+    ("ptrace", libc::SYS_ptrace),
+    ("process_vm_readv", libc::SYS_process_vm_readv),
+    ("process_vm_writev", libc::SYS_process_vm_writev),
+    ("mount", libc::SYS_mount),
+    ("umount2", libc::SYS_umount2),
+    ("pivot_root", libc::SYS_pivot_root),
+    ("chroot", libc::SYS_chroot),
+    ("fsopen", libc::SYS_fsopen),
+    ("fsmount", libc::SYS_fsmount),
+    ("fspick", libc::SYS_fspick),
+    ("move_mount", libc::SYS_move_mount),
+    ("open_tree", libc::SYS_open_tree),
+    ("mount_setattr", libc::SYS_mount_setattr),
+    ("bpf", libc::SYS_bpf),
+    ("perf_event_open", libc::SYS_perf_event_open),
+    ("userfaultfd", libc::SYS_userfaultfd),
+    ("kexec_load", libc::SYS_kexec_load),
+    ("kexec_file_load", libc::SYS_kexec_file_load),
+    ("init_module", libc::SYS_init_module),
+    ("finit_module", libc::SYS_finit_module),
+    ("delete_module", libc::SYS_delete_module),
+    ("unshare", libc::SYS_unshare),
+    ("setns", libc::SYS_setns),
+    ("add_key", libc::SYS_add_key),
+    ("request_key", libc::SYS_request_key),
+    ("keyctl", libc::SYS_keyctl),
+    ("io_uring_setup", libc::SYS_io_uring_setup),
+    ("io_uring_enter", libc::SYS_io_uring_enter),
+    ("io_uring_register", libc::SYS_io_uring_register),
+    ("open_by_handle_at", libc::SYS_open_by_handle_at),
+    ("swapon", libc::SYS_swapon),
+    ("swapoff", libc::SYS_swapoff),
+    ("reboot", libc::SYS_reboot),
+    ("settimeofday", libc::SYS_settimeofday),
+    ("clock_settime", libc::SYS_clock_settime),
+    ("acct", libc::SYS_acct),
+];
+
+/// `clone(2)` flags that make a new namespace; `clone` with any of them is
+/// refused like `unshare`.
+const NAMESPACE_FLAGS: [i32; 7] = [
+    libc::CLONE_NEWNS,
+    libc::CLONE_NEWUSER,
+    libc::CLONE_NEWPID,
+    libc::CLONE_NEWNET,
+    libc::CLONE_NEWIPC,
+    libc::CLONE_NEWUTS,
+    libc::CLONE_NEWCGROUP,
+];
+
+/// What this host can apply to a command, from the isolation probe's
+/// kernel facts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct ExecSupport {
+    /// The Landlock ABI version, or the errno of `landlock_create_ruleset`.
+    pub landlock: Result<u32, i32>,
+    /// Whether seccomp filters with an errno action can be installed
+    /// (`SECCOMP_GET_ACTION_AVAIL`), or the errno that said no.
+    pub seccomp: Result<(), i32>,
+}
+
+impl ExecSupport {
+    /// This process's support, from the probe's cached facts.
+    pub fn probe() -> ExecSupport {
+        let facts = crate::sandbox::isolation::host_facts();
+        ExecSupport {
+            landlock: facts.landlock,
+            seccomp: facts.seccomp,
+        }
+    }
+
+    /// Whether Landlock can refuse TCP `bind` and `connect` (ABI 4+).
+    pub fn landlock_network(&self) -> bool {
+        matches!(self.landlock, Ok(abi) if abi >= 4)
+    }
+
+    /// Whether Landlock scopes signals and abstract unix sockets (ABI 6+).
+    pub fn landlock_scopes(&self) -> bool {
+        matches!(self.landlock, Ok(abi) if abi >= 6)
+    }
+}
+
+/// What confined one command: the answer to "what did the sandbox really
+/// apply", attached to every outcome.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Confinement {
+    /// The Landlock ABI the ruleset was applied with, or `None` when this
+    /// host has no Landlock (see `skipped`).
+    pub landlock_abi: Option<u32>,
+    /// Whether Landlock refuses TCP bind and connect (no `network:sites`,
+    /// ABI 4+).
+    pub landlock_network: bool,
+    /// Whether signals and abstract unix sockets are scoped (ABI 6+).
+    pub landlock_scoped: bool,
+    /// Whether the seccomp filter was installed.
+    pub seccomp: bool,
+    /// Whether the command may open internet sockets.
+    pub network: bool,
+    /// Always: set by the child before anything else is applied.
+    pub no_new_privs: bool,
+    pub limits: ExecLimits,
+    /// Canonical directories the command may read and execute from.
+    pub read_roots: Vec<String>,
+    /// Canonical directories the command may change.
+    pub write_roots: Vec<String>,
+    /// Each layer this host could not apply, with why.
+    pub skipped: Vec<String>,
+}
+
+/// The canonical, existing [`SYSTEM_READ_ROOTS`].
+pub fn system_roots() -> Vec<PathBuf> {
+    let mut roots: Vec<PathBuf> = Vec::new();
+    for r in SYSTEM_READ_ROOTS {
+        if let Ok(p) = std::fs::canonicalize(r) {
+            if !roots.contains(&p) {
+                roots.push(p);
+            }
+        }
+    }
+    roots
+}
+
+/// The parent's half: a ruleset with its rules, compiled filters, limits.
+pub(super) struct Prepared {
+    pub confinement: Confinement,
+    ruleset: Option<RulesetCreated>,
+    filters: Vec<BpfProgram>,
+    rlimits: [(RlimitResource, u64); 6],
+}
+
+#[cfg(target_env = "gnu")]
+type RlimitResource = libc::__rlimit_resource_t;
+#[cfg(not(target_env = "gnu"))]
+type RlimitResource = libc::c_int;
+
+fn landlock_error(e: impl std::fmt::Display) -> ExecError {
+    ExecError::Landlock(crate::config::lower(&e.to_string()))
+}
+
+fn seccomp_error(e: impl std::fmt::Display) -> ExecError {
+    ExecError::Seccomp(crate::config::lower(&e.to_string()))
+}
+
+/// Builds the confinement of `spec` (whose roots the caller canonicalized)
+/// in the parent.
+pub(super) fn prepare(
+    read_roots: &[PathBuf],
+    write_roots: &[PathBuf],
+    spec: &ExecSpec,
+    support: &ExecSupport,
+) -> Result<Prepared, ExecError> {
+    let mut skipped = Vec::new();
+    let system = system_roots();
+
+    let ruleset = match support.landlock {
+        Ok(_) => Some(ruleset(read_roots, write_roots, &system, spec.network)?),
+        Err(e) => {
+            skipped.push(format!(
+                "landlock: unavailable on this host (errno {e}): the command can read and write whatever the host user can"
+            ));
+            None
+        }
+    };
+    let landlock_abi = support.landlock.ok();
+
+    let filters = match support.seccomp {
+        Ok(()) => filters(spec.network)?,
+        Err(e) => {
+            skipped.push(format!(
+                "seccomp: filters cannot be installed on this host (errno {e}): network, ptrace, mount and namespace syscalls are not blocked"
+            ));
+            Vec::new()
+        }
+    };
+
+    let l = spec.limits;
+    let rlimits = [
+        (libc::RLIMIT_CPU as RlimitResource, l.cpu_seconds),
+        (libc::RLIMIT_AS as RlimitResource, l.address_space),
+        (libc::RLIMIT_FSIZE as RlimitResource, l.file_size),
+        (libc::RLIMIT_NPROC as RlimitResource, l.processes),
+        (libc::RLIMIT_NOFILE as RlimitResource, l.open_files),
+        (libc::RLIMIT_CORE as RlimitResource, 0),
+    ];
+    let show = |roots: &[PathBuf]| roots.iter().map(|p| p.display().to_string()).collect();
+    Ok(Prepared {
+        confinement: Confinement {
+            landlock_abi,
+            landlock_network: ruleset.is_some() && !spec.network && support.landlock_network(),
+            landlock_scoped: ruleset.is_some() && support.landlock_scopes(),
+            seccomp: !filters.is_empty(),
+            network: spec.network,
+            no_new_privs: true,
+            limits: l,
+            read_roots: show(read_roots),
+            write_roots: show(write_roots),
+            skipped,
+        },
+        ruleset,
+        filters,
+        rlimits,
+    })
+}
+
+/// The Landlock ruleset: read+execute beneath `read` and the system roots,
+/// everything beneath `write`, a few single files, and (without network)
+/// no TCP bind or connect.
+fn ruleset(
+    read: &[PathBuf],
+    write: &[PathBuf],
+    system: &[PathBuf],
+    network: bool,
+) -> Result<RulesetCreated, ExecError> {
+    let abi = LANDLOCK_TARGET;
+    let mut rs = Ruleset::default()
+        .set_compatibility(CompatLevel::BestEffort)
+        .handle_access(AccessFs::from_all(abi))
+        .map_err(landlock_error)?
+        .scope(Scope::from_all(abi))
+        .map_err(landlock_error)?;
+    if !network {
+        rs = rs
+            .handle_access(AccessNet::from_all(abi))
+            .map_err(landlock_error)?;
+    }
+    let mut created = rs.create().map_err(landlock_error)?;
+    let read_access = AccessFs::from_read(abi);
+    let file_read = AccessFs::ReadFile;
+    let file_rw = AccessFs::ReadFile | AccessFs::WriteFile | AccessFs::Truncate;
+    let mut rules: Vec<(PathBuf, landlock::BitFlags<AccessFs>)> = Vec::new();
+    for p in system.iter().chain(read) {
+        rules.push((p.clone(), read_access));
+    }
+    for p in write {
+        rules.push((p.clone(), AccessFs::from_all(abi)));
+    }
+    for f in SYSTEM_READ_FILES {
+        rules.push((PathBuf::from(f), file_read.into()));
+    }
+    for f in SYSTEM_RW_FILES {
+        rules.push((PathBuf::from(f), file_rw));
+    }
+    for (path, access) in rules {
+        // A system file this host lacks is skipped; a granted root was
+        // canonicalized by the caller, so it exists.
+        let fd = match PathFd::new(&path) {
+            Ok(fd) => fd,
+            Err(_) if !read.contains(&path) && !write.contains(&path) => continue,
+            Err(e) => return Err(landlock_error(e)),
+        };
+        let access = if path.is_dir() {
+            access
+        } else {
+            access & AccessFs::from_file(abi)
+        };
+        created = created
+            .add_rule(PathBeneath::new(fd, access))
+            .map_err(landlock_error)?;
+    }
+    Ok(created)
+}
+
+/// The seccomp programs: one refusing [`DENIED_SYSCALLS`], namespace
+/// `clone`s and (without network) sockets other than `AF_UNIX` with
+/// `EPERM`; one answering `clone3` with `ENOSYS`, so that the C library
+/// falls back to `clone`, whose flags the first can inspect.
+fn filters(network: bool) -> Result<Vec<BpfProgram>, ExecError> {
+    let arch = std::env::consts::ARCH.try_into().map_err(seccomp_error)?;
+    let mut rules: BTreeMap<i64, Vec<SeccompRule>> = DENIED_SYSCALLS
+        .iter()
+        .map(|(_, nr)| (*nr, Vec::new()))
+        .collect();
+    let mut clone_rules = Vec::new();
+    for flag in NAMESPACE_FLAGS {
+        let flag = flag as u64;
+        let cond = SeccompCondition::new(
+            0,
+            SeccompCmpArgLen::Qword,
+            SeccompCmpOp::MaskedEq(flag),
+            flag,
+        )
+        .map_err(seccomp_error)?;
+        clone_rules.push(SeccompRule::new(vec![cond]).map_err(seccomp_error)?);
+    }
+    rules.insert(libc::SYS_clone, clone_rules);
+    if !network {
+        let not_unix = SeccompCondition::new(
+            0,
+            SeccompCmpArgLen::Dword,
+            SeccompCmpOp::Ne,
+            libc::AF_UNIX as u64,
+        )
+        .map_err(seccomp_error)?;
+        rules.insert(
+            libc::SYS_socket,
+            vec![SeccompRule::new(vec![not_unix]).map_err(seccomp_error)?],
+        );
+    }
+    let main: BpfProgram = SeccompFilter::new(
+        rules,
+        SeccompAction::Allow,
+        SeccompAction::Errno(libc::EPERM as u32),
+        arch,
+    )
+    .map_err(seccomp_error)?
+    .try_into()
+    .map_err(seccomp_error)?;
+    let clone3: BpfProgram = SeccompFilter::new(
+        [(libc::SYS_clone3, Vec::new())].into_iter().collect(),
+        SeccompAction::Allow,
+        SeccompAction::Errno(libc::ENOSYS as u32),
+        arch,
+    )
+    .map_err(seccomp_error)?
+    .try_into()
+    .map_err(seccomp_error)?;
+    Ok(vec![main, clone3])
+}
+
+impl Prepared {
+    /// The child's half.
+    pub(super) fn into_child(self) -> ChildSetup {
+        ChildSetup {
+            ruleset: self.ruleset,
+            filters: self.filters,
+            rlimits: self.rlimits,
+        }
+    }
+}
+
+/// What the forked child applies to itself before `exec`.
+pub(super) struct ChildSetup {
+    ruleset: Option<RulesetCreated>,
+    filters: Vec<BpfProgram>,
+    rlimits: [(RlimitResource, u64); 6],
+}
+
+fn last_error() -> io::Error {
+    io::Error::last_os_error()
+}
+
+impl ChildSetup {
+    /// Runs in the child between `fork` and `exec` (see the `SAFETY` note
+    /// at the `pre_exec` call): system calls only, no allocation on the
+    /// success path. Any failure stops the command before `exec`.
+    pub(super) fn apply(&mut self) -> io::Result<()> {
+        // SAFETY: `prctl` with integer arguments only; no memory is passed.
+        if unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0) } != 0 {
+            return Err(last_error());
+        }
+        // SAFETY: as above.
+        if unsafe { libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) } != 0 {
+            return Err(last_error());
+        }
+        for (resource, value) in self.rlimits {
+            let limit = libc::rlimit {
+                rlim_cur: value as libc::rlim_t,
+                rlim_max: value as libc::rlim_t,
+            };
+            // SAFETY: `limit` is a valid `rlimit` that lives across the
+            // call; the kernel only reads it.
+            if unsafe { libc::setrlimit(resource, &limit) } != 0 {
+                return Err(last_error());
+            }
+        }
+        if let Some(ruleset) = self.ruleset.take() {
+            match ruleset.restrict_self() {
+                Ok(status) if status.ruleset != RulesetStatus::NotEnforced => {}
+                Ok(_) => return Err(io::Error::from_raw_os_error(libc::EOPNOTSUPP)),
+                Err(_) => return Err(last_error()),
+            }
+        }
+        for filter in &self.filters {
+            if seccompiler::apply_filter(filter).is_err() {
+                return Err(last_error());
+            }
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,402 @@
+//! The OS sandbox for `code:exec`: one host command, run as a confined
+//! child process.
+//!
+//! A command reaches this module only after the policy's tool layers
+//! screened it (a `tool` request to [`crate::policy::decide`], whose
+//! command is [`quote_argv`] of the argv); this module does not
+//! decide anything, it builds the confinement the decision describes and
+//! says what it could apply. The child gets:
+//!
+//! - a cleared environment holding only the granted variables;
+//! - a working directory inside one of its granted roots;
+//! - Landlock rules: read (and execute) beneath each read root, everything
+//!   beneath each write root, read and execute of the system's program
+//!   directories ([`SYSTEM_READ_ROOTS`]) and nothing else; without a
+//!   network grant, TCP bind and connect are refused too (Landlock ABI 4+),
+//!   and signals and abstract unix sockets are scoped to the sandbox (ABI 6+);
+//! - a seccomp filter refusing `socket(2)` unless the network is granted,
+//!   and always `ptrace`, `mount`, `bpf`, `kexec_load`, module loading,
+//!   namespaces, keyrings, `io_uring` and friends ([`confine::DENIED_SYSCALLS`]);
+//! - `no_new_privs`, its own process group, `SIGKILL` when gatehouse dies;
+//! - rlimits on CPU time, address space, file size, processes and open
+//!   files ([`ExecLimits`]);
+//! - a wall-clock timeout (the whole process group is killed) and stdout
+//!   and stderr capped at [`ExecLimits::output_bytes`] each.
+//!
+//! What could not be applied on this host is said in
+//! [`ExecOutcome::confinement`]: a layer the kernel lacks is skipped and
+//! reported, never silently, and `isolation.on_degraded` decides beforehand
+//! (through the `code_exec` layer of the isolation report) whether such a
+//! host may run commands at all.
+
+mod confine;
+
+use std::io::{Read, Write};
+use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use serde::Serialize;
+
+pub use confine::{Confinement, ExecSupport, DENIED_SYSCALLS, SYSTEM_READ_ROOTS};
+
+/// Resource limits of one command.
+///
+/// Defaults: 10 s of CPU, 1 GiB of address space, files of at most
+/// 64 MiB, 64 processes of the user, 256 open files, a 30 s wall-clock
+/// timeout and 1 MiB of each of stdout and stderr.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct ExecLimits {
+    /// `RLIMIT_CPU`, seconds.
+    pub cpu_seconds: u64,
+    /// `RLIMIT_AS`, bytes.
+    pub address_space: u64,
+    /// `RLIMIT_FSIZE`, bytes.
+    pub file_size: u64,
+    /// `RLIMIT_NPROC`: processes of the user (not enforced for root).
+    pub processes: u64,
+    /// `RLIMIT_NOFILE`.
+    pub open_files: u64,
+    /// Wall-clock time before the process group is killed, milliseconds.
+    pub timeout_ms: u64,
+    /// Bytes kept of each of stdout and stderr; the rest is read and
+    /// dropped so the command never blocks on a full pipe.
+    pub output_bytes: usize,
+}
+
+impl Default for ExecLimits {
+    fn default() -> ExecLimits {
+        ExecLimits {
+            cpu_seconds: 10,
+            address_space: 1 << 30,
+            file_size: 64 << 20,
+            processes: 64,
+            open_files: 256,
+            timeout_ms: 30_000,
+            output_bytes: 1 << 20,
+        }
+    }
+}
+
+/// One command and the authority it runs with.
+///
+/// # Security
+/// Every field that names a path or a variable hands the command that
+/// authority: `read_roots` can be read and executed from, `write_roots`
+/// changed, `env` is visible, and `network` lets it open sockets to any
+/// host (the host-name filter of `network:sites` covers wasm guests only).
+#[derive(Debug, Clone, Default)]
+pub struct ExecSpec {
+    /// An absolute path to the program (see [`resolve_program`]).
+    pub program: PathBuf,
+    /// The arguments after the program.
+    pub args: Vec<String>,
+    /// The working directory; it must be inside a read or write root.
+    pub cwd: PathBuf,
+    /// The whole environment of the command.
+    pub env: Vec<(String, String)>,
+    /// Directories the command may read and execute from.
+    pub read_roots: Vec<PathBuf>,
+    /// Directories the command may read, write, create in and delete from.
+    pub write_roots: Vec<PathBuf>,
+    /// Whether `socket(2)` is allowed (`network:sites` granted).
+    pub network: bool,
+    pub limits: ExecLimits,
+    /// Written to the command's stdin, which is then closed.
+    pub stdin: Vec<u8>,
+}
+
+/// How the command ended, and what it printed.
+#[derive(Debug, Clone, Serialize)]
+pub struct ExecOutcome {
+    /// The exit code, when the command exited.
+    pub status: Option<i32>,
+    /// The signal that ended it, when one did (`9` after a timeout).
+    pub signal: Option<i32>,
+    /// Whether the wall-clock timeout killed it.
+    pub timed_out: bool,
+    #[serde(serialize_with = "lossy")]
+    pub stdout: Vec<u8>,
+    #[serde(serialize_with = "lossy")]
+    pub stderr: Vec<u8>,
+    /// Bytes the command wrote to stdout, kept or not.
+    pub stdout_total: u64,
+    pub stderr_total: u64,
+    /// Whether stdout or stderr was cut at the cap.
+    pub truncated: bool,
+    pub elapsed_ms: u64,
+    /// What confined the command.
+    pub confinement: Confinement,
+}
+
+fn lossy<S: serde::Serializer>(bytes: &[u8], s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(&String::from_utf8_lossy(bytes))
+}
+
+/// Why a command did not run (a command that ran and failed is an
+/// [`ExecOutcome`] with its status).
+#[derive(Debug, thiserror::Error)]
+pub enum ExecError {
+    #[error("program `{0}` is not an absolute path")]
+    ProgramNotAbsolute(String),
+    #[error("program `{0}` is not found in `/usr/local/bin`, `/usr/bin` or `/bin`")]
+    ProgramNotFound(String),
+    #[error(
+        "program `{0}` is not beneath a read root, a write root or a system program directory"
+    )]
+    ProgramOutsideRoots(String),
+    #[error("working directory `{0}` is not inside a granted root")]
+    CwdOutsideRoots(String),
+    #[error("root `{path}` cannot be used: {reason}")]
+    Root { path: String, reason: String },
+    #[error("the landlock ruleset cannot be built: {0}")]
+    Landlock(String),
+    #[error("the seccomp filter cannot be built: {0}")]
+    Seccomp(String),
+    #[error("`{program}` cannot be started: {reason}")]
+    Spawn { program: String, reason: String },
+    #[error("waiting for `{program}` failed: {reason}")]
+    Wait { program: String, reason: String },
+}
+
+/// The directories a bare program name is looked up in, in order. Fixed,
+/// so that the host's `PATH` cannot change what a granted name runs.
+pub const PROGRAM_PATH: [&str; 3] = ["/usr/local/bin", "/usr/bin", "/bin"];
+
+/// `program` itself when absolute, else the first executable file of
+/// that name in [`PROGRAM_PATH`]. A name with a `/` that is not absolute
+/// is refused: it would depend on the working directory.
+pub fn resolve_program(program: &str) -> Result<PathBuf, ExecError> {
+    if program.starts_with('/') {
+        return Ok(PathBuf::from(program));
+    }
+    if program.contains('/') || program.is_empty() {
+        return Err(ExecError::ProgramNotAbsolute(program.to_string()));
+    }
+    PROGRAM_PATH
+        .iter()
+        .map(|d| Path::new(d).join(program))
+        .find(|p| is_executable(p))
+        .ok_or_else(|| ExecError::ProgramNotFound(program.to_string()))
+}
+
+fn is_executable(path: &Path) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::metadata(path)
+        .map(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+        .unwrap_or(false)
+}
+
+fn canonical(path: &Path) -> Result<PathBuf, ExecError> {
+    std::fs::canonicalize(path).map_err(|e| ExecError::Root {
+        path: path.display().to_string(),
+        reason: crate::config::lower(&e.to_string()),
+    })
+}
+
+/// Runs `spec` confined as far as `support` allows.
+///
+/// Blocks until the command exits, is killed at its timeout, or fails to
+/// start. A layer that `support` says this host lacks is skipped and
+/// reported in the outcome; a layer that this host has but that fails to
+/// apply in the child stops the command before `exec` (fail closed).
+pub fn run(spec: &ExecSpec, support: &ExecSupport) -> Result<ExecOutcome, ExecError> {
+    let program = spec.program.display().to_string();
+    if !spec.program.is_absolute() {
+        return Err(ExecError::ProgramNotAbsolute(program));
+    }
+    let read_roots = spec
+        .read_roots
+        .iter()
+        .map(|p| canonical(p))
+        .collect::<Result<Vec<_>, _>>()?;
+    let write_roots = spec
+        .write_roots
+        .iter()
+        .map(|p| canonical(p))
+        .collect::<Result<Vec<_>, _>>()?;
+    let cwd = std::fs::canonicalize(&spec.cwd)
+        .map_err(|_| ExecError::CwdOutsideRoots(spec.cwd.display().to_string()))?;
+    if !read_roots
+        .iter()
+        .chain(&write_roots)
+        .any(|r| cwd.starts_with(r))
+    {
+        return Err(ExecError::CwdOutsideRoots(cwd.display().to_string()));
+    }
+    let real_program = std::fs::canonicalize(&spec.program).map_err(|e| ExecError::Spawn {
+        program: program.clone(),
+        reason: crate::config::lower(&e.to_string()),
+    })?;
+    let system = confine::system_roots();
+    if !read_roots
+        .iter()
+        .chain(&write_roots)
+        .chain(&system)
+        .any(|r| real_program.starts_with(r))
+    {
+        return Err(ExecError::ProgramOutsideRoots(program));
+    }
+
+    let prepared = confine::prepare(&read_roots, &write_roots, spec, support)?;
+    let confinement = prepared.confinement.clone();
+
+    let mut cmd = Command::new(&spec.program);
+    cmd.args(&spec.args)
+        .env_clear()
+        .envs(spec.env.iter().map(|(k, v)| (k, v)))
+        .current_dir(&cwd)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        // Its own group, so the timeout kills what it started too.
+        .process_group(0);
+    let mut child_setup = prepared.into_child();
+    // SAFETY: the closure runs in the forked child before `exec`, where
+    // only async-signal-safe work is sound. It allocates nothing: it makes
+    // `prctl` and `setrlimit` calls on values copied in, installs the
+    // Landlock ruleset whose file descriptor and masks were prepared in the
+    // parent (`landlock_restrict_self`), and the seccomp program compiled
+    // in the parent (`prctl` + `seccomp`), in that order.
+    unsafe {
+        cmd.pre_exec(move || child_setup.apply());
+    }
+    let started = Instant::now();
+    let mut child = cmd.spawn().map_err(|e| ExecError::Spawn {
+        program: program.clone(),
+        reason: crate::config::lower(&e.to_string()),
+    })?;
+    let pid = child.id() as i32;
+
+    // stdin: written on its own thread so a command that does not read it
+    // cannot block the host; closed when written.
+    if let Some(mut stdin) = child.stdin.take() {
+        let input = spec.stdin.clone();
+        std::thread::spawn(move || {
+            let _ = stdin.write_all(&input);
+        });
+    }
+    let (tx, rx) = mpsc::channel::<(usize, Vec<u8>, u64)>();
+    let cap = spec.limits.output_bytes;
+    for (i, stream) in [
+        child
+            .stdout
+            .take()
+            .map(|s| Box::new(s) as Box<dyn Read + Send>),
+        child
+            .stderr
+            .take()
+            .map(|s| Box::new(s) as Box<dyn Read + Send>),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let Some(stream) = stream else { continue };
+        let tx = tx.clone();
+        std::thread::spawn(move || {
+            let (kept, total) = drain_capped(stream, cap);
+            let _ = tx.send((i, kept, total));
+        });
+    }
+    drop(tx);
+
+    let deadline = started + Duration::from_millis(spec.limits.timeout_ms);
+    let mut timed_out = false;
+    let status = loop {
+        match child.try_wait() {
+            Ok(Some(status)) => break status,
+            Ok(None) => {}
+            Err(e) => {
+                kill_group(pid);
+                let _ = child.wait();
+                return Err(ExecError::Wait {
+                    program,
+                    reason: crate::config::lower(&e.to_string()),
+                });
+            }
+        }
+        if Instant::now() >= deadline {
+            timed_out = true;
+            kill_group(pid);
+            match child.wait() {
+                Ok(status) => break status,
+                Err(e) => {
+                    return Err(ExecError::Wait {
+                        program,
+                        reason: crate::config::lower(&e.to_string()),
+                    })
+                }
+            }
+        }
+        std::thread::sleep(Duration::from_millis(2));
+    };
+    // Whatever else the group left running dies with it, so the pipes
+    // close; a process that left the group and kept a pipe open is not
+    // waited for past a short grace.
+    kill_group(pid);
+    let mut outputs: [(Vec<u8>, u64); 2] = [(Vec::new(), 0), (Vec::new(), 0)];
+    let grace = Instant::now() + Duration::from_millis(500);
+    for _ in 0..2 {
+        let left = grace.saturating_duration_since(Instant::now());
+        match rx.recv_timeout(left) {
+            Ok((i, kept, total)) => outputs[i] = (kept, total),
+            Err(_) => break,
+        }
+    }
+    let [(stdout, stdout_total), (stderr, stderr_total)] = outputs;
+    let truncated = stdout_total > stdout.len() as u64 || stderr_total > stderr.len() as u64;
+    Ok(ExecOutcome {
+        status: status.code(),
+        signal: status.signal(),
+        timed_out,
+        stdout,
+        stderr,
+        stdout_total,
+        stderr_total,
+        truncated,
+        elapsed_ms: started.elapsed().as_millis() as u64,
+        confinement,
+    })
+}
+
+/// Reads `stream` to its end, keeping the first `cap` bytes.
+fn drain_capped(mut stream: impl Read, cap: usize) -> (Vec<u8>, u64) {
+    let mut kept = Vec::new();
+    let mut total = 0u64;
+    let mut buf = [0u8; 8192];
+    loop {
+        match stream.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => {
+                total += n as u64;
+                let room = cap.saturating_sub(kept.len());
+                kept.extend_from_slice(&buf[..n.min(room)]);
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(_) => break,
+        }
+    }
+    (kept, total)
+}
+
+fn kill_group(pid: i32) {
+    // SAFETY: `kill(2)` with a negative pid signals the process group the
+    // child leads (`process_group(0)`); it touches no memory of ours. The
+    // group is not reused while the child is unreaped, and is reaped only
+    // after the last call.
+    unsafe {
+        libc::kill(-pid, libc::SIGKILL);
+    }
+}
+
+/// Quotes `argv` for the tool layers' screening: each word in single
+/// quotes, so that what the policy splits is exactly the argv that runs
+/// (no word of it can be read as `;`, `|`, `$(…)` or a second command).
+pub fn quote_argv(argv: &[String]) -> String {
+    argv.iter()
+        .map(|w| format!("'{}'", w.replace('\'', "'\\''")))
+        .collect::<Vec<_>>()
+        .join(" ")
+}

@@ -1,0 +1,74 @@
+//! `gatehouse-exec-probe`: a tiny native program the `code:exec` tests run
+//! inside the OS sandbox to try what a hostile command would. Not part of
+//! gatehouse itself; built with the package so the tests can find it
+//! (`CARGO_BIN_EXE_gatehouse-exec-probe`).
+//!
+//! Each mode prints one line saying what happened and exits with a code
+//! the tests assert:
+//!
+//! - `connect ADDR`: a TCP socket to ADDR. 0 `connected`; 10 `socket: …`
+//!   (the socket itself refused: seccomp); 11 `connect: …` (Landlock, or
+//!   nothing listening).
+//! - `ptrace`: `PTRACE_TRACEME`. 0 `traced`; 12 `ptrace: …`.
+//! - `unshare`: a new user namespace. 0 `unshared`; 13 `unshare: …`.
+//! - `env`: prints every environment variable, one `NAME=value` a line.
+
+use std::io::Error;
+use std::net::TcpStream;
+
+fn fail(what: &str, code: i32) -> ! {
+    let e = Error::last_os_error();
+    println!("{what}: {e}");
+    std::process::exit(code)
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    match args.first().map(String::as_str) {
+        Some("connect") => {
+            let Some(addr) = args.get(1) else {
+                println!("usage: connect ADDR");
+                std::process::exit(2)
+            };
+            // SAFETY: `socket(2)` with integer arguments; the descriptor is
+            // closed below or on exit.
+            let fd = unsafe { libc::socket(libc::AF_INET, libc::SOCK_STREAM, 0) };
+            if fd < 0 {
+                fail("socket", 10);
+            }
+            // SAFETY: `fd` was just returned and is closed once.
+            unsafe { libc::close(fd) };
+            match TcpStream::connect(addr) {
+                Ok(_) => println!("connected"),
+                Err(e) => {
+                    println!("connect: {e}");
+                    std::process::exit(11)
+                }
+            }
+        }
+        Some("ptrace") => {
+            // SAFETY: `PTRACE_TRACEME` takes no memory arguments.
+            let r = unsafe { libc::ptrace(libc::PTRACE_TRACEME, 0, 0, 0) };
+            if r < 0 {
+                fail("ptrace", 12);
+            }
+            println!("traced");
+        }
+        Some("unshare") => {
+            // SAFETY: `unshare(2)` with a flag only.
+            if unsafe { libc::unshare(libc::CLONE_NEWUSER) } != 0 {
+                fail("unshare", 13);
+            }
+            println!("unshared");
+        }
+        Some("env") => {
+            for (k, v) in std::env::vars() {
+                println!("{k}={v}");
+            }
+        }
+        _ => {
+            println!("usage: gatehouse-exec-probe connect ADDR | ptrace | unshare | env");
+            std::process::exit(2)
+        }
+    }
+}

@@ -1,0 +1,526 @@
+//! Issue 5, second part: the OS sandbox of `code:exec`.
+//!
+//! Every claim is shown by a real command that tries: `/bin/cat` of a file
+//! outside its roots, `touch` outside its write root, a native probe
+//! (`gatehouse-exec-probe`) that opens a TCP socket, calls `ptrace` or
+//! `unshare`, `sleep` past its timeout, `head` writing past the cap. The
+//! library half runs [`gatehouse::exec::run`] directly; the guest half
+//! runs `run-tool` through the gate, with the approval typed at a real
+//! terminal (`script`), and a refused command that would leave a mark if
+//! it had started.
+
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+
+use gatehouse::exec::{run, ExecLimits, ExecOutcome, ExecSpec, ExecSupport};
+use serde_json::Value;
+
+use crate::sandbox::{component, guest, run_json};
+use crate::support::{s, Env, Run};
+
+const PROBE: &str = env!("CARGO_BIN_EXE_gatehouse-exec-probe");
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+/// A spec running `program args` in `ws` (read-write) with defaults.
+fn spec(ws: &Path, program: &str, args: &[&str]) -> ExecSpec {
+    ExecSpec {
+        program: PathBuf::from(program),
+        args: args.iter().map(|a| a.to_string()).collect(),
+        cwd: ws.to_path_buf(),
+        write_roots: vec![ws.to_path_buf()],
+        limits: ExecLimits {
+            timeout_ms: 10_000,
+            ..ExecLimits::default()
+        },
+        ..ExecSpec::default()
+    }
+}
+
+fn exec(spec: &ExecSpec) -> ExecOutcome {
+    run(spec, &ExecSupport::probe()).unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// The probe copied into `dir` (a read root), since a command may only
+/// execute from its roots and the system's program directories.
+fn probe_in(dir: &Path) -> String {
+    let to = dir.join("gatehouse-exec-probe");
+    std::fs::copy(PROBE, &to).unwrap();
+    s(&to).to_string()
+}
+
+/// This host has Landlock and seccomp filters, as the tests below assume
+/// (the isolation report says so otherwise, and `isolation` tests that).
+fn confined_host() -> bool {
+    let support = ExecSupport::probe();
+    support.landlock.is_ok() && support.seccomp.is_ok()
+}
+
+#[test]
+fn a_command_reads_its_roots_and_not_etc_hostname() {
+    assert!(confined_host(), "this host lacks landlock or seccomp");
+    let env = Env::new();
+    let ws = env.mkdir("ws");
+    env.write("ws/notes.txt", "granted\n");
+    // The control: this test process itself can read the file.
+    let hostname = std::fs::read("/etc/hostname").unwrap();
+    assert!(!hostname.is_empty());
+
+    let o = exec(&spec(&ws, "/bin/cat", &["notes.txt"]));
+    assert_eq!(o.status, Some(0), "{o:?}");
+    assert_eq!(text(&o.stdout), "granted\n");
+
+    let o = exec(&spec(&ws, "/bin/cat", &["/etc/hostname"]));
+    assert_eq!(o.status, Some(1), "{o:?}");
+    assert!(o.stdout.is_empty(), "{o:?}");
+    assert_eq!(
+        text(&o.stderr),
+        "/bin/cat: /etc/hostname: Permission denied\n"
+    );
+    let c = &o.confinement;
+    assert_eq!(c.landlock_abi, ExecSupport::probe().landlock.ok());
+    assert!(c.seccomp && c.no_new_privs && !c.network);
+    assert_eq!(c.write_roots, vec![s(&ws).to_string()]);
+    assert!(c.skipped.is_empty(), "{c:?}");
+
+    // A read-only root is readable and not writable; a sibling of the
+    // workspace is not even readable.
+    let ro = env.mkdir("ro");
+    env.write("ro/a.txt", "ro\n");
+    env.write("secret.txt", "secret\n");
+    let mut sp = spec(&ro, "/bin/cat", &["a.txt", "../secret.txt"]);
+    sp.write_roots = vec![];
+    sp.read_roots = vec![ro.clone()];
+    let o = exec(&sp);
+    assert_eq!(text(&o.stdout), "ro\n");
+    assert!(
+        text(&o.stderr).contains("../secret.txt: Permission denied"),
+        "{o:?}"
+    );
+    let mut sp = spec(&ro, "/usr/bin/touch", &["b.txt"]);
+    sp.write_roots = vec![];
+    sp.read_roots = vec![ro.clone()];
+    let o = exec(&sp);
+    assert_eq!(o.status, Some(1), "{o:?}");
+    assert!(!ro.join("b.txt").exists());
+}
+
+#[test]
+fn a_command_writes_inside_its_write_root_only() {
+    assert!(confined_host(), "this host lacks landlock or seccomp");
+    let env = Env::new();
+    let ws = env.mkdir("ws");
+    let outside = env.mkdir("outside");
+    let o = exec(&spec(
+        &ws,
+        "/usr/bin/touch",
+        &["made.txt", s(&outside.join("escaped.txt"))],
+    ));
+    assert_eq!(o.status, Some(1), "{o:?}");
+    assert!(
+        text(&o.stderr).contains("escaped.txt': Permission denied"),
+        "{o:?}"
+    );
+    assert!(ws.join("made.txt").exists());
+    assert!(!outside.join("escaped.txt").exists());
+    assert_eq!(std::fs::read_dir(&outside).unwrap().count(), 0);
+    // Not through /tmp either, which the host user can write.
+    let tmp = std::env::temp_dir().join(format!("gatehouse-escape-{}", std::process::id()));
+    let o = exec(&spec(&ws, "/usr/bin/touch", &[s(&tmp)]));
+    assert_eq!(o.status, Some(1), "{o:?}");
+    assert!(!tmp.exists());
+}
+
+#[test]
+fn without_network_sites_a_command_cannot_open_a_tcp_socket() {
+    assert!(confined_host(), "this host lacks landlock or seccomp");
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap().to_string();
+    let env = Env::new();
+    let ws = env.mkdir("ws");
+    let bin = env.mkdir("bin");
+    let probe = probe_in(&bin);
+    let mut sp = spec(&ws, &probe, &["connect", &addr]);
+    sp.read_roots = vec![bin.clone()];
+    let o = exec(&sp);
+    // The socket itself is refused (seccomp), before any connect.
+    assert_eq!(o.status, Some(10), "{o:?}");
+    assert_eq!(
+        text(&o.stdout),
+        "socket: Operation not permitted (os error 1)\n"
+    );
+    assert!(o.confinement.seccomp && !o.confinement.network);
+
+    // The control: with the network granted, the same probe connects.
+    sp.network = true;
+    let o = exec(&sp);
+    assert_eq!(text(&o.stdout), "connected\n", "{o:?}");
+    assert_eq!(o.status, Some(0));
+    assert!(o.confinement.network && !o.confinement.landlock_network);
+    drop(listener);
+}
+
+#[test]
+fn ptrace_and_new_namespaces_are_refused() {
+    assert!(confined_host(), "this host lacks landlock or seccomp");
+    let env = Env::new();
+    let ws = env.mkdir("ws");
+    let bin = env.mkdir("bin");
+    let probe = probe_in(&bin);
+    for (mode, code, line) in [
+        (
+            "ptrace",
+            12,
+            "ptrace: Operation not permitted (os error 1)\n",
+        ),
+        (
+            "unshare",
+            13,
+            "unshare: Operation not permitted (os error 1)\n",
+        ),
+    ] {
+        let mut sp = spec(&ws, &probe, &[mode]);
+        sp.read_roots = vec![bin.clone()];
+        let o = exec(&sp);
+        assert_eq!(o.status, Some(code), "{mode}: {o:?}");
+        assert_eq!(text(&o.stdout), line);
+    }
+}
+
+#[test]
+fn the_environment_is_only_the_granted_variables() {
+    let env = Env::new();
+    let ws = env.mkdir("ws");
+    let bin = env.mkdir("bin");
+    let probe = probe_in(&bin);
+    let mut sp = spec(&ws, &probe, &["env"]);
+    sp.read_roots = vec![bin.clone()];
+    sp.env = vec![("GRANTED".into(), "yes".into())];
+    // The host has variables of its own (HOME, PATH, …); none reach it.
+    assert!(std::env::vars().count() > 1);
+    let o = exec(&sp);
+    assert_eq!(text(&o.stdout), "GRANTED=yes\n", "{o:?}");
+}
+
+#[test]
+fn a_command_is_killed_at_its_timeout() {
+    let env = Env::new();
+    let ws = env.mkdir("ws");
+    let mut sp = spec(&ws, "/bin/sleep", &["30"]);
+    sp.limits.timeout_ms = 300;
+    let o = exec(&sp);
+    assert!(o.timed_out, "{o:?}");
+    assert_eq!(o.status, None);
+    assert_eq!(o.signal, Some(libc::SIGKILL));
+    assert!(o.elapsed_ms < 10_000, "{o:?}");
+}
+
+#[test]
+fn output_is_cut_at_the_cap_and_counted() {
+    let env = Env::new();
+    let ws = env.mkdir("ws");
+    let mut sp = spec(&ws, "/usr/bin/head", &["-c", "100000", "/dev/zero"]);
+    sp.limits.output_bytes = 1000;
+    let o = exec(&sp);
+    assert_eq!(o.status, Some(0), "{o:?}");
+    assert_eq!(o.stdout, vec![0u8; 1000]);
+    assert_eq!(o.stdout_total, 100_000);
+    assert!(o.truncated);
+    assert!(!o.timed_out);
+}
+
+#[test]
+fn rlimits_stop_a_file_past_its_size() {
+    let env = Env::new();
+    let ws = env.mkdir("ws");
+    let mut sp = spec(
+        &ws,
+        "/bin/dd",
+        &["if=/dev/zero", "of=big", "bs=65536", "count=64"],
+    );
+    sp.limits.file_size = 1 << 20;
+    let o = exec(&sp);
+    // dd is killed by SIGXFSZ when it writes past RLIMIT_FSIZE.
+    assert_eq!(o.signal, Some(libc::SIGXFSZ), "{o:?}");
+    assert_eq!(std::fs::metadata(ws.join("big")).unwrap().len(), 1 << 20);
+}
+
+#[test]
+fn bad_specs_are_errors_naming_the_input_and_start_nothing() {
+    let env = Env::new();
+    let ws = env.mkdir("ws");
+    let outside = env.mkdir("outside");
+    let support = ExecSupport::probe();
+    let e = run(&spec(&ws, "cat", &[]), &support).unwrap_err();
+    assert_eq!(e.to_string(), "program `cat` is not an absolute path");
+    let mut sp = spec(&ws, "/bin/cat", &[]);
+    sp.cwd = outside.clone();
+    let e = run(&sp, &support).unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        format!(
+            "working directory `{}` is not inside a granted root",
+            s(&outside)
+        )
+    );
+    // A program outside every root and the system's directories.
+    let bin = env.mkdir("bin");
+    let probe = probe_in(&bin);
+    let e = run(&spec(&ws, &probe, &["env"]), &support).unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        format!("program `{probe}` is not beneath a read root, a write root or a system program directory")
+    );
+    assert_eq!(
+        gatehouse::exec::resolve_program("no-such-program-here")
+            .unwrap_err()
+            .to_string(),
+        "program `no-such-program-here` is not found in `/usr/local/bin`, `/usr/bin` or `/bin`"
+    );
+    assert_eq!(
+        gatehouse::exec::resolve_program("cat").unwrap(),
+        PathBuf::from("/usr/bin/cat")
+    );
+}
+
+#[test]
+fn without_landlock_the_outcome_says_the_files_were_not_confined() {
+    // A host without Landlock, simulated at the probe's seam: the kernel
+    // facts say `landlock_create_ruleset` failed with ENOSYS.
+    let env = Env::new();
+    let ws = env.mkdir("ws");
+    let support = ExecSupport {
+        landlock: Err(libc::ENOSYS),
+        ..ExecSupport::probe()
+    };
+    let o = run(&spec(&ws, "/bin/cat", &["/etc/hostname"]), &support).unwrap();
+    // Nothing confined the read, and the outcome says so.
+    assert_eq!(o.status, Some(0), "{o:?}");
+    assert_eq!(o.stdout, std::fs::read("/etc/hostname").unwrap());
+    assert_eq!(o.confinement.landlock_abi, None);
+    assert!(!o.confinement.landlock_network);
+    assert_eq!(
+        o.confinement.skipped,
+        vec![format!("landlock: unavailable on this host (errno {}): the command can read and write whatever the host user can", libc::ENOSYS)]
+    );
+    // The seccomp filter still applies.
+    assert!(o.confinement.seccomp);
+}
+
+// ---------------------------------------------------------------------------
+// through the gate: a guest asks for commands
+
+const CONFIG: &str = "[actors.main]\nskills = [\"*\"]\ntools = [\"cat\", \"touch\"]\n";
+
+/// A manifest of `run-tool` allowed `cat` and `touch`, reading and writing
+/// the workspace.
+fn tool_manifest(env: &Env) -> PathBuf {
+    env.write(
+        "manifests/tool.toml",
+        &format!(
+            "name = \"tool\"\ncomponent = \"{}\"\ntools = [\"cat\", \"touch\"]\n\
+             [[capabilities]]\nname = \"code:exec\"\ntarget = \"cat\"\n\
+             [[capabilities]]\nname = \"code:exec\"\ntarget = \"touch\"\n\
+             [[capabilities]]\nname = \"fs:write\"\ntarget = \"**\"\n",
+            s(&component("run-tool"))
+        ),
+    )
+}
+
+/// `gatehouse --json run` at level Full under a pseudo-terminal,
+/// answering `o` (allow once) to every approval prompt.
+fn run_approved(
+    env: &Env,
+    manifest: &Path,
+    ws: &Path,
+    config: &Path,
+    input: &Value,
+) -> (Run, Value) {
+    let input = input.to_string();
+    let run = env.run_on_terminal(
+        &[
+            "--json",
+            "run",
+            s(manifest),
+            "--workspace",
+            s(ws),
+            "--config",
+            s(config),
+            "--level",
+            "Full",
+            "--input",
+            &input,
+        ],
+        &[],
+        // One answer per prompt; extra lines are never read.
+        "o\no\no\no\n",
+    );
+    // On a terminal the last prompt and the JSON share a line.
+    let v = run
+        .stdout
+        .lines()
+        .rev()
+        .find_map(|l| {
+            let at = l.find("{\"")?;
+            serde_json::from_str::<Value>(l[at..].trim()).ok()
+        })
+        .unwrap_or(Value::Null);
+    (run, v)
+}
+
+fn guest_output(v: &Value) -> Value {
+    let text = v["run"]["result"]["output"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no output in {v:#}"));
+    serde_json::from_str(text).unwrap_or_else(|e| panic!("{e}: {text}"))
+}
+
+#[test]
+fn a_guest_runs_a_granted_command_confined_to_the_workspace() {
+    assert!(confined_host(), "this host lacks landlock or seccomp");
+    let env = Env::new();
+    let ws = env.mkdir("ws");
+    env.write("ws/notes.txt", "from the workspace\n");
+    let config = env.write("gatehouse.toml", CONFIG);
+    let m = tool_manifest(&env);
+    let (run, v) = run_approved(
+        &env,
+        &m,
+        &ws,
+        &config,
+        &serde_json::json!({"program": "cat", "args": ["notes.txt", "/etc/hostname"]}),
+    );
+    assert_eq!(run.code, 0, "{run:#?}");
+    let out = guest_output(&v);
+    assert_eq!(out["stdout"], "from the workspace\n", "{out:#}");
+    assert_eq!(
+        out["stderr"],
+        "/usr/bin/cat: /etc/hostname: Permission denied\n"
+    );
+    assert_eq!(out["status"], 1);
+    let cmd = &v["run"]["commands"][0];
+    assert_eq!(cmd["program"], "cat");
+    assert_eq!(cmd["decision"], "allow");
+    assert_eq!(cmd["spawned"], true);
+    assert_eq!(cmd["confinement"]["write_roots"][0], s(&ws));
+    assert_eq!(cmd["confinement"]["seccomp"], true);
+    assert!(v["run"]["linked"]
+        .as_array()
+        .unwrap()
+        .contains(&Value::from("gatehouse:executor/exec (cat, touch)")));
+    // Both approvals were asked for and given once.
+    assert!(
+        run.stdout
+            .contains("executor `tool` asks for `code:exec` on `cat`"),
+        "{run:#?}"
+    );
+}
+
+#[test]
+fn a_command_refused_by_the_tool_layers_never_starts() {
+    let env = Env::new();
+    let ws = env.mkdir("ws");
+    let config = env.write("gatehouse.toml", CONFIG);
+    let m = tool_manifest(&env);
+    // Each of these would create `ws/mark` if a process started.
+    let cases = [
+        (
+            serde_json::json!({"program": "touch", "args": ["mark", "$(id)"]}),
+            "INDIRECT_TOOL_REQUEST",
+        ),
+        (
+            serde_json::json!({"program": "sh", "args": ["-c", "touch mark"]}),
+            "TOOL_NOT_GRANTED",
+        ),
+        (
+            serde_json::json!({"program": "/usr/bin/env", "args": ["touch", "mark"]}),
+            "TOOL_NOT_GRANTED",
+        ),
+    ];
+    for (input, code) in cases {
+        let (run, v) = run_approved(&env, &m, &ws, &config, &input);
+        assert_eq!(run.code, 1, "{input}: {run:#?}");
+        assert_eq!(
+            v["run"]["result"]["error"]["denied"]["code"], code,
+            "{input}: {v:#}"
+        );
+        let cmd = &v["run"]["commands"][0];
+        assert_eq!(cmd["decision"], code);
+        assert_eq!(cmd["spawned"], false);
+        assert!(cmd.get("confinement").is_none());
+        assert!(!ws.join("mark").exists(), "{input}: a process ran");
+    }
+    // The control: the same guest, a screened command, the mark appears.
+    let (run, v) = run_approved(
+        &env,
+        &m,
+        &ws,
+        &config,
+        &serde_json::json!({"program": "touch", "args": ["mark"]}),
+    );
+    assert_eq!(run.code, 0, "{run:#?}");
+    assert_eq!(v["run"]["commands"][0]["spawned"], true);
+    assert!(ws.join("mark").exists());
+}
+
+#[test]
+fn the_gate_refuses_code_exec_before_any_approval() {
+    let env = Env::new();
+    let ws = env.mkdir("ws");
+    let m = tool_manifest(&env);
+    // The actor may not run `touch`: TOOL_NOT_GRANTED, no prompt needed.
+    let config = env.write(
+        "gatehouse.toml",
+        "[actors.main]\nskills = [\"*\"]\ntools = [\"cat\"]\n",
+    );
+    let (run, v) = run_json(&env, &m, &ws, "Full", "{}", &["--config", s(&config)]);
+    run.expect(2);
+    assert_eq!(v["code"], "TOOL_NOT_GRANTED", "{v:#}");
+    assert_eq!(v["reason"], "tool `touch` is not granted");
+    // A code:exec target the manifest's `tools` does not list.
+    let config = env.write("gatehouse.toml", CONFIG);
+    let bad = env.write(
+        "manifests/bad.toml",
+        &format!(
+            "name = \"bad\"\ncomponent = \"{}\"\ntools = [\"cat\"]\n\
+             [[capabilities]]\nname = \"code:exec\"\ntarget = \"touch\"\n",
+            s(&component("run-tool"))
+        ),
+    );
+    let (run, v) = run_json(&env, &bad, &ws, "Full", "{}", &["--config", s(&config)]);
+    run.expect(2);
+    assert_eq!(v["code"], "TARGET_MISMATCH", "{v:#}");
+    // ReadOnly denies code:exec outright.
+    let (run, v) = run_json(&env, &m, &ws, "ReadOnly", "{}", &["--config", s(&config)]);
+    run.expect(2);
+    assert_eq!(v["code"], "CAPABILITY_DENIED", "{v:#}");
+    // Without a terminal the approval cannot be asked.
+    let (run, v) = run_json(&env, &m, &ws, "Full", "{}", &["--config", s(&config)]);
+    run.expect(4);
+    assert_eq!(v["code"], "APPROVAL_REQUIRED", "{v:#}");
+}
+
+#[test]
+fn the_exec_import_without_code_exec_is_refused_by_name() {
+    let env = Env::new();
+    let ws = env.mkdir("ws");
+    let m = env.write(
+        "manifests/plain.toml",
+        &format!(
+            "name = \"plain\"\ncomponent = \"{}\"\n",
+            s(&component("run-tool"))
+        ),
+    );
+    let (run, v) = run_json(&env, &m, &ws, "Full", "{}", &[]);
+    run.expect(2);
+    assert_eq!(v["error"]["code"], "IMPORT_NOT_GRANTED", "{v:#}");
+    assert_eq!(
+        v["error"]["message"],
+        "IMPORT_NOT_GRANTED: `gatehouse:executor/exec@0.1.0` needs `code:exec`, which this turn was not granted"
+    );
+    // The shipped manifest validates.
+    env.run(&["manifest", "check", s(&guest("run-tool"))])
+        .expect(0);
+}
