@@ -361,6 +361,7 @@ pub fn gate(input: TurnInput<'_>) -> Gate {
         turn_id: input.turn_id,
         executor: name.to_string(),
         component: input.manifest.component.clone(),
+        command: input.manifest.command.clone(),
         sha256: input.manifest.sha256.clone(),
         allowed,
         preopens,

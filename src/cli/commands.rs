@@ -318,7 +318,10 @@ fn grant_add(ctx: &Context, args: GrantAddArgs) -> CmdResult {
 
 fn manifest_check(ctx: &Context, path: &Path) -> CmdResult {
     let m = Manifest::load(path)?;
-    let component = if m.component.exists() {
+    let is_command = !m.command.is_empty();
+    let component = if is_command {
+        serde_json::Value::Null
+    } else if m.component.exists() {
         let digest = m.verify_component()?;
         json!({"path": m.component, "sha256": digest, "pinned": m.sha256.is_some()})
     } else {
@@ -334,6 +337,8 @@ fn manifest_check(ctx: &Context, path: &Path) -> CmdResult {
         "name": m.name,
         "valid": true,
         "component": component,
+        "command": if is_command { json!(m.command) } else { serde_json::Value::Null },
+        "tools": m.tools,
         "capabilities": caps,
         "revertible": m.revertible,
         "reverse_pattern": m.reverse_pattern,
@@ -346,7 +351,12 @@ fn manifest_check(ctx: &Context, path: &Path) -> CmdResult {
             m.path.display(),
             m.name
         ));
-        if !m.component.exists() {
+        if is_command {
+            out(format!(
+                "command: `{}`, run in the OS sandbox of `code:exec`",
+                m.command.join(" ")
+            ));
+        } else if !m.component.exists() {
             out(format!(
                 "note: component `{}` does not exist yet",
                 m.component.display()

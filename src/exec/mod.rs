@@ -93,7 +93,8 @@ pub struct ExecSpec {
     pub program: PathBuf,
     /// The arguments after the program.
     pub args: Vec<String>,
-    /// The working directory; it must be inside a read or write root.
+    /// The working directory; it must be inside a read or write root, or
+    /// be `/` when there is no root at all.
     pub cwd: PathBuf,
     /// The whole environment of the command.
     pub env: Vec<(String, String)>,
@@ -219,11 +220,15 @@ pub fn run(spec: &ExecSpec, support: &ExecSupport) -> Result<ExecOutcome, ExecEr
         .collect::<Result<Vec<_>, _>>()?;
     let cwd = std::fs::canonicalize(&spec.cwd)
         .map_err(|_| ExecError::CwdOutsideRoots(spec.cwd.display().to_string()))?;
-    if !read_roots
-        .iter()
-        .chain(&write_roots)
-        .any(|r| cwd.starts_with(r))
-    {
+    // With no root at all, `/` is the working directory: Landlock lets the
+    // command read nothing there but the system's programs.
+    let no_roots = read_roots.is_empty() && write_roots.is_empty();
+    let cwd_allowed = (no_roots && cwd == Path::new("/"))
+        || read_roots
+            .iter()
+            .chain(&write_roots)
+            .any(|r| cwd.starts_with(r));
+    if !cwd_allowed {
         return Err(ExecError::CwdOutsideRoots(cwd.display().to_string()));
     }
     let real_program = std::fs::canonicalize(&spec.program).map_err(|e| ExecError::Spawn {

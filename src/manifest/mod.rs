@@ -18,6 +18,20 @@
 //! target = "out/**"
 //! ```
 //!
+//! A *command executor* names a host command instead of a component; it
+//! runs in the OS sandbox of `code:exec`, its input on stdin and its output
+//! what it prints, and must declare `code:exec` on its program:
+//!
+//! ```toml
+//! name = "count-lines"
+//! command = ["wc", "-l"]
+//! tools = ["wc"]
+//!
+//! [[capabilities]]
+//! name = "code:exec"
+//! target = "wc"
+//! ```
+//!
 //! Validation is strict so that a mistake is an error naming the field, not
 //! a silently different sandbox: unknown fields, capability names outside
 //! the closed registry, targets of the wrong kind, and `revertible = true`
@@ -57,8 +71,12 @@ pub struct Manifest {
     pub name: String,
     pub description: Option<String>,
     /// The component file, resolved against the manifest's directory (not
-    /// canonicalized).
+    /// canonicalized); empty for a command executor.
     pub component: PathBuf,
+    /// A command executor's argv: the program (a name looked up in the
+    /// fixed program path, or an absolute path) and its arguments; empty
+    /// for a component.
+    pub command: Vec<String>,
     /// The pinned digest of the component, 64 lowercase hex digits.
     pub sha256: Option<String>,
     pub revertible: bool,
@@ -88,7 +106,10 @@ struct RawManifest {
     name: String,
     #[serde(default)]
     description: Option<String>,
-    component: String,
+    #[serde(default)]
+    component: Option<String>,
+    #[serde(default)]
+    command: Option<Vec<String>>,
     #[serde(default)]
     sha256: Option<String>,
     #[serde(default)]
@@ -146,12 +167,63 @@ impl Manifest {
             ));
         }
 
-        if raw.component.is_empty() {
-            return Err(invalid("component", "it is empty".to_string()));
-        }
-        let dir = path.parent().unwrap_or(Path::new(""));
-        // `join` keeps an absolute component as it is.
-        let component = dir.join(&raw.component);
+        let (component, command) = match (&raw.component, raw.command) {
+            (Some(_), Some(_)) => {
+                return Err(invalid(
+                    "command",
+                    "`command` and `component` exclude each other: an executor is one or the other"
+                        .to_string(),
+                ))
+            }
+            (None, None) => {
+                return Err(invalid(
+                    "component",
+                    "required (or `command`, for an executor that runs a host command)".to_string(),
+                ))
+            }
+            (Some(c), None) if c.is_empty() => {
+                return Err(invalid("component", "it is empty".to_string()))
+            }
+            (Some(c), None) => {
+                let dir = path.parent().unwrap_or(Path::new(""));
+                // `join` keeps an absolute component as it is.
+                (dir.join(c), Vec::new())
+            }
+            (None, Some(argv)) => {
+                let Some(program) = argv.first() else {
+                    return Err(invalid(
+                        "command",
+                        "it is empty: it must name a program".to_string(),
+                    ));
+                };
+                if program.is_empty()
+                    || program.chars().any(|c| c.is_whitespace() || c.is_control())
+                {
+                    return Err(invalid(
+                        "command[0]",
+                        format!("invalid program `{program}`: it must be a non-empty program name or path without whitespace"),
+                    ));
+                }
+                if let Some((i, a)) = argv
+                    .iter()
+                    .enumerate()
+                    .find(|(_, a)| a.chars().any(|c| c.is_control()))
+                {
+                    return Err(invalid(
+                        &format!("command[{i}]"),
+                        format!("`{}` holds a control character", a.escape_default()),
+                    ));
+                }
+                if raw.sha256.is_some() {
+                    return Err(invalid(
+                        "sha256",
+                        "only a component can be pinned; a command executor has no component"
+                            .to_string(),
+                    ));
+                }
+                (PathBuf::new(), argv)
+            }
+        };
 
         if let Some(digest) = &raw.sha256 {
             if !is_sha256_hex(digest) {
@@ -260,6 +332,25 @@ impl Manifest {
             }
         }
 
+        if let Some(program) = command.first() {
+            let name = crate::policy::command::basename(program);
+            let exec_on_it = capabilities
+                .iter()
+                .any(|c| c.capability == Capability::CodeExec && c.target.as_deref() == Some(name));
+            if !exec_on_it {
+                return Err(invalid(
+                    "capabilities",
+                    format!("a command executor must declare `code:exec` with target `{name}`, the program it runs"),
+                ));
+            }
+            if !tools.iter().any(|t| t == name || t == program) {
+                return Err(invalid(
+                    "tools",
+                    format!("`{name}`, the program of `command`, must be listed"),
+                ));
+            }
+        }
+
         let input_schema = match raw.input_schema {
             None => None,
             Some(table) => Some(
@@ -273,6 +364,7 @@ impl Manifest {
             name: raw.name,
             description: raw.description,
             component,
+            command,
             sha256: raw.sha256,
             revertible: raw.revertible,
             reverse_pattern: raw.reverse_pattern,
@@ -359,6 +451,7 @@ impl Manifest {
         }
         Ok(ExecutorDef {
             component: component.to_string(),
+            command: self.command.clone(),
             sha256: self.sha256.clone(),
             capabilities,
             revertible: self.revertible,

@@ -68,6 +68,7 @@ name = "time:read"
             component: PathBuf::from(
                 "guests/x/../../guests/target/wasm32-wasip2/release/write_file.wasm"
             ),
+            command: vec![],
             sha256: Some("ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad".into()),
             revertible: true,
             reverse_pattern: Some("restore_blob_backup".into()),
@@ -105,6 +106,7 @@ name = "time:read"
         def,
         ExecutorDef {
             component: "guests/x/../../guests/target/wasm32-wasip2/release/write_file.wasm".into(),
+            command: vec![],
             sha256: m.sha256.clone(),
             capabilities: vec![
                 DeclaredCapability {
@@ -167,8 +169,8 @@ fn typo_field_is_named() {
     assert_eq!(
         msg,
         "`guests/x/executor.toml`: line 3, column 1: unknown field `revertable`, expected one of \
-         `name`, `description`, `component`, `sha256`, `revertible`, `reverse_pattern`, `tools`, \
-         `input_schema`, `capabilities`"
+         `name`, `description`, `component`, `command`, `sha256`, `revertible`, `reverse_pattern`, \
+         `tools`, `input_schema`, `capabilities`"
     );
 }
 
@@ -195,7 +197,7 @@ fn syntax_and_shape_errors_name_the_file() {
 fn missing_required_field() {
     assert_eq!(
         err("name = \"a\"\n"),
-        "`guests/x/executor.toml`: missing field `component`"
+        "`guests/x/executor.toml`: field `component`: required (or `command`, for an executor that runs a host command)"
     );
     assert_eq!(
         err(&with("[[capabilities]]\ntarget = \"/x\"\n")),
@@ -709,4 +711,69 @@ fn discover_lists_every_manifest() {
         format!("`{}`: missing field `name`", broken.display())
     );
     assert!(find_by_name(&dirs, "x").unwrap().is_some());
+}
+
+const WC: &str = "[[capabilities]]\nname = \"code:exec\"\ntarget = \"wc\"\n";
+
+#[test]
+fn a_command_executor_declares_code_exec_on_its_program() {
+    let m = parse(&format!(
+        "name = \"count\"\ncommand = [\"wc\", \"-l\"]\ntools = [\"wc\"]\n{WC}"
+    ))
+    .unwrap();
+    assert_eq!(m.command, vec!["wc".to_string(), "-l".to_string()]);
+    assert_eq!(m.component, PathBuf::new());
+    let def = m.to_definition(Path::new("/ws"), None).unwrap();
+    assert_eq!(def.command, m.command);
+    assert_eq!(def.component, "");
+    // An absolute program is matched by its name.
+    assert!(parse(&format!(
+        "name = \"count\"\ncommand = [\"/usr/bin/wc\"]\ntools = [\"wc\"]\n{WC}"
+    ))
+    .is_ok());
+}
+
+#[test]
+fn a_command_executor_is_refused_for_each_missing_piece() {
+    let cases = [
+        (
+            format!("name = \"c\"\ncommand = [\"wc\"]\ncomponent = \"c.wasm\"\ntools = [\"wc\"]\n{WC}"),
+            "field `command`: `command` and `component` exclude each other: an executor is one or the other",
+        ),
+        (
+            format!("name = \"c\"\ncommand = []\ntools = [\"wc\"]\n{WC}"),
+            "field `command`: it is empty: it must name a program",
+        ),
+        (
+            format!("name = \"c\"\ncommand = [\"w c\"]\ntools = [\"wc\"]\n{WC}"),
+            "field `command[0]`: invalid program `w c`: it must be a non-empty program name or path without whitespace",
+        ),
+        (
+            format!("name = \"c\"\ncommand = [\"wc\", \"a\\u0007\"]\ntools = [\"wc\"]\n{WC}"),
+            "field `command[1]`: `a\\u{7}` holds a control character",
+        ),
+        (
+            format!("name = \"c\"\ncommand = [\"wc\"]\nsha256 = \"{}\"\ntools = [\"wc\"]\n{WC}", "a".repeat(64)),
+            "field `sha256`: only a component can be pinned; a command executor has no component",
+        ),
+        (
+            "name = \"c\"\ncommand = [\"wc\"]\n".to_string(),
+            "field `capabilities`: a command executor must declare `code:exec` with target `wc`, the program it runs",
+        ),
+        (
+            format!("name = \"c\"\ncommand = [\"cat\"]\ntools = [\"wc\"]\n{WC}"),
+            "field `capabilities`: a command executor must declare `code:exec` with target `cat`, the program it runs",
+        ),
+        (
+            "name = \"c\"\ncommand = [\"cat\"]\ntools = [\"wc\"]\n[[capabilities]]\nname = \"code:exec\"\ntarget = \"cat\"\n".to_string(),
+            "field `tools`: `cat`, the program of `command`, must be listed",
+        ),
+    ];
+    for (text, want) in cases {
+        assert_eq!(
+            err(&text),
+            format!("`guests/x/executor.toml`: {want}"),
+            "{text}"
+        );
+    }
 }

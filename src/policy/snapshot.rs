@@ -57,7 +57,11 @@ pub struct DeclaredCapability {
 /// An executor definition, as frozen from its manifest.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ExecutorDef {
+    /// The component file; empty for a command executor.
     pub component: String,
+    /// A command executor's argv (`code:exec`); empty for a component.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub command: Vec<String>,
     pub sha256: Option<String>,
     pub capabilities: Vec<DeclaredCapability>,
     pub revertible: bool,

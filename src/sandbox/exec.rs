@@ -17,9 +17,13 @@ use serde::Serialize;
 
 use super::bindings::gatehouse::executor::exec;
 use super::bindings::gatehouse::executor::types::{Denial, Error};
+use super::limits::LimitHit;
 use super::plan::{DirAccess, Plan};
+use super::run::{GuestResult, RunError, RunReport, TurnContext};
 use super::state::HostState;
-use crate::exec::{quote_argv, resolve_program, Confinement, ExecLimits, ExecSpec, ExecSupport};
+use crate::exec::{
+    quote_argv, resolve_program, Confinement, ExecLimits, ExecOutcome, ExecSpec, ExecSupport,
+};
 use crate::policy::command::basename;
 use crate::policy::{decide, Decision, DenyCode, Request, RequestKind, Snapshot};
 
@@ -54,7 +58,9 @@ pub struct ExecBinding {
     pub tools: Vec<String>,
     pub read_roots: Vec<PathBuf>,
     pub write_roots: Vec<PathBuf>,
-    pub cwd: Option<PathBuf>,
+    /// The workspace when it is inside a root, else the first root, else
+    /// `/` (where Landlock lets a command read nothing).
+    pub cwd: PathBuf,
     pub env: Vec<(String, String)>,
     pub network: bool,
     pub limits: ExecLimits,
@@ -103,7 +109,8 @@ impl ExecBinding {
             .find(|r| workspace.starts_with(r))
             .map(|_| workspace.to_path_buf())
             .or_else(|| write_roots.first().cloned())
-            .or_else(|| read_roots.first().cloned());
+            .or_else(|| read_roots.first().cloned())
+            .unwrap_or_else(|| PathBuf::from("/"));
         let env = plan
             .env_names()
             .iter()
@@ -171,19 +178,15 @@ impl ExecBinding {
     }
 }
 
-impl exec::Host for HostState {
-    fn run(
+impl ExecBinding {
+    /// Screens `program args`, then runs it confined; every call, refused
+    /// or not, is recorded. A refusal starts nothing.
+    pub fn call(
         &mut self,
         program: String,
         args: Vec<String>,
         stdin: Vec<u8>,
-    ) -> Result<exec::Outcome, Error> {
-        let Some(b) = self.exec.as_mut() else {
-            return Err(denial(
-                DenyCode::ImportNotGranted,
-                "`code:exec` was not granted".into(),
-            ));
-        };
+    ) -> Result<ExecOutcome, Error> {
         let mut record = CommandRecord {
             program: program.clone(),
             args: args.clone(),
@@ -198,46 +201,21 @@ impl exec::Host for HostState {
             stderr_total: 0,
             confinement: None,
         };
-        if let Err((code, reason)) = b.screen(&program, &args) {
-            record.decision = code.as_str().into();
-            record.reason = reason.clone();
-            b.records.push(record);
-            return Err(denial(code, reason));
-        }
-        let resolved = resolve_program(&program);
-        let Some(cwd) = b.cwd.clone() else {
-            let reason = "a command needs a directory to run in: grant `fs:read` or `fs:write` on a whole directory (`dir/**`)".to_string();
-            record.reason = reason.clone();
-            b.records.push(record);
-            return Err(Error::Failed(reason));
-        };
-        let spec = match resolved {
-            Ok(path) => ExecSpec {
-                program: path,
-                args,
-                cwd,
-                env: b.env.clone(),
-                read_roots: b.read_roots.clone(),
-                write_roots: b.write_roots.clone(),
-                network: b.network,
-                limits: b.limits,
-                stdin,
-            },
-            Err(e) => {
-                record.reason = e.to_string();
-                b.records.push(record);
-                return Err(Error::InvalidInput(e.to_string()));
+        let spec = match self.spec(&program, args, stdin) {
+            Ok(spec) => spec,
+            Err((e, code)) => {
+                if let Some(code) = code {
+                    record.decision = code.as_str().into();
+                }
+                record.reason = match &e {
+                    Error::Denied(d) => d.reason.clone(),
+                    Error::InvalidInput(m) | Error::Failed(m) => m.clone(),
+                };
+                self.records.push(record);
+                return Err(e);
             }
         };
-        let started = std::time::Instant::now();
-        let result = crate::exec::run(&spec, &b.support);
-        // The command's time is not the guest's: it has its own timeout.
-        self.delegated += started.elapsed();
-        let b = self
-            .exec
-            .as_mut()
-            .ok_or_else(|| Error::Failed("lost the exec binding".into()))?;
-        match result {
+        match crate::exec::run(&spec, &self.support) {
             Ok(o) => {
                 record.spawned = true;
                 record.status = o.status;
@@ -247,23 +225,156 @@ impl exec::Host for HostState {
                 record.stdout_total = o.stdout_total;
                 record.stderr_total = o.stderr_total;
                 record.confinement = Some(o.confinement.clone());
-                b.records.push(record);
-                Ok(exec::Outcome {
-                    status: o.status,
-                    signal: o.signal,
-                    timed_out: o.timed_out,
-                    stdout: o.stdout,
-                    stderr: o.stderr,
-                    truncated: o.truncated,
-                })
+                self.records.push(record);
+                Ok(o)
             }
             Err(e) => {
                 record.reason = e.to_string();
-                b.records.push(record);
+                self.records.push(record);
                 Err(Error::Failed(e.to_string()))
             }
         }
     }
+
+    /// The spec of an allowed command, or the error value (with the deny
+    /// code when the policy refused).
+    fn spec(
+        &self,
+        program: &str,
+        args: Vec<String>,
+        stdin: Vec<u8>,
+    ) -> Result<ExecSpec, (Error, Option<DenyCode>)> {
+        if let Err((code, reason)) = self.screen(program, &args) {
+            return Err((denial(code, reason), Some(code)));
+        }
+        let cwd = self.cwd.clone();
+        let path =
+            resolve_program(program).map_err(|e| (Error::InvalidInput(e.to_string()), None))?;
+        Ok(ExecSpec {
+            program: path,
+            args,
+            cwd,
+            env: self.env.clone(),
+            read_roots: self.read_roots.clone(),
+            write_roots: self.write_roots.clone(),
+            network: self.network,
+            limits: self.limits,
+            stdin,
+        })
+    }
+}
+
+impl exec::Host for HostState {
+    fn run(
+        &mut self,
+        program: String,
+        args: Vec<String>,
+        stdin: Vec<u8>,
+    ) -> Result<exec::Outcome, Error> {
+        let Some(b) = self.exec.as_mut() else {
+            return Err(denial(
+                DenyCode::ImportNotGranted,
+                "`code:exec` was not granted".into(),
+            ));
+        };
+        let started = std::time::Instant::now();
+        let result = b.call(program, args, stdin);
+        // The command's time is not the guest's: it has its own timeout.
+        self.delegated += started.elapsed();
+        let o = result?;
+        Ok(exec::Outcome {
+            status: o.status,
+            signal: o.signal,
+            timed_out: o.timed_out,
+            stdout: o.stdout,
+            stderr: o.stderr,
+            truncated: o.truncated,
+        })
+    }
+}
+
+/// Runs a command executor: the plan's command, screened like any
+/// `code:exec` call, in the OS sandbox, with `input` on its stdin. Exit
+/// status 0 is `ok` with stdout as the output; any other end is an error
+/// result; a refusal, the timeout or the output cap end the run with their
+/// codes, as they do for a component.
+pub fn run_command(plan: &Plan, input: &str, context: &TurnContext) -> Result<RunReport, RunError> {
+    let started = std::time::Instant::now();
+    let Some((program, args)) = plan.command().split_first() else {
+        return Err(RunError::Host("the plan has no command".into()));
+    };
+    let mut binding = ExecBinding::new(plan, context.snapshot.clone(), &context.actor);
+    let mut linked = vec![format!("code:exec `{program}` (command executor)")];
+    linked.extend(
+        binding
+            .read_roots
+            .iter()
+            .map(|r| format!("root `{}` (read-only)", r.display())),
+    );
+    linked.extend(
+        binding
+            .write_roots
+            .iter()
+            .map(|r| format!("root `{}` (read-write)", r.display())),
+    );
+    linked.extend(binding.env.iter().map(|(k, _)| format!("env `{k}`")));
+    let result = binding.call(program.clone(), args.to_vec(), input.as_bytes().to_vec());
+    let o = match result {
+        Ok(o) => o,
+        Err(Error::Denied(d)) => {
+            return Err(RunError::Refused {
+                code: DenyCode::from_name(&d.code).unwrap_or(DenyCode::UnknownRequest),
+                reason: d.reason,
+            })
+        }
+        Err(Error::InvalidInput(m) | Error::Failed(m)) => return Err(RunError::Host(m)),
+    };
+    let limits = plan.limits();
+    if o.timed_out {
+        return Err(RunError::Limit(LimitHit::new(
+            DenyCode::LimitDeadline,
+            format!("the command ran longer than {} ms", limits.deadline_ms),
+        )));
+    }
+    if o.truncated {
+        return Err(RunError::Limit(LimitHit::new(
+            DenyCode::LimitOutput,
+            format!(
+                "the command wrote more than {} bytes to {}",
+                limits.output_bytes,
+                if o.stdout_total > o.stdout.len() as u64 {
+                    "stdout"
+                } else {
+                    "stderr"
+                }
+            ),
+        )));
+    }
+    let stdout = String::from_utf8_lossy(&o.stdout).into_owned();
+    let result = match (o.status, o.signal) {
+        (Some(0), _) => GuestResult::Ok {
+            output: stdout.clone(),
+        },
+        (Some(code), _) => GuestResult::Err {
+            error: serde_json::json!({"failed": format!("`{program}` exited with status {code}"), "status": code}),
+        },
+        (None, signal) => GuestResult::Err {
+            error: serde_json::json!({"failed": format!("`{program}` was killed by signal {}", signal.unwrap_or(0)), "signal": signal}),
+        },
+    };
+    Ok(RunReport {
+        result,
+        stdout,
+        stderr: String::from_utf8_lossy(&o.stderr).into_owned(),
+        log: Vec::new(),
+        linked,
+        imports: Vec::new(),
+        cache_hit: false,
+        compiled: 0,
+        sha256: String::new(),
+        elapsed_ms: started.elapsed().as_secs_f64() * 1e3,
+        commands: std::mem::take(&mut binding.records),
+    })
 }
 
 pub fn add_to_linker(linker: &mut wasmtime::component::Linker<HostState>) -> wasmtime::Result<()> {

@@ -54,6 +54,7 @@ pub struct Plan {
     turn_id: String,
     executor: String,
     component: PathBuf,
+    command: Vec<String>,
     sha256: Option<String>,
     allowed: Vec<Allowed>,
     preopens: Vec<Preopen>,
@@ -76,6 +77,8 @@ pub(crate) struct PlanParts {
     pub turn_id: String,
     pub executor: String,
     pub component: PathBuf,
+    /// A command executor's argv (empty for a component).
+    pub command: Vec<String>,
     pub sha256: Option<String>,
     pub allowed: Vec<Allowed>,
     pub preopens: Vec<Preopen>,
@@ -107,6 +110,7 @@ impl Plan {
             turn_id: parts.turn_id,
             executor: parts.executor,
             component: parts.component,
+            command: parts.command,
             sha256: parts.sha256,
             allowed: parts.allowed,
             preopens: parts.preopens,
@@ -131,6 +135,11 @@ impl Plan {
     }
     pub fn component(&self) -> &Path {
         &self.component
+    }
+    /// A command executor's argv: the run is that command in the OS
+    /// sandbox of `code:exec`, not a component. Empty for a component.
+    pub fn command(&self) -> &[String] {
+        &self.command
     }
     pub fn sha256(&self) -> Option<&str> {
         self.sha256.as_deref()

@@ -131,6 +131,9 @@ pub fn execute(
     input: &str,
     context: &TurnContext,
 ) -> Result<RunReport, RunError> {
+    if !plan.command().is_empty() {
+        return super::exec::run_command(plan, input, context);
+    }
     let started = Instant::now();
     let path = plan.component();
     let bytes = std::fs::read(path).map_err(|e| LoadError::Read {

@@ -915,6 +915,7 @@ fn a_request_outside_what_the_executor_declares_is_target_mismatch() {
         "writer".into(),
         ExecutorDef {
             component: "/x/writer.wasm".into(),
+            command: vec![],
             sha256: None,
             capabilities: vec![
                 DeclaredCapability {

@@ -336,23 +336,25 @@ fn run_approved(
     manifest: &Path,
     ws: &Path,
     config: &Path,
-    input: &Value,
+    input: &str,
+    extra: &[&str],
 ) -> (Run, Value) {
-    let input = input.to_string();
+    let mut args = vec![
+        "--json",
+        "run",
+        s(manifest),
+        "--workspace",
+        s(ws),
+        "--config",
+        s(config),
+        "--level",
+        "Full",
+        "--input",
+        input,
+    ];
+    args.extend_from_slice(extra);
     let run = env.run_on_terminal(
-        &[
-            "--json",
-            "run",
-            s(manifest),
-            "--workspace",
-            s(ws),
-            "--config",
-            s(config),
-            "--level",
-            "Full",
-            "--input",
-            &input,
-        ],
+        &args,
         &[],
         // One answer per prompt; extra lines are never read.
         "o\no\no\no\n",
@@ -390,7 +392,8 @@ fn a_guest_runs_a_granted_command_confined_to_the_workspace() {
         &m,
         &ws,
         &config,
-        &serde_json::json!({"program": "cat", "args": ["notes.txt", "/etc/hostname"]}),
+        &serde_json::json!({"program": "cat", "args": ["notes.txt", "/etc/hostname"]}).to_string(),
+        &[],
     );
     assert_eq!(run.code, 0, "{run:#?}");
     let out = guest_output(&v);
@@ -440,7 +443,7 @@ fn a_command_refused_by_the_tool_layers_never_starts() {
         ),
     ];
     for (input, code) in cases {
-        let (run, v) = run_approved(&env, &m, &ws, &config, &input);
+        let (run, v) = run_approved(&env, &m, &ws, &config, &input.to_string(), &[]);
         assert_eq!(run.code, 1, "{input}: {run:#?}");
         assert_eq!(
             v["run"]["result"]["error"]["denied"]["code"], code,
@@ -458,7 +461,8 @@ fn a_command_refused_by_the_tool_layers_never_starts() {
         &m,
         &ws,
         &config,
-        &serde_json::json!({"program": "touch", "args": ["mark"]}),
+        &serde_json::json!({"program": "touch", "args": ["mark"]}).to_string(),
+        &[],
     );
     assert_eq!(run.code, 0, "{run:#?}");
     assert_eq!(v["run"]["commands"][0]["spawned"], true);
@@ -523,4 +527,96 @@ fn the_exec_import_without_code_exec_is_refused_by_name() {
     // The shipped manifest validates.
     env.run(&["manifest", "check", s(&guest("run-tool"))])
         .expect(0);
+}
+
+// ---------------------------------------------------------------------------
+// command executors: a manifest whose executor is a host command
+
+fn command_manifest(env: &Env, name: &str, argv: &[&str]) -> PathBuf {
+    let program = argv[0];
+    let quoted: Vec<String> = argv.iter().map(|a| format!("{a:?}")).collect();
+    env.write(
+        &format!("manifests/{name}.toml"),
+        &format!(
+            "name = \"{name}\"\ncommand = [{}]\ntools = [\"{program}\"]\n\
+             [[capabilities]]\nname = \"code:exec\"\ntarget = \"{program}\"\n",
+            quoted.join(", ")
+        ),
+    )
+}
+
+#[test]
+fn a_command_executor_runs_through_the_gate_with_its_input_on_stdin() {
+    assert!(confined_host(), "this host lacks landlock or seccomp");
+    let env = Env::new();
+    let ws = env.mkdir("ws");
+    let config = env.write(
+        "gatehouse.toml",
+        "[actors.main]\nskills = [\"*\"]\ntools = [\"wc\", \"cat\"]\n",
+    );
+    let m = command_manifest(&env, "count", &["wc", "-l"]);
+    let check = env.run(&["--json", "manifest", "check", s(&m)]);
+    check.expect(0);
+    let c = &check.json_lines()[0];
+    assert_eq!(c["command"], serde_json::json!(["wc", "-l"]));
+    assert_eq!(c["component"], Value::Null);
+
+    let (run, v) = run_approved(&env, &m, &ws, &config, "a\nb\nc\n", &[]);
+    assert_eq!(run.code, 0, "{run:#?}");
+    assert_eq!(v["run"]["result"]["output"], "3\n", "{v:#}");
+    assert_eq!(v["run"]["linked"][0], "code:exec `wc` (command executor)");
+    let cmd = &v["run"]["commands"][0];
+    assert_eq!(cmd["program"], "wc");
+    assert_eq!(cmd["args"], serde_json::json!(["-l"]));
+    assert_eq!(cmd["spawned"], true);
+    // No directory was granted: it ran in `/`, reading nothing there.
+    assert_eq!(cmd["confinement"]["read_roots"], serde_json::json!([]));
+    assert_eq!(cmd["confinement"]["write_roots"], serde_json::json!([]));
+    let turn = v["turn"].as_str().unwrap();
+    let history = env.run(&["--json", "history"]);
+    history.expect(0);
+    assert!(history.stdout.contains(turn), "{history:#?}");
+
+    // `cat /etc/hostname` as a command executor: it runs, and fails.
+    let m = command_manifest(&env, "peek", &["cat", "/etc/hostname"]);
+    let (run, v) = run_approved(&env, &m, &ws, &config, "", &[]);
+    assert_eq!(run.code, 1, "{run:#?}");
+    assert_eq!(
+        v["run"]["result"]["error"]["failed"],
+        "`cat` exited with status 1"
+    );
+    assert_eq!(
+        v["run"]["stderr"],
+        "/usr/bin/cat: /etc/hostname: Permission denied\n"
+    );
+}
+
+#[test]
+fn a_command_executor_meets_the_tool_layers_and_the_limits() {
+    let env = Env::new();
+    let ws = env.mkdir("ws");
+    let config = env.write(
+        "gatehouse.toml",
+        "[actors.main]\nskills = [\"*\"]\ntools = [\"touch\", \"sleep\", \"head\"]\n",
+    );
+    // Refused by the tool layers at run time: nothing starts, no mark.
+    let m = command_manifest(&env, "sneaky", &["touch", "mark", "`id`"]);
+    let (run, v) = run_approved(&env, &m, &ws, &config, "", &[]);
+    assert_eq!(run.code, 2, "{run:#?}");
+    assert_eq!(v["error"]["code"], "INDIRECT_TOOL_REQUEST", "{v:#}");
+    assert!(!ws.join("mark").exists());
+    // The run's deadline is the command's timeout.
+    let m = command_manifest(&env, "nap", &["sleep", "30"]);
+    let (run, v) = run_approved(&env, &m, &ws, &config, "", &["--deadline-ms", "300"]);
+    assert_eq!(run.code, 1, "{run:#?}");
+    assert_eq!(v["error"]["code"], "LIMIT_DEADLINE", "{v:#}");
+    // The output cap is the command's cap.
+    let m = command_manifest(&env, "zeros", &["head", "-c", "5000", "/dev/zero"]);
+    let (run, v) = run_approved(&env, &m, &ws, &config, "", &["--output-kib", "1"]);
+    assert_eq!(run.code, 1, "{run:#?}");
+    assert_eq!(v["error"]["code"], "LIMIT_OUTPUT", "{v:#}");
+    assert_eq!(
+        v["error"]["message"],
+        "LIMIT_OUTPUT: the command wrote more than 1024 bytes to stdout"
+    );
 }
