@@ -307,40 +307,29 @@ pub fn run(spec: &ExecSpec, support: &ExecSupport) -> Result<ExecOutcome, ExecEr
     }
     drop(tx);
 
-    let deadline = started + Duration::from_millis(spec.limits.timeout_ms);
-    let mut timed_out = false;
-    let status = loop {
-        match child.try_wait() {
-            Ok(Some(status)) => break status,
-            Ok(None) => {}
-            Err(e) => {
-                kill_group(pid);
-                let _ = child.wait();
-                return Err(ExecError::Wait {
-                    program,
-                    reason: crate::config::lower(&e.to_string()),
-                });
-            }
-        }
-        if Instant::now() >= deadline {
-            timed_out = true;
-            kill_group(pid);
-            match child.wait() {
-                Ok(status) => break status,
-                Err(e) => {
-                    return Err(ExecError::Wait {
-                        program,
-                        reason: crate::config::lower(&e.to_string()),
-                    })
-                }
-            }
-        }
-        std::thread::sleep(Duration::from_millis(2));
-    };
-    // Whatever else the group left running dies with it, so the pipes
-    // close; a process that left the group and kept a pipe open is not
-    // waited for past a short grace.
+    // A waiter thread blocks until the child has exited but leaves it
+    // unreaped (`WNOWAIT`): while the leader is a zombie its process group
+    // id cannot be reused, so the group can be killed safely below, and
+    // only then is the child reaped.
+    let (exited_tx, exited_rx) = mpsc::channel::<()>();
+    std::thread::spawn(move || {
+        wait_exited(pid);
+        let _ = exited_tx.send(());
+    });
+    let timeout = Duration::from_millis(spec.limits.timeout_ms);
+    let timed_out = matches!(
+        exited_rx.recv_timeout(timeout),
+        Err(mpsc::RecvTimeoutError::Timeout)
+    );
+    // Kills the command at its timeout, and otherwise whatever else the
+    // group left running, so the pipes close.
     kill_group(pid);
+    let status = child.wait().map_err(|e| ExecError::Wait {
+        program: program.clone(),
+        reason: crate::config::lower(&e.to_string()),
+    })?;
+    // A process that left the group and kept a pipe open is not waited
+    // for past a short grace.
     let mut outputs: [(Vec<u8>, u64); 2] = [(Vec::new(), 0), (Vec::new(), 0)];
     let grace = Instant::now() + Duration::from_millis(500);
     for _ in 0..2 {
@@ -389,10 +378,33 @@ fn drain_capped(mut stream: impl Read, cap: usize) -> (Vec<u8>, u64) {
 fn kill_group(pid: i32) {
     // SAFETY: `kill(2)` with a negative pid signals the process group the
     // child leads (`process_group(0)`); it touches no memory of ours. The
-    // group is not reused while the child is unreaped, and is reaped only
-    // after the last call.
+    // group id is not reused while the child is unreaped, and the child is
+    // reaped only after this call.
     unsafe {
         libc::kill(-pid, libc::SIGKILL);
+    }
+}
+
+/// Blocks until child `pid` has exited (or `waitid` fails), without
+/// reaping it.
+fn wait_exited(pid: i32) {
+    loop {
+        // SAFETY: `siginfo_t` is plain data for which all-zero bytes are a
+        // valid value.
+        let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
+        // SAFETY: `info` is a valid, writable `siginfo_t` that outlives the
+        // call; `WNOWAIT` leaves the child to be reaped by `Child::wait`.
+        let r = unsafe {
+            libc::waitid(
+                libc::P_PID,
+                pid as libc::id_t,
+                &mut info,
+                libc::WEXITED | libc::WNOWAIT,
+            )
+        };
+        if r == 0 || std::io::Error::last_os_error().kind() != std::io::ErrorKind::Interrupted {
+            return;
+        }
     }
 }
 
