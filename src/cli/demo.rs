@@ -158,7 +158,7 @@ pub fn run(ctx: &Context) -> CmdResult {
     let results = tier3::run(&snap, None);
     let count = |s| results.iter().filter(|r| r.status == s).count();
     out(format!(
-        "12. tier 3 (every deny code, exact): {} passed, {} failed, {} skipped",
+        "13. tier 3 (every deny code, exact): {} passed, {} failed, {} skipped",
         count(CaseStatus::Pass),
         count(CaseStatus::Fail),
         count(CaseStatus::Skipped)
@@ -200,6 +200,7 @@ fn run_executors(
         guest_manifest("hello")?,
         guest_manifest("write-file")?,
         guest_manifest("env")?,
+        guest_manifest("run-tool")?,
     ];
     let sandbox = std::sync::Arc::new(
         Sandbox::new(&state.cache_dir, Limits::default().memory_bytes)
@@ -320,5 +321,130 @@ fn run_executors(
             }
         }
     }
+    run_tool_step(config, state, workspace, store, &sandbox, &manifests)
+}
+
+/// Step 12: `run-tool` runs `cat` in the OS sandbox of `code:exec`. The
+/// actor is given `tools = ["cat", "ls", "wc"]` for this step only (the safe default
+/// grants no tools), and the pending approvals are given once, as a person
+/// at the prompt would: `code:exec` is always-class, asked every turn.
+fn run_tool_step(
+    config: &HostConfig,
+    state: &StatePaths,
+    workspace: &str,
+    store: &GrantStore,
+    sandbox: &std::sync::Arc<gatehouse::sandbox::Sandbox>,
+    manifests: &[gatehouse::manifest::Manifest],
+) -> Result<(), Failure> {
+    use gatehouse::sandbox::{execute, GuestResult, Limits, OnDegraded, TurnContext};
+    use gatehouse::turn::{gate, new_turn_id, Gate, TurnInput};
+
+    out("12. run `run-tool`: `cat notes.txt /etc/hostname` as a host command (code:exec)");
+    let mut config = config.clone();
+    if let Some(main) = config.actors.get_mut("main") {
+        main.tools = vec!["cat".into(), "ls".into(), "wc".into()];
+    }
+    let notes = Path::new(workspace).join("notes.txt");
+    std::fs::write(&notes, "a note in the workspace\n")
+        .map_err(|e| Failure::error(format!("cannot write `{}`: {e}", notes.display())))?;
+    let snap = snapshot::build(Sources {
+        config: &config,
+        state,
+        manifests,
+        turn_workspace: workspace,
+        home: None,
+        level: None,
+        grants: store.active_all(now_utc())?,
+    })?;
+    let Some(manifest) = manifests.iter().find(|m| m.name == "run-tool") else {
+        return Err(Failure::error("the `run-tool` manifest is missing"));
+    };
+    let mut approved = Vec::new();
+    let turn_id = new_turn_id(now_utc());
+    let (steps, plan) = loop {
+        match gate(TurnInput {
+            snapshot: &snap,
+            actor: "main",
+            manifest,
+            turn_id: turn_id.clone(),
+            limits: Limits::default(),
+            approved_once: &approved,
+            isolation: sandbox.isolation(),
+            on_degraded: OnDegraded::Warn,
+        }) {
+            Gate::Ready { steps, plan } => break (steps, plan),
+            Gate::Denied { code, reason, .. } => {
+                out(format!("  denied {code}: {reason}\n"));
+                return Ok(());
+            }
+            Gate::ApprovalRequired { pending, .. } if approved.is_empty() => {
+                for p in pending {
+                    out(format!(
+                        "  approval: `{}` on `{}` -> allowed once (as at the prompt)",
+                        p.capability,
+                        p.target.as_deref().unwrap_or("-")
+                    ));
+                    approved.push((p.capability, p.target));
+                }
+            }
+            Gate::ApprovalRequired { .. } => {
+                return Err(Failure::error("an approval given once was asked for again"))
+            }
+        }
+    };
+    for s in &steps {
+        out(format!(
+            "  decision: {} -> {}{}",
+            s.request.kind.name(),
+            s.decision.outcome(),
+            s.approval.map(|a| format!(" ({a})")).unwrap_or_default()
+        ));
+    }
+    let context = TurnContext {
+        turn_id,
+        actor: "main".into(),
+        snapshot: std::sync::Arc::new(snap.clone()),
+        manifests: std::sync::Arc::new(manifests.to_vec()),
+        memory_db: state.state_dir.join("memory.db"),
+        depth: 0,
+        journal: None,
+        on_degraded: OnDegraded::Warn,
+    };
+    let input = r#"{"program":"cat","args":["notes.txt","/etc/hostname"]}"#;
+    let report =
+        execute(sandbox, &plan, input, &context).map_err(|e| Failure::error(e.to_string()))?;
+    out(format!("  linked:   {}", report.linked.join(", ")));
+    for c in &report.commands {
+        let how = match &c.confinement {
+            Some(k) => format!(
+                "landlock {}, seccomp {}, read roots [{}], write roots [{}]{}",
+                k.landlock_abi
+                    .map(|a| format!("abi {a}"))
+                    .unwrap_or_else(|| "off".into()),
+                if k.seccomp { "on" } else { "off" },
+                k.read_roots.join(", "),
+                k.write_roots.join(", "),
+                if k.skipped.is_empty() {
+                    String::new()
+                } else {
+                    format!("; skipped: {}", k.skipped.join("; "))
+                }
+            ),
+            None => format!("not started: {} {}", c.decision, c.reason),
+        };
+        out(format!(
+            "  command:  {} {} -> status {}; {how}",
+            c.program,
+            c.args.join(" "),
+            c.status
+                .map(|s| s.to_string())
+                .unwrap_or_else(|| "-".into())
+        ));
+    }
+    match report.result {
+        GuestResult::Ok { output } => out(format!("  output:   {output}")),
+        GuestResult::Err { error } => out(format!("  error:    {error}")),
+    }
+    out("");
     Ok(())
 }

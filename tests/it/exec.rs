@@ -620,3 +620,35 @@ fn a_command_executor_meets_the_tool_layers_and_the_limits() {
         "LIMIT_OUTPUT: the command wrote more than 1024 bytes to stdout"
     );
 }
+
+#[test]
+fn the_demo_runs_every_step_including_a_confined_command() {
+    assert!(confined_host(), "this host lacks landlock or seccomp");
+    guest("run-tool");
+    let env = Env::new();
+    let run = env.run(&["demo"]);
+    run.expect(0);
+    let out = &run.stdout;
+    for want in [
+        "8. run `hello` (compute:pure)",
+        "  denied CAPABILITY_DENIED: ReadOnly denies `fs:write`; no grant can change that",
+        "12. run `run-tool`: `cat notes.txt /etc/hostname` as a host command (code:exec)",
+        "  approval: `code:exec` on `cat` -> allowed once (as at the prompt)",
+        "  decision: tool -> allowed",
+        r#""stdout":"a note in the workspace\n""#,
+        r#""stderr":"/usr/bin/cat: /etc/hostname: Permission denied\n""#,
+        "13. tier 3 (every deny code, exact): 20 passed, 0 failed",
+    ] {
+        assert!(
+            out.contains(want),
+            "{want:?} is not in the demo's output:\n{out}"
+        );
+    }
+    let command = out
+        .lines()
+        .find(|l| {
+            l.starts_with("  command:  cat notes.txt /etc/hostname -> status 1; landlock abi ")
+        })
+        .unwrap_or_else(|| panic!("no command line:\n{out}"));
+    assert!(command.contains("seccomp on"), "{command}");
+}
