@@ -11,6 +11,10 @@
 //!   nothing listening).
 //! - `ptrace`: `PTRACE_TRACEME`. 0 `traced`; 12 `ptrace: …`.
 //! - `unshare`: a new user namespace. 0 `unshared`; 13 `unshare: …`.
+//! - `x32-socket`: `socket(AF_INET)` through the x32 syscall number
+//!   (`0x40000000 | 41`, x86_64 only). 0 `x32 socket`; 14 `x32 socket: …`
+//!   (`EPERM` from gatehouse's filter; `ENOSYS` from a kernel without x32
+//!   and no filter).
 //! - `env`: prints every environment variable, one `NAME=value` a line.
 
 use std::io::Error;
@@ -61,13 +65,31 @@ fn main() {
             }
             println!("unshared");
         }
+        #[cfg(target_arch = "x86_64")]
+        Some("x32-socket") => {
+            // SAFETY: a raw syscall with integer arguments only.
+            let fd = unsafe {
+                libc::syscall(
+                    0x4000_0000 | libc::SYS_socket,
+                    libc::AF_INET,
+                    libc::SOCK_STREAM,
+                    0,
+                )
+            };
+            if fd < 0 {
+                fail("x32 socket", 14);
+            }
+            println!("x32 socket");
+        }
         Some("env") => {
             for (k, v) in std::env::vars() {
                 println!("{k}={v}");
             }
         }
         _ => {
-            println!("usage: gatehouse-exec-probe connect ADDR | ptrace | unshare | env");
+            println!(
+                "usage: gatehouse-exec-probe connect ADDR | ptrace | unshare | x32-socket | env"
+            );
             std::process::exit(2)
         }
     }
