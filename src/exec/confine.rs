@@ -432,6 +432,28 @@ impl ChildSetup {
         if unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0) } != 0 {
             return Err(last_error());
         }
+        // Descriptors gatehouse inherited or opened without `O_CLOEXEC`
+        // must not reach the command: every one above stderr is marked
+        // close-on-exec (std's own error pipe already is, and stays open
+        // until `exec` to report a failure).
+        // SAFETY: `close_range(2)` with integer arguments only.
+        let marked = unsafe {
+            libc::syscall(
+                libc::SYS_close_range,
+                3u32,
+                u32::MAX,
+                libc::CLOSE_RANGE_CLOEXEC,
+            )
+        };
+        if marked != 0 {
+            // Linux before 5.11: one `fcntl` a descriptor, up to a bound
+            // above any descriptor gatehouse holds.
+            for fd in 3..4096 {
+                // SAFETY: `fcntl(F_SETFD)` on a descriptor number; a
+                // closed one fails with EBADF and nothing else happens.
+                unsafe { libc::fcntl(fd, libc::F_SETFD, libc::FD_CLOEXEC) };
+            }
+        }
         // SAFETY: as above.
         if unsafe { libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) } != 0 {
             return Err(last_error());

@@ -17,7 +17,8 @@
 //! - a seccomp filter refusing `socket(2)` unless the network is granted,
 //!   and always `ptrace`, `mount`, `bpf`, `kexec_load`, module loading,
 //!   namespaces, keyrings, `io_uring` and friends ([`confine::DENIED_SYSCALLS`]);
-//! - `no_new_privs`, its own process group, `SIGKILL` when gatehouse dies;
+//! - `no_new_privs`, its own process group, `SIGKILL` when gatehouse dies,
+//!   and no descriptor but stdin, stdout and stderr;
 //! - rlimits on CPU time, address space, file size, processes and open
 //!   files ([`ExecLimits`]);
 //! - a wall-clock timeout (the whole process group is killed) and stdout

@@ -15,6 +15,8 @@
 //!   (`0x40000000 | 41`, x86_64 only). 0 `x32 socket`; 14 `x32 socket: …`
 //!   (`EPERM` from gatehouse's filter; `ENOSYS` from a kernel without x32
 //!   and no filter).
+//! - `fds`: prints `fds:` and every open descriptor above 2 (`fcntl`
+//!   probe of 3..1024).
 //! - `env`: prints every environment variable, one `NAME=value` a line.
 
 use std::io::Error;
@@ -81,6 +83,16 @@ fn main() {
             }
             println!("x32 socket");
         }
+        Some("fds") => {
+            let mut line = String::from("fds:");
+            for fd in 3..1024 {
+                // SAFETY: `F_GETFD` on a descriptor number reads nothing.
+                if unsafe { libc::fcntl(fd, libc::F_GETFD) } >= 0 {
+                    line.push_str(&format!(" {fd}"));
+                }
+            }
+            println!("{line}");
+        }
         Some("env") => {
             for (k, v) in std::env::vars() {
                 println!("{k}={v}");
@@ -88,7 +100,7 @@ fn main() {
         }
         _ => {
             println!(
-                "usage: gatehouse-exec-probe connect ADDR | ptrace | unshare | x32-socket | env"
+                "usage: gatehouse-exec-probe connect ADDR | ptrace | unshare | x32-socket | fds | env"
             );
             std::process::exit(2)
         }

@@ -216,6 +216,31 @@ fn the_environment_is_only_the_granted_variables() {
 }
 
 #[test]
+fn no_descriptor_of_the_host_reaches_a_command() {
+    let env = Env::new();
+    let ws = env.mkdir("ws");
+    let bin = env.mkdir("bin");
+    let probe = probe_in(&bin);
+    // A descriptor this process holds without close-on-exec, as one
+    // inherited from gatehouse's own parent would be.
+    let file = std::fs::File::open(&probe).unwrap();
+    // SAFETY: `dup` of a descriptor we own; the copy is closed below.
+    let leaked = unsafe { libc::dup(std::os::fd::AsRawFd::as_raw_fd(&file)) };
+    assert!(leaked > 2);
+    // SAFETY: `F_GETFD` reads the descriptor's flags only.
+    assert_eq!(
+        unsafe { libc::fcntl(leaked, libc::F_GETFD) } & libc::FD_CLOEXEC,
+        0
+    );
+    let mut sp = spec(&ws, &probe, &["fds"]);
+    sp.read_roots = vec![bin.clone()];
+    let o = exec(&sp);
+    // SAFETY: closes the copy made above, once.
+    unsafe { libc::close(leaked) };
+    assert_eq!(text(&o.stdout), "fds:\n", "{o:?}");
+}
+
+#[test]
 fn a_command_is_killed_at_its_timeout() {
     let env = Env::new();
     let ws = env.mkdir("ws");
