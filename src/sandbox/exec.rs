@@ -54,6 +54,9 @@ pub struct CommandRecord {
 pub struct ExecBinding {
     pub snapshot: Arc<Snapshot>,
     pub actor: String,
+    pub turn: String,
+    /// Where every call is logged (`decisions.jsonl`), when journaled.
+    pub journal: Option<crate::undo::TurnJournal>,
     /// Program names the plan allows.
     pub tools: Vec<String>,
     pub read_roots: Vec<PathBuf>,
@@ -78,7 +81,7 @@ impl ExecBinding {
     /// # Security
     /// Hands every command of the run the plan's roots, variables and,
     /// with `network:sites`, unfiltered sockets.
-    pub fn new(plan: &Plan, snapshot: Arc<Snapshot>, actor: &str) -> ExecBinding {
+    pub fn new(plan: &Plan, context: &TurnContext) -> ExecBinding {
         let whole = |host: &std::path::Path, access: DirAccess| {
             let want = format!("{}/**", host.display().to_string().trim_end_matches('/'));
             let globs = match access {
@@ -118,8 +121,10 @@ impl ExecBinding {
             .collect();
         let limits = plan.limits();
         ExecBinding {
-            snapshot,
-            actor: actor.to_string(),
+            snapshot: context.snapshot.clone(),
+            actor: context.actor.clone(),
+            turn: context.turn_id.clone(),
+            journal: context.journal.clone(),
             tools: plan.exec_tools().to_vec(),
             read_roots,
             write_roots,
@@ -211,6 +216,7 @@ impl ExecBinding {
                     Error::Denied(d) => d.reason.clone(),
                     Error::InvalidInput(m) | Error::Failed(m) => m.clone(),
                 };
+                self.log(&record);
                 self.records.push(record);
                 return Err(e);
             }
@@ -225,15 +231,49 @@ impl ExecBinding {
                 record.stdout_total = o.stdout_total;
                 record.stderr_total = o.stderr_total;
                 record.confinement = Some(o.confinement.clone());
+                self.log(&record);
                 self.records.push(record);
                 Ok(o)
             }
             Err(e) => {
                 record.reason = e.to_string();
+                self.log(&record);
                 self.records.push(record);
                 Err(Error::Failed(e.to_string()))
             }
         }
+    }
+
+    /// Appends the call to the turn's audit log: the `tool` request with
+    /// its exact argv, the answer, and whether a process started.
+    fn log(&self, record: &CommandRecord) {
+        let Some(j) = &self.journal else { return };
+        let identity = self
+            .snapshot
+            .actors
+            .get(&self.actor)
+            .and_then(|a| a.identity.clone());
+        let mut argv = vec![record.program.clone()];
+        argv.extend(record.args.iter().cloned());
+        let decision = if record.decision == "allow" {
+            serde_json::json!({"decision": "allow", "reason": record.reason})
+        } else {
+            serde_json::json!({"decision": "deny", "code": record.decision, "reason": record.reason})
+        };
+        let line = serde_json::json!({
+            "turn": self.turn,
+            "actor": self.actor,
+            "identity": identity,
+            "request": {"kind": "tool", "tool": basename(&record.program), "command": quote_argv(&argv)},
+            "decision": decision,
+            "spawned": record.spawned,
+            "status": record.status,
+            "signal": record.signal,
+            "timed_out": record.timed_out,
+            "snapshot": {"definitionHash": self.snapshot.definition_hash(), "policyHash": self.snapshot.policy_hash()},
+        });
+        // The command's outcome stands even if the log cannot be written.
+        let _ = j.decision(&line);
     }
 
     /// The spec of an allowed command, or the error value (with the deny
@@ -303,7 +343,7 @@ pub fn run_command(plan: &Plan, input: &str, context: &TurnContext) -> Result<Ru
     let Some((program, args)) = plan.command().split_first() else {
         return Err(RunError::Host("the plan has no command".into()));
     };
-    let mut binding = ExecBinding::new(plan, context.snapshot.clone(), &context.actor);
+    let mut binding = ExecBinding::new(plan, context);
     let mut linked = vec![format!("code:exec `{program}` (command executor)")];
     linked.extend(
         binding

@@ -225,11 +225,7 @@ pub fn execute(
             "gatehouse:executor/exec ({})",
             plan.exec_tools().join(", ")
         ));
-        Some(super::exec::ExecBinding::new(
-            plan,
-            context.snapshot.clone(),
-            &context.actor,
-        ))
+        Some(super::exec::ExecBinding::new(plan, context))
     };
 
     let limits = *plan.limits();

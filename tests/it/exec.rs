@@ -490,6 +490,15 @@ fn a_command_refused_by_the_tool_layers_never_starts() {
         assert_eq!(cmd["spawned"], false);
         assert!(cmd.get("confinement").is_none());
         assert!(!ws.join("mark").exists(), "{input}: a process ran");
+        // The refusal is in the turn's audit log, with the exact argv.
+        let turn = v["turn"].as_str().unwrap();
+        let log = env
+            .run(&["history", "--turn", turn, "--decisions"])
+            .json_lines();
+        let last = log.last().unwrap();
+        assert_eq!(last["request"]["kind"], "tool", "{last:#}");
+        assert_eq!(last["decision"]["code"], code);
+        assert_eq!(last["spawned"], false);
     }
     // The control: the same guest, a screened command, the mark appears.
     let (run, v) = run_approved(
@@ -503,6 +512,19 @@ fn a_command_refused_by_the_tool_layers_never_starts() {
     assert_eq!(run.code, 0, "{run:#?}");
     assert_eq!(v["run"]["commands"][0]["spawned"], true);
     assert!(ws.join("mark").exists());
+    let log = env
+        .run(&[
+            "history",
+            "--turn",
+            v["turn"].as_str().unwrap(),
+            "--decisions",
+        ])
+        .json_lines();
+    let last = log.last().unwrap();
+    assert_eq!(last["request"]["command"], "'touch' 'mark'", "{last:#}");
+    assert_eq!(last["decision"]["decision"], "allow");
+    assert_eq!(last["spawned"], true);
+    assert_eq!(last["status"], 0);
 }
 
 #[test]
