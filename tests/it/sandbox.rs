@@ -475,10 +475,8 @@ fn every_guest_is_used_by_a_test() {
     }
 }
 
-// The bindings below are the rest of issue 4 and are not built yet: until
-// they are, a guest that imports them with a grant fails to link (fail
-// closed). These tests state the behaviour they must have and are ignored
-// until then.
+// The gatehouse host interfaces: memory, human, delegate (code:exec's
+// `exec` is in `exec.rs`), and network:sites.
 
 #[test]
 fn remember_stores_and_reads_back_in_its_scope_only() {
