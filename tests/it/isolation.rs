@@ -754,3 +754,53 @@ fn refuse_critical_refuses_a_code_exec_turn_when_landlock_is_hidden() {
         "{reason}"
     );
 }
+
+#[test]
+fn warn_runs_a_code_exec_turn_without_landlock_and_the_outcome_says_so() {
+    // The same host with Landlock hidden for real (a seccomp filter on the
+    // terminal's `script` and so on gatehouse and its commands): under
+    // `warn` the command runs, unconfined in its files, and both the
+    // report and the command's record say so.
+    let env = Env::new();
+    let ws = env.mkdir("ws");
+    env.write(
+        "config/gatehouse/gatehouse.toml",
+        "[actors.main]\nskills = [\"*\"]\ntools = [\"cat\"]\n",
+    );
+    let m = env.write(
+        "manifests/cat.toml",
+        "name = \"peek\"\ncommand = [\"cat\", \"/etc/hostname\"]\ntools = [\"cat\"]\n[[capabilities]]\nname = \"code:exec\"\ntarget = \"cat\"\n",
+    );
+    let mut cmd = env.terminal_command(
+        &[
+            "--json",
+            "run",
+            s(&m),
+            "--level",
+            "Full",
+            "--workspace",
+            s(&ws),
+            "--on-degraded",
+            "warn",
+        ],
+        &[],
+    );
+    seccomp_errno(&mut cmd, libc::SYS_landlock_create_ruleset, libc::ENOSYS);
+    let r = crate::support::type_answers(&mut cmd, "o\n");
+    assert_eq!(r.code, 0, "{r:#?}");
+    let line = r.stdout.lines().last().unwrap();
+    let v: Value = serde_json::from_str(&line[line.find("{\"").unwrap()..]).unwrap();
+    assert_eq!(
+        v["run"]["result"]["output"].as_str().unwrap().as_bytes(),
+        std::fs::read("/etc/hostname").unwrap()
+    );
+    assert_eq!(layer(&v["isolation"], "landlock")["state"], "unavailable");
+    assert_eq!(layer(&v["isolation"], "code_exec")["state"], "partial");
+    let c = &v["run"]["commands"][0]["confinement"];
+    assert_eq!(c["landlock_abi"], Value::Null, "{c:#}");
+    assert_eq!(c["seccomp"], true);
+    assert_eq!(
+        c["skipped"][0],
+        format!("landlock: unavailable on this host (errno {}): the command can read and write whatever the host user can", libc::ENOSYS)
+    );
+}

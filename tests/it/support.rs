@@ -178,16 +178,22 @@ impl Env {
     /// `script`), with `vars` set too, typing `answers` at its prompts.
     /// On a terminal stderr and stdout are one stream: `Run::stdout`.
     pub fn run_on_terminal(&self, args: &[&str], vars: &[(&str, &str)], answers: &str) -> Run {
-        use std::io::Write;
+        let mut cmd = self.terminal_command(args, vars);
+        type_answers(&mut cmd, answers)
+    }
+
+    /// The `script` command that runs the binary with `args` on a
+    /// pseudo-terminal, in the sealed environment plus `vars`.
+    pub fn terminal_command(&self, args: &[&str], vars: &[(&str, &str)]) -> Command {
         let quote = |x: &str| format!("'{}'", x.replace('\'', "'\\''"));
-        let mut cmd = quote(env!("CARGO_BIN_EXE_gatehouse"));
+        let mut line = quote(env!("CARGO_BIN_EXE_gatehouse"));
         for a in args {
-            cmd.push(' ');
-            cmd.push_str(&quote(a));
+            line.push(' ');
+            line.push_str(&quote(a));
         }
         let mut script = Command::new("script");
         script
-            .args(["-qec", &cmd, "/dev/null"])
+            .args(["-qec", &line, "/dev/null"])
             .current_dir(self.root().join("cwd"));
         for (k, v) in self.command().get_envs() {
             match v {
@@ -196,24 +202,30 @@ impl Env {
             };
         }
         script.envs(vars.iter().copied());
-        let mut child = script
-            .stdin(std::process::Stdio::piped())
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::piped())
-            .spawn()
-            .expect("script");
-        child
-            .stdin
-            .take()
-            .expect("stdin")
-            .write_all(answers.as_bytes())
-            .expect("answers");
-        let out = child.wait_with_output().expect("wait for script");
-        Run {
-            code: out.status.code().unwrap_or(-1),
-            stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-        }
+        script
+    }
+}
+
+/// Runs `cmd` (a [`Env::terminal_command`]) typing `answers`.
+pub fn type_answers(cmd: &mut Command, answers: &str) -> Run {
+    use std::io::Write;
+    let mut child = cmd
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("script");
+    child
+        .stdin
+        .take()
+        .expect("stdin")
+        .write_all(answers.as_bytes())
+        .expect("answers");
+    let out = child.wait_with_output().expect("wait for script");
+    Run {
+        code: out.status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
     }
 }
 
