@@ -283,11 +283,25 @@ fn ruleset(
     let file_read = AccessFs::ReadFile;
     let file_rw = AccessFs::ReadFile | AccessFs::WriteFile | AccessFs::Truncate;
     let mut rules: Vec<(PathBuf, landlock::BitFlags<AccessFs>)> = Vec::new();
-    for p in system.iter().chain(read) {
+    for p in system {
         rules.push((p.clone(), read_access));
     }
+    // Landlock adds rights up the tree: a read root holding a write root
+    // would make the write root executable, so such a read root is read
+    // without `Execute`.
+    for p in read {
+        let holds_write_root = write.iter().any(|w| w.starts_with(p));
+        let access = if holds_write_root {
+            read_access & !AccessFs::Execute
+        } else {
+            read_access
+        };
+        rules.push((p.clone(), access));
+    }
+    // Nothing written can be executed: a write root gets every right but
+    // `Execute`, so a program a command copies or writes there cannot run.
     for p in write {
-        rules.push((p.clone(), AccessFs::from_all(abi)));
+        rules.push((p.clone(), AccessFs::from_all(abi) & !AccessFs::Execute));
     }
     for f in SYSTEM_READ_FILES {
         rules.push((PathBuf::from(f), file_read.into()));

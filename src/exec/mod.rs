@@ -10,7 +10,7 @@
 //! - a cleared environment holding only the granted variables;
 //! - a working directory inside one of its granted roots;
 //! - Landlock rules: read (and execute) beneath each read root, everything
-//!   beneath each write root, read and execute of the system's program
+//!   but execute beneath each write root, read and execute of the system's program
 //!   directories ([`SYSTEM_READ_ROOTS`]) and nothing else; without a
 //!   network grant, TCP bind and connect are refused too (Landlock ABI 4+),
 //!   and signals and abstract unix sockets are scoped to the sandbox (ABI 6+);
@@ -146,7 +146,7 @@ pub enum ExecError {
     #[error("program `{0}` is not found in `/usr/local/bin`, `/usr/bin` or `/bin`")]
     ProgramNotFound(String),
     #[error(
-        "program `{0}` is not beneath a read root, a write root or a system program directory"
+        "program `{0}` is not beneath a read root or a system program directory (nothing in a write root is executable)"
     )]
     ProgramOutsideRoots(String),
     #[error("working directory `{0}` is not inside a granted root")]
@@ -237,11 +237,15 @@ pub fn run(spec: &ExecSpec, support: &ExecSupport) -> Result<ExecOutcome, ExecEr
         reason: crate::config::lower(&e.to_string()),
     })?;
     let system = confine::system_roots();
-    if !read_roots
-        .iter()
-        .chain(&write_roots)
-        .chain(&system)
-        .any(|r| real_program.starts_with(r))
+    // A program in a write root could have been written by a command:
+    // only read roots and the system's directories hold programs, as the
+    // Landlock rules say too (no `Execute` beneath a write root).
+    let in_write_root = write_roots.iter().any(|r| real_program.starts_with(r));
+    if in_write_root
+        || !read_roots
+            .iter()
+            .chain(&system)
+            .any(|r| real_program.starts_with(r))
     {
         return Err(ExecError::ProgramOutsideRoots(program));
     }

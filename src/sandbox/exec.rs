@@ -288,8 +288,7 @@ impl ExecBinding {
             return Err((denial(code, reason), Some(code)));
         }
         let cwd = self.cwd.clone();
-        let path =
-            resolve_program(program).map_err(|e| (Error::InvalidInput(e.to_string()), None))?;
+        let path = self.program_path(program)?;
         Ok(ExecSpec {
             program: path,
             args,
@@ -301,6 +300,43 @@ impl ExecBinding {
             limits: self.limits,
             stdin,
         })
+    }
+}
+
+impl ExecBinding {
+    /// The file that runs for `program`: the granted tool, resolved by
+    /// name in the fixed program path (or the granted absolute path). A
+    /// path the guest gives must be that same file: a program of the same
+    /// name elsewhere (one a command copied into the workspace, say) is
+    /// not the granted tool.
+    fn program_path(&self, program: &str) -> Result<PathBuf, (Error, Option<DenyCode>)> {
+        let name = basename(program);
+        let granted = self
+            .tools
+            .iter()
+            .find(|t| *t == program)
+            .or_else(|| self.tools.iter().find(|t| *t == name))
+            .map(String::as_str)
+            .unwrap_or(name);
+        let want =
+            resolve_program(granted).map_err(|e| (Error::InvalidInput(e.to_string()), None))?;
+        if program.contains('/') {
+            let same = match (std::fs::canonicalize(program), std::fs::canonicalize(&want)) {
+                (Ok(a), Ok(b)) => a == b,
+                _ => false,
+            };
+            if !same {
+                let reason = format!(
+                    "`{program}` is not the granted tool `{granted}` (`{}`)",
+                    want.display()
+                );
+                return Err((
+                    denial(DenyCode::ToolNotGranted, reason),
+                    Some(DenyCode::ToolNotGranted),
+                ));
+            }
+        }
+        Ok(want)
     }
 }
 

@@ -201,6 +201,48 @@ fn ptrace_new_namespaces_and_x32_syscalls_are_refused() {
 }
 
 #[test]
+fn nothing_in_a_write_root_can_be_executed() {
+    assert!(confined_host(), "this host lacks landlock or seccomp");
+    let env = Env::new();
+    let ws = env.mkdir("ws");
+    let probe = probe_in(&ws);
+    // Not as the program itself...
+    let e = run(&spec(&ws, &probe, &["env"]), &ExecSupport::probe()).unwrap_err();
+    assert!(
+        e.to_string()
+            .ends_with("(nothing in a write root is executable)"),
+        "{e}"
+    );
+    // ...nor by a system program that would start it (Landlock).
+    let o = exec(&spec(
+        &ws,
+        "/usr/bin/env",
+        &["./gatehouse-exec-probe", "env"],
+    ));
+    assert_eq!(o.status, Some(126), "{o:?}");
+    assert_eq!(
+        text(&o.stderr),
+        "/usr/bin/env: './gatehouse-exec-probe': Permission denied\n"
+    );
+    // Nor beneath a read root that holds a write root.
+    let proj = env.mkdir("proj");
+    let out = env.mkdir("proj/out");
+    let copied = probe_in(&out);
+    let mut sp = spec(&out, "/usr/bin/env", &[&copied, "env"]);
+    sp.read_roots = vec![proj.clone()];
+    sp.write_roots = vec![out.clone()];
+    let o = exec(&sp);
+    assert_eq!(o.status, Some(126), "{o:?}");
+    // The control: the same copy in a read root alone runs.
+    let bin = env.mkdir("bin");
+    let ok = probe_in(&bin);
+    let mut sp = spec(&ws, "/usr/bin/env", &[&ok, "env"]);
+    sp.read_roots = vec![bin.clone()];
+    let o = exec(&sp);
+    assert_eq!(o.status, Some(0), "{o:?}");
+}
+
+#[test]
 fn the_environment_is_only_the_granted_variables() {
     let env = Env::new();
     let ws = env.mkdir("ws");
@@ -307,7 +349,7 @@ fn bad_specs_are_errors_naming_the_input_and_start_nothing() {
     let e = run(&spec(&ws, &probe, &["env"]), &support).unwrap_err();
     assert_eq!(
         e.to_string(),
-        format!("program `{probe}` is not beneath a read root, a write root or a system program directory")
+        format!("program `{probe}` is not beneath a read root or a system program directory (nothing in a write root is executable)")
     );
     assert_eq!(
         gatehouse::exec::resolve_program("no-such-program-here")
@@ -477,7 +519,13 @@ fn a_command_refused_by_the_tool_layers_never_starts() {
             serde_json::json!({"program": "/usr/bin/env", "args": ["touch", "mark"]}),
             "TOOL_NOT_GRANTED",
         ),
+        // A program named like a granted tool but elsewhere is not it.
+        (
+            serde_json::json!({"program": s(&env.mkdir("bin").join("touch")), "args": ["mark"]}),
+            "TOOL_NOT_GRANTED",
+        ),
     ];
+    std::fs::copy("/usr/bin/touch", env.root().join("bin/touch")).unwrap();
     for (input, code) in cases {
         let (run, v) = run_approved(&env, &m, &ws, &config, &input.to_string(), &[]);
         assert_eq!(run.code, 1, "{input}: {run:#?}");
