@@ -25,7 +25,8 @@ use crate::exec::{
     quote_argv, resolve_program, Confinement, ExecLimits, ExecOutcome, ExecSpec, ExecSupport,
 };
 use crate::policy::command::basename;
-use crate::policy::{decide, Decision, DenyCode, Request, RequestKind, Snapshot};
+use crate::policy::snapshot::ProtectedKind;
+use crate::policy::{decide, is_within, Decision, DenyCode, Request, RequestKind, Snapshot};
 
 /// One call of `exec.run`, as the run report shows it.
 #[derive(Debug, Clone, Serialize)]
@@ -68,6 +69,10 @@ pub struct ExecBinding {
     pub network: bool,
     pub limits: ExecLimits,
     pub support: ExecSupport,
+    /// Set when a write root holds host configuration (or lies within
+    /// it): Landlock cannot carve a protected path out of a root, so every
+    /// command of the run is refused with this code and reason.
+    pub protected_overlap: Option<(DenyCode, String)>,
     /// Every call so far.
     pub records: Vec<CommandRecord>,
 }
@@ -119,6 +124,19 @@ impl ExecBinding {
             .iter()
             .filter_map(|n| std::env::var(n).ok().map(|v| (n.clone(), v)))
             .collect();
+        let protected_overlap = write_roots.iter().find_map(|root| {
+            let root_str = root.display().to_string();
+            plan.protected()
+                .iter()
+                .find(|p| is_within(&p.path, &root_str) || is_within(&root_str, &p.path))
+                .map(|p| {
+                    let code = match p.kind {
+                        ProtectedKind::Policy => DenyCode::PolicyMutationDenied,
+                        ProtectedKind::Definition => DenyCode::DefinitionMutationDenied,
+                    };
+                    (code, format!("the write root `{root_str}` holds host configuration (`{}`), which a command's sandbox cannot exclude; no command may run with it", p.path))
+                })
+        });
         let limits = plan.limits();
         ExecBinding {
             snapshot: context.snapshot.clone(),
@@ -137,6 +155,7 @@ impl ExecBinding {
                 ..ExecLimits::default()
             },
             support: ExecSupport::probe(),
+            protected_overlap,
             records: Vec::new(),
         }
     }
@@ -286,6 +305,9 @@ impl ExecBinding {
     ) -> Result<ExecSpec, (Error, Option<DenyCode>)> {
         if let Err((code, reason)) = self.screen(program, &args) {
             return Err((denial(code, reason), Some(code)));
+        }
+        if let Some((code, reason)) = &self.protected_overlap {
+            return Err((denial(*code, reason.clone()), Some(*code)));
         }
         let cwd = self.cwd.clone();
         let path = self.program_path(program)?;

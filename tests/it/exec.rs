@@ -758,3 +758,34 @@ fn the_demo_runs_every_step_including_a_confined_command() {
         .unwrap_or_else(|| panic!("no command line:\n{out}"));
     assert!(command.contains("seccomp on"), "{command}");
 }
+
+#[test]
+fn a_write_root_holding_host_configuration_runs_no_command() {
+    // The state directory (grants database, history) lies inside the
+    // workspace, which the guest may write: Landlock cannot exclude it,
+    // so every command is refused, and the database is untouched.
+    let env = Env::new();
+    let ws = env.root();
+    env.mkdir("state");
+    let config = env.write("gatehouse.toml", CONFIG);
+    let m = tool_manifest(&env);
+    let (run, v) = run_approved(
+        &env,
+        &m,
+        &ws,
+        &config,
+        &serde_json::json!({"program": "touch", "args": ["state/grants.db"]}).to_string(),
+        &[],
+    );
+    assert_eq!(run.code, 1, "{run:#?}");
+    assert_eq!(
+        v["run"]["result"]["error"]["denied"]["code"], "POLICY_MUTATION_DENIED",
+        "{v:#}"
+    );
+    assert!(v["run"]["result"]["error"]["denied"]["reason"]
+        .as_str()
+        .unwrap()
+        .contains("which a command's sandbox cannot exclude"));
+    assert_eq!(v["run"]["commands"][0]["spawned"], false);
+    assert!(!env.state_dir().join("grants.db").exists());
+}
