@@ -450,6 +450,19 @@ fn run_approved(
     (run, v)
 }
 
+/// `run-tool` (manifest `m`) asked to run `program args`, approved.
+fn tool_call(
+    env: &Env,
+    m: &Path,
+    ws: &Path,
+    config: &Path,
+    program: &str,
+    args: &[&str],
+) -> (Run, Value) {
+    let input = serde_json::json!({"program": program, "args": args}).to_string();
+    run_approved(env, m, ws, config, &input, &[])
+}
+
 fn guest_output(v: &Value) -> Value {
     let text = v["run"]["result"]["output"]
         .as_str()
@@ -465,13 +478,13 @@ fn a_guest_runs_a_granted_command_confined_to_the_workspace() {
     env.write("ws/notes.txt", "from the workspace\n");
     let config = env.write("gatehouse.toml", CONFIG);
     let m = tool_manifest(&env);
-    let (run, v) = run_approved(
+    let (run, v) = tool_call(
         &env,
         &m,
         &ws,
         &config,
-        &serde_json::json!({"program": "cat", "args": ["notes.txt", "/etc/hostname"]}).to_string(),
-        &[],
+        "cat",
+        &["notes.txt", "/etc/hostname"],
     );
     assert_eq!(run.code, 0, "{run:#?}");
     let out = guest_output(&v);
@@ -549,14 +562,7 @@ fn a_command_refused_by_the_tool_layers_never_starts() {
         assert_eq!(last["spawned"], false);
     }
     // The control: the same guest, a screened command, the mark appears.
-    let (run, v) = run_approved(
-        &env,
-        &m,
-        &ws,
-        &config,
-        &serde_json::json!({"program": "touch", "args": ["mark"]}).to_string(),
-        &[],
-    );
+    let (run, v) = tool_call(&env, &m, &ws, &config, "touch", &["mark"]);
     assert_eq!(run.code, 0, "{run:#?}");
     assert_eq!(v["run"]["commands"][0]["spawned"], true);
     assert!(ws.join("mark").exists());
@@ -769,14 +775,7 @@ fn a_write_root_holding_host_configuration_runs_no_command() {
     env.mkdir("state");
     let config = env.write("gatehouse.toml", CONFIG);
     let m = tool_manifest(&env);
-    let (run, v) = run_approved(
-        &env,
-        &m,
-        &ws,
-        &config,
-        &serde_json::json!({"program": "touch", "args": ["state/grants.db"]}).to_string(),
-        &[],
-    );
+    let (run, v) = tool_call(&env, &m, &ws, &config, "touch", &["state/grants.db"]);
     assert_eq!(run.code, 1, "{run:#?}");
     assert_eq!(
         v["run"]["result"]["error"]["denied"]["code"], "POLICY_MUTATION_DENIED",

@@ -704,12 +704,11 @@ fn a_delegated_turn_meets_the_same_switch() {
     assert_eq!(std::fs::read(ws.join("out/a.txt")).unwrap(), b"x");
 }
 
-#[test]
-fn refuse_critical_refuses_a_code_exec_turn_when_landlock_is_hidden() {
-    // The same turn passes the gate up to its approvals on the control
-    // host (exit 4: no terminal to ask), and is refused with
-    // ISOLATION_DEGRADED, before any approval, once Landlock is hidden.
-    let env = Env::new();
+/// A `code:exec` turn on `cat`: the configured actor may run `cat`, and
+/// the manifest `body` (a `component` or a `command` line) declares
+/// `code:exec` on it. Returns the workspace and the arguments of a JSON
+/// run at level Full under `mode`.
+fn cat_turn(env: &Env, body: &str, mode: &str) -> Vec<String> {
     let ws = env.mkdir("ws");
     env.write(
         "config/gatehouse/gatehouse.toml",
@@ -718,11 +717,10 @@ fn refuse_critical_refuses_a_code_exec_turn_when_landlock_is_hidden() {
     let m = env.write(
         "manifests/cat.toml",
         &format!(
-            "name = \"cat\"\ncomponent = \"{}\"\ntools = [\"cat\"]\n[[capabilities]]\nname = \"code:exec\"\ntarget = \"cat\"\n",
-            s(&component("run-tool"))
+            "name = \"cat\"\n{body}\ntools = [\"cat\"]\n[[capabilities]]\nname = \"code:exec\"\ntarget = \"cat\"\n"
         ),
     );
-    let args = [
+    [
         "--json",
         "run",
         s(&m),
@@ -731,8 +729,21 @@ fn refuse_critical_refuses_a_code_exec_turn_when_landlock_is_hidden() {
         "--workspace",
         s(&ws),
         "--on-degraded",
-        "refuse-critical",
-    ];
+        mode,
+    ]
+    .map(String::from)
+    .to_vec()
+}
+
+#[test]
+fn refuse_critical_refuses_a_code_exec_turn_when_landlock_is_hidden() {
+    // The same turn passes the gate up to its approvals on the control
+    // host (exit 4: no terminal to ask), and is refused with
+    // ISOLATION_DEGRADED, before any approval, once Landlock is hidden.
+    let env = Env::new();
+    let body = format!("component = \"{}\"", s(&component("run-tool")));
+    let args = cat_turn(&env, &body, "refuse-critical");
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
     if host_can_be_full() {
         let r = run(&env, Degrade::None, &args);
         r.expect(4);
@@ -762,29 +773,9 @@ fn warn_runs_a_code_exec_turn_without_landlock_and_the_outcome_says_so() {
     // `warn` the command runs, unconfined in its files, and both the
     // report and the command's record say so.
     let env = Env::new();
-    let ws = env.mkdir("ws");
-    env.write(
-        "config/gatehouse/gatehouse.toml",
-        "[actors.main]\nskills = [\"*\"]\ntools = [\"cat\"]\n",
-    );
-    let m = env.write(
-        "manifests/cat.toml",
-        "name = \"peek\"\ncommand = [\"cat\", \"/etc/hostname\"]\ntools = [\"cat\"]\n[[capabilities]]\nname = \"code:exec\"\ntarget = \"cat\"\n",
-    );
-    let mut cmd = env.terminal_command(
-        &[
-            "--json",
-            "run",
-            s(&m),
-            "--level",
-            "Full",
-            "--workspace",
-            s(&ws),
-            "--on-degraded",
-            "warn",
-        ],
-        &[],
-    );
+    let args = cat_turn(&env, r#"command = ["cat", "/etc/hostname"]"#, "warn");
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let mut cmd = env.terminal_command(&args, &[]);
     seccomp_errno(&mut cmd, libc::SYS_landlock_create_ruleset, libc::ENOSYS);
     let r = crate::support::type_answers(&mut cmd, "o\n");
     assert_eq!(r.code, 0, "{r:#?}");
