@@ -51,8 +51,9 @@ const LANDLOCK_TARGET: ABI = ABI::V6;
 /// Syscalls a command may never make (`EPERM`), whatever it was granted:
 /// debugging other processes, mounting, loading kernel code, new
 /// namespaces, keyrings, `io_uring` (whose operations a seccomp filter
-/// cannot see), and the host's clock, swap and reboot.
-pub const DENIED_SYSCALLS: [(&str, i64); 36] = [
+/// cannot see), the host's clock, swap and reboot, and leaving the
+/// command's process group.
+pub const DENIED_SYSCALLS: [(&str, i64); 38] = [
     ("ptrace", libc::SYS_ptrace),
     ("process_vm_readv", libc::SYS_process_vm_readv),
     ("process_vm_writev", libc::SYS_process_vm_writev),
@@ -89,6 +90,10 @@ pub const DENIED_SYSCALLS: [(&str, i64); 36] = [
     ("settimeofday", libc::SYS_settimeofday),
     ("clock_settime", libc::SYS_clock_settime),
     ("acct", libc::SYS_acct),
+    // Leaving the process group would let a process outlive the timeout,
+    // which kills the group.
+    ("setsid", libc::SYS_setsid),
+    ("setpgid", libc::SYS_setpgid),
 ];
 
 /// `clone(2)` flags that make a new namespace; `clone` with any of them is

@@ -15,6 +15,8 @@
 //!   (`0x40000000 | 41`, x86_64 only). 0 `x32 socket`; 14 `x32 socket: …`
 //!   (`EPERM` from gatehouse's filter; `ENOSYS` from a kernel without x32
 //!   and no filter).
+//! - `setsid`: a new session (leaving the process group). 0 `setsid`;
+//!   15 `setsid: …`.
 //! - `fds`: prints `fds:` and every open descriptor above 2 (`fcntl`
 //!   probe of 3..1024).
 //! - `env`: prints every environment variable, one `NAME=value` a line.
@@ -83,6 +85,13 @@ fn main() {
             }
             println!("x32 socket");
         }
+        Some("setsid") => {
+            // SAFETY: `setsid(2)` takes no arguments.
+            if unsafe { libc::setsid() } < 0 {
+                fail("setsid", 15);
+            }
+            println!("setsid");
+        }
         Some("fds") => {
             let mut line = String::from("fds:");
             for fd in 3..1024 {
@@ -100,7 +109,7 @@ fn main() {
         }
         _ => {
             println!(
-                "usage: gatehouse-exec-probe connect ADDR | ptrace | unshare | x32-socket | fds | env"
+                "usage: gatehouse-exec-probe connect ADDR | ptrace | unshare | x32-socket | setsid | fds | env"
             );
             std::process::exit(2)
         }

@@ -278,6 +278,7 @@ fn check_document(r: &Value) {
         "kexec_load",
         "unshare",
         "io_uring_setup",
+        "setsid",
     ] {
         assert!(denied.contains(&name), "{name} is not denied: {exec:#}");
     }
