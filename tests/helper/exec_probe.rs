@@ -17,6 +17,8 @@
 //!   and no filter).
 //! - `setsid`: a new session (leaving the process group). 0 `setsid`;
 //!   15 `setsid: …`.
+//! - `orphan`: forks a child that sleeps 30 s, prints the child's pid and
+//!   exits 0 at once (the child would outlive the command).
 //! - `fds`: prints `fds:` and every open descriptor above 2 (`fcntl`
 //!   probe of 3..1024).
 //! - `env`: prints every environment variable, one `NAME=value` a line.
@@ -92,6 +94,18 @@ fn main() {
             }
             println!("setsid");
         }
+        Some("orphan") => {
+            // SAFETY: `fork(2)`; the child only sleeps and exits, touching
+            // no state shared with other threads (there are none).
+            match unsafe { libc::fork() } {
+                -1 => fail("fork", 16),
+                0 => {
+                    std::thread::sleep(std::time::Duration::from_secs(30));
+                    std::process::exit(0)
+                }
+                child => println!("{child}"),
+            }
+        }
         Some("fds") => {
             let mut line = String::from("fds:");
             for fd in 3..1024 {
@@ -109,7 +123,7 @@ fn main() {
         }
         _ => {
             println!(
-                "usage: gatehouse-exec-probe connect ADDR | ptrace | unshare | x32-socket | setsid | fds | env"
+                "usage: gatehouse-exec-probe connect ADDR | ptrace | unshare | x32-socket | setsid | orphan | fds | env"
             );
             std::process::exit(2)
         }

@@ -302,6 +302,40 @@ fn a_command_is_killed_at_its_timeout() {
 }
 
 #[test]
+fn nothing_a_command_started_outlives_it() {
+    let env = Env::new();
+    let ws = env.mkdir("ws");
+    let bin = env.mkdir("bin");
+    let probe = probe_in(&bin);
+    let mut sp = spec(&ws, &probe, &["orphan"]);
+    sp.read_roots = vec![bin.clone()];
+    let o = exec(&sp);
+    assert_eq!(o.status, Some(0), "{o:?}");
+    assert!(!o.timed_out);
+    let pid: u32 = text(&o.stdout).trim().parse().unwrap();
+    // The child it left behind was killed with the group: gone, or a
+    // zombie waiting for its new parent to reap it.
+    let alive = |pid: u32| {
+        std::fs::read_to_string(format!("/proc/{pid}/stat"))
+            .map(|st| {
+                st.rsplit(')')
+                    .next()
+                    .unwrap_or("")
+                    .trim_start()
+                    .chars()
+                    .next()
+                    != Some('Z')
+            })
+            .unwrap_or(false)
+    };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    while alive(pid) && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    assert!(!alive(pid), "process {pid} outlived its command");
+}
+
+#[test]
 fn output_is_cut_at_the_cap_and_counted() {
     let env = Env::new();
     let ws = env.mkdir("ws");
