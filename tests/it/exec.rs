@@ -318,13 +318,11 @@ fn nothing_a_command_started_outlives_it() {
     let alive = |pid: u32| {
         std::fs::read_to_string(format!("/proc/{pid}/stat"))
             .map(|st| {
-                st.rsplit(')')
+                !st.rsplit(')')
                     .next()
                     .unwrap_or("")
                     .trim_start()
-                    .chars()
-                    .next()
-                    != Some('Z')
+                    .starts_with('Z')
             })
             .unwrap_or(false)
     };
