@@ -156,7 +156,7 @@ pub struct Confinement {
     pub seccomp: bool,
     /// Whether the command may open internet sockets.
     pub network: bool,
-    /// Always: set by the child before anything else is applied.
+    /// Always: set by the child before Landlock and seccomp are applied.
     pub no_new_privs: bool,
     pub limits: ExecLimits,
     /// Canonical directories the command may read and execute from.
