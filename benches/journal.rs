@@ -115,16 +115,14 @@ fn main() {
         } else {
             None
         };
-        let context = TurnContext {
-            turn_id: id,
-            actor: "main".into(),
-            snapshot: Arc::new(snap.clone()),
-            manifests: Arc::new(manifests.clone()),
-            memory_db: state.state_dir.join("memory.db"),
-            depth: 0,
-            journal,
-            on_degraded: gatehouse::sandbox::OnDegraded::Warn,
-        };
+        let context = TurnContext::new(
+            id,
+            "main",
+            snap.clone(),
+            manifests.clone(),
+            state.state_dir.join("memory.db"),
+        )
+        .journaled(journal);
         let input = serde_json::json!({
             "op": "many", "dir": "out", "count": FILES, "size": SIZE, "sync": sync,
         })

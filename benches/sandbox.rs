@@ -69,16 +69,13 @@ fn main() {
         eprintln!("the gate did not allow hello");
         return;
     };
-    let context = TurnContext {
-        turn_id: "bench".into(),
-        actor: "main".into(),
-        snapshot: Arc::new(snap.clone()),
-        manifests: Arc::new(manifests.clone()),
-        memory_db: state.state_dir.join("memory.db"),
-        depth: 0,
-        journal: None,
-        on_degraded: gatehouse::sandbox::OnDegraded::Warn,
-    };
+    let context = TurnContext::new(
+        "bench",
+        "main",
+        snap.clone(),
+        manifests.clone(),
+        state.state_dir.join("memory.db"),
+    );
 
     let time_runs = |n: usize, fresh_cache_each_run: bool| -> Vec<f64> {
         let mut out = Vec::new();

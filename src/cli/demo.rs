@@ -296,16 +296,13 @@ fn run_executors(
                         s.decision.outcome()
                     ));
                 }
-                let context = gatehouse::sandbox::TurnContext {
-                    turn_id: plan.turn_id().to_string(),
-                    actor: "main".into(),
-                    snapshot: std::sync::Arc::new(snap.clone()),
-                    manifests: std::sync::Arc::new(manifests.clone()),
-                    memory_db: state.state_dir.join("memory.db"),
-                    depth: 0,
-                    journal: None,
-                    on_degraded: gatehouse::sandbox::OnDegraded::Warn,
-                };
+                let context = gatehouse::sandbox::TurnContext::new(
+                    plan.turn_id(),
+                    "main",
+                    snap.clone(),
+                    manifests.clone(),
+                    state.state_dir.join("memory.db"),
+                );
                 let report = execute(&sandbox, &plan, input, &context)
                     .map_err(|e| Failure::error(e.to_string()))?;
                 out(format!("  linked:   {}", report.linked.join(", ")));
@@ -400,16 +397,13 @@ fn run_tool_step(
             s.approval.map(|a| format!(" ({a})")).unwrap_or_default()
         ));
     }
-    let context = TurnContext {
+    let context = TurnContext::new(
         turn_id,
-        actor: "main".into(),
-        snapshot: std::sync::Arc::new(snap.clone()),
-        manifests: std::sync::Arc::new(manifests.to_vec()),
-        memory_db: state.state_dir.join("memory.db"),
-        depth: 0,
-        journal: None,
-        on_degraded: OnDegraded::Warn,
-    };
+        "main",
+        snap.clone(),
+        manifests.to_vec(),
+        state.state_dir.join("memory.db"),
+    );
     let input = r#"{"program":"cat","args":["notes.txt","/etc/hostname"]}"#;
     let report =
         execute(sandbox, &plan, input, &context).map_err(|e| Failure::error(e.to_string()))?;

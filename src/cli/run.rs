@@ -250,16 +250,15 @@ pub fn run(ctx: &Context, args: RunArgs) -> CmdResult {
         &steps,
         &choices,
     )?;
-    let context = TurnContext {
-        turn_id: turn_id.clone(),
-        actor: args.actor.clone(),
-        snapshot: std::sync::Arc::new(snapshot.clone()),
-        manifests: std::sync::Arc::new(manifests),
-        memory_db: ctx.state.state_dir.join("memory.db"),
-        depth: 0,
-        journal: Some(journal.clone()),
-        on_degraded,
-    };
+    let context = TurnContext::new(
+        turn_id.clone(),
+        args.actor.clone(),
+        snapshot.clone(),
+        manifests,
+        ctx.state.state_dir.join("memory.db"),
+    )
+    .journaled(Some(journal.clone()))
+    .on_degraded(on_degraded);
     let result = execute(&std::sync::Arc::new(sandbox), &plan, &args.input, &context);
     let status = match &result {
         Ok(r) if matches!(r.result, GuestResult::Ok { .. }) => "ok".to_string(),

@@ -124,6 +124,47 @@ pub struct TurnContext {
     pub on_degraded: super::isolation::OnDegraded,
 }
 
+impl TurnContext {
+    /// The context of a top-level turn (depth 0) by `actor`, decided
+    /// against `snapshot`, delegating only to `manifests`, with memory in
+    /// `memory_db`.
+    ///
+    /// Defaults: not journaled (see [`TurnContext::journaled`]) and
+    /// `on_degraded` `warn` for delegated turns (see
+    /// [`TurnContext::on_degraded`]).
+    pub fn new(
+        turn_id: impl Into<String>,
+        actor: impl Into<String>,
+        snapshot: Snapshot,
+        manifests: Vec<Manifest>,
+        memory_db: PathBuf,
+    ) -> TurnContext {
+        TurnContext {
+            turn_id: turn_id.into(),
+            actor: actor.into(),
+            snapshot: Arc::new(snapshot),
+            manifests: Arc::new(manifests),
+            memory_db,
+            depth: 0,
+            journal: None,
+            on_degraded: super::isolation::OnDegraded::Warn,
+        }
+    }
+
+    /// Journals the turn's mutations (and its callees') in `journal`.
+    pub fn journaled(self, journal: Option<crate::undo::TurnJournal>) -> TurnContext {
+        TurnContext { journal, ..self }
+    }
+
+    /// What delegated turns do while the host's isolation is degraded.
+    pub fn on_degraded(self, on_degraded: super::isolation::OnDegraded) -> TurnContext {
+        TurnContext {
+            on_degraded,
+            ..self
+        }
+    }
+}
+
 /// Runs the executor of `plan` on `input`.
 pub fn execute(
     sandbox: &Arc<Sandbox>,
