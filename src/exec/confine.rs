@@ -53,7 +53,7 @@ const LANDLOCK_TARGET: ABI = ABI::V6;
 /// namespaces, keyrings, `io_uring` (whose operations a seccomp filter
 /// cannot see), the host's clock, swap and reboot, and leaving the
 /// command's process group.
-pub const DENIED_SYSCALLS: [(&str, i64); 38] = [
+pub const DENIED_SYSCALLS: [(&str, i64); 50] = [
     ("ptrace", libc::SYS_ptrace),
     ("process_vm_readv", libc::SYS_process_vm_readv),
     ("process_vm_writev", libc::SYS_process_vm_writev),
@@ -94,6 +94,21 @@ pub const DENIED_SYSCALLS: [(&str, i64); 38] = [
     // which kills the group.
     ("setsid", libc::SYS_setsid),
     ("setpgid", libc::SYS_setpgid),
+    // What a command running as root could otherwise do to the host:
+    // hardware ports, the host's names, the kernel log, the clock,
+    // watching every filesystem, raising its own hard limits.
+    ("iopl", libc::SYS_iopl),
+    ("ioperm", libc::SYS_ioperm),
+    ("sethostname", libc::SYS_sethostname),
+    ("setdomainname", libc::SYS_setdomainname),
+    ("syslog", libc::SYS_syslog),
+    ("vhangup", libc::SYS_vhangup),
+    ("quotactl", libc::SYS_quotactl),
+    ("adjtimex", libc::SYS_adjtimex),
+    ("clock_adjtime", libc::SYS_clock_adjtime),
+    ("fanotify_init", libc::SYS_fanotify_init),
+    ("lookup_dcookie", libc::SYS_lookup_dcookie),
+    ("setrlimit", libc::SYS_setrlimit),
 ];
 
 /// `clone(2)` flags that make a new namespace; `clone` with any of them is
@@ -304,9 +319,13 @@ fn ruleset(
         rules.push((p.clone(), access));
     }
     // Nothing written can be executed: a write root gets every right but
-    // `Execute`, so a program a command copies or writes there cannot run.
+    // `Execute`, so a program a command copies or writes there cannot run;
+    // nor device nodes (a root command could make one for the host's disk
+    // and read it) or device ioctls.
+    let write_access = AccessFs::from_all(abi)
+        & !(AccessFs::Execute | AccessFs::MakeChar | AccessFs::MakeBlock | AccessFs::IoctlDev);
     for p in write {
-        rules.push((p.clone(), AccessFs::from_all(abi) & !AccessFs::Execute));
+        rules.push((p.clone(), write_access));
     }
     for f in SYSTEM_READ_FILES {
         rules.push((PathBuf::from(f), file_read.into()));
@@ -357,6 +376,14 @@ fn filters(network: bool) -> Result<Vec<BpfProgram>, ExecError> {
         clone_rules.push(SeccompRule::new(vec![cond]).map_err(seccomp_error)?);
     }
     rules.insert(libc::SYS_clone, clone_rules);
+    // `prlimit64` that sets a limit (its third argument non-null); reading
+    // one, as `getrlimit` does through it, stays allowed.
+    let sets_limit = SeccompCondition::new(2, SeccompCmpArgLen::Qword, SeccompCmpOp::Ne, 0)
+        .map_err(seccomp_error)?;
+    rules.insert(
+        libc::SYS_prlimit64,
+        vec![SeccompRule::new(vec![sets_limit]).map_err(seccomp_error)?],
+    );
     if !network {
         let not_unix = SeccompCondition::new(
             0,

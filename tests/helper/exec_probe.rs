@@ -19,6 +19,10 @@
 //!   15 `setsid: …`.
 //! - `orphan`: forks a child that sleeps 30 s, prints the child's pid and
 //!   exits 0 at once (the child would outlive the command).
+//! - `root-tricks`: as root, tries `sethostname` (to its current name),
+//!   raising its hard `RLIMIT_CPU` and `iopl(3)`, and prints one line per
+//!   try, `<name>: ok` or `<name>: <error>`; then reads its own
+//!   `RLIMIT_CPU` (`getrlimit: <soft>`), which must still work.
 //! - `fds`: prints `fds:` and every open descriptor above 2 (`fcntl`
 //!   probe of 3..1024).
 //! - `env`: prints every environment variable, one `NAME=value` a line.
@@ -106,6 +110,51 @@ fn main() {
                 child => println!("{child}"),
             }
         }
+        Some("root-tricks") => {
+            let mut name = [0u8; 256];
+            // SAFETY: `gethostname` writes at most `name.len()` bytes into
+            // `name`, which outlives the call.
+            let got = unsafe { libc::gethostname(name.as_mut_ptr().cast(), name.len()) };
+            let len = name.iter().position(|b| *b == 0).unwrap_or(0);
+            let report = |what: &str, r: i32| {
+                if r == 0 {
+                    println!("{what}: ok");
+                } else {
+                    println!("{what}: {}", Error::last_os_error());
+                }
+            };
+            if got == 0 {
+                // SAFETY: the first `len` bytes of `name` are initialized.
+                report("sethostname", unsafe {
+                    libc::sethostname(name.as_ptr().cast(), len)
+                });
+            }
+            let raised = libc::rlimit {
+                rlim_cur: libc::RLIM_INFINITY,
+                rlim_max: libc::RLIM_INFINITY,
+            };
+            // SAFETY: `raised` is a valid `rlimit` the kernel only reads.
+            report("setrlimit", unsafe {
+                libc::setrlimit(libc::RLIMIT_CPU, &raised)
+            });
+            // SAFETY: as above, through `prlimit` on this process.
+            report("prlimit", unsafe {
+                libc::prlimit(0, libc::RLIMIT_CPU, &raised, std::ptr::null_mut())
+            });
+            #[cfg(target_arch = "x86_64")]
+            // SAFETY: `iopl(2)` with an integer level.
+            report("iopl", unsafe { libc::iopl(3) });
+            let mut now = libc::rlimit {
+                rlim_cur: 0,
+                rlim_max: 0,
+            };
+            // SAFETY: `now` is a valid, writable `rlimit`.
+            if unsafe { libc::getrlimit(libc::RLIMIT_CPU, &mut now) } == 0 {
+                println!("getrlimit: {}", now.rlim_cur);
+            } else {
+                println!("getrlimit: {}", Error::last_os_error());
+            }
+        }
         Some("fds") => {
             let mut line = String::from("fds:");
             for fd in 3..1024 {
@@ -123,7 +172,7 @@ fn main() {
         }
         _ => {
             println!(
-                "usage: gatehouse-exec-probe connect ADDR | ptrace | unshare | x32-socket | setsid | orphan | fds | env"
+                "usage: gatehouse-exec-probe connect ADDR | ptrace | unshare | x32-socket | setsid | orphan | root-tricks | fds | env"
             );
             std::process::exit(2)
         }

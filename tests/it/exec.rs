@@ -249,6 +249,44 @@ fn nothing_in_a_write_root_can_be_executed() {
 }
 
 #[test]
+fn root_powers_are_refused_to_a_command() {
+    // These tests run as root on CI: each try below succeeds for the bare
+    // probe there (sethostname to the current name, raising a hard limit)
+    // and must not inside the sandbox.
+    assert!(confined_host(), "this host lacks landlock or seccomp");
+    let env = Env::new();
+    let ws = env.mkdir("ws");
+    let bin = env.mkdir("bin");
+    let probe = probe_in(&bin);
+    let mut sp = spec(&ws, &probe, &["root-tricks"]);
+    sp.read_roots = vec![bin.clone()];
+    let o = exec(&sp);
+    assert_eq!(o.status, Some(0), "{o:?}");
+    let mut want = vec![
+        "sethostname: Operation not permitted (os error 1)",
+        "setrlimit: Operation not permitted (os error 1)",
+        "prlimit: Operation not permitted (os error 1)",
+    ];
+    if cfg!(target_arch = "x86_64") {
+        want.push("iopl: Operation not permitted (os error 1)");
+    }
+    // Reading a limit still works, and it is the sandbox's.
+    want.push("getrlimit: 10");
+    assert_eq!(text(&o.stdout).lines().collect::<Vec<_>>(), want);
+
+    // No device node in a write root: a root command could make one for
+    // the host's disk and read it.
+    let o = exec(&spec(&ws, "/usr/bin/mknod", &["null", "c", "1", "3"]));
+    assert_eq!(o.status, Some(1), "{o:?}");
+    assert!(
+        text(&o.stderr).contains("Permission denied")
+            || text(&o.stderr).contains("Operation not permitted"),
+        "{o:?}"
+    );
+    assert!(!ws.join("null").exists());
+}
+
+#[test]
 fn the_environment_is_only_the_granted_variables() {
     let env = Env::new();
     let ws = env.mkdir("ws");
