@@ -354,7 +354,8 @@ fn ruleset(
 }
 
 /// The seccomp programs: one refusing [`DENIED_SYSCALLS`], namespace
-/// `clone`s and (without network) sockets other than `AF_UNIX` with
+/// `clone`s, setting a limit with `prlimit64`, raw sockets and sockets
+/// other than `AF_UNIX` (and, with network, `AF_INET` and `AF_INET6`) with
 /// `EPERM`; one answering `clone3` with `ENOSYS`, so that the C library
 /// falls back to `clone`, whose flags the first can inspect.
 fn filters(network: bool) -> Result<Vec<BpfProgram>, ExecError> {
@@ -384,19 +385,34 @@ fn filters(network: bool) -> Result<Vec<BpfProgram>, ExecError> {
         libc::SYS_prlimit64,
         vec![SeccompRule::new(vec![sets_limit]).map_err(seccomp_error)?],
     );
-    if !network {
-        let not_unix = SeccompCondition::new(
-            0,
-            SeccompCmpArgLen::Dword,
-            SeccompCmpOp::Ne,
-            libc::AF_UNIX as u64,
-        )
+    // Sockets: without the network only `AF_UNIX`; with it, `AF_INET` and
+    // `AF_INET6` too, never a raw socket (netlink, packet and raw sockets
+    // would let a root command reconfigure or sniff the host's network).
+    let domains: &[i32] = if network {
+        &[libc::AF_UNIX, libc::AF_INET, libc::AF_INET6]
+    } else {
+        &[libc::AF_UNIX]
+    };
+    let other_domain = domains
+        .iter()
+        .map(|d| SeccompCondition::new(0, SeccompCmpArgLen::Dword, SeccompCmpOp::Ne, *d as u64))
+        .collect::<Result<Vec<_>, _>>()
         .map_err(seccomp_error)?;
-        rules.insert(
-            libc::SYS_socket,
-            vec![SeccompRule::new(vec![not_unix]).map_err(seccomp_error)?],
-        );
-    }
+    // The type's low bits (`SOCK_NONBLOCK` and `SOCK_CLOEXEC` are flags).
+    let raw = SeccompCondition::new(
+        1,
+        SeccompCmpArgLen::Dword,
+        SeccompCmpOp::MaskedEq(0xf),
+        libc::SOCK_RAW as u64,
+    )
+    .map_err(seccomp_error)?;
+    rules.insert(
+        libc::SYS_socket,
+        vec![
+            SeccompRule::new(other_domain).map_err(seccomp_error)?,
+            SeccompRule::new(vec![raw]).map_err(seccomp_error)?,
+        ],
+    );
     let main: BpfProgram = SeccompFilter::new(
         rules,
         SeccompAction::Allow,

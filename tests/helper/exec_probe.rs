@@ -23,6 +23,9 @@
 //!   raising its hard `RLIMIT_CPU` and `iopl(3)`, and prints one line per
 //!   try, `<name>: ok` or `<name>: <error>`; then reads its own
 //!   `RLIMIT_CPU` (`getrlimit: <soft>`), which must still work.
+//! - `sockets`: tries a netlink socket, a raw ICMP socket, a packet
+//!   socket and a UDP socket, one line each: `<kind>: ok` or
+//!   `<kind>: <error>`.
 //! - `fds`: prints `fds:` and every open descriptor above 2 (`fcntl`
 //!   probe of 3..1024).
 //! - `env`: prints every environment variable, one `NAME=value` a line.
@@ -155,6 +158,35 @@ fn main() {
                 println!("getrlimit: {}", Error::last_os_error());
             }
         }
+        Some("sockets") => {
+            for (kind, domain, ty, proto) in [
+                (
+                    "netlink",
+                    libc::AF_NETLINK,
+                    libc::SOCK_RAW,
+                    libc::NETLINK_ROUTE,
+                ),
+                ("raw", libc::AF_INET, libc::SOCK_RAW, libc::IPPROTO_ICMP),
+                ("packet", libc::AF_PACKET, libc::SOCK_DGRAM, 0),
+                (
+                    "udp",
+                    libc::AF_INET,
+                    libc::SOCK_DGRAM | libc::SOCK_CLOEXEC,
+                    0,
+                ),
+            ] {
+                // SAFETY: `socket(2)` with integer arguments; a descriptor
+                // it returns is closed at once.
+                let fd = unsafe { libc::socket(domain, ty, proto) };
+                if fd < 0 {
+                    println!("{kind}: {}", Error::last_os_error());
+                } else {
+                    // SAFETY: `fd` was just returned and is closed once.
+                    unsafe { libc::close(fd) };
+                    println!("{kind}: ok");
+                }
+            }
+        }
         Some("fds") => {
             let mut line = String::from("fds:");
             for fd in 3..1024 {
@@ -172,7 +204,7 @@ fn main() {
         }
         _ => {
             println!(
-                "usage: gatehouse-exec-probe connect ADDR | ptrace | unshare | x32-socket | setsid | orphan | root-tricks | fds | env"
+                "usage: gatehouse-exec-probe connect ADDR | ptrace | unshare | x32-socket | setsid | orphan | root-tricks | sockets | fds | env"
             );
             std::process::exit(2)
         }

@@ -160,6 +160,24 @@ fn without_network_sites_a_command_cannot_open_a_tcp_socket() {
     assert_eq!(o.status, Some(0));
     assert!(o.confinement.network && !o.confinement.landlock_network);
     drop(listener);
+
+    // Even with the network, no netlink, raw or packet socket (a root
+    // command could reconfigure or sniff the host's network with one);
+    // UDP and TCP are what `network:sites` grants.
+    let mut sp = spec(&ws, &probe, &["sockets"]);
+    sp.read_roots = vec![bin.clone()];
+    sp.network = true;
+    let o = exec(&sp);
+    assert_eq!(
+        text(&o.stdout).lines().collect::<Vec<_>>(),
+        [
+            "netlink: Operation not permitted (os error 1)",
+            "raw: Operation not permitted (os error 1)",
+            "packet: Operation not permitted (os error 1)",
+            "udp: ok",
+        ],
+        "{o:?}"
+    );
 }
 
 #[test]
