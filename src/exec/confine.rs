@@ -53,7 +53,7 @@ const LANDLOCK_TARGET: ABI = ABI::V6;
 /// namespaces, keyrings, `io_uring` (whose operations a seccomp filter
 /// cannot see), the host's clock, swap and reboot, and leaving the
 /// command's process group.
-pub const DENIED_SYSCALLS: [(&str, i64); 50] = [
+pub const DENIED_SYSCALLS: [(&str, i64); 51] = [
     ("ptrace", libc::SYS_ptrace),
     ("process_vm_readv", libc::SYS_process_vm_readv),
     ("process_vm_writev", libc::SYS_process_vm_writev),
@@ -109,6 +109,9 @@ pub const DENIED_SYSCALLS: [(&str, i64); 50] = [
     ("fanotify_init", libc::SYS_fanotify_init),
     ("lookup_dcookie", libc::SYS_lookup_dcookie),
     ("setrlimit", libc::SYS_setrlimit),
+    // Executing a descriptor (a `memfd` a command filled with a program)
+    // would sidestep "nothing written can be executed".
+    ("execveat", libc::SYS_execveat),
 ];
 
 /// `clone(2)` flags that make a new namespace; `clone` with any of them is

@@ -26,6 +26,9 @@
 //! - `sockets`: tries a netlink socket, a raw ICMP socket, a packet
 //!   socket and a UDP socket, one line each: `<kind>: ok` or
 //!   `<kind>: <error>`.
+//! - `memfd-exec`: copies `/bin/true` into a `memfd` and executes the
+//!   descriptor (`execveat`). Becomes `true` (exit 0, no output) when
+//!   allowed; else 17 `execveat: …`.
 //! - `fds`: prints `fds:` and every open descriptor above 2 (`fcntl`
 //!   probe of 3..1024).
 //! - `env`: prints every environment variable, one `NAME=value` a line.
@@ -187,6 +190,37 @@ fn main() {
                 }
             }
         }
+        Some("memfd-exec") => {
+            let Ok(program) = std::fs::read("/bin/true") else {
+                fail("read /bin/true", 17)
+            };
+            // SAFETY: a NUL-terminated name and integer flags.
+            let fd = unsafe { libc::memfd_create(c"probe".as_ptr(), 0) };
+            if fd < 0 {
+                fail("memfd_create", 17);
+            }
+            // SAFETY: `program` is a valid buffer of its length.
+            let written = unsafe { libc::write(fd, program.as_ptr().cast(), program.len()) };
+            if written != program.len() as isize {
+                fail("write", 17);
+            }
+            let argv = [c"true".as_ptr(), std::ptr::null()];
+            let envp: [*const libc::c_char; 1] = [std::ptr::null()];
+            // SAFETY: NUL-terminated argv and envp arrays of valid C
+            // strings, an empty path with `AT_EMPTY_PATH`; on success this
+            // does not return.
+            unsafe {
+                libc::syscall(
+                    libc::SYS_execveat,
+                    fd,
+                    c"".as_ptr(),
+                    argv.as_ptr(),
+                    envp.as_ptr(),
+                    libc::AT_EMPTY_PATH,
+                )
+            };
+            fail("execveat", 17);
+        }
         Some("fds") => {
             let mut line = String::from("fds:");
             for fd in 3..1024 {
@@ -204,7 +238,7 @@ fn main() {
         }
         _ => {
             println!(
-                "usage: gatehouse-exec-probe connect ADDR | ptrace | unshare | x32-socket | setsid | orphan | root-tricks | sockets | fds | env"
+                "usage: gatehouse-exec-probe connect ADDR | ptrace | unshare | x32-socket | setsid | orphan | root-tricks | sockets | memfd-exec | fds | env"
             );
             std::process::exit(2)
         }

@@ -204,6 +204,13 @@ fn ptrace_namespaces_new_sessions_and_x32_syscalls_are_refused() {
             15,
             "setsid: Operation not permitted (os error 1)\n",
         ),
+        // A program written into a memfd would run despite "nothing
+        // written can be executed".
+        (
+            "memfd-exec",
+            17,
+            "execveat: Operation not permitted (os error 1)\n",
+        ),
     ];
     // The x32 numbers of x86_64 reach the same kernel code under other
     // numbers; the filter refuses them all (a kernel without x32 would
