@@ -86,8 +86,9 @@ impl Default for ExecLimits {
 /// # Security
 /// Every field that names a path or a variable hands the command that
 /// authority: `read_roots` can be read and executed from, `write_roots`
-/// changed, `env` is visible, and `network` lets it open sockets to any
-/// host (the host-name filter of `network:sites` covers wasm guests only).
+/// changed, `env` is visible, and `network` lets it open TCP and UDP
+/// sockets to any host (the host-name filter of `network:sites` covers
+/// wasm guests only).
 #[derive(Debug, Clone, Default)]
 pub struct ExecSpec {
     /// An absolute path to the program (see [`resolve_program`]).
@@ -103,7 +104,8 @@ pub struct ExecSpec {
     pub read_roots: Vec<PathBuf>,
     /// Directories the command may read, write, create in and delete from.
     pub write_roots: Vec<PathBuf>,
-    /// Whether `socket(2)` is allowed (`network:sites` granted).
+    /// Whether `AF_INET`/`AF_INET6` sockets are allowed (`network:sites`
+    /// granted); raw, netlink and packet sockets never are.
     pub network: bool,
     pub limits: ExecLimits,
     /// Written to the command's stdin, which is then closed.

@@ -7,8 +7,8 @@
 //! program's name is one the plan allows and the policy's `tool` request
 //! for the exact argv is allowed. The command gets the plan's authority
 //! and no more: its read and write roots are the plan's whole-directory
-//! preopens, its environment the granted variables, sockets only with
-//! `network:sites`.
+//! preopens, its environment the granted variables, internet sockets only
+//! with `network:sites`.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -85,7 +85,8 @@ impl ExecBinding {
     ///
     /// # Security
     /// Hands every command of the run the plan's roots, variables and,
-    /// with `network:sites`, unfiltered sockets.
+    /// with `network:sites`, TCP and UDP sockets to any address (the
+    /// per-name filter of `network:sites` covers wasm guests only).
     pub fn new(plan: &Plan, context: &TurnContext) -> ExecBinding {
         let whole = |host: &std::path::Path, access: DirAccess| {
             let want = format!("{}/**", host.display().to_string().trim_end_matches('/'));
