@@ -9,14 +9,18 @@
 //!
 //! - a cleared environment holding only the granted variables;
 //! - a working directory inside one of its granted roots;
-//! - Landlock rules: read (and execute) beneath each read root, everything
-//!   but execute beneath each write root, read and execute of the system's program
-//!   directories ([`SYSTEM_READ_ROOTS`]) and nothing else; without a
-//!   network grant, TCP bind and connect are refused too (Landlock ABI 4+),
-//!   and signals and abstract unix sockets are scoped to the sandbox (ABI 6+);
-//! - a seccomp filter refusing `socket(2)` unless the network is granted,
-//!   and always `ptrace`, `mount`, `bpf`, `kexec_load`, module loading,
-//!   namespaces, keyrings, `io_uring` and friends ([`confine::DENIED_SYSCALLS`]);
+//! - Landlock rules: read (and execute) beneath each read root; everything
+//!   but execute, device nodes and device ioctls beneath each write root;
+//!   read and execute of the system's program directories
+//!   ([`SYSTEM_READ_ROOTS`]) and nothing else. Without a network grant,
+//!   TCP bind and connect are refused too (Landlock ABI 4+); signals and
+//!   abstract unix sockets are scoped to the sandbox (ABI 6+);
+//! - a seccomp filter refusing every socket but `AF_UNIX` without the
+//!   network grant (and raw, netlink and packet sockets even with it), and
+//!   always `ptrace`, `mount`, `bpf`, `kexec_load`, module loading,
+//!   namespaces, keyrings, `io_uring`, `execveat`, leaving the process
+//!   group, raising a limit and what else root could do to the host
+//!   ([`DENIED_SYSCALLS`]), and every x32 syscall number on x86_64;
 //! - `no_new_privs`, its own process group, `SIGKILL` when gatehouse dies,
 //!   and no descriptor but stdin, stdout and stderr;
 //! - rlimits on CPU time, address space, file size, processes and open
