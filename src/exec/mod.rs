@@ -2,7 +2,7 @@
 //! child process.
 //!
 //! A command reaches this module only after the policy's tool layers
-//! screened it (a `tool` request to [`crate::policy::decide`], whose
+//! screened it (a `tool` request to [`crate::policy::decide()`], whose
 //! command is [`quote_argv`] of the argv); this module does not
 //! decide anything, it builds the confinement the decision describes and
 //! says what it could apply. The child gets:
