@@ -409,31 +409,7 @@ fn run_tool_step(
         execute(sandbox, &plan, input, &context).map_err(|e| Failure::error(e.to_string()))?;
     out(format!("  linked:   {}", report.linked.join(", ")));
     for c in &report.commands {
-        let how = match &c.confinement {
-            Some(k) => format!(
-                "landlock {}, seccomp {}, read roots [{}], write roots [{}]{}",
-                k.landlock_abi
-                    .map(|a| format!("abi {a}"))
-                    .unwrap_or_else(|| "off".into()),
-                if k.seccomp { "on" } else { "off" },
-                k.read_roots.join(", "),
-                k.write_roots.join(", "),
-                if k.skipped.is_empty() {
-                    String::new()
-                } else {
-                    format!("; skipped: {}", k.skipped.join("; "))
-                }
-            ),
-            None => format!("not started: {} {}", c.decision, c.reason),
-        };
-        out(format!(
-            "  command:  {} {} -> status {}; {how}",
-            c.program,
-            c.args.join(" "),
-            c.status
-                .map(|s| s.to_string())
-                .unwrap_or_else(|| "-".into())
-        ));
+        out(format!("  command:  {}", c.summary()));
     }
     match report.result {
         GuestResult::Ok { output } => out(format!("  output:   {output}")),

@@ -315,34 +315,7 @@ pub fn run(ctx: &Context, args: RunArgs) -> CmdResult {
                     out(format!("log      [{}] {}", l.level, l.message));
                 }
                 for c in &report.commands {
-                    let end = match (c.spawned, c.status, c.signal) {
-                        (false, _, _) => format!("not started: {} {}", c.decision, c.reason),
-                        (true, _, _) if c.timed_out => "killed at its timeout".to_string(),
-                        (true, Some(code), _) => format!("status {code}"),
-                        (true, None, sig) => format!("signal {}", sig.unwrap_or(0)),
-                    };
-                    let confined = c
-                        .confinement
-                        .as_ref()
-                        .map(|k| {
-                            let mut s = format!(
-                                "; landlock {}, seccomp {}",
-                                k.landlock_abi
-                                    .map(|a| format!("abi {a}"))
-                                    .unwrap_or_else(|| "off".into()),
-                                if k.seccomp { "on" } else { "off" }
-                            );
-                            for skipped in &k.skipped {
-                                s.push_str(&format!("; skipped {skipped}"));
-                            }
-                            s
-                        })
-                        .unwrap_or_default();
-                    out(format!(
-                        "command  {} {} -> {end}{confined}",
-                        c.program,
-                        c.args.join(" ")
-                    ));
+                    out(format!("command  {}", c.summary()));
                 }
                 match &report.result {
                     GuestResult::Ok { output } => out(format!("output   {output}")),

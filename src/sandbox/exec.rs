@@ -51,6 +51,44 @@ pub struct CommandRecord {
     pub confinement: Option<Confinement>,
 }
 
+impl CommandRecord {
+    /// One line for people: `cat notes.txt -> status 1; landlock abi 7,
+    /// seccomp on, read roots [..], write roots [..]`, or why nothing
+    /// started.
+    pub fn summary(&self) -> String {
+        let end = match (self.spawned, self.status, self.signal) {
+            (false, _, _) => format!("not started: {} {}", self.decision, self.reason),
+            (true, _, _) if self.timed_out => "killed at its timeout".to_string(),
+            (true, Some(code), _) => format!("status {code}"),
+            (true, None, sig) => format!("signal {}", sig.unwrap_or(0)),
+        };
+        let confined = self
+            .confinement
+            .as_ref()
+            .map(|k| {
+                let mut s = format!(
+                    "; landlock {}, seccomp {}, read roots [{}], write roots [{}]",
+                    k.landlock_abi
+                        .map(|a| format!("abi {a}"))
+                        .unwrap_or_else(|| "off".into()),
+                    if k.seccomp { "on" } else { "off" },
+                    k.read_roots.join(", "),
+                    k.write_roots.join(", "),
+                );
+                for skipped in &k.skipped {
+                    s.push_str(&format!("; skipped {skipped}"));
+                }
+                s
+            })
+            .unwrap_or_default();
+        format!(
+            "{} {} -> {end}{confined}",
+            self.program,
+            self.args.join(" ")
+        )
+    }
+}
+
 /// What a run needs to start commands.
 pub struct ExecBinding {
     pub snapshot: Arc<Snapshot>,
