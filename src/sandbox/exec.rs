@@ -274,8 +274,7 @@ impl ExecBinding {
                     Error::Denied(d) => d.reason.clone(),
                     Error::InvalidInput(m) | Error::Failed(m) => m.clone(),
                 };
-                self.log(&record);
-                self.records.push(record);
+                self.keep(record);
                 return Err(e);
             }
         };
@@ -289,17 +288,21 @@ impl ExecBinding {
                 record.stdout_total = o.stdout_total;
                 record.stderr_total = o.stderr_total;
                 record.confinement = Some(o.confinement.clone());
-                self.log(&record);
-                self.records.push(record);
+                self.keep(record);
                 Ok(o)
             }
             Err(e) => {
                 record.reason = e.to_string();
-                self.log(&record);
-                self.records.push(record);
+                self.keep(record);
                 Err(Error::Failed(e.to_string()))
             }
         }
+    }
+
+    /// Logs the call and keeps it for the run report.
+    fn keep(&mut self, record: CommandRecord) {
+        self.log(&record);
+        self.records.push(record);
     }
 
     /// Appends the call to the turn's audit log: the `tool` request with
