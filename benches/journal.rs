@@ -8,16 +8,13 @@
 //! file. Needs the guests built (`./setup.sh`).
 
 use std::path::Path;
-use std::sync::Arc;
 use std::time::Instant;
 
 use gatehouse::config::{HostConfig, StatePaths};
+use gatehouse::host::{Host, HostOptions, NoOne, TurnEnd, TurnRequest};
 use gatehouse::manifest::Manifest;
 use gatehouse::policy::Level;
-use gatehouse::sandbox::{execute, GuestResult, Limits, Sandbox, TurnContext};
-use gatehouse::snapshot::{self, Sources};
-use gatehouse::turn::{gate, Gate, TurnInput};
-use gatehouse::undo::{TurnJournal, TurnRecord};
+use gatehouse::sandbox::GuestResult;
 
 const FILES: usize = 100;
 const SIZE: usize = 64 * 1024;
@@ -54,87 +51,44 @@ fn main() {
     let state = StatePaths::under(&tmp.join("state"), None, None);
     let config = HostConfig::safe_default("bench");
     let manifests = vec![manifest];
-    let Ok(snap) = snapshot::build(Sources {
-        config: &config,
-        state: &state,
-        manifests: &manifests,
-        turn_workspace: &workspace,
-        home: None,
-        level: Some(Level::Full),
-        grants: vec![],
-    }) else {
+    let host = |journaled: bool| {
+        let mut options = HostOptions::new(
+            config.clone(),
+            state.clone(),
+            workspace.clone(),
+            manifests.clone(),
+        );
+        options.level = Some(Level::Full);
+        options.journaled = journaled;
+        Host::open(options)
+    };
+    let (Ok(bare_host), Ok(journal_host)) = (host(false), host(true)) else {
+        eprintln!("cannot open the hosts");
         return;
     };
-    let limits = Limits {
-        deadline_ms: 120_000,
-        ..Limits::default()
-    };
-    let Gate::Ready { plan, .. } = gate(TurnInput {
-        snapshot: &snap,
-        actor: "main",
-        manifest: &manifests[0],
-        turn_id: "bench".into(),
-        limits,
-        approved_once: &[],
-        // The bench times the journal, not the switch.
-        isolation: &gatehouse::sandbox::isolation::probe(&gatehouse::sandbox::EngineProfile::new(
-            Limits::default().memory_bytes,
-        )),
-        on_degraded: gatehouse::sandbox::OnDegraded::Warn,
-    }) else {
-        eprintln!("the gate did not allow write-file");
-        return;
-    };
-    let Ok(sandbox) = Sandbox::new(&state.cache_dir, Limits::default().memory_bytes) else {
-        return;
-    };
-    let sandbox = Arc::new(sandbox);
     let originals = vec![b'o'; SIZE];
     let reset = || {
         for i in 0..FILES {
             let _ = std::fs::write(ws_canon.join(format!("out/f{i}.txt")), &originals);
         }
     };
-    let mut turn = 0usize;
-    let mut run = |journaled: bool, sync: bool| -> Option<f64> {
+    let run = |journaled: bool, sync: bool| -> Option<f64> {
         reset();
-        turn += 1;
-        let id = format!("bench-{turn}");
-        let journal = if journaled {
-            let record = TurnRecord {
-                turn: id.clone(),
-                executor: "write-file".into(),
-                actor: "main".into(),
-                level: "Full".into(),
-                started_at: gatehouse::grants::now_utc(),
-                finished_at: None,
-                status: "running".into(),
-                undo: "none".into(),
-            };
-            Some(TurnJournal::create(&state.history_dir, &record, &[]).ok()?)
-        } else {
-            None
-        };
-        let context = TurnContext::new(
-            id,
-            "main",
-            snap.clone(),
-            manifests.clone(),
-            state.state_dir.join("memory.db"),
-        )
-        .journaled(journal);
         let input = serde_json::json!({
             "op": "many", "dir": "out", "count": FILES, "size": SIZE, "sync": sync,
         })
         .to_string();
+        let host = if journaled { &journal_host } else { &bare_host };
         let start = Instant::now();
-        let report = execute(&sandbox, &plan, &input, &context).ok()?;
+        let outcome = host.run(TurnRequest::new("write-file", "main", input), &NoOne);
         let ms = start.elapsed().as_secs_f64() * 1e3;
-        if !matches!(report.result, GuestResult::Ok { .. }) {
-            eprintln!("the write-file run failed: {:?}", report.result);
-            return None;
+        match outcome.end {
+            TurnEnd::Ran { run } if matches!(run.result, GuestResult::Ok { .. }) => Some(ms),
+            end => {
+                eprintln!("the write-file run failed: {end:?}");
+                None
+            }
         }
-        Some(ms)
     };
     // Warm the compiled-component cache.
     let _ = run(false, false);

@@ -11,11 +11,11 @@
 pub mod config;
 pub mod exec;
 pub mod grants;
+pub mod host;
 pub mod manifest;
 pub mod memory;
 pub mod policy;
 pub mod sandbox;
 pub mod snapshot;
 pub mod tier3;
-pub mod turn;
 pub mod undo;

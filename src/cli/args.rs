@@ -260,9 +260,16 @@ pub struct HistoryArgs {
     /// Only this turn.
     #[arg(long)]
     pub turn: Option<String>,
-    /// With --turn: print its audit log (every decision and approval choice).
+    /// With --turn: print its audit log (every decision and approval
+    /// choice), from its history directory or, for a turn that mutated
+    /// nothing, from `<state>/audit.jsonl`.
     #[arg(long, requires = "turn")]
     pub decisions: bool,
+    /// Print the requests that ended before any guest code ran
+    /// (`<state>/denials.jsonl`), one JSON line each; with --turn, only
+    /// that turn's.
+    #[arg(long, conflicts_with = "decisions")]
+    pub denials: bool,
 }
 
 #[derive(Debug, Args)]

@@ -184,7 +184,10 @@ fn check(ctx: &Context, args: CheckArgs) -> CmdResult {
 }
 
 /// Every manifest in the configured executor directories, plus `extra`.
-fn gather_manifests(dirs: &[PathBuf], extra: &[PathBuf]) -> Result<Vec<Manifest>, Failure> {
+pub(super) fn gather_manifests(
+    dirs: &[PathBuf],
+    extra: &[PathBuf],
+) -> Result<Vec<Manifest>, Failure> {
     let mut manifests = gatehouse::manifest::discover(dirs)?;
     for p in extra {
         let m = Manifest::load(p)?;

@@ -6,7 +6,12 @@ use serde_json::json;
 
 use gatehouse::config::{HostConfig, StatePaths};
 use gatehouse::grants::{now_utc, GrantStore, NewGrant};
+use gatehouse::host::{
+    ApprovalRequest, Approver, Choice, Host, HostOptions, NoOne, TurnEnd, TurnOutcome, TurnRequest,
+};
+use gatehouse::policy::DenyCode;
 use gatehouse::policy::{decide_json, Decision, Identity, Level};
+use gatehouse::sandbox::GuestResult;
 use gatehouse::snapshot::{self, Sources};
 use gatehouse::tier3::{self, CaseStatus};
 
@@ -153,7 +158,7 @@ pub fn run(ctx: &Context) -> CmdResult {
         }
     }
 
-    run_executors(&config, &state, &workspace, &store)?;
+    run_executors(&config, &state, &workspace)?;
 
     let results = tier3::run(&snap, None);
     let count = |s| results.iter().filter(|r| r.status == s).count();
@@ -186,26 +191,103 @@ fn guest_manifest(name: &str) -> Result<gatehouse::manifest::Manifest, Failure> 
     Ok(m)
 }
 
-fn run_executors(
+/// The demo's approver: answers every pending item "allow once" and says
+/// so, as a person at the prompt would.
+struct AllowOnce;
+
+impl Approver for AllowOnce {
+    fn ask(&self, request: &ApprovalRequest) -> Vec<Choice> {
+        for p in &request.pending {
+            out(format!(
+                "  approval: `{}` on `{}` -> allowed once (as at the prompt)",
+                p.capability,
+                p.target.as_deref().unwrap_or("-")
+            ));
+        }
+        vec![Choice::Once; request.pending.len()]
+    }
+}
+
+/// A host on the demo's state and workspace, at `level`, knowing `manifests`.
+fn demo_host(
     config: &HostConfig,
     state: &StatePaths,
     workspace: &str,
-    store: &GrantStore,
-) -> Result<(), Failure> {
-    use gatehouse::sandbox::{execute, GuestResult, Limits, Sandbox};
-    use gatehouse::turn::{gate, new_turn_id, Gate, TurnInput};
-    use std::sync::atomic::Ordering;
+    manifests: &[gatehouse::manifest::Manifest],
+    level: Option<Level>,
+) -> Result<Host, Failure> {
+    let mut options = HostOptions::new(
+        config.clone(),
+        state.clone(),
+        workspace.to_string(),
+        manifests.to_vec(),
+    );
+    options.level = level;
+    options.granted_by = Some("demo".into());
+    Host::open(options).map_err(super::run::host_failure)
+}
 
+/// Prints what a demo turn did.
+fn show_outcome(outcome: &TurnOutcome, workspace: &str) {
+    for s in &outcome.decisions {
+        out(format!(
+            "  decision: {} -> {}{}",
+            s.request.kind.name(),
+            s.decision.outcome(),
+            s.approval.map(|a| format!(" ({a})")).unwrap_or_default()
+        ));
+    }
+    match &outcome.end {
+        TurnEnd::Refused { code, reason } => {
+            if *code == DenyCode::ApprovalRequired {
+                for p in &outcome.pending {
+                    out(format!(
+                        "  APPROVAL_REQUIRED: `{}` on `{}`: {}",
+                        p.capability,
+                        p.target.as_deref().unwrap_or_default(),
+                        p.reason
+                    ));
+                }
+            } else {
+                out(format!("  denied {code}: {reason}"));
+            }
+            out(format!(
+                "  isolation probed, engine built: {}",
+                if outcome.isolation.is_some() {
+                    "yes"
+                } else {
+                    "no (the policy answered first)"
+                }
+            ));
+        }
+        TurnEnd::Ran { run } => {
+            out(format!("  linked:   {}", run.linked.join(", ")));
+            for c in &run.commands {
+                out(format!("  command:  {}", c.summary()));
+            }
+            match &run.result {
+                GuestResult::Ok { output } => out(format!("  output:   {output}")),
+                GuestResult::Err { error } => out(format!("  error:    {error}")),
+            }
+            let written = Path::new(workspace).join("out/a.txt");
+            if let Ok(bytes) = std::fs::read_to_string(&written) {
+                out(format!("  on disk:  {} = {:?}", written.display(), bytes));
+            }
+        }
+        TurnEnd::Stopped { message, .. }
+        | TurnEnd::Invalid { message }
+        | TurnEnd::Failed { message } => out(format!("  failed:   {message}")),
+    }
+    out("");
+}
+
+fn run_executors(config: &HostConfig, state: &StatePaths, workspace: &str) -> Result<(), Failure> {
     let manifests = vec![
         guest_manifest("hello")?,
         guest_manifest("write-file")?,
         guest_manifest("env")?,
         guest_manifest("run-tool")?,
     ];
-    let sandbox = std::sync::Arc::new(
-        Sandbox::new(&state.cache_dir, Limits::default().memory_bytes)
-            .map_err(|e| Failure::error(format!("cannot start the engine: {e}")))?,
-    );
     let cases: [(&str, &str, Option<Level>, &str); 4] = [
         (
             "8. run `hello` (compute:pure)",
@@ -220,7 +302,7 @@ fn run_executors(
             r#"{"path":"out/a.txt","content":"hi"}"#,
         ),
         (
-            "10. run `env` (env:read needs an approval; no terminal here)",
+            "10. run `env` (env:read needs an approval; no one to ask here)",
             "env",
             None,
             r#"{"names":["HOME"]}"#,
@@ -233,92 +315,12 @@ fn run_executors(
         ),
     ];
     for (title, name, level, input) in cases {
-        let snap = snapshot::build(Sources {
-            config,
-            state,
-            manifests: &manifests,
-            turn_workspace: workspace,
-            home: None,
-            level,
-            grants: store.active_all(now_utc())?,
-        })?;
-        let Some(manifest) = manifests.iter().find(|m| m.name == name) else {
-            continue;
-        };
-        let before = sandbox.counters().loaded.load(Ordering::Relaxed);
+        let host = demo_host(config, state, workspace, &manifests, level)?;
         out(title);
-        let g = gate(TurnInput {
-            snapshot: &snap,
-            actor: "main",
-            manifest,
-            turn_id: new_turn_id(now_utc()),
-            limits: Limits::default(),
-            approved_once: &[],
-            isolation: sandbox.isolation(),
-            on_degraded: gatehouse::sandbox::OnDegraded::Warn,
-        });
-        match g {
-            Gate::Denied {
-                steps,
-                code,
-                reason,
-            } => {
-                for s in &steps {
-                    out(format!(
-                        "  decision: {} -> {}",
-                        s.request.kind.name(),
-                        s.decision.outcome()
-                    ));
-                }
-                out(format!("  denied {code}: {reason}"));
-                let after = sandbox.counters().loaded.load(Ordering::Relaxed);
-                out(format!(
-                    "  components loaded for this turn: {}\n",
-                    after - before
-                ));
-            }
-            Gate::ApprovalRequired { pending, .. } => {
-                for p in pending {
-                    out(format!(
-                        "  APPROVAL_REQUIRED: `{}` on `{}`: {}",
-                        p.capability,
-                        p.target.unwrap_or_default(),
-                        p.reason
-                    ));
-                }
-                out("");
-            }
-            Gate::Ready { steps, plan } => {
-                for s in &steps {
-                    out(format!(
-                        "  decision: {} -> {}",
-                        s.request.kind.name(),
-                        s.decision.outcome()
-                    ));
-                }
-                let context = gatehouse::sandbox::TurnContext::new(
-                    plan.turn_id(),
-                    "main",
-                    snap.clone(),
-                    manifests.clone(),
-                    state.state_dir.join("memory.db"),
-                );
-                let report = execute(&sandbox, &plan, input, &context)
-                    .map_err(|e| Failure::error(e.to_string()))?;
-                out(format!("  linked:   {}", report.linked.join(", ")));
-                match report.result {
-                    GuestResult::Ok { output } => out(format!("  output:   {output}")),
-                    GuestResult::Err { error } => out(format!("  error:    {error}")),
-                }
-                let written = Path::new(workspace).join("out/a.txt");
-                if let Ok(bytes) = std::fs::read_to_string(&written) {
-                    out(format!("  on disk:  {} = {:?}", written.display(), bytes));
-                }
-                out("");
-            }
-        }
+        let outcome = host.run(TurnRequest::new(name, "main", input), &NoOne);
+        show_outcome(&outcome, workspace);
     }
-    run_tool_step(config, state, workspace, store, &sandbox, &manifests)
+    run_tool_step(config, state, workspace, &manifests)
 }
 
 /// Step 12: `run-tool` runs `cat` in the OS sandbox of `code:exec`. The
@@ -329,13 +331,8 @@ fn run_tool_step(
     config: &HostConfig,
     state: &StatePaths,
     workspace: &str,
-    store: &GrantStore,
-    sandbox: &std::sync::Arc<gatehouse::sandbox::Sandbox>,
     manifests: &[gatehouse::manifest::Manifest],
 ) -> Result<(), Failure> {
-    use gatehouse::sandbox::{execute, GuestResult, Limits, OnDegraded, TurnContext};
-    use gatehouse::turn::{gate, new_turn_id, Gate, TurnInput};
-
     out("12. run `run-tool`: `cat notes.txt /etc/hostname` as a host command (code:exec)");
     let mut config = config.clone();
     if let Some(main) = config.actors.get_mut("main") {
@@ -344,77 +341,9 @@ fn run_tool_step(
     let notes = Path::new(workspace).join("notes.txt");
     std::fs::write(&notes, "a note in the workspace\n")
         .map_err(|e| Failure::error(format!("cannot write `{}`: {e}", notes.display())))?;
-    let snap = snapshot::build(Sources {
-        config: &config,
-        state,
-        manifests,
-        turn_workspace: workspace,
-        home: None,
-        level: None,
-        grants: store.active_all(now_utc())?,
-    })?;
-    let Some(manifest) = manifests.iter().find(|m| m.name == "run-tool") else {
-        return Err(Failure::error("the `run-tool` manifest is missing"));
-    };
-    let mut approved = Vec::new();
-    let turn_id = new_turn_id(now_utc());
-    let (steps, plan) = loop {
-        match gate(TurnInput {
-            snapshot: &snap,
-            actor: "main",
-            manifest,
-            turn_id: turn_id.clone(),
-            limits: Limits::default(),
-            approved_once: &approved,
-            isolation: sandbox.isolation(),
-            on_degraded: OnDegraded::Warn,
-        }) {
-            Gate::Ready { steps, plan } => break (steps, plan),
-            Gate::Denied { code, reason, .. } => {
-                out(format!("  denied {code}: {reason}\n"));
-                return Ok(());
-            }
-            Gate::ApprovalRequired { pending, .. } if approved.is_empty() => {
-                for p in pending {
-                    out(format!(
-                        "  approval: `{}` on `{}` -> allowed once (as at the prompt)",
-                        p.capability,
-                        p.target.as_deref().unwrap_or("-")
-                    ));
-                    approved.push((p.capability, p.target));
-                }
-            }
-            Gate::ApprovalRequired { .. } => {
-                return Err(Failure::error("an approval given once was asked for again"))
-            }
-        }
-    };
-    for s in &steps {
-        out(format!(
-            "  decision: {} -> {}{}",
-            s.request.kind.name(),
-            s.decision.outcome(),
-            s.approval.map(|a| format!(" ({a})")).unwrap_or_default()
-        ));
-    }
-    let context = TurnContext::new(
-        turn_id,
-        "main",
-        snap.clone(),
-        manifests.to_vec(),
-        state.state_dir.join("memory.db"),
-    );
+    let host = demo_host(&config, state, workspace, manifests, None)?;
     let input = r#"{"program":"cat","args":["notes.txt","/etc/hostname"]}"#;
-    let report =
-        execute(sandbox, &plan, input, &context).map_err(|e| Failure::error(e.to_string()))?;
-    out(format!("  linked:   {}", report.linked.join(", ")));
-    for c in &report.commands {
-        out(format!("  command:  {}", c.summary()));
-    }
-    match report.result {
-        GuestResult::Ok { output } => out(format!("  output:   {output}")),
-        GuestResult::Err { error } => out(format!("  error:    {error}")),
-    }
-    out("");
+    let outcome = host.run(TurnRequest::new("run-tool", "main", input), &AllowOnce);
+    show_outcome(&outcome, workspace);
     Ok(())
 }

@@ -16,8 +16,16 @@ impl From<HistoryError> for Failure {
 
 pub fn history(ctx: &Context, args: HistoryArgs) -> CmdResult {
     let h = History::new(&ctx.state.history_dir);
+    if args.denials {
+        for d in History::denials(&ctx.state.state_dir.join("denials.jsonl"))? {
+            if args.turn.as_ref().is_none_or(|t| d["turn"] == t.as_str()) {
+                out_json(&d);
+            }
+        }
+        return Ok(Exit::Ok);
+    }
     if let (Some(turn), true) = (&args.turn, args.decisions) {
-        for d in h.decisions(turn)? {
+        for d in h.decisions(turn, &ctx.state.state_dir.join("audit.jsonl"))? {
             out_json(&d);
         }
         return Ok(Exit::Ok);

@@ -44,6 +44,7 @@ pub enum DenyCode {
     LimitOutput,
     LimitHostcalls,
     LimitResources,
+    TurnCancelled,
 }
 
 /// Which part of the gate produces a code.
@@ -95,7 +96,7 @@ use DenyCode as D;
 
 impl DenyCode {
     /// Every code, in documentation order.
-    pub const ALL: [DenyCode; 33] = [
+    pub const ALL: [DenyCode; 34] = [
         D::UnknownRequest,
         D::UnknownActor,
         D::UnknownTarget,
@@ -129,6 +130,7 @@ impl DenyCode {
         D::LimitOutput,
         D::LimitHostcalls,
         D::LimitResources,
+        D::TurnCancelled,
     ];
 
     /// The stable string of the code.
@@ -186,6 +188,7 @@ impl DenyCode {
             D::LimitOutput => ("LIMIT_OUTPUT", F::Limit, "the guest wrote more to stdout or stderr than the cap; the output was cut"),
             D::LimitHostcalls => ("LIMIT_HOSTCALLS", F::Limit, "the guest made more host calls than its hostcall fuel allows"),
             D::LimitResources => ("LIMIT_RESOURCES", F::Limit, "the guest held more host resources (handles) than the resource-table cap"),
+            D::TurnCancelled => ("TURN_CANCELLED", F::Limit, "the turn was cancelled through its cancel handle and interrupted like a deadline"),
         }
     }
 }

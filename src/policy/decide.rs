@@ -21,6 +21,9 @@ use super::target::{TargetError, TargetPattern};
 pub enum Decision {
     Allow {
         reason: String,
+        /// The id of the grant that turned `approval_required` into this.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        grant: Option<i64>,
     },
     ApprovalRequired {
         capability: Capability,
@@ -44,6 +47,15 @@ impl Decision {
     fn allow(reason: impl Into<String>) -> Decision {
         Decision::Allow {
             reason: reason.into(),
+            grant: None,
+        }
+    }
+
+    /// The id of the grant that allowed it, if one did.
+    pub fn grant(&self) -> Option<i64> {
+        match self {
+            Decision::Allow { grant, .. } => *grant,
+            _ => None,
         }
     }
 
@@ -61,7 +73,7 @@ impl Decision {
 
     pub fn reason(&self) -> &str {
         match self {
-            Decision::Allow { reason }
+            Decision::Allow { reason, .. }
             | Decision::ApprovalRequired { reason, .. }
             | Decision::Deny { reason, .. } => reason,
         }
@@ -454,9 +466,10 @@ fn capability_request(
     let effective = effective_outcome(level, capability, target, identity, &snapshot.grants);
     match effective.outcome {
         Outcome::Allowed => match effective.grant_id {
-            Some(id) => Decision::allow(format!(
-                "{level} needs approval for `{capability}`; grant #{id} covers it"
-            )),
+            Some(id) => Decision::Allow {
+                reason: format!("{level} needs approval for `{capability}`; grant #{id} covers it"),
+                grant: Some(id),
+            },
             None => Decision::allow(format!("{level} allows `{capability}`")),
         },
         Outcome::Denied => Decision::deny(

@@ -19,14 +19,15 @@ use super::bindings::gatehouse::executor::exec;
 use super::bindings::gatehouse::executor::types::{Denial, Error};
 use super::limits::LimitHit;
 use super::plan::{DirAccess, Plan};
-use super::run::{GuestResult, RunError, RunReport, TurnContext};
+use super::run::{GuestResult, RunError, RunReport};
+use super::services::{AuditSink, CommandScreen, RunServices};
 use super::state::HostState;
 use crate::exec::{
     quote_argv, resolve_program, Confinement, ExecLimits, ExecOutcome, ExecSpec, ExecSupport,
 };
 use crate::policy::command::basename;
 use crate::policy::snapshot::ProtectedKind;
-use crate::policy::{decide, is_within, Decision, DenyCode, Request, RequestKind, Snapshot};
+use crate::policy::{is_within, DenyCode};
 
 /// One call of `exec.run`, as the run report shows it.
 #[derive(Debug, Clone, Serialize)]
@@ -91,11 +92,10 @@ impl CommandRecord {
 
 /// What a run needs to start commands.
 pub struct ExecBinding {
-    pub snapshot: Arc<Snapshot>,
-    pub actor: String,
-    pub turn: String,
-    /// Where every call is logged (`decisions.jsonl`), when journaled.
-    pub journal: Option<crate::undo::TurnJournal>,
+    /// The policy's answer for a command line, bound to the turn's actor.
+    pub screen: Arc<dyn CommandScreen>,
+    /// Where every call, refused or run, is recorded.
+    pub audit: Arc<dyn AuditSink>,
     /// Program names the plan allows.
     pub tools: Vec<String>,
     pub read_roots: Vec<PathBuf>,
@@ -125,7 +125,7 @@ impl ExecBinding {
     /// Hands every command of the run the plan's roots, variables and,
     /// with `network:sites`, TCP and UDP sockets to any address (the
     /// per-name filter of `network:sites` covers wasm guests only).
-    pub fn new(plan: &Plan, context: &TurnContext) -> ExecBinding {
+    pub fn new(plan: &Plan, services: &RunServices) -> ExecBinding {
         let whole = |host: &std::path::Path, access: DirAccess| {
             let want = format!("{}/**", host.display().to_string().trim_end_matches('/'));
             let globs = match access {
@@ -178,10 +178,8 @@ impl ExecBinding {
         });
         let limits = plan.limits();
         ExecBinding {
-            snapshot: context.snapshot.clone(),
-            actor: context.actor.clone(),
-            turn: context.turn_id.clone(),
-            journal: context.journal.clone(),
+            screen: services.screen.clone(),
+            audit: services.audit.clone(),
             tools: plan.exec_tools().to_vec(),
             read_roots,
             write_roots,
@@ -226,18 +224,7 @@ impl ExecBinding {
         }
         let mut argv = vec![program.to_string()];
         argv.extend(args.iter().cloned());
-        let request = Request::new(
-            &self.actor,
-            RequestKind::Tool {
-                tool: name.to_string(),
-                command: Some(quote_argv(&argv)),
-            },
-        );
-        match decide(&self.snapshot, &request) {
-            Decision::Allow { .. } => Ok(()),
-            Decision::Deny { code, reason } => Err((code, reason)),
-            Decision::ApprovalRequired { reason, .. } => Err((DenyCode::ApprovalRequired, reason)),
-        }
+        self.screen.screen(name, &quote_argv(&argv))
     }
 }
 
@@ -308,12 +295,6 @@ impl ExecBinding {
     /// Appends the call to the turn's audit log: the `tool` request with
     /// its exact argv, the answer, and whether a process started.
     fn log(&self, record: &CommandRecord) {
-        let Some(j) = &self.journal else { return };
-        let identity = self
-            .snapshot
-            .actors
-            .get(&self.actor)
-            .and_then(|a| a.identity.clone());
         let mut argv = vec![record.program.clone()];
         argv.extend(record.args.iter().cloned());
         let decision = if record.decision == "allow" {
@@ -322,19 +303,15 @@ impl ExecBinding {
             serde_json::json!({"decision": "deny", "code": record.decision, "reason": record.reason})
         };
         let line = serde_json::json!({
-            "turn": self.turn,
-            "actor": self.actor,
-            "identity": identity,
             "request": {"kind": "tool", "tool": basename(&record.program), "command": quote_argv(&argv)},
             "decision": decision,
             "spawned": record.spawned,
             "status": record.status,
             "signal": record.signal,
             "timed_out": record.timed_out,
-            "snapshot": {"definitionHash": self.snapshot.definition_hash(), "policyHash": self.snapshot.policy_hash()},
         });
-        // The command's outcome stands even if the log cannot be written.
-        let _ = j.decision(&line);
+        // The command's outcome stands even if the audit cannot keep it.
+        self.audit.decision(line);
     }
 
     /// The spec of an allowed command, or the error value (with the deny
@@ -438,12 +415,16 @@ impl exec::Host for HostState {
 /// status 0 is `ok` with stdout as the output; any other end is an error
 /// result; a refusal, the timeout or the output cap end the run with their
 /// codes, as they do for a component.
-pub fn run_command(plan: &Plan, input: &str, context: &TurnContext) -> Result<RunReport, RunError> {
+pub fn run_command(
+    plan: &Plan,
+    input: &str,
+    services: &RunServices,
+) -> Result<RunReport, RunError> {
     let started = std::time::Instant::now();
     let Some((program, args)) = plan.command().split_first() else {
         return Err(RunError::Host("the plan has no command".into()));
     };
-    let mut binding = ExecBinding::new(plan, context);
+    let mut binding = ExecBinding::new(plan, services);
     let mut linked = vec![format!("code:exec `{program}` (command executor)")];
     linked.extend(
         binding

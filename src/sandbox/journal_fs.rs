@@ -45,9 +45,10 @@ use wasmtime_wasi::p2::bindings::sync::io::streams;
 use wasmtime_wasi::p2::{FsError, FsResult};
 
 use super::plan::Plan;
+use super::services::AuditSink;
 use super::state::HostState;
 use crate::policy::snapshot::{ProtectedKind, ProtectedPath};
-use crate::policy::{is_within, DenyCode, PathGlob, Snapshot};
+use crate::policy::{is_within, DenyCode, PathGlob};
 use crate::undo::fs::{record_left, store_blob};
 use crate::undo::{Operation, TurnJournal};
 
@@ -57,10 +58,8 @@ pub struct FsLayer {
     write_globs: Vec<PathGlob>,
     read_globs: Vec<PathGlob>,
     protected: Vec<ProtectedPath>,
-    /// For the audit log.
-    turn: String,
-    actor: String,
-    snapshot: Option<Arc<Snapshot>>,
+    /// Where refusals are recorded.
+    audit: Arc<dyn AuditSink>,
     /// Paths whose bytes from before the turn are saved, or that hold the
     /// turn's own bytes: no further backup is needed.
     owned: HashSet<String>,
@@ -72,20 +71,13 @@ pub struct FsLayer {
 
 impl FsLayer {
     /// The layer for `plan`, journaling into `journal` (none: enforce only).
-    pub fn new(
-        plan: &Plan,
-        journal: Option<TurnJournal>,
-        actor: &str,
-        snapshot: Option<Arc<Snapshot>>,
-    ) -> FsLayer {
+    pub fn new(plan: &Plan, journal: Option<TurnJournal>, audit: Arc<dyn AuditSink>) -> FsLayer {
         FsLayer {
             journal,
             write_globs: plan.write_globs().to_vec(),
             read_globs: plan.read_globs().to_vec(),
             protected: plan.protected().to_vec(),
-            turn: plan.turn_id().to_string(),
-            actor: actor.to_string(),
-            snapshot,
+            audit,
             owned: HashSet::new(),
             touched: BTreeSet::new(),
             denials: Vec::new(),
@@ -98,32 +90,21 @@ impl FsLayer {
         let Some(j) = &self.journal else {
             return Ok(());
         };
+        if !j.is_open() {
+            // Nothing was journaled: the turn has no directory.
+            return Ok(());
+        }
         let r = record_left(j.dir(), &self.touched);
         self.touched.clear();
         r
     }
 
     fn deny(&mut self, code: DenyCode, operation: &str, path: &str, reason: String) -> FsError {
-        if let Some(j) = &self.journal {
-            let identity = self
-                .snapshot
-                .as_ref()
-                .and_then(|s| s.actors.get(&self.actor))
-                .and_then(|a| a.identity.clone());
-            let hashes = self.snapshot.as_ref().map(|s| {
-                serde_json::json!({"definitionHash": s.definition_hash(), "policyHash": s.policy_hash()})
-            });
-            let line = serde_json::json!({
-                "turn": self.turn,
-                "actor": self.actor,
-                "identity": identity,
-                "request": {"kind": "filesystem", "operation": operation, "path": path},
-                "decision": {"decision": "deny", "code": code, "reason": reason},
-                "snapshot": hashes,
-            });
-            // The refusal stands even if the log cannot be written.
-            let _ = j.decision(&line);
-        }
+        // The refusal stands even if the audit cannot keep it.
+        self.audit.decision(serde_json::json!({
+            "request": {"kind": "filesystem", "operation": operation, "path": path},
+            "decision": {"decision": "deny", "code": code, "reason": reason},
+        }));
         self.denials.push((code, reason));
         match code {
             DenyCode::TargetMismatch => ErrorCode::NotPermitted.into(),
@@ -188,6 +169,8 @@ impl FsLayer {
             return Ok(None);
         }
         let bytes = std::fs::read(path)?;
+        // The turn's directory holds the blob: it exists from here on.
+        j.ensure().map_err(|_| FsError::from(ErrorCode::Io))?;
         let sha = store_blob(j.dir(), &bytes)?;
         self.owned.insert(path.to_string());
         Ok(Some(sha))

@@ -66,3 +66,84 @@ impl LimitHit {
         }
     }
 }
+
+/// The store's resource limiter: wasmtime's [`wasmtime::StoreLimits`],
+/// remembering which limit refused a growth, so that a trap is classified
+/// from the limiter's own state rather than from an error message.
+pub struct GuardedLimits {
+    inner: wasmtime::StoreLimits,
+    /// A memory growth was refused.
+    pub memory_hit: bool,
+    /// A table growth was refused.
+    pub table_hit: bool,
+}
+
+impl GuardedLimits {
+    /// The limiter of a run with `limits`: memory, table elements, and at
+    /// most 32 instances, 8 memories and 32 tables per store; a refused
+    /// growth traps.
+    pub fn new(limits: &Limits) -> GuardedLimits {
+        GuardedLimits {
+            inner: wasmtime::StoreLimitsBuilder::new()
+                .memory_size(limits.memory_bytes)
+                .table_elements(limits.table_elements)
+                .instances(32)
+                .memories(8)
+                .tables(32)
+                .trap_on_grow_failure(true)
+                .build(),
+            memory_hit: false,
+            table_hit: false,
+        }
+    }
+}
+
+impl wasmtime::ResourceLimiter for GuardedLimits {
+    fn memory_growing(
+        &mut self,
+        current: usize,
+        desired: usize,
+        maximum: Option<usize>,
+    ) -> wasmtime::Result<bool> {
+        let r = self.inner.memory_growing(current, desired, maximum);
+        if !matches!(r, Ok(true)) {
+            self.memory_hit = true;
+        }
+        r
+    }
+
+    fn memory_grow_failed(&mut self, error: wasmtime::Error) -> wasmtime::Result<()> {
+        self.memory_hit = true;
+        self.inner.memory_grow_failed(error)
+    }
+
+    fn table_growing(
+        &mut self,
+        current: usize,
+        desired: usize,
+        maximum: Option<usize>,
+    ) -> wasmtime::Result<bool> {
+        let r = self.inner.table_growing(current, desired, maximum);
+        if !matches!(r, Ok(true)) {
+            self.table_hit = true;
+        }
+        r
+    }
+
+    fn table_grow_failed(&mut self, error: wasmtime::Error) -> wasmtime::Result<()> {
+        self.table_hit = true;
+        self.inner.table_grow_failed(error)
+    }
+
+    fn instances(&self) -> usize {
+        self.inner.instances()
+    }
+
+    fn tables(&self) -> usize {
+        self.inner.tables()
+    }
+
+    fn memories(&self) -> usize {
+        self.inner.memories()
+    }
+}

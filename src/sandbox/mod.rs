@@ -31,6 +31,7 @@ mod output;
 mod p1;
 pub mod plan;
 pub mod run;
+pub mod services;
 mod state;
 pub mod wasi;
 
@@ -38,4 +39,7 @@ pub use engine::{Counters, EngineProfile, LoadError, Sandbox};
 pub use isolation::{IsolationReport, OnDegraded};
 pub use limits::{LimitHit, Limits};
 pub use plan::{Allowed, DirAccess, MemoryGrant, Plan, Preopen};
-pub use run::{execute, GuestResult, RunError, RunReport, TurnContext};
+pub use run::{execute, GuestResult, RunError, RunReport};
+pub use services::{
+    AuditSink, CancelHandle, CommandScreen, NestedError, NestedTurn, NoAudit, RunServices,
+};

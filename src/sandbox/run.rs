@@ -1,14 +1,12 @@
 //! Running a [`Plan`]: load, check imports, link what was granted, run
 //! under limits, and report.
 
-use std::path::PathBuf;
 use std::sync::atomic::Ordering;
-use std::sync::Arc;
 use std::time::Instant;
 
 use serde::Serialize;
 use wasmtime::component::{types::ComponentItem, Linker};
-use wasmtime::{CallHook, Store, StoreLimitsBuilder, Trap};
+use wasmtime::{CallHook, Store, Trap};
 use wasmtime_wasi::p2::bindings::sync::CommandPre;
 use wasmtime_wasi::p2::pipe::MemoryInputPipe;
 use wasmtime_wasi::WasiCtxBuilder;
@@ -22,13 +20,12 @@ use super::log::LogLine;
 use super::memory::MemoryBinding;
 use super::output::CappedPipe;
 use super::plan::Plan;
+use super::services::RunServices;
 use super::state::HostState;
 use super::{clocks, delegate, env, fs, human, log, memory, wasi};
-use crate::manifest::Manifest;
 use crate::memory::MemoryStore;
 use crate::policy::snapshot::sha256_hex;
 use crate::policy::DenyCode;
-use crate::policy::Snapshot;
 
 /// What the guest returned.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -102,78 +99,15 @@ fn guest_error_json(e: &GuestError) -> serde_json::Value {
     }
 }
 
-/// What a run needs besides its plan: where memory lives, and what a
-/// nested (delegated) turn is decided against.
-#[derive(Clone)]
-pub struct TurnContext {
-    pub turn_id: String,
-    pub actor: String,
-    pub snapshot: Arc<Snapshot>,
-    /// Executors a delegated call may name (it still passes the gate).
-    pub manifests: Arc<Vec<Manifest>>,
-    /// The memory database (`<state>/memory.db`).
-    pub memory_db: PathBuf,
-    /// How deep in delegated calls this run is (0 for a turn).
-    pub depth: u32,
-    /// Where mutations are journaled for undo (`None`: not journaled, as
-    /// in benchmarks). Delegated calls share their caller's journal, so
-    /// undoing a turn undoes what its callees did.
-    pub journal: Option<crate::undo::TurnJournal>,
-    /// What a delegated turn does while the host's isolation is degraded
-    /// (it passes the gate with the sandbox's report).
-    pub on_degraded: super::isolation::OnDegraded,
-}
-
-impl TurnContext {
-    /// The context of a top-level turn (depth 0) by `actor`, decided
-    /// against `snapshot`, delegating only to `manifests`, with memory in
-    /// `memory_db`.
-    ///
-    /// Defaults: not journaled (see [`TurnContext::journaled`]) and
-    /// `on_degraded` `warn` for delegated turns (see
-    /// [`TurnContext::on_degraded`]).
-    pub fn new(
-        turn_id: impl Into<String>,
-        actor: impl Into<String>,
-        snapshot: Snapshot,
-        manifests: Vec<Manifest>,
-        memory_db: PathBuf,
-    ) -> TurnContext {
-        TurnContext {
-            turn_id: turn_id.into(),
-            actor: actor.into(),
-            snapshot: Arc::new(snapshot),
-            manifests: Arc::new(manifests),
-            memory_db,
-            depth: 0,
-            journal: None,
-            on_degraded: super::isolation::OnDegraded::Warn,
-        }
-    }
-
-    /// Journals the turn's mutations (and its callees') in `journal`.
-    pub fn journaled(self, journal: Option<crate::undo::TurnJournal>) -> TurnContext {
-        TurnContext { journal, ..self }
-    }
-
-    /// What delegated turns do while the host's isolation is degraded.
-    pub fn on_degraded(self, on_degraded: super::isolation::OnDegraded) -> TurnContext {
-        TurnContext {
-            on_degraded,
-            ..self
-        }
-    }
-}
-
-/// Runs the executor of `plan` on `input`.
+/// Runs the executor of `plan` on `input`, with the host's `services`.
 pub fn execute(
-    sandbox: &Arc<Sandbox>,
+    sandbox: &Sandbox,
     plan: &Plan,
     input: &str,
-    context: &TurnContext,
+    services: &RunServices,
 ) -> Result<RunReport, RunError> {
     if !plan.command().is_empty() {
-        return super::exec::run_command(plan, input, context);
+        return super::exec::run_command(plan, input, services);
     }
     let started = Instant::now();
     let path = plan.component();
@@ -229,11 +163,11 @@ pub fn execute(
                 if grant.read { ", read" } else { "" },
                 if grant.write { ", write" } else { "" }
             ));
-            let store = MemoryStore::open(&context.memory_db).map_err(host)?;
+            let store = MemoryStore::open(&services.memory_db).map_err(host)?;
             Some(MemoryBinding {
                 store,
                 grant: grant.clone(),
-                journal: context.journal.clone(),
+                journal: services.journal.clone(),
             })
         }
         None => None,
@@ -242,20 +176,21 @@ pub fn execute(
         human::add_to_linker(&mut linker).map_err(host)?;
         linked.push("gatehouse:executor/human".into());
     }
-    let delegate_binding = if plan.delegates().is_empty() {
-        None
-    } else {
-        delegate::add_to_linker(&mut linker).map_err(host)?;
-        linked.push(format!(
-            "gatehouse:executor/delegate ({})",
-            plan.delegates().join(", ")
-        ));
-        Some(DelegateBinding {
-            sandbox: sandbox.clone(),
-            context: context.clone(),
-            allowed: plan.delegates().to_vec(),
-            limits: *plan.limits(),
-        })
+    let delegate_binding = match (&services.nested, plan.delegates().is_empty()) {
+        (_, true) | (None, _) => None,
+        (Some(nested), false) => {
+            delegate::add_to_linker(&mut linker).map_err(host)?;
+            linked.push(format!(
+                "gatehouse:executor/delegate ({})",
+                plan.delegates().join(", ")
+            ));
+            Some(DelegateBinding {
+                nested: nested.clone(),
+                allowed: plan.delegates().to_vec(),
+                depth: services.depth,
+                journal: services.journal.clone(),
+            })
+        }
     };
 
     let exec_binding = if plan.exec_tools().is_empty() {
@@ -266,7 +201,7 @@ pub fn execute(
             "gatehouse:executor/exec ({})",
             plan.exec_tools().join(", ")
         ));
-        Some(super::exec::ExecBinding::new(plan, context))
+        Some(super::exec::ExecBinding::new(plan, services))
     };
 
     let limits = *plan.limits();
@@ -303,14 +238,7 @@ pub fn execute(
         wasi: b.build(),
         table,
         network,
-        limits: StoreLimitsBuilder::new()
-            .memory_size(limits.memory_bytes)
-            .table_elements(limits.table_elements)
-            .instances(32)
-            .memories(8)
-            .tables(32)
-            .trap_on_grow_failure(true)
-            .build(),
+        limits: super::limits::GuardedLimits::new(&limits),
         log: Default::default(),
         memory: memory_binding,
         delegate: delegate_binding,
@@ -318,12 +246,7 @@ pub fn execute(
         hostcalls_left: limits.hostcalls,
         hostcalls_exhausted: false,
         delegated: std::time::Duration::ZERO,
-        fs: super::journal_fs::FsLayer::new(
-            plan,
-            context.journal.clone(),
-            &context.actor,
-            Some(context.snapshot.clone()),
-        ),
+        fs: super::journal_fs::FsLayer::new(plan, services.journal.clone(), services.audit.clone()),
     };
     sandbox.counters().stores.fetch_add(1, Ordering::Relaxed);
     let mut store = Store::new(engine, state);
@@ -333,16 +256,18 @@ pub fn execute(
     // delegated calls (each with its own deadline) does not count.
     let deadline = std::time::Duration::from_millis(limits.deadline_ms);
     let run_started = Instant::now();
-    store.set_epoch_deadline(limits.deadline_ticks());
+    let cancel = services.cancel.clone();
+    // Checked every epoch tick: the cancel switch, then the deadline.
+    store.set_epoch_deadline(1);
     store.epoch_deadline_callback(move |ctx| {
+        if cancel.is_cancelled() {
+            return Ok(wasmtime::UpdateDeadline::Interrupt);
+        }
         let own = run_started.elapsed().saturating_sub(ctx.data().delegated);
         if own >= deadline {
             return Ok(wasmtime::UpdateDeadline::Interrupt);
         }
-        let left = (deadline - own).as_millis() as u64;
-        Ok(wasmtime::UpdateDeadline::Continue(
-            left.div_ceil(super::limits::EPOCH_TICK_MS).max(1),
-        ))
+        Ok(wasmtime::UpdateDeadline::Continue(1))
     });
     store.call_hook(|mut ctx, hook| {
         if matches!(hook, CallHook::CallingHost) {
@@ -394,7 +319,7 @@ pub fn execute(
             ),
         )));
     }
-    let result = outcome.map_err(|e| classify(e, &store, &limits))?;
+    let result = outcome.map_err(|e| classify(e, &store, &limits, &services.cancel))?;
     Ok(RunReport {
         result,
         stdout: String::from_utf8_lossy(&stdout.contents()).into_owned(),
@@ -420,43 +345,53 @@ fn classify(
     e: wasmtime::Error,
     store: &Store<HostState>,
     limits: &super::limits::Limits,
+    cancel: &super::services::CancelHandle,
 ) -> RunError {
     if let Some(exit) = e.downcast_ref::<wasmtime_wasi::I32Exit>() {
         return RunError::Trap(format!("the guest exited with status {}", exit.0));
     }
-    if store.data().hostcalls_exhausted {
+    let state = store.data();
+    if state.hostcalls_exhausted {
         return RunError::Limit(LimitHit::new(
             DenyCode::LimitHostcalls,
             format!("more than {} host calls", limits.hostcalls),
         ));
     }
     if matches!(e.downcast_ref::<Trap>(), Some(Trap::Interrupt)) {
+        if cancel.is_cancelled() {
+            return RunError::Limit(LimitHit::new(
+                DenyCode::TurnCancelled,
+                "the turn was cancelled while the guest ran",
+            ));
+        }
         return RunError::Limit(LimitHit::new(
             DenyCode::LimitDeadline,
             format!("the run took longer than {} ms", limits.deadline_ms),
         ));
     }
-    let root = format!("{:#}", e);
-    if root.contains("forcing trap when growing memory") {
+    if state.limits.memory_hit {
         return RunError::Limit(LimitHit::new(
             DenyCode::LimitMemory,
             format!("linear memory would exceed {} bytes", limits.memory_bytes),
         ));
     }
-    if root.contains("forcing trap when growing table") {
+    if state.limits.table_hit {
         return RunError::Limit(LimitHit::new(
             DenyCode::LimitTable,
             format!("a table would exceed {} elements", limits.table_elements),
         ));
     }
-    if root.contains("resource table has no free keys")
-        || root.contains("ResourceTableError::Full")
-        || root.contains("table is full")
-    {
+    let table_full = e.chain().any(|c| {
+        matches!(
+            c.downcast_ref::<wasmtime::component::ResourceTableError>(),
+            Some(wasmtime::component::ResourceTableError::Full)
+        )
+    });
+    if table_full {
         return RunError::Limit(LimitHit::new(
             DenyCode::LimitResources,
             format!("more than {} host resources", limits.resources),
         ));
     }
-    RunError::Trap(root)
+    RunError::Trap(format!("{e:#}"))
 }

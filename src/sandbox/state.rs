@@ -2,7 +2,6 @@
 //! state of each gatehouse host interface that was linked.
 
 use wasmtime::component::ResourceTable;
-use wasmtime::StoreLimits;
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 
 use super::delegate::DelegateBinding;
@@ -15,7 +14,7 @@ pub struct HostState {
     /// network:sites: the granted patterns and the addresses resolved so
     /// far (empty, and nothing linked, without the grant).
     pub network: super::network::Sites,
-    pub limits: StoreLimits,
+    pub limits: super::limits::GuardedLimits,
     pub log: LogState,
     /// Set when the plan grants memory:read or memory:write.
     pub memory: Option<MemoryBinding>,

@@ -10,6 +10,7 @@ use std::sync::{Arc, Mutex};
 
 use serde::{Deserialize, Serialize};
 
+use super::append::AppendLog;
 use crate::policy::UtcTime;
 
 /// Why the history could not be written or read.
@@ -126,6 +127,15 @@ pub struct TurnRecord {
 
 /// The writer of one turn's history, shared by the host interfaces of the
 /// run (hence the mutex: host calls are sequential, but bindings hold it).
+///
+/// The directory `<history>/<turn>/` is created at the turn's first
+/// journaled mutation ([`TurnJournal::record`], or [`TurnJournal::ensure`]
+/// before a backup): until then the turn's decisions are kept in memory.
+/// Creating it writes `turn.json` and every decision so far to
+/// `decisions.jsonl`, synced, *before* the mutation is journaled. A turn
+/// that mutates nothing never has a directory: [`TurnJournal::finish`]
+/// appends its whole audit record (the turn and its decisions) as one line
+/// to the host's audit log (`<state>/audit.jsonl`) instead.
 #[derive(Clone)]
 pub struct TurnJournal {
     inner: Arc<Mutex<Inner>>,
@@ -133,17 +143,197 @@ pub struct TurnJournal {
 }
 
 struct Inner {
-    journal: File,
+    record: TurnRecord,
+    /// Decisions made before the directory exists.
+    pending: Vec<serde_json::Value>,
+    open: Option<OpenFiles>,
     next_seq: u64,
+    /// Where the record of a turn without a directory goes.
+    audit: Option<Arc<AppendLog>>,
+    finished: bool,
 }
 
-fn append_line(file: &mut File, path: &Path, value: &impl Serialize) -> Result<(), HistoryError> {
-    let mut line = serde_json::to_vec(value).map_err(|e| HistoryError::Io {
+struct OpenFiles {
+    journal: File,
+    decisions: File,
+}
+
+impl TurnJournal {
+    /// The journal of `record.turn` under `history`; nothing is written
+    /// until the first mutation or [`TurnJournal::finish`]. `audit` is
+    /// where a turn that mutated nothing records itself (`None`: such a
+    /// turn leaves no record, as in benchmarks).
+    pub fn lazy(history: &Path, record: TurnRecord, audit: Option<Arc<AppendLog>>) -> TurnJournal {
+        TurnJournal {
+            dir: history.join(&record.turn),
+            inner: Arc::new(Mutex::new(Inner {
+                record,
+                pending: Vec::new(),
+                open: None,
+                next_seq: 0,
+                audit,
+                finished: false,
+            })),
+        }
+    }
+
+    /// Creates `<history>/<turn>/` at once with its record and `decisions`.
+    pub fn create(
+        history: &Path,
+        record: &TurnRecord,
+        decisions: &[serde_json::Value],
+    ) -> Result<TurnJournal, HistoryError> {
+        let j = TurnJournal::lazy(history, record.clone(), None);
+        for d in decisions {
+            j.decision(d)?;
+        }
+        j.ensure()?;
+        Ok(j)
+    }
+
+    /// The turn's directory (it exists once [`TurnJournal::ensure`] or
+    /// [`TurnJournal::record`] succeeded).
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    fn lock(&self) -> Result<std::sync::MutexGuard<'_, Inner>, HistoryError> {
+        self.inner.lock().map_err(|_| HistoryError::Io {
+            action: "lock",
+            path: self.dir.clone(),
+            reason: "a previous writer panicked".into(),
+        })
+    }
+
+    /// Whether the turn's directory exists (it mutated something).
+    pub fn is_open(&self) -> bool {
+        self.lock().map(|i| i.open.is_some()).unwrap_or(false)
+    }
+
+    /// Creates the turn's directory if it does not exist yet: `turn.json`,
+    /// the decisions so far (synced), an empty journal.
+    pub fn ensure(&self) -> Result<(), HistoryError> {
+        let mut inner = self.lock()?;
+        self.open_locked(&mut inner)
+    }
+
+    fn open_locked(&self, inner: &mut Inner) -> Result<(), HistoryError> {
+        if inner.open.is_some() {
+            return Ok(());
+        }
+        let dir = &self.dir;
+        std::fs::create_dir_all(dir).map_err(|e| io("create", dir, e))?;
+        write_json(&dir.join("turn.json"), &inner.record)?;
+        let dpath = dir.join("decisions.jsonl");
+        let mut decisions = OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&dpath)
+            .map_err(|e| io("open", &dpath, e))?;
+        let mut bytes = Vec::new();
+        for d in &inner.pending {
+            push_line(&mut bytes, &dpath, d)?;
+        }
+        decisions
+            .write_all(&bytes)
+            .map_err(|e| io("write", &dpath, e))?;
+        // The decisions that allowed the mutation are on disk before it.
+        decisions.sync_data().map_err(|e| io("sync", &dpath, e))?;
+        inner.pending.clear();
+        let jpath = dir.join("journal.jsonl");
+        let journal = OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&jpath)
+            .map_err(|e| io("open", &jpath, e))?;
+        inner.open = Some(OpenFiles { journal, decisions });
+        Ok(())
+    }
+
+    /// Journals `op` (fsynced) before the caller performs it.
+    pub fn record(&self, op: Operation) -> Result<u64, HistoryError> {
+        let path = self.dir.join("journal.jsonl");
+        let mut inner = self.lock()?;
+        self.open_locked(&mut inner)?;
+        let seq = inner.next_seq;
+        let Some(files) = inner.open.as_mut() else {
+            return Err(HistoryError::NoSuchTurn(inner.record.turn.clone()));
+        };
+        append_line(&mut files.journal, &path, &Entry { seq, op })?;
+        inner.next_seq += 1;
+        Ok(seq)
+    }
+
+    /// Adds one line to the turn's audit: to `decisions.jsonl` when the
+    /// directory exists, else kept for it (or for the audit log).
+    pub fn decision(&self, value: &serde_json::Value) -> Result<(), HistoryError> {
+        let path = self.dir.join("decisions.jsonl");
+        let mut inner = self.lock()?;
+        match inner.open.as_mut() {
+            Some(files) => append_line(&mut files.decisions, &path, value),
+            None => {
+                inner.pending.push(value.clone());
+                Ok(())
+            }
+        }
+    }
+
+    /// Ends the turn with `status`: rewrites `turn.json` when the turn has
+    /// a directory, else appends its audit record (the turn record and its
+    /// decisions, one line) to the host's audit log. Once only.
+    pub fn finish(&self, status: &str, now: UtcTime) -> Result<(), HistoryError> {
+        let mut inner = self.lock()?;
+        if inner.finished {
+            return Ok(());
+        }
+        inner.finished = true;
+        inner.record.finished_at = Some(now);
+        inner.record.status = status.to_string();
+        if inner.open.is_some() {
+            return write_json(&self.dir.join("turn.json"), &inner.record);
+        }
+        let Some(audit) = inner.audit.clone() else {
+            return Ok(());
+        };
+        let line = AuditRecord {
+            record: inner.record.clone(),
+            decisions: std::mem::take(&mut inner.pending),
+        };
+        audit.append(&line)
+    }
+
+    /// Drops the turn's unrecorded decisions without writing anything: for
+    /// a request refused before any guest code ran, whose one record is its
+    /// denial line.
+    pub fn discard(&self) {
+        if let Ok(mut inner) = self.lock() {
+            inner.finished = true;
+            inner.pending.clear();
+        }
+    }
+}
+
+/// One line of `<state>/audit.jsonl`: a turn that mutated nothing.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct AuditRecord {
+    #[serde(flatten)]
+    pub record: TurnRecord,
+    pub decisions: Vec<serde_json::Value>,
+}
+
+fn push_line(buf: &mut Vec<u8>, path: &Path, value: &impl Serialize) -> Result<(), HistoryError> {
+    serde_json::to_writer(&mut *buf, value).map_err(|e| HistoryError::Io {
         action: "encode",
         path: path.to_path_buf(),
         reason: e.to_string(),
     })?;
-    line.push(b'\n');
+    buf.push(b'\n');
+    Ok(())
+}
+
+fn append_line(file: &mut File, path: &Path, value: &impl Serialize) -> Result<(), HistoryError> {
+    let mut line = Vec::new();
+    push_line(&mut line, path, value)?;
     file.write_all(&line).map_err(|e| io("write", path, e))?;
     // Written ahead: the operation is acknowledged only after this.
     file.sync_data().map_err(|e| io("sync", path, e))
@@ -159,84 +349,6 @@ fn write_json(path: &Path, value: &impl Serialize) -> Result<(), HistoryError> {
     let tmp = path.with_extension("json.tmp");
     std::fs::write(&tmp, bytes).map_err(|e| io("write", &tmp, e))?;
     std::fs::rename(&tmp, path).map_err(|e| io("write", path, e))
-}
-
-impl TurnJournal {
-    /// Creates `<history>/<turn>/` with its record and the audit log.
-    pub fn create(
-        history: &Path,
-        record: &TurnRecord,
-        decisions: &[serde_json::Value],
-    ) -> Result<TurnJournal, HistoryError> {
-        let dir = history.join(&record.turn);
-        std::fs::create_dir_all(&dir).map_err(|e| io("create", &dir, e))?;
-        write_json(&dir.join("turn.json"), record)?;
-        let dpath = dir.join("decisions.jsonl");
-        let mut dfile = OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&dpath)
-            .map_err(|e| io("open", &dpath, e))?;
-        for d in decisions {
-            append_line(&mut dfile, &dpath, d)?;
-        }
-        let jpath = dir.join("journal.jsonl");
-        let journal = OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&jpath)
-            .map_err(|e| io("open", &jpath, e))?;
-        Ok(TurnJournal {
-            inner: Arc::new(Mutex::new(Inner {
-                journal,
-                next_seq: 0,
-            })),
-            dir,
-        })
-    }
-
-    pub fn dir(&self) -> &Path {
-        &self.dir
-    }
-
-    /// Journals `op` (fsynced) before the caller performs it.
-    pub fn record(&self, op: Operation) -> Result<u64, HistoryError> {
-        let path = self.dir.join("journal.jsonl");
-        let mut inner = self.inner.lock().map_err(|_| HistoryError::Io {
-            action: "lock",
-            path: path.clone(),
-            reason: "a previous writer panicked".into(),
-        })?;
-        let seq = inner.next_seq;
-        append_line(&mut inner.journal, &path, &Entry { seq, op })?;
-        inner.next_seq += 1;
-        Ok(seq)
-    }
-
-    /// Appends one line to the turn's audit log (`decisions.jsonl`), as
-    /// a refusal by the filesystem layer during the run.
-    pub fn decision(&self, value: &serde_json::Value) -> Result<(), HistoryError> {
-        let path = self.dir.join("decisions.jsonl");
-        let _guard = self.inner.lock().map_err(|_| HistoryError::Io {
-            action: "lock",
-            path: path.clone(),
-            reason: "a previous writer panicked".into(),
-        })?;
-        let mut file = OpenOptions::new()
-            .append(true)
-            .open(&path)
-            .map_err(|e| io("open", &path, e))?;
-        append_line(&mut file, &path, value)
-    }
-
-    /// Marks the turn finished with `status`.
-    pub fn finish(&self, status: &str, now: UtcTime) -> Result<(), HistoryError> {
-        let path = self.dir.join("turn.json");
-        let mut record = read_record(&path)?;
-        record.finished_at = Some(now);
-        record.status = status.to_string();
-        write_json(&path, &record)
-    }
 }
 
 pub(crate) fn read_record(path: &Path) -> Result<TurnRecord, HistoryError> {

@@ -11,6 +11,7 @@
 //! directories, journaled by `crate::sandbox::journal_fs`, all of them
 //! but the last (see [`fs`]).
 
+pub mod append;
 pub mod fs;
 pub mod journal;
 
@@ -18,7 +19,8 @@ use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
-pub use journal::{Entry, HistoryError, Operation, TurnJournal, TurnRecord};
+pub use append::AppendLog;
+pub use journal::{AuditRecord, Entry, HistoryError, Operation, TurnJournal, TurnRecord};
 
 use crate::memory::MemoryStore;
 use crate::policy::snapshot::sha256_hex;
@@ -104,10 +106,27 @@ impl History {
         Ok(out)
     }
 
-    /// The audit log of `turn`.
-    pub fn decisions(&self, turn: &str) -> Result<Vec<serde_json::Value>, HistoryError> {
-        let dir = self.turn_dir(turn)?;
-        journal::read_lines(&dir.join("decisions.jsonl"))
+    /// The audit log of `turn`: its `decisions.jsonl` when it mutated
+    /// something, else its record in `audit_log` (`<state>/audit.jsonl`).
+    pub fn decisions(
+        &self,
+        turn: &str,
+        audit_log: &Path,
+    ) -> Result<Vec<serde_json::Value>, HistoryError> {
+        if let Ok(dir) = self.turn_dir(turn) {
+            return journal::read_lines(&dir.join("decisions.jsonl"));
+        }
+        let records: Vec<AuditRecord> = journal::read_lines(audit_log)?;
+        records
+            .into_iter()
+            .find(|r| r.record.turn == turn)
+            .map(|r| r.decisions)
+            .ok_or_else(|| HistoryError::NoSuchTurn(turn.to_string()))
+    }
+
+    /// Every record of the denials log (`<state>/denials.jsonl`).
+    pub fn denials(path: &Path) -> Result<Vec<serde_json::Value>, HistoryError> {
+        journal::read_lines(path)
     }
 
     fn turn_dir(&self, turn: &str) -> Result<PathBuf, HistoryError> {

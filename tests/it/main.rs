@@ -10,6 +10,7 @@
 mod cli;
 mod decide;
 mod exec;
+mod host;
 mod isolation;
 mod purity;
 mod sandbox;

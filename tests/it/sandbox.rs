@@ -13,7 +13,9 @@ const GUESTS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/guests");
 fn build_guests() {
     static BUILD: Once = Once::new();
     BUILD.call_once(|| {
-        let status = std::process::Command::new(concat!(env!("CARGO_MANIFEST_DIR"), "/setup.sh"))
+        // Through bash: some kernels here run no `#!` script by exec.
+        let status = std::process::Command::new("bash")
+            .arg(concat!(env!("CARGO_MANIFEST_DIR"), "/setup.sh"))
             .status()
             .expect("run setup.sh");
         assert!(status.success(), "building the guests failed");

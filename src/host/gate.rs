@@ -6,10 +6,8 @@
 //! executor declared); for path targets, the workspace rule on the
 //! directory the sandbox would open; for memory, the scope rule. The first
 //! deny ends the turn and nothing was touched: no component read, no
-//! engine used, no file opened. Last, before approvals are asked for, the
-//! isolation switch: on a degraded host (the report is passed in; the gate
-//! does no I/O) `refuse-critical` refuses a turn that needs a critical
-//! capability and `refuse-all` every turn, with `ISOLATION_DEGRADED`.
+//! engine used, no file opened. The host then asks for approvals, and only
+//! after them probes the isolation of the engine (see `super::Host`).
 
 use std::path::{Path, PathBuf};
 
@@ -21,7 +19,6 @@ use crate::policy::{
     decide, Access, Capability, Decision, DenyCode, HostPattern, PathGlob, Request, RequestKind,
     Snapshot,
 };
-use crate::sandbox::isolation::{IsolationReport, OnDegraded};
 use crate::sandbox::plan::PlanParts;
 use crate::sandbox::{Allowed, DirAccess, Limits, MemoryGrant, Plan, Preopen};
 
@@ -39,7 +36,14 @@ pub struct Step {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Pending {
     pub capability: Capability,
+    /// The target as the snapshot holds it (paths canonical, `~` resolved).
     pub target: Option<String>,
+    /// Whether the capability can change or destroy data.
+    pub critical: bool,
+    /// Whether "allow and remember" may record a grant for it (never for
+    /// an `always`-class capability).
+    pub rememberable: bool,
+    /// Why it needs an approval.
     pub reason: String,
 }
 
@@ -72,10 +76,6 @@ pub struct TurnInput<'a> {
     pub limits: Limits,
     /// Approvals given once, for this turn only.
     pub approved_once: &'a [(Capability, Option<String>)],
-    /// The isolation report of the engine the turn would run in.
-    pub isolation: &'a IsolationReport,
-    /// What to do while `isolation` is degraded.
-    pub on_degraded: OnDegraded,
 }
 
 fn deny(steps: Vec<Step>, code: DenyCode, reason: impl Into<String>) -> Gate {
@@ -101,7 +101,7 @@ fn guest_path(dir: &str, workspace: &str) -> String {
 }
 
 /// Asks the policy for every need of the turn.
-pub fn gate(input: TurnInput<'_>) -> Gate {
+pub(crate) fn gate(input: TurnInput<'_>) -> Gate {
     let snap = input.snapshot;
     let actor = input.actor;
     let name = input.manifest.name.as_str();
@@ -170,6 +170,9 @@ pub fn gate(input: TurnInput<'_>) -> Gate {
                     pending.push(Pending {
                         capability: cap,
                         target: target.clone(),
+                        critical: cap.critical(),
+                        rememberable: cap.default_approval()
+                            != crate::policy::ApprovalClass::Always,
                         reason,
                     });
                 }
@@ -350,10 +353,6 @@ pub fn gate(input: TurnInput<'_>) -> Gate {
             target,
         });
     }
-    let needs: Vec<Capability> = def.capabilities.iter().map(|d| d.capability).collect();
-    if let Some(reason) = input.isolation.refusal(input.on_degraded, &needs) {
-        return deny(steps, DenyCode::IsolationDegraded, reason);
-    }
     if !pending.is_empty() {
         return Gate::ApprovalRequired { steps, pending };
     }
@@ -380,20 +379,4 @@ pub fn gate(input: TurnInput<'_>) -> Gate {
         steps,
         plan: Box::new(plan),
     }
-}
-
-/// A new turn id: UTC time and a per-process counter with the pid.
-pub fn new_turn_id(now: crate::policy::UtcTime) -> String {
-    use std::sync::atomic::{AtomicU32, Ordering};
-    static SEQ: AtomicU32 = AtomicU32::new(0);
-    let compact: String = now
-        .to_string()
-        .chars()
-        .filter(|c| c.is_ascii_digit())
-        .collect();
-    format!(
-        "{compact}-{}-{}",
-        std::process::id(),
-        SEQ.fetch_add(1, Ordering::Relaxed)
-    )
 }

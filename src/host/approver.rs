@@ -1,0 +1,202 @@
+//! How a person is asked: the [`Approver`] trait and its implementations.
+//!
+//! A turn whose gate answers `approval_required` asks its approver *once*,
+//! with the whole pending set, before anything is built; the approver
+//! answers each item. Implementations here: [`TerminalApprover`] (a prompt
+//! on `/dev/tty`, never the turn's stdin), [`NoOne`] (nobody to ask: the
+//! turn ends with `APPROVAL_REQUIRED`) and [`Scripted`] (fixed answers, for
+//! tests and scripts). The MCP server asks by elicitation through
+//! [`super::Host::begin`] / [`super::Host::resume`].
+
+use std::collections::VecDeque;
+use std::io::{BufRead, BufReader, Write};
+use std::sync::Mutex;
+
+use serde::Serialize;
+
+pub use super::gate::Pending;
+
+/// What a turn asks approval for.
+#[derive(Debug, Clone, Serialize)]
+pub struct ApprovalRequest {
+    pub turn: String,
+    pub executor: String,
+    pub actor: String,
+    /// Every capability of the turn that needs an approval.
+    pub pending: Vec<Pending>,
+}
+
+/// A person's answer for one pending capability.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(tag = "choice", rename_all = "snake_case")]
+pub enum Choice {
+    /// Allow it for this turn only.
+    Once,
+    /// Allow it and record a grant for the actor's identity, valid for
+    /// `expires_in_secs` (`None`: until revoked). Refused for an
+    /// `always`-class capability (the turn is then denied).
+    Remember { expires_in_secs: Option<u64> },
+    /// Refuse it: the turn ends with `APPROVAL_REFUSED`.
+    Deny,
+    /// No one can answer now: the turn ends with `APPROVAL_REQUIRED`.
+    Queue,
+}
+
+impl Choice {
+    /// The name the audit records.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Choice::Once => "allow_once",
+            Choice::Remember { .. } => "allow_and_remember",
+            Choice::Deny => "deny",
+            Choice::Queue => "queue",
+        }
+    }
+}
+
+/// Asks a person about a turn's pending capabilities.
+///
+/// Called once per turn, on the turn's thread, before anything is built;
+/// the answer has one [`Choice`] per pending item, in order (missing items
+/// count as [`Choice::Queue`]). `Send + Sync` so that a host shared by the
+/// threads of an async runtime can hold one; an implementation backed by
+/// an async channel blocks on its runtime's handle from the (blocking)
+/// turn thread, or the caller parks the turn with `Host::begin` and
+/// finishes it with `Host::resume` instead.
+pub trait Approver: Send + Sync {
+    fn ask(&self, request: &ApprovalRequest) -> Vec<Choice>;
+}
+
+/// Nobody to ask: every pending item is queued, so the turn ends with
+/// `APPROVAL_REQUIRED` (exit 4 on the command line).
+pub struct NoOne;
+
+impl Approver for NoOne {
+    fn ask(&self, request: &ApprovalRequest) -> Vec<Choice> {
+        vec![Choice::Queue; request.pending.len()]
+    }
+}
+
+/// Fixed answers, consumed in order across calls (tests, scripts). Counts
+/// how often it was asked.
+#[derive(Default)]
+pub struct Scripted {
+    answers: Mutex<VecDeque<Choice>>,
+    asked: Mutex<Vec<ApprovalRequest>>,
+}
+
+impl Scripted {
+    /// Answers the pending items of successive requests with `answers`, in
+    /// order; once they run out, [`Choice::Queue`].
+    pub fn new(answers: impl IntoIterator<Item = Choice>) -> Scripted {
+        Scripted {
+            answers: Mutex::new(answers.into_iter().collect()),
+            asked: Mutex::new(Vec::new()),
+        }
+    }
+
+    /// Every request asked so far.
+    pub fn asked(&self) -> Vec<ApprovalRequest> {
+        self.asked.lock().map(|a| a.clone()).unwrap_or_default()
+    }
+}
+
+impl Approver for Scripted {
+    fn ask(&self, request: &ApprovalRequest) -> Vec<Choice> {
+        if let Ok(mut asked) = self.asked.lock() {
+            asked.push(request.clone());
+        }
+        let Ok(mut answers) = self.answers.lock() else {
+            return vec![Choice::Queue; request.pending.len()];
+        };
+        request
+            .pending
+            .iter()
+            .map(|_| answers.pop_front().unwrap_or(Choice::Queue))
+            .collect()
+    }
+}
+
+/// A prompt on the controlling terminal (`/dev/tty`), read and written
+/// directly: the turn's stdin and stdout stay the executor's. Without a
+/// controlling terminal it answers like [`NoOne`].
+pub struct TerminalApprover;
+
+impl TerminalApprover {
+    /// Whether a prompt can be shown: the process has a controlling
+    /// terminal that opens for reading and writing.
+    pub fn available() -> bool {
+        std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open("/dev/tty")
+            .is_ok()
+    }
+}
+
+/// Escapes control characters: the text is shown as data, so it cannot
+/// drive the terminal.
+fn shown(text: &str) -> String {
+    text.chars().flat_map(char::escape_default).collect()
+}
+
+impl Approver for TerminalApprover {
+    fn ask(&self, request: &ApprovalRequest) -> Vec<Choice> {
+        let Ok(tty) = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open("/dev/tty")
+        else {
+            return NoOne.ask(request);
+        };
+        let Ok(mut out) = tty.try_clone() else {
+            return NoOne.ask(request);
+        };
+        let mut input = BufReader::new(tty);
+        let mut answers = Vec::new();
+        for p in &request.pending {
+            let target = shown(p.target.as_deref().unwrap_or("-"));
+            let critical = if p.critical {
+                "a critical capability (it can change or destroy data)"
+            } else {
+                "a non-critical capability"
+            };
+            let _ = writeln!(
+                out,
+                "\nexecutor `{}` asks for `{}` on `{target}`",
+                shown(&request.executor),
+                p.capability
+            );
+            let _ = writeln!(out, "  scope: {} on `{target}`; {critical}", p.capability);
+            let _ = writeln!(out, "  why: {}", shown(&p.reason));
+            let _ = if p.rememberable {
+                write!(
+                    out,
+                    "  [o] allow once  [r] allow and remember (writes a grant)  [d] deny: "
+                )
+            } else {
+                write!(
+                    out,
+                    "  [o] allow once  [d] deny (always-class: cannot be remembered): "
+                )
+            };
+            let _ = out.flush();
+            let mut line = String::new();
+            let choice = match input.read_line(&mut line) {
+                Ok(0) | Err(_) => Choice::Queue,
+                Ok(_) => match line.trim() {
+                    "o" | "once" => Choice::Once,
+                    "r" | "remember" if p.rememberable => Choice::Remember {
+                        expires_in_secs: None,
+                    },
+                    _ => Choice::Deny,
+                },
+            };
+            answers.push(choice);
+            if matches!(choice, Choice::Deny | Choice::Queue) {
+                break;
+            }
+        }
+        answers
+    }
+}

@@ -1,0 +1,132 @@
+//! The narrow services a run is given besides its [`Plan`](super::Plan).
+//!
+//! The sandbox never sees the policy snapshot, the manifests or the gate:
+//! what it needs of the host comes through three traits, each already
+//! bound to the turn's actor by the host that implements them.
+//!
+//! - [`AuditSink`]: where the run's own decisions go (a command call, a
+//!   refusal of the filesystem layer); the sink adds the turn, the actor's
+//!   identity and the snapshot's hashes.
+//! - [`CommandScreen`]: the policy's answer for one command line of
+//!   `code:exec`, for this actor.
+//! - [`NestedTurn`]: a delegated turn (`delegate:call`), which passes the
+//!   same gate as any turn.
+
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use crate::policy::DenyCode;
+use crate::undo::TurnJournal;
+
+/// Where the decisions made during a run go.
+pub trait AuditSink: Send + Sync {
+    /// Records one decision made during the run: `line` has at least
+    /// `request` and `decision`; the sink adds who and under which policy.
+    fn decision(&self, line: serde_json::Value);
+}
+
+/// An audit sink that keeps nothing (benchmarks and unit tests).
+pub struct NoAudit;
+
+impl AuditSink for NoAudit {
+    fn decision(&self, _line: serde_json::Value) {}
+}
+
+/// The policy's answer for a command line, bound to one actor.
+pub trait CommandScreen: Send + Sync {
+    /// `Ok` when `command` (the exact argv, shell-quoted) of program
+    /// `tool` may run; the deny code and reason when not.
+    fn screen(&self, tool: &str, command: &str) -> Result<(), (DenyCode, String)>;
+}
+
+/// A screen that refuses every command (`TOOL_NOT_GRANTED`): what a run
+/// without a host behind it gets.
+pub struct RefuseCommands;
+
+impl CommandScreen for RefuseCommands {
+    fn screen(&self, tool: &str, _command: &str) -> Result<(), (DenyCode, String)> {
+        Err((
+            DenyCode::ToolNotGranted,
+            format!("no command screen is bound to this run; `{tool}` cannot run"),
+        ))
+    }
+}
+
+/// How a delegated call ended when it produced no output.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum NestedError {
+    /// Refused before or while it ran (a deny or limit code).
+    Denied { code: DenyCode, reason: String },
+    /// It ran and failed.
+    Failed(String),
+}
+
+/// Runs another executor as a nested turn of the same actor.
+pub trait NestedTurn: Send + Sync {
+    /// Runs `executor` on `input` at nesting `depth` (1 for a call made by
+    /// a top-level turn), journaled into `journal` like its caller.
+    fn call(
+        &self,
+        executor: &str,
+        input: &str,
+        depth: u32,
+        journal: Option<TurnJournal>,
+    ) -> Result<String, NestedError>;
+}
+
+/// A turn's cancel switch: set it from any thread, and the run stops at
+/// its next deadline check (within one epoch tick) as a deadline would
+/// stop it, with `TURN_CANCELLED`.
+#[derive(Debug, Clone, Default)]
+pub struct CancelHandle(Arc<AtomicBool>);
+
+impl CancelHandle {
+    pub fn new() -> CancelHandle {
+        CancelHandle::default()
+    }
+
+    /// Asks the turn to stop.
+    pub fn cancel(&self) {
+        self.0.store(true, Ordering::SeqCst);
+    }
+
+    pub fn is_cancelled(&self) -> bool {
+        self.0.load(Ordering::SeqCst)
+    }
+}
+
+/// Everything a run is given besides its plan.
+///
+/// Defaults ([`RunServices::new`]): not journaled, depth 0, no audit, a
+/// screen that refuses every command, no nested turns, never cancelled.
+#[derive(Clone)]
+pub struct RunServices {
+    /// The memory database (`<state>/memory.db`).
+    pub memory_db: PathBuf,
+    /// How deep in delegated calls this run is (0 for a turn).
+    pub depth: u32,
+    /// Where mutations are journaled for undo (`None`: not journaled).
+    /// Delegated calls share their caller's journal, so undoing a turn
+    /// undoes what its callees did.
+    pub journal: Option<TurnJournal>,
+    pub audit: Arc<dyn AuditSink>,
+    pub screen: Arc<dyn CommandScreen>,
+    pub nested: Option<Arc<dyn NestedTurn>>,
+    pub cancel: CancelHandle,
+}
+
+impl RunServices {
+    /// Services with memory in `memory_db` and nothing else.
+    pub fn new(memory_db: PathBuf) -> RunServices {
+        RunServices {
+            memory_db,
+            depth: 0,
+            journal: None,
+            audit: Arc::new(NoAudit),
+            screen: Arc::new(RefuseCommands),
+            nested: None,
+            cancel: CancelHandle::new(),
+        }
+    }
+}

@@ -1,0 +1,176 @@
+//! An append-only JSON Lines log (`<state>/audit.jsonl`,
+//! `<state>/denials.jsonl`).
+//!
+//! Every record is one `write(2)` to a file opened with `O_APPEND`, made
+//! before [`AppendLog::append`] returns: once the caller has its answer,
+//! the record is in the kernel's page cache, so a `kill -9` of the process
+//! loses none. Only `fdatasync` is batched: a background thread syncs a
+//! log that was written at least every [`SYNC_EVERY`], and the last sync
+//! happens when the log is dropped (at shutdown), so a power loss costs at
+//! most the last few milliseconds. The file is created at its first
+//! record: a process that records nothing leaves nothing.
+
+use std::fs::{File, OpenOptions};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, Once, Weak};
+use std::time::Duration;
+
+use super::journal::HistoryError;
+
+/// How often a written log is synced to disk.
+pub const SYNC_EVERY: Duration = Duration::from_millis(5);
+
+/// One append-only log file.
+pub struct AppendLog {
+    path: PathBuf,
+    file: Mutex<Option<File>>,
+    dirty: AtomicBool,
+    syncer: Once,
+    this: Weak<AppendLog>,
+}
+
+impl AppendLog {
+    /// The log at `path`; nothing is opened or created until the first
+    /// record.
+    pub fn new(path: &Path) -> Arc<AppendLog> {
+        Arc::new_cyclic(|this| AppendLog {
+            path: path.to_path_buf(),
+            file: Mutex::new(None),
+            dirty: AtomicBool::new(false),
+            syncer: Once::new(),
+            this: this.clone(),
+        })
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    fn io(&self, action: &'static str, e: std::io::Error) -> HistoryError {
+        HistoryError::Io {
+            action,
+            path: self.path.clone(),
+            reason: crate::config::lower(&e.to_string()),
+        }
+    }
+
+    /// Appends `value` as one line, with one `write(2)`.
+    pub fn append(&self, value: &impl serde::Serialize) -> Result<(), HistoryError> {
+        let mut line = serde_json::to_vec(value).map_err(|e| HistoryError::Io {
+            action: "encode",
+            path: self.path.clone(),
+            reason: e.to_string(),
+        })?;
+        line.push(b'\n');
+        let mut guard = self.file.lock().map_err(|_| HistoryError::Io {
+            action: "lock",
+            path: self.path.clone(),
+            reason: "a previous writer panicked".into(),
+        })?;
+        if guard.is_none() {
+            if let Some(parent) = self.path.parent() {
+                std::fs::create_dir_all(parent).map_err(|e| self.io("create", e))?;
+            }
+            let file = open_append(&self.path).map_err(|e| self.io("open", e))?;
+            *guard = Some(file);
+        }
+        let Some(file) = guard.as_mut() else {
+            return Err(self.io("open", std::io::ErrorKind::NotFound.into()));
+        };
+        // One write: O_APPEND places it whole at the end, even with other
+        // processes appending to the same log.
+        let n = file.write(&line).map_err(|e| self.io("write", e))?;
+        if n != line.len() {
+            return Err(self.io(
+                "write",
+                std::io::Error::new(std::io::ErrorKind::WriteZero, "short write"),
+            ));
+        }
+        drop(guard);
+        self.dirty.store(true, Ordering::Release);
+        self.start_syncer();
+        Ok(())
+    }
+
+    /// Syncs the file if something was written since the last sync.
+    pub fn sync(&self) -> Result<(), HistoryError> {
+        if !self.dirty.swap(false, Ordering::AcqRel) {
+            return Ok(());
+        }
+        let guard = self.file.lock().map_err(|_| HistoryError::Io {
+            action: "lock",
+            path: self.path.clone(),
+            reason: "a previous writer panicked".into(),
+        })?;
+        match guard.as_ref() {
+            Some(f) => f.sync_data().map_err(|e| self.io("sync", e)),
+            None => Ok(()),
+        }
+    }
+
+    fn start_syncer(&self) {
+        self.syncer.call_once(|| {
+            let weak = self.this.clone();
+            let spawned = std::thread::Builder::new()
+                .name("gatehouse-log-sync".into())
+                .spawn(move || loop {
+                    std::thread::sleep(SYNC_EVERY);
+                    match weak.upgrade() {
+                        Some(log) => {
+                            if let Err(e) = log.sync() {
+                                tracing::warn!("{e}");
+                            }
+                        }
+                        None => return,
+                    }
+                });
+            if let Err(e) = spawned {
+                tracing::warn!("cannot start the log syncer: {e}; records are synced at shutdown");
+            }
+        });
+    }
+}
+
+impl Drop for AppendLog {
+    fn drop(&mut self) {
+        if let Err(e) = self.sync() {
+            tracing::warn!("{e}");
+        }
+    }
+}
+
+/// Opens `path` for appending, created with mode 0600: the audit is host
+/// state, readable by its owner only.
+fn open_append(path: &Path) -> std::io::Result<File> {
+    let mut o = OpenOptions::new();
+    o.create(true).append(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        o.mode(0o600);
+    }
+    o.open(path)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn nothing_is_created_before_the_first_record_and_each_record_is_one_line() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("sub/audit.jsonl");
+        let log = AppendLog::new(&path);
+        assert!(!path.exists());
+        log.append(&serde_json::json!({"a": 1})).unwrap();
+        log.append(&serde_json::json!({"b": "x\ny"})).unwrap();
+        assert_eq!(
+            std::fs::read_to_string(&path).unwrap(),
+            "{\"a\":1}\n{\"b\":\"x\\ny\"}\n"
+        );
+        log.sync().unwrap();
+        drop(log);
+    }
+}
