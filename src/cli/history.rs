@@ -15,7 +15,8 @@ impl From<HistoryError> for Failure {
 }
 
 pub fn history(ctx: &Context, args: HistoryArgs) -> CmdResult {
-    let h = History::new(&ctx.state.history_dir);
+    let h = History::new(&ctx.state.history_dir)
+        .with_audit_log(&ctx.state.state_dir.join("audit.jsonl"));
     if args.denials {
         for d in History::denials(&ctx.state.state_dir.join("denials.jsonl"))? {
             if args.turn.as_ref().is_none_or(|t| d["turn"] == t.as_str()) {
@@ -25,7 +26,7 @@ pub fn history(ctx: &Context, args: HistoryArgs) -> CmdResult {
         return Ok(Exit::Ok);
     }
     if let (Some(turn), true) = (&args.turn, args.decisions) {
-        for d in h.decisions(turn, &ctx.state.state_dir.join("audit.jsonl"))? {
+        for d in h.decisions(turn)? {
             out_json(&d);
         }
         return Ok(Exit::Ok);
@@ -61,7 +62,8 @@ pub fn history(ctx: &Context, args: HistoryArgs) -> CmdResult {
 }
 
 pub fn undo(ctx: &Context, args: UndoArgs) -> CmdResult {
-    let h = History::new(&ctx.state.history_dir);
+    let h = History::new(&ctx.state.history_dir)
+        .with_audit_log(&ctx.state.state_dir.join("audit.jsonl"));
     let turn = match args.turn {
         Some(t) => t,
         None => h

@@ -764,10 +764,12 @@ impl Inner {
                 // Refused before any guest code ran (the import check, the
                 // pinned digest): one denial line, nothing else.
                 journal.discard();
-                let digest = plan
-                    .sha256()
-                    .map(str::to_string)
-                    .or_else(|| std::fs::read(plan.component()).ok().map(|b| sha256_hex(&b)));
+                // The digest the file really has (a `DIGEST_MISMATCH`
+                // names the pinned one in its reason).
+                let digest = std::fs::read(plan.component())
+                    .ok()
+                    .map(|b| sha256_hex(&b))
+                    .or_else(|| plan.sha256().map(str::to_string));
                 self.deny_line(request, turn, frozen, digest, code, &reason);
                 TurnEnd::Refused { code, reason }
             }

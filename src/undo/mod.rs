@@ -67,20 +67,39 @@ pub struct TurnSummary {
 /// The history directory.
 pub struct History {
     dir: PathBuf,
+    /// `<state>/audit.jsonl`: the turns that mutated nothing.
+    audit: Option<PathBuf>,
 }
 
 impl History {
     pub fn new(dir: &Path) -> History {
         History {
             dir: dir.to_path_buf(),
+            audit: None,
+        }
+    }
+
+    /// Also reads the turns recorded in `audit_log` (`<state>/audit.jsonl`):
+    /// those that ran and mutated nothing, so have no directory.
+    pub fn with_audit_log(self, audit_log: &Path) -> History {
+        History {
+            audit: Some(audit_log.to_path_buf()),
+            ..self
+        }
+    }
+
+    fn audit_records(&self) -> Result<Vec<AuditRecord>, HistoryError> {
+        match &self.audit {
+            Some(path) => journal::read_lines(path),
+            None => Ok(Vec::new()),
         }
     }
 
     /// Every turn, oldest first.
     pub fn turns(&self) -> Result<Vec<TurnSummary>, HistoryError> {
         let entries = match std::fs::read_dir(&self.dir) {
-            Ok(e) => e,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(vec![]),
+            Ok(e) => Some(e),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
             Err(e) => {
                 return Err(HistoryError::Io {
                     action: "read",
@@ -89,8 +108,15 @@ impl History {
                 })
             }
         };
-        let mut out = Vec::new();
-        for e in entries.flatten() {
+        let mut out: Vec<TurnSummary> = self
+            .audit_records()?
+            .into_iter()
+            .map(|r| TurnSummary {
+                record: r.record,
+                operations: 0,
+            })
+            .collect();
+        for e in entries.into_iter().flatten().flatten() {
             let dir = e.path();
             let record_path = dir.join("turn.json");
             if !record_path.is_file() {
@@ -108,16 +134,11 @@ impl History {
 
     /// The audit log of `turn`: its `decisions.jsonl` when it mutated
     /// something, else its record in `audit_log` (`<state>/audit.jsonl`).
-    pub fn decisions(
-        &self,
-        turn: &str,
-        audit_log: &Path,
-    ) -> Result<Vec<serde_json::Value>, HistoryError> {
+    pub fn decisions(&self, turn: &str) -> Result<Vec<serde_json::Value>, HistoryError> {
         if let Ok(dir) = self.turn_dir(turn) {
             return journal::read_lines(&dir.join("decisions.jsonl"));
         }
-        let records: Vec<AuditRecord> = journal::read_lines(audit_log)?;
-        records
+        self.audit_records()?
             .into_iter()
             .find(|r| r.record.turn == turn)
             .map(|r| r.decisions)
@@ -154,7 +175,21 @@ impl History {
         dry_run: bool,
         memory_db: &Path,
     ) -> Result<UndoReport, HistoryError> {
-        let dir = self.turn_dir(turn)?;
+        let dir = match self.turn_dir(turn) {
+            Ok(dir) => dir,
+            // A turn that mutated nothing has nothing to undo.
+            Err(e) => {
+                if self.audit_records()?.iter().any(|r| r.record.turn == turn) {
+                    return Ok(UndoReport {
+                        turn: turn.to_string(),
+                        dry_run,
+                        already_undone: false,
+                        steps: vec![],
+                    });
+                }
+                return Err(e);
+            }
+        };
         let record_path = dir.join("turn.json");
         let mut record = journal::read_record(&record_path)?;
         if record.undo != "none" {

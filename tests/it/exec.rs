@@ -732,10 +732,10 @@ fn the_exec_import_without_code_exec_is_refused_by_name() {
     );
     let (run, v) = run_json(&env, &m, &ws, "Full", "{}", &[]);
     run.expect(2);
-    assert_eq!(v["error"]["code"], "IMPORT_NOT_GRANTED", "{v:#}");
+    assert_eq!(v["code"], "IMPORT_NOT_GRANTED", "{v:#}");
     assert_eq!(
-        v["error"]["message"],
-        "IMPORT_NOT_GRANTED: `gatehouse:executor/exec@0.1.0` needs `code:exec`, which this turn was not granted"
+        v["reason"],
+        "`gatehouse:executor/exec@0.1.0` needs `code:exec`, which this turn was not granted"
     );
     // The shipped manifest validates.
     env.run(&["manifest", "check", s(&guest("run-tool"))])
@@ -816,7 +816,7 @@ fn a_command_executor_meets_the_tool_layers_and_the_limits() {
     let m = command_manifest(&env, "sneaky", &["touch", "mark", "`id`"]);
     let (run, v) = run_approved(&env, &m, &ws, &config, "", &[]);
     assert_eq!(run.code, 2, "{run:#?}");
-    assert_eq!(v["error"]["code"], "INDIRECT_TOOL_REQUEST", "{v:#}");
+    assert_eq!(v["code"], "INDIRECT_TOOL_REQUEST", "{v:#}");
     assert!(!ws.join("mark").exists());
     // The run's deadline is the command's timeout.
     let m = command_manifest(&env, "nap", &["sleep", "30"]);

@@ -576,9 +576,20 @@ fn refuse_critical_refuses_fs_write_in_each_degraded_case_and_warn_runs_it() {
         assert_eq!(v["isolation"]["overall"], "degraded");
         assert_eq!(layer(&v["isolation"], name)["state"], state, "{how:?}");
         // Nothing was built or written: no file, no compiled component, no
-        // history, no state at all.
+        // history; the state holds the one line of the denial log.
         assert_eq!(std::fs::read_dir(ws.join("out")).unwrap().count(), 0);
-        assert!(!env.state_dir().exists(), "{how:?}: state was written");
+        let files: Vec<String> = std::fs::read_dir(env.state_dir())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        assert_eq!(files, ["denials.jsonl"], "{how:?}: state was written");
+        let denials = std::fs::read_to_string(env.state_dir().join("denials.jsonl")).unwrap();
+        assert_eq!(denials.lines().count(), 1, "{how:?}");
+        assert!(
+            denials.contains("\"code\":\"ISOLATION_DEGRADED\""),
+            "{denials}"
+        );
+        std::fs::remove_file(env.state_dir().join("denials.jsonl")).unwrap();
 
         // warn (the flag overriding the configuration): it runs, and the
         // report is attached.
@@ -739,8 +750,10 @@ fn cat_turn(env: &Env, body: &str, mode: &str) -> Vec<String> {
 #[test]
 fn refuse_critical_refuses_a_code_exec_turn_when_landlock_is_hidden() {
     // The same turn passes the gate up to its approvals on the control
-    // host (exit 4: no terminal to ask), and is refused with
-    // ISOLATION_DEGRADED, before any approval, once Landlock is hidden.
+    // host (exit 4: no terminal to ask). Once Landlock is hidden, the
+    // person approves on the terminal, and the probe (the gate's last
+    // step, after the approvals) refuses it with ISOLATION_DEGRADED before
+    // anything runs.
     let env = Env::new();
     let body = format!("component = \"{}\"", s(&component("run-tool")));
     let args = cat_turn(&env, &body, "refuse-critical");
@@ -750,14 +763,19 @@ fn refuse_critical_refuses_a_code_exec_turn_when_landlock_is_hidden() {
         r.expect(4);
         assert_eq!(last_json(&r)["code"], "APPROVAL_REQUIRED");
     }
-    let r = run(
-        &env,
-        Degrade::Seccomp(libc::SYS_landlock_create_ruleset, libc::ENOSYS),
-        &args,
-    );
-    r.expect(2);
-    let v = last_json(&r);
+    let mut cmd = env.terminal_command(&args, &[]);
+    seccomp_errno(&mut cmd, libc::SYS_landlock_create_ruleset, libc::ENOSYS);
+    let r = crate::support::type_answers(&mut cmd, "o\n");
+    assert_eq!(r.code, 2, "{r:#?}");
+    let line = r.stdout.lines().last().unwrap();
+    let v: Value = serde_json::from_str(&line[line.find("{\"").unwrap()..]).unwrap();
     assert_eq!(v["code"], "ISOLATION_DEGRADED", "{v:#}");
+    assert_eq!(v["approvals"][0]["choice"], "allow_once", "{v:#}");
+    // Refused before anything ran: one denial line, no turn directory.
+    let denials = std::fs::read_to_string(env.state_dir().join("denials.jsonl")).unwrap();
+    let last: Value = serde_json::from_str(denials.lines().last().unwrap()).unwrap();
+    assert_eq!(last["code"], "ISOLATION_DEGRADED");
+    assert!(!env.state_dir().join("history").exists());
     let reason = v["reason"].as_str().unwrap();
     assert!(
         reason.starts_with("`code:exec` is critical")

@@ -167,12 +167,17 @@ fn a_denied_run_touches_nothing() {
     );
     run.expect(2);
     assert_eq!(v["code"], "CAPABILITY_DENIED");
-    // No state at all: no cache entry, no grants database, no history.
     assert!(
-        !env.state_dir().exists(),
-        "state dir was created: {:?}",
-        tree(&env.state_dir())
+        v.get("isolation").is_none(),
+        "a denied request was probed: {v:#}"
     );
+    // No cache entry, no grants database, no history: one denial line.
+    let state = tree(&env.state_dir());
+    assert_eq!(state.len(), 1, "{state:?}");
+    assert_eq!(state[0].0, "denials.jsonl");
+    let d: serde_json::Value = serde_json::from_slice(&state[0].1).unwrap();
+    assert_eq!(d["code"], "CAPABILITY_DENIED");
+    assert_eq!(d["executor"], "write-file");
     assert_eq!(tree(&ws), vec![("out/".to_string(), vec![])]);
 }
 
@@ -254,14 +259,27 @@ fn imports_without_their_grant_are_refused_before_instantiation() {
     let sneaky = manifest(&env, "sneaky-memory", &component("sneaky-memory"), &[]);
     let (run, v) = run_json(&env, &sneaky, &ws, "Full", "{}", &[]);
     run.expect(2);
-    assert_eq!(v["error"]["code"], "IMPORT_NOT_GRANTED");
+    assert_eq!(v["code"], "IMPORT_NOT_GRANTED");
     assert!(
-        v["error"]["message"]
+        v["reason"]
             .as_str()
             .unwrap()
             .contains("`gatehouse:executor/memory@0.1.0`"),
         "{v:#}"
     );
+    // Refused before any instance existed: a denial line with the
+    // component's digest, no turn directory.
+    let denials = std::fs::read_to_string(env.state_dir().join("denials.jsonl")).unwrap();
+    let d: serde_json::Value = serde_json::from_str(denials.lines().last().unwrap()).unwrap();
+    assert_eq!(d["code"], "IMPORT_NOT_GRANTED");
+    assert_eq!(
+        d["component_sha256"],
+        gatehouse::policy::snapshot::sha256_hex(
+            &std::fs::read(component("sneaky-memory")).unwrap()
+        )
+    );
+    assert!(!env.state_dir().join("history").exists());
+    assert!(!env.state_dir().join("audit.jsonl").exists());
     let fetch = manifest(&env, "fetch-ungranted", &component("fetch"), &[]);
     let (run, v) = run_json(
         &env,
@@ -272,12 +290,9 @@ fn imports_without_their_grant_are_refused_before_instantiation() {
         &[],
     );
     run.expect(2);
-    assert_eq!(v["error"]["code"], "IMPORT_NOT_GRANTED");
+    assert_eq!(v["code"], "IMPORT_NOT_GRANTED");
     assert!(
-        v["error"]["message"]
-            .as_str()
-            .unwrap()
-            .contains("`wasi:sockets/"),
+        v["reason"].as_str().unwrap().contains("`wasi:sockets/"),
         "{v:#}"
     );
     // The same guests with their grants pass the import check (and fail, or
@@ -289,6 +304,7 @@ fn imports_without_their_grant_are_refused_before_instantiation() {
         &[("memory:read", Some("notes"))],
     );
     let (_, v) = run_json(&env, &granted, &ws, "Full", "{}", &[]);
+    assert_ne!(v["code"], "IMPORT_NOT_GRANTED", "{v:#}");
     assert_ne!(v["error"]["code"], "IMPORT_NOT_GRANTED", "{v:#}");
 }
 
@@ -811,9 +827,17 @@ fn a_component_that_does_not_match_its_pinned_digest_is_refused() {
     let m = env.write("manifests/hello-pinned.toml", &text);
     let (run, v) = run_json(&env, &m, &ws, "Supervised", "{}", &[]);
     run.expect(2);
-    assert_eq!(v["error"]["code"], "DIGEST_MISMATCH", "{v:#}");
-    // Nothing was compiled or cached for it.
+    assert_eq!(v["code"], "DIGEST_MISMATCH", "{v:#}");
+    // Nothing was compiled or cached for it; one denial line names the
+    // digest the file really has.
     assert!(!env.state_dir().join("cache").exists());
+    let denials = std::fs::read_to_string(env.state_dir().join("denials.jsonl")).unwrap();
+    let d: serde_json::Value = serde_json::from_str(denials.trim()).unwrap();
+    assert_eq!(d["code"], "DIGEST_MISMATCH");
+    assert_eq!(
+        d["component_sha256"],
+        gatehouse::policy::snapshot::sha256_hex(&std::fs::read(component("hello")).unwrap())
+    );
 }
 
 #[test]

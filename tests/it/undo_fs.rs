@@ -388,6 +388,8 @@ fn protected_paths_inside_a_write_root_cannot_be_changed() {
         {"path": "cwd/fine.txt", "content": "allowed"},
     ]);
     env.write("cwd/x.db", "replacement");
+    // The history directory exists once any turn has mutated something.
+    env.mkdir("state/history");
     let input = json!({"op": "batch", "ops": ops}).to_string();
     let (run, v) = run_json(&env, &m, &ws, "Full", &input, &[]);
     run.expect(0);
