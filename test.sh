@@ -2,5 +2,5 @@
 # Every test: set-up (target, guests), then the whole workspace's tests.
 set -euo pipefail
 cd "$(dirname "$0")"
-./setup.sh
+bash ./setup.sh
 cargo test --workspace "$@"

@@ -339,10 +339,8 @@ fn no_descriptor_of_the_host_reaches_a_command() {
     let leaked = unsafe { libc::dup(std::os::fd::AsRawFd::as_raw_fd(&file)) };
     assert!(leaked > 2);
     // SAFETY: `F_GETFD` reads the descriptor's flags only.
-    assert_eq!(
-        unsafe { libc::fcntl(leaked, libc::F_GETFD) } & libc::FD_CLOEXEC,
-        0
-    );
+    let flags = unsafe { libc::fcntl(leaked, libc::F_GETFD) };
+    assert_eq!(flags & libc::FD_CLOEXEC, 0);
     let mut sp = spec(&ws, &probe, &["fds"]);
     sp.read_roots = vec![bin.clone()];
     let o = exec(&sp);
