@@ -7,11 +7,11 @@ use serde_json::json;
 use gatehouse::config::{HostConfig, StatePaths};
 use gatehouse::grants::{now_utc, GrantStore, NewGrant};
 use gatehouse::host::{
-    ApprovalRequest, Approver, Choice, Host, HostOptions, NoOne, TurnEnd, TurnOutcome, TurnRequest,
+    ApprovalRequest, Approver, Choice, GuestResult, Host, HostOptions, NoOne, TurnEnd, TurnOutcome,
+    TurnRequest,
 };
 use gatehouse::policy::DenyCode;
 use gatehouse::policy::{decide_json, Decision, Identity, Level};
-use gatehouse::sandbox::GuestResult;
 use gatehouse::snapshot::{self, Sources};
 use gatehouse::tier3::{self, CaseStatus};
 

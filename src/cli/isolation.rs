@@ -1,17 +1,9 @@
 //! `gatehouse isolation`: the degraded-mode report of this host, with the
 //! engine the configuration asks for (`[engine]`), built and read back.
 
-use gatehouse::config::HostConfig;
-use gatehouse::sandbox::{EngineProfile, IsolationReport, Limits, Sandbox};
+use gatehouse::host::{isolation_report, IsolationReport};
 
-use super::{out, out_json, CmdResult, Context, Exit, Failure};
-
-/// The engine a turn with memory cap `memory_bytes` builds under `config`.
-pub(super) fn engine_profile(config: &HostConfig, memory_bytes: usize) -> EngineProfile {
-    config
-        .engine
-        .profile(memory_bytes.max(Limits::default().memory_bytes))
-}
+use super::{out, out_json, CmdResult, Context, Exit};
 
 /// The one line a run prints: `isolation full` or `isolation degraded (…)`.
 pub(super) fn line(report: &IsolationReport) -> String {
@@ -23,10 +15,7 @@ pub(super) fn line(report: &IsolationReport) -> String {
 /// whether full or degraded: the report is the answer.
 pub fn run(ctx: &Context) -> CmdResult {
     let config = ctx.config()?;
-    let profile = engine_profile(&config, Limits::default().memory_bytes);
-    let sandbox = Sandbox::with_profile(&ctx.state.cache_dir, &profile)
-        .map_err(|e| Failure::error(format!("cannot start the engine: {e}")))?;
-    let report = sandbox.isolation();
+    let report = &isolation_report(&config, &ctx.state).map_err(super::run::host_failure)?;
     report.log();
     if ctx.json {
         out_json(report);

@@ -6,12 +6,11 @@ use std::path::Path;
 use serde_json::json;
 
 use gatehouse::host::{
-    Approver, Host, HostError, HostOptions, NoOne, Step, TerminalApprover, TurnEnd, TurnOutcome,
-    TurnRequest,
+    Approver, GuestResult, Host, HostError, HostOptions, Limits, NoOne, OnDegraded, Step,
+    TerminalApprover, TurnEnd, TurnOutcome, TurnRequest,
 };
 use gatehouse::manifest::{find_by_name, Manifest};
 use gatehouse::policy::DenyCode;
-use gatehouse::sandbox::{GuestResult, Limits, OnDegraded};
 
 use super::args::RunArgs;
 use super::commands::{gather_manifests, parse_level};

@@ -14,6 +14,7 @@
 //! `guard_bytes = 0`, which build a weaker engine (the report says so).
 
 mod env;
+mod on_degraded;
 mod resolve;
 
 use std::collections::BTreeMap;
@@ -22,10 +23,10 @@ use std::path::{Path, PathBuf};
 use serde::Deserialize;
 
 pub use env::{HostEnv, StatePaths};
+pub use on_degraded::{OnDegraded, UnknownOnDegraded};
 pub use resolve::{absolutize, lower, resolve_ancestor, resolve_path};
 
 use crate::policy::{Actor, Identity, Level, ResolvedPath, WorkspaceMode, WorkspaceRoot};
-use crate::sandbox::isolation::OnDegraded;
 
 /// Why a configuration could not be used.
 #[derive(Debug, thiserror::Error)]
@@ -76,7 +77,7 @@ struct RawIsolation {
 
 /// `[engine]`: settings that weaken the engine, for hosts that need them
 /// (and for the tests that show the report saying so). `None`: the
-/// default of [`crate::sandbox::EngineProfile::new`].
+/// default of the engine (`sandbox::EngineProfile::configured`).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct EngineConfig {
@@ -84,21 +85,6 @@ pub struct EngineConfig {
     pub signals_based_traps: Option<bool>,
     /// The guard region around each linear memory; default 32 MiB.
     pub guard_bytes: Option<u64>,
-}
-
-impl EngineConfig {
-    /// The engine these settings ask for, its pool bounding every memory
-    /// at `max_memory`.
-    pub fn profile(&self, max_memory: usize) -> crate::sandbox::EngineProfile {
-        let mut p = crate::sandbox::EngineProfile::new(max_memory);
-        if let Some(on) = self.signals_based_traps {
-            p = p.signals_based_traps(on);
-        }
-        if let Some(bytes) = self.guard_bytes {
-            p = p.guard_bytes(bytes);
-        }
-        p
-    }
 }
 
 #[derive(Debug, Deserialize)]

@@ -140,7 +140,7 @@ pub struct ExecSupport {
 impl ExecSupport {
     /// This process's support, from the probe's cached facts.
     pub fn probe() -> ExecSupport {
-        let facts = crate::sandbox::isolation::host_facts();
+        let facts = super::facts::host_facts();
         ExecSupport {
             landlock: facts.landlock,
             seccomp: facts.seccomp,

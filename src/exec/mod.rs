@@ -35,6 +35,7 @@
 //! host may run commands at all.
 
 mod confine;
+pub mod facts;
 
 use std::io::{Read, Write};
 use std::os::unix::process::{CommandExt, ExitStatusExt};

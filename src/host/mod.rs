@@ -42,9 +42,11 @@ use crate::policy::{
     decide, Capability, Decision, DenyCode, Level, Request, RequestKind, Snapshot,
 };
 use crate::sandbox::services::{CommandScreen, NestedError, NestedTurn};
-use crate::sandbox::{
-    execute, CancelHandle, EngineProfile, GuestResult, IsolationReport, Limits, OnDegraded,
-    RunError, RunReport, RunServices, Sandbox,
+use crate::sandbox::{execute, EngineProfile, RunError, RunServices, Sandbox};
+// The sandbox's types a caller of the host handles: it needs nothing else
+// from the sandbox.
+pub use crate::sandbox::{
+    CancelHandle, GuestResult, IsolationReport, Limits, OnDegraded, RunReport,
 };
 use crate::snapshot::{self, SnapshotError, Sources};
 use crate::undo::{AppendLog, HistoryError, TurnJournal, TurnRecord};
@@ -437,9 +439,10 @@ impl Inner {
     }
 
     fn profile(&self) -> EngineProfile {
-        self.config
-            .engine
-            .profile(self.max_memory_bytes.max(Limits::default().memory_bytes))
+        EngineProfile::configured(
+            &self.config.engine,
+            self.max_memory_bytes.max(Limits::default().memory_bytes),
+        )
     }
 
     fn sandbox(&self) -> Result<&Arc<Sandbox>, HostError> {
@@ -1128,6 +1131,19 @@ impl HostError {
         }
         parts.join(": ")
     }
+}
+
+/// The isolation report of the engine `config` asks for (built, read
+/// back, nothing run, nothing written): what `gatehouse isolation` shows,
+/// without opening a host.
+pub fn isolation_report(
+    config: &HostConfig,
+    state: &StatePaths,
+) -> Result<IsolationReport, HostError> {
+    let profile = EngineProfile::configured(&config.engine, Limits::default().memory_bytes);
+    let sandbox = Sandbox::with_profile(&state.cache_dir, &profile)
+        .map_err(|e| HostError::Engine(Arc::new(e)))?;
+    Ok(sandbox.isolation().clone())
 }
 
 /// A new turn id: UTC time and a per-process counter with the pid.

@@ -90,6 +90,19 @@ impl EngineProfile {
     /// bounds itself and a fault it misses crashes the host. The isolation
     /// report then says `signals_based_traps` and `linear_memory_guards`
     /// are `partial`.
+    /// The engine `settings` (`[engine]` of `gatehouse.toml`) ask for,
+    /// its pool bounding every memory at `max_memory`.
+    pub fn configured(settings: &crate::config::EngineConfig, max_memory: usize) -> EngineProfile {
+        let mut p = EngineProfile::new(max_memory);
+        if let Some(on) = settings.signals_based_traps {
+            p = p.signals_based_traps(on);
+        }
+        if let Some(bytes) = settings.guard_bytes {
+            p = p.guard_bytes(bytes);
+        }
+        p
+    }
+
     pub fn signals_based_traps(mut self, on: bool) -> EngineProfile {
         self.signals_based_traps = on;
         self

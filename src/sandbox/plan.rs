@@ -2,7 +2,7 @@
 //!
 //! A plan lists what a turn was *allowed*: nothing else. Its fields are
 //! private and its constructor is `pub(crate)`, called in one place, the
-//! gate in `crate::turn`, after `policy::decide` allowed every need of the
+//! gate in `crate::host::gate`, after `policy::decide` allowed every need of the
 //! turn. Code outside the crate can read a plan but never make one, so a
 //! sandbox cannot be built around the policy.
 
@@ -100,7 +100,7 @@ pub(crate) struct PlanParts {
 }
 
 impl Plan {
-    /// Only the gate (`crate::turn`) calls this, with parts it derived from
+    /// Only the gate (`crate::host::gate`) calls this, with parts it derived from
     /// `Allow` decisions.
     pub(crate) fn from_allowed(parts: PlanParts) -> Plan {
         let has = |c: Capability| parts.allowed.iter().any(|a| a.capability == c);

@@ -124,3 +124,79 @@ fn the_checks_would_catch_a_violation() {
     assert_eq!(lines[0].0, 2);
     assert!(FORBIDDEN.iter().any(|w| lines[0].1.contains(w)));
 }
+
+/// The library's layers, lowest first, and what each may name. A module
+/// may use only the modules listed for it: no import cycles, the sandbox
+/// never reaches the gate or the host, the policy core nothing at all.
+const LAYERS: [(&str, &[&str]); 12] = [
+    ("policy", &[]),
+    ("memory", &[]),
+    ("config", &["policy"]),
+    ("grants", &["policy", "config"]),
+    ("manifest", &["policy", "config"]),
+    ("snapshot", &["policy", "config", "manifest"]),
+    ("tier3", &["policy", "config"]),
+    ("exec", &["policy", "config"]),
+    ("undo", &["policy", "config", "memory"]),
+    ("sandbox", &["policy", "config", "memory", "exec", "undo"]),
+    (
+        "host",
+        &[
+            "policy", "config", "memory", "grants", "manifest", "snapshot", "exec", "undo",
+            "sandbox",
+        ],
+    ),
+    (
+        "cli",
+        &[
+            "host", "config", "manifest", "policy", "snapshot", "tier3", "undo", "grants",
+        ],
+    ),
+];
+
+/// The `crate::name` (or `gatehouse::name` for the binary) modules a
+/// source names outside comments.
+fn named_modules(text: &str, prefix: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    for line in text.lines() {
+        let code = line.split("//").next().unwrap_or("");
+        let mut rest = code;
+        while let Some(i) = rest.find(prefix) {
+            rest = &rest[i + prefix.len()..];
+            let name: String = rest
+                .chars()
+                .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+                .collect();
+            if !name.is_empty() && !out.contains(&name) {
+                out.push(name);
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn each_module_names_only_the_layers_below_it() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    for (module, allowed) in LAYERS {
+        let (files, prefix) = if module == "cli" {
+            (rust_files(&src.join("cli")), "gatehouse::")
+        } else if src.join(module).is_dir() {
+            (rust_files(&src.join(module)), "crate::")
+        } else {
+            (vec![src.join(format!("{module}.rs"))], "crate::")
+        };
+        for f in files {
+            let text = std::fs::read_to_string(&f).unwrap();
+            // Unit tests may reach further (they build fixtures).
+            let text = text.split("#[cfg(test)]").next().unwrap_or("");
+            for named in named_modules(text, prefix) {
+                assert!(
+                    named == module || allowed.contains(&named.as_str()),
+                    "{} names `{prefix}{named}`, which the `{module}` layer may not use",
+                    f.display()
+                );
+            }
+        }
+    }
+}
