@@ -9,10 +9,11 @@
 
 use std::sync::Arc;
 
+use wasmtime::component::{HasData, Linker};
+
 use super::bindings::gatehouse::executor::delegate;
 use super::bindings::gatehouse::executor::types::{Denial, Error};
 use super::services::{NestedError, NestedTurn};
-use super::state::HostState;
 use crate::policy::DenyCode;
 use crate::undo::TurnJournal;
 
@@ -69,9 +70,17 @@ impl DelegateBinding {
     }
 }
 
-impl delegate::Host for HostState {
+/// What the binding works on: the run's delegation, when granted, and
+/// the clock of time spent in callees.
+pub struct DelegateView<'a> {
+    pub binding: Option<&'a DelegateBinding>,
+    /// Time in callees, which the caller's own deadline does not count.
+    pub delegated: &'a mut std::time::Duration,
+}
+
+impl delegate::Host for DelegateView<'_> {
     fn call(&mut self, executor: String, input: String) -> Result<String, Error> {
-        let Some(d) = self.delegate.as_ref() else {
+        let Some(d) = self.binding else {
             return Err(denial(
                 DenyCode::TargetMismatch,
                 "no delegation was granted".into(),
@@ -79,11 +88,26 @@ impl delegate::Host for HostState {
         };
         let started = std::time::Instant::now();
         let result = d.call(executor, input);
-        self.delegated += started.elapsed();
+        *self.delegated += started.elapsed();
         result
     }
 }
 
-pub fn add_to_linker(linker: &mut wasmtime::component::Linker<HostState>) -> wasmtime::Result<()> {
-    delegate::add_to_linker::<HostState, wasmtime::component::HasSelf<HostState>>(linker, |s| s)
+struct HasDelegate;
+
+impl HasData for HasDelegate {
+    type Data<'a> = DelegateView<'a>;
+}
+
+/// Links `gatehouse:executor/delegate`.
+///
+/// # Security
+/// Lets the guest start nested turns of the executors the binding lists,
+/// each through the host's gate; link only with a binding built from the
+/// plan.
+pub fn add_to_linker<T: 'static>(
+    linker: &mut Linker<T>,
+    getter: fn(&mut T) -> DelegateView<'_>,
+) -> wasmtime::Result<()> {
+    delegate::add_to_linker::<T, HasDelegate>(linker, getter)
 }

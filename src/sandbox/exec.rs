@@ -14,6 +14,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use serde::Serialize;
+use wasmtime::component::{HasData, Linker};
 
 use super::bindings::gatehouse::executor::exec;
 use super::bindings::gatehouse::executor::types::{Denial, Error};
@@ -21,7 +22,6 @@ use super::limits::LimitHit;
 use super::plan::{DirAccess, Plan};
 use super::run::{GuestResult, RunError, RunReport};
 use super::services::{AuditSink, CommandScreen, RunServices};
-use super::state::HostState;
 use crate::exec::{
     quote_argv, resolve_program, Confinement, ExecLimits, ExecOutcome, ExecSpec, ExecSupport,
 };
@@ -381,14 +381,22 @@ impl ExecBinding {
     }
 }
 
-impl exec::Host for HostState {
+/// What the binding works on: the run's commands, when granted, and the
+/// clock of time spent in them.
+pub struct ExecView<'a> {
+    pub binding: Option<&'a mut ExecBinding>,
+    /// Time in commands, which have their own timeout.
+    pub delegated: &'a mut std::time::Duration,
+}
+
+impl exec::Host for ExecView<'_> {
     fn run(
         &mut self,
         program: String,
         args: Vec<String>,
         stdin: Vec<u8>,
     ) -> Result<exec::Outcome, Error> {
-        let Some(b) = self.exec.as_mut() else {
+        let Some(b) = self.binding.as_deref_mut() else {
             return Err(denial(
                 DenyCode::ImportNotGranted,
                 "`code:exec` was not granted".into(),
@@ -397,7 +405,7 @@ impl exec::Host for HostState {
         let started = std::time::Instant::now();
         let result = b.call(program, args, stdin);
         // The command's time is not the guest's: it has its own timeout.
-        self.delegated += started.elapsed();
+        *self.delegated += started.elapsed();
         let o = result?;
         Ok(exec::Outcome {
             status: o.status,
@@ -498,6 +506,21 @@ pub fn run_command(
     })
 }
 
-pub fn add_to_linker(linker: &mut wasmtime::component::Linker<HostState>) -> wasmtime::Result<()> {
-    exec::add_to_linker::<HostState, wasmtime::component::HasSelf<HostState>>(linker, |s| s)
+struct HasExec;
+
+impl HasData for HasExec {
+    type Data<'a> = ExecView<'a>;
+}
+
+/// Links `gatehouse:executor/exec`.
+///
+/// # Security
+/// Lets the guest run the binding's programs, each call screened by the
+/// policy and confined by [`crate::exec`]; link only with a binding built
+/// from the plan.
+pub fn add_to_linker<T: 'static>(
+    linker: &mut Linker<T>,
+    getter: fn(&mut T) -> ExecView<'_>,
+) -> wasmtime::Result<()> {
+    exec::add_to_linker::<T, HasExec>(linker, getter)
 }

@@ -3,13 +3,28 @@
 
 use std::io::{BufRead, IsTerminal, Write};
 
+use wasmtime::component::{HasData, Linker};
+
 use super::bindings::gatehouse::executor::human;
 use super::bindings::gatehouse::executor::types::{Denial, Error};
-use super::state::HostState;
 use crate::policy::DenyCode;
 
 /// Questions and answers are cut to this many bytes.
 pub const MAX_TEXT: usize = 4_096;
+
+/// A run asks at most this many questions; later ones are denied.
+pub const MAX_QUESTIONS: u32 = 64;
+
+/// The questions of one run.
+#[derive(Debug, Default)]
+pub struct HumanState {
+    pub asked: u32,
+}
+
+/// What the binding works on.
+pub struct HumanView<'a> {
+    pub state: &'a mut HumanState,
+}
 
 fn cut(mut s: String) -> String {
     if s.len() > MAX_TEXT {
@@ -22,8 +37,15 @@ fn cut(mut s: String) -> String {
     s
 }
 
-impl human::Host for HostState {
+impl human::Host for HumanView<'_> {
     fn ask(&mut self, question: String) -> Result<String, Error> {
+        if self.state.asked >= MAX_QUESTIONS {
+            return Err(Error::Denied(Denial {
+                code: DenyCode::ApprovalRequired.as_str().into(),
+                reason: format!("a run asks at most {MAX_QUESTIONS} questions"),
+            }));
+        }
+        self.state.asked += 1;
         if !std::io::stdin().is_terminal() || !std::io::stderr().is_terminal() {
             return Err(Error::Denied(Denial {
                 code: DenyCode::ApprovalRequired.as_str().into(),
@@ -54,6 +76,20 @@ impl human::Host for HostState {
     }
 }
 
-pub fn add_to_linker(linker: &mut wasmtime::component::Linker<HostState>) -> wasmtime::Result<()> {
-    human::add_to_linker::<HostState, wasmtime::component::HasSelf<HostState>>(linker, |s| s)
+struct HasHuman;
+
+impl HasData for HasHuman {
+    type Data<'a> = HumanView<'a>;
+}
+
+/// Links `gatehouse:executor/human`.
+///
+/// # Security
+/// Hands the guest the person at the terminal: link it only with
+/// `human:ask` granted.
+pub fn add_to_linker<T: 'static>(
+    linker: &mut Linker<T>,
+    getter: fn(&mut T) -> HumanView<'_>,
+) -> wasmtime::Result<()> {
+    human::add_to_linker::<T, HasHuman>(linker, getter)
 }

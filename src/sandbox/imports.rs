@@ -1,55 +1,16 @@
 //! The import check: a component's imports compared with its plan, before
 //! any instance exists.
 //!
-//! Interfaces that carry no authority on their own form the baseline of
-//! `compute:pure` and are always linked: `wasi:io`, stdio into capped pipes,
-//! `exit`, the terminal queries, `random`, the clocks (frozen without
-//! `time:read`), `wasi:cli/environment` (empty without `env:read`) and
-//! `wasi:filesystem` (which reaches nothing without a preopen). Everything else needs its capability; an import of one without
-//! the grant is `IMPORT_NOT_GRANTED` naming the import. Interfaces gatehouse
-//! does not provide at all are refused the same way.
+//! What each interface needs comes from the one table of bindings
+//! ([`super::table`]): an import of one without its grant is
+//! `IMPORT_NOT_GRANTED` naming the import; interfaces gatehouse does not
+//! provide at all are refused the same way.
 
 use serde::Serialize;
 
 use super::plan::Plan;
-use crate::policy::Capability;
 
-/// Whether an interface needs a grant, and which.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Authority {
-    /// Always linked.
-    Baseline,
-    /// Linked only when one of these capabilities is granted.
-    Needs(&'static [Capability]),
-    /// gatehouse has no host for it.
-    Unsupported,
-}
-
-/// What an interface (without its `@version`) needs.
-pub fn authority(interface: &str) -> Authority {
-    use Capability as C;
-    let (package, name) = interface.split_once('/').unwrap_or((interface, ""));
-    match (package, name) {
-        ("wasi:io", _) | ("wasi:random", _) | ("wasi:clocks", "wall-clock" | "monotonic-clock") => {
-            Authority::Baseline
-        }
-        ("wasi:cli", "stdin" | "stdout" | "stderr" | "exit") => Authority::Baseline,
-        ("wasi:cli", n) if n.starts_with("terminal-") => Authority::Baseline,
-        // Every Rust guest imports it (std's runtime does), so the authority
-        // is in its contents: no variables without `env:read`, and only the
-        // granted ones with it; arguments only for commands.
-        ("wasi:cli", "environment") => Authority::Baseline,
-        ("wasi:filesystem", "types" | "preopens") => Authority::Baseline,
-        ("wasi:sockets", _) => Authority::Needs(&[C::NetworkSites]),
-        ("gatehouse:executor", "log" | "types") => Authority::Baseline,
-        ("gatehouse:executor", "memory") => Authority::Needs(&[C::MemoryRead, C::MemoryWrite]),
-        ("gatehouse:executor", "human") => Authority::Needs(&[C::HumanAsk]),
-        ("gatehouse:executor", "delegate") => Authority::Needs(&[C::DelegateCall]),
-        ("gatehouse:executor", "exec") => Authority::Needs(&[C::CodeExec]),
-        _ => Authority::Unsupported,
-    }
-}
+pub use super::table::{authority, Authority};
 
 /// The first import the plan does not allow, with why.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]

@@ -3,8 +3,9 @@
 
 use serde::Serialize;
 
+use wasmtime::component::{HasData, Linker};
+
 use super::bindings::gatehouse::executor::log::{self, Level};
-use super::state::HostState;
 
 /// At most this many lines are kept; later ones are counted, not stored.
 pub const MAX_LINES: usize = 1_000;
@@ -25,10 +26,15 @@ pub struct LogState {
     pub dropped: u64,
 }
 
-impl log::Host for HostState {
+/// What the binding works on: the run's lines.
+pub struct LogView<'a> {
+    pub state: &'a mut LogState,
+}
+
+impl log::Host for LogView<'_> {
     fn log(&mut self, level: Level, mut message: String) {
-        if self.log.lines.len() >= MAX_LINES {
-            self.log.dropped += 1;
+        if self.state.lines.len() >= MAX_LINES {
+            self.state.dropped += 1;
             return;
         }
         if message.len() > MAX_LINE {
@@ -44,10 +50,21 @@ impl log::Host for HostState {
             Level::Warn => "warn",
             Level::Error => "error",
         };
-        self.log.lines.push(LogLine { level, message });
+        self.state.lines.push(LogLine { level, message });
     }
 }
 
-pub fn add_to_linker(linker: &mut wasmtime::component::Linker<HostState>) -> wasmtime::Result<()> {
-    log::add_to_linker::<HostState, wasmtime::component::HasSelf<HostState>>(linker, |s| s)
+struct HasLog;
+
+impl HasData for HasLog {
+    type Data<'a> = LogView<'a>;
+}
+
+/// Links `gatehouse:executor/log`. Baseline: carries no authority (the
+/// lines stay in the run's report, capped).
+pub fn add_to_linker<T: 'static>(
+    linker: &mut Linker<T>,
+    getter: fn(&mut T) -> LogView<'_>,
+) -> wasmtime::Result<()> {
+    log::add_to_linker::<T, HasLog>(linker, getter)
 }

@@ -2,10 +2,11 @@
 //! scope the plan grants. Linked only when one of the two is granted; a
 //! call without its half of the grant returns `denied`, never traps.
 
+use wasmtime::component::{HasData, Linker};
+
 use super::bindings::gatehouse::executor::memory;
 use super::bindings::gatehouse::executor::types::{Denial, Error};
 use super::plan::MemoryGrant;
-use super::state::HostState;
 use crate::memory::{MemoryError, MemoryStore};
 use crate::policy::snapshot::sha256_hex;
 use crate::policy::DenyCode;
@@ -49,9 +50,14 @@ fn failed(e: MemoryError) -> Error {
     }
 }
 
-impl HostState {
-    fn memory_for(&mut self, op: &str, write: bool) -> Result<&MemoryBinding, Error> {
-        let Some(m) = self.memory.as_ref() else {
+/// What the binding works on: the run's memory, when granted.
+pub struct MemoryView<'a> {
+    pub binding: Option<&'a MemoryBinding>,
+}
+
+impl MemoryView<'_> {
+    fn memory_for(&self, op: &str, write: bool) -> Result<&MemoryBinding, Error> {
+        let Some(m) = self.binding else {
             // Unreachable by construction (the interface is linked only with
             // a binding), answered as a denial rather than a panic.
             return Err(denied(op, "memory:read", "-"));
@@ -68,7 +74,7 @@ impl HostState {
     }
 }
 
-impl memory::Host for HostState {
+impl memory::Host for MemoryView<'_> {
     fn get(&mut self, key: String) -> Result<Option<String>, Error> {
         let m = self.memory_for("get", false)?;
         m.store.get(&m.grant.scope, &key).map_err(failed)
@@ -105,9 +111,20 @@ impl memory::Host for HostState {
     }
 }
 
+struct HasMemory;
+
+impl HasData for HasMemory {
+    type Data<'a> = MemoryView<'a>;
+}
+
+/// Links `gatehouse:executor/memory`.
+///
 /// # Security
 /// Gives the guest the memory of the binding's scope (read and/or write as
 /// granted); link only with a binding built from the plan.
-pub fn add_to_linker(linker: &mut wasmtime::component::Linker<HostState>) -> wasmtime::Result<()> {
-    memory::add_to_linker::<HostState, wasmtime::component::HasSelf<HostState>>(linker, |s| s)
+pub fn add_to_linker<T: 'static>(
+    linker: &mut Linker<T>,
+    getter: fn(&mut T) -> MemoryView<'_>,
+) -> wasmtime::Result<()> {
+    memory::add_to_linker::<T, HasMemory>(linker, getter)
 }

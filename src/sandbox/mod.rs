@@ -33,6 +33,7 @@ pub mod plan;
 pub mod run;
 pub mod services;
 mod state;
+pub mod table;
 pub mod wasi;
 
 pub use engine::{Counters, EngineProfile, LoadError, Sandbox};

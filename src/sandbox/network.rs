@@ -447,20 +447,17 @@ pub fn add_to_linker(l: &mut Linker<HostState>) -> wasmtime::Result<()> {
     Ok(())
 }
 
-/// With `network:sites` granted: TCP on, UDP off, the address check, and
-/// the interfaces linked. Without it: nothing (the context keeps TCP, UDP
-/// and lookup off). Returns what was linked.
+/// With `network:sites` granted: TCP on, UDP off, the address check (the
+/// interfaces are linked by the table, [`super::table`]). Without it:
+/// nothing (the context keeps TCP, UDP and lookup off). Returns what the
+/// context allows.
 ///
 /// # Security
 /// Grants TCP connections to the addresses `sites` allows, which grow as
 /// granted names are resolved during the run.
-pub fn apply(
-    b: &mut WasiCtxBuilder,
-    linker: &mut Linker<HostState>,
-    sites: &Sites,
-) -> wasmtime::Result<Vec<String>> {
+pub fn apply(b: &mut WasiCtxBuilder, sites: &Sites) -> Vec<String> {
     if !sites.granted() {
-        return Ok(Vec::new());
+        return Vec::new();
     }
     // wasmtime-wasi's own lookup stays off: ours is linked in its place,
     // and this flag would only matter to wasmtime-wasi's.
@@ -473,7 +470,6 @@ pub fn apply(
         let ok = permits_use(&allowed, addr, use_);
         Box::pin(std::future::ready(ok))
     });
-    add_to_linker(linker)?;
     let mut linked = vec![
         "wasi:sockets/{network,instance-network,tcp-create-socket,tcp}".to_string(),
         "wasi:sockets/{udp-create-socket,udp} (no udp socket can be created)".to_string(),
@@ -487,7 +483,7 @@ pub fn apply(
         };
         linked.push(format!("{what}: `{}`", String::from(p.clone())));
     }
-    Ok(linked)
+    linked
 }
 
 #[cfg(test)]

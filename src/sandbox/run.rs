@@ -22,7 +22,7 @@ use super::output::CappedPipe;
 use super::plan::Plan;
 use super::services::RunServices;
 use super::state::HostState;
-use super::{clocks, delegate, env, fs, human, log, memory, wasi};
+use super::{clocks, env, fs, table};
 use crate::memory::MemoryStore;
 use crate::policy::snapshot::sha256_hex;
 use crate::policy::DenyCode;
@@ -144,65 +144,31 @@ pub fn execute(
         }
     })?;
 
-    // Link only what was granted.
+    // Link only what was granted: the table's bindings the plan allows.
     let mut linker: Linker<HostState> = Linker::new(engine);
-    let mut linked: Vec<String> = wasi::add_baseline(&mut linker)
-        .map_err(host)?
-        .into_iter()
-        .map(String::from)
-        .collect();
-    log::add_to_linker(&mut linker).map_err(host)?;
-    linked.push("gatehouse:executor/log".into());
-    linked.push(wasi::add_environment(&mut linker).map_err(host)?.into());
+    let bindings = table::link_granted(&mut linker, plan).map_err(host)?;
+    let mut linked: Vec<String> = bindings.iter().map(|b| describe(b.name, plan)).collect();
+    // Each linked binding's state, built from the same plan.
     let memory_binding = match plan.memory() {
-        Some(grant) => {
-            memory::add_to_linker(&mut linker).map_err(host)?;
-            linked.push(format!(
-                "gatehouse:executor/memory (scope `{}`{}{})",
-                grant.scope,
-                if grant.read { ", read" } else { "" },
-                if grant.write { ", write" } else { "" }
-            ));
-            let store = MemoryStore::open(&services.memory_db).map_err(host)?;
-            Some(MemoryBinding {
-                store,
-                grant: grant.clone(),
-                journal: services.journal.clone(),
-            })
-        }
+        Some(grant) => Some(MemoryBinding {
+            store: MemoryStore::open(&services.memory_db).map_err(host)?,
+            grant: grant.clone(),
+            journal: services.journal.clone(),
+        }),
         None => None,
     };
-    if plan.human() {
-        human::add_to_linker(&mut linker).map_err(host)?;
-        linked.push("gatehouse:executor/human".into());
-    }
-    let delegate_binding = match (&services.nested, plan.delegates().is_empty()) {
-        (_, true) | (None, _) => None,
-        (Some(nested), false) => {
-            delegate::add_to_linker(&mut linker).map_err(host)?;
-            linked.push(format!(
-                "gatehouse:executor/delegate ({})",
-                plan.delegates().join(", ")
-            ));
-            Some(DelegateBinding {
-                nested: nested.clone(),
-                allowed: plan.delegates().to_vec(),
-                depth: services.depth,
-                journal: services.journal.clone(),
-            })
-        }
-    };
-
-    let exec_binding = if plan.exec_tools().is_empty() {
-        None
-    } else {
-        super::exec::add_to_linker(&mut linker).map_err(host)?;
-        linked.push(format!(
-            "gatehouse:executor/exec ({})",
-            plan.exec_tools().join(", ")
-        ));
-        Some(super::exec::ExecBinding::new(plan, services))
-    };
+    let delegate_binding = services
+        .nested
+        .as_ref()
+        .filter(|_| !plan.delegates().is_empty())
+        .map(|nested| DelegateBinding {
+            nested: nested.clone(),
+            allowed: plan.delegates().to_vec(),
+            depth: services.depth,
+            journal: services.journal.clone(),
+        });
+    let exec_binding =
+        (!plan.exec_tools().is_empty()).then(|| super::exec::ExecBinding::new(plan, services));
 
     let limits = *plan.limits();
     let stdout = CappedPipe::new(limits.output_bytes);
@@ -230,7 +196,7 @@ pub fn execute(
         .into(),
     );
     let network = super::network::Sites::new(plan);
-    linked.extend(super::network::apply(&mut b, &mut linker, &network).map_err(host)?);
+    linked.extend(super::network::apply(&mut b, &network));
 
     let mut table = wasmtime::component::ResourceTable::new();
     table.set_max_capacity(limits.resources);
@@ -240,6 +206,7 @@ pub fn execute(
         network,
         limits: super::limits::GuardedLimits::new(&limits),
         log: Default::default(),
+        human: Default::default(),
         memory: memory_binding,
         delegate: delegate_binding,
         exec: exec_binding,
@@ -338,6 +305,24 @@ pub fn execute(
             .map(|b| std::mem::take(&mut b.records))
             .unwrap_or_default(),
     })
+}
+
+/// How the run report names a linked binding (with what the plan gave it).
+fn describe(name: &str, plan: &Plan) -> String {
+    match name {
+        "gatehouse:executor/memory" => match plan.memory() {
+            Some(grant) => format!(
+                "{name} (scope `{}`{}{})",
+                grant.scope,
+                if grant.read { ", read" } else { "" },
+                if grant.write { ", write" } else { "" }
+            ),
+            None => name.to_string(),
+        },
+        "gatehouse:executor/delegate" => format!("{name} ({})", plan.delegates().join(", ")),
+        "gatehouse:executor/exec" => format!("{name} ({})", plan.exec_tools().join(", ")),
+        _ => name.to_string(),
+    }
 }
 
 /// Turns a wasmtime error into its limit code when a limit caused it.

@@ -16,6 +16,7 @@ pub struct HostState {
     pub network: super::network::Sites,
     pub limits: super::limits::GuardedLimits,
     pub log: LogState,
+    pub human: super::human::HumanState,
     /// Set when the plan grants memory:read or memory:write.
     pub memory: Option<MemoryBinding>,
     /// Set when the plan grants delegate:call.
@@ -31,6 +32,41 @@ pub struct HostState {
     /// The journaling filesystem layer: finer globs, protected paths,
     /// backups and the write-ahead journal of file operations.
     pub fs: super::journal_fs::FsLayer,
+}
+
+/// Each binding's view of the store: the binding sees its own state only.
+impl HostState {
+    pub(super) fn log_view(&mut self) -> super::log::LogView<'_> {
+        super::log::LogView {
+            state: &mut self.log,
+        }
+    }
+
+    pub(super) fn memory_view(&mut self) -> super::memory::MemoryView<'_> {
+        super::memory::MemoryView {
+            binding: self.memory.as_ref(),
+        }
+    }
+
+    pub(super) fn human_view(&mut self) -> super::human::HumanView<'_> {
+        super::human::HumanView {
+            state: &mut self.human,
+        }
+    }
+
+    pub(super) fn delegate_view(&mut self) -> super::delegate::DelegateView<'_> {
+        super::delegate::DelegateView {
+            binding: self.delegate.as_ref(),
+            delegated: &mut self.delegated,
+        }
+    }
+
+    pub(super) fn exec_view(&mut self) -> super::exec::ExecView<'_> {
+        super::exec::ExecView {
+            binding: self.exec.as_mut(),
+            delegated: &mut self.delegated,
+        }
+    }
 }
 
 impl WasiView for HostState {

@@ -1,6 +1,5 @@
-//! Linking WASI, interface by interface: the authority-free baseline always,
-//! `wasi:cli/environment` and `wasi:sockets` only when the plan allows them.
-//! An interface that is not linked is absent, not stubbed.
+//! Linking WASI, interface by interface (the rows of [`super::table`]): an
+//! interface that is not linked is absent, not stubbed.
 
 use wasmtime::component::{HasData, Linker, ResourceTable};
 use wasmtime_wasi::cli::{WasiCli, WasiCliView};
@@ -21,16 +20,28 @@ fn table(s: &mut HostState) -> &mut ResourceTable {
     &mut s.table
 }
 
-/// The baseline of `compute:pure`; returns the interfaces linked.
-pub fn add_baseline(l: &mut Linker<HostState>) -> wasmtime::Result<Vec<&'static str>> {
+/// `wasi:io`: errors, polling and streams (no authority).
+pub fn link_io(l: &mut Linker<HostState>) -> wasmtime::Result<()> {
     sync::io::error::add_to_linker::<HostState, HasIo>(l, table)?;
     sync::io::poll::add_to_linker::<HostState, HasIo>(l, table)?;
-    sync::io::streams::add_to_linker::<HostState, HasIo>(l, table)?;
+    sync::io::streams::add_to_linker::<HostState, HasIo>(l, table)
+}
+
+/// `wasi:clocks`: real with `time:read`, else frozen (the context decides).
+pub fn link_clocks(l: &mut Linker<HostState>) -> wasmtime::Result<()> {
     p2::clocks::wall_clock::add_to_linker::<HostState, WasiClocks>(l, HostState::clocks)?;
-    p2::clocks::monotonic_clock::add_to_linker::<HostState, WasiClocks>(l, HostState::clocks)?;
+    p2::clocks::monotonic_clock::add_to_linker::<HostState, WasiClocks>(l, HostState::clocks)
+}
+
+/// `wasi:random` (no authority).
+pub fn link_random(l: &mut Linker<HostState>) -> wasmtime::Result<()> {
     p2::random::random::add_to_linker::<HostState, WasiRandom>(l, |t| t.wasi.random())?;
     p2::random::insecure::add_to_linker::<HostState, WasiRandom>(l, |t| t.wasi.random())?;
-    p2::random::insecure_seed::add_to_linker::<HostState, WasiRandom>(l, |t| t.wasi.random())?;
+    p2::random::insecure_seed::add_to_linker::<HostState, WasiRandom>(l, |t| t.wasi.random())
+}
+
+/// `wasi:cli` exit, stdio into capped pipes and the terminal queries.
+pub fn link_stdio(l: &mut Linker<HostState>) -> wasmtime::Result<()> {
     p2::cli::exit::add_to_linker::<HostState, WasiCli>(l, HostState::cli)?;
     p2::cli::stdin::add_to_linker::<HostState, WasiCli>(l, HostState::cli)?;
     p2::cli::stdout::add_to_linker::<HostState, WasiCli>(l, HostState::cli)?;
@@ -39,18 +50,13 @@ pub fn add_baseline(l: &mut Linker<HostState>) -> wasmtime::Result<Vec<&'static 
     p2::cli::terminal_output::add_to_linker::<HostState, WasiCli>(l, HostState::cli)?;
     p2::cli::terminal_stdin::add_to_linker::<HostState, WasiCli>(l, HostState::cli)?;
     p2::cli::terminal_stdout::add_to_linker::<HostState, WasiCli>(l, HostState::cli)?;
-    p2::cli::terminal_stderr::add_to_linker::<HostState, WasiCli>(l, HostState::cli)?;
-    // Reaches nothing without a preopen; preopens come only from fs grants.
-    p2::filesystem::preopens::add_to_linker::<HostState, WasiFilesystem>(l, HostState::filesystem)?;
-    // Through the journaling layer, which delegates to wasmtime-wasi's.
-    super::journal_fs::add_to_linker(l)?;
-    Ok(vec![
-        "wasi:io",
-        "wasi:clocks",
-        "wasi:random",
-        "wasi:cli/{exit,stdin,stdout,stderr,terminal-*}",
-        "wasi:filesystem",
-    ])
+    p2::cli::terminal_stderr::add_to_linker::<HostState, WasiCli>(l, HostState::cli)
+}
+
+/// `wasi:filesystem/preopens`: the preopened directories of the context
+/// (only those the plan's fs grants made).
+pub fn link_preopens(l: &mut Linker<HostState>) -> wasmtime::Result<()> {
+    p2::filesystem::preopens::add_to_linker::<HostState, WasiFilesystem>(l, HostState::filesystem)
 }
 
 /// `wasi:cli/environment`: the granted variables only (none without
@@ -59,7 +65,6 @@ pub fn add_baseline(l: &mut Linker<HostState>) -> wasmtime::Result<Vec<&'static 
 /// # Security
 /// Hands the guest the variables the context was built with; build the
 /// context from the plan's `env:read` names only.
-pub fn add_environment(l: &mut Linker<HostState>) -> wasmtime::Result<&'static str> {
-    p2::cli::environment::add_to_linker::<HostState, WasiCli>(l, HostState::cli)?;
-    Ok("wasi:cli/environment")
+pub fn link_environment(l: &mut Linker<HostState>) -> wasmtime::Result<()> {
+    p2::cli::environment::add_to_linker::<HostState, WasiCli>(l, HostState::cli)
 }

@@ -1,0 +1,219 @@
+//! The one table of what a guest can be given: each binding gatehouse
+//! provides, the WIT interfaces it serves, the capability it needs, and how
+//! it is linked. It drives three things, so they cannot disagree: the
+//! import check before instantiation ([`super::imports`]), what a run's
+//! linker gets ([`link_granted`]), and the key of a prepared instance (the
+//! set of bindings linked).
+//!
+//! Interfaces that carry no authority on their own form the baseline of
+//! `compute:pure` and are always linked: `wasi:io`, stdio into capped
+//! pipes, `exit`, the terminal queries, `random`, the clocks (frozen
+//! without `time:read`), `wasi:cli/environment` (empty without `env:read`)
+//! and `wasi:filesystem` (which reaches nothing without a preopen).
+//! Everything else is linked only with its capability; an interface that is
+//! not in the table is not provided at all.
+
+use serde::Serialize;
+use wasmtime::component::Linker;
+
+use super::plan::Plan;
+use super::state::HostState;
+use super::{delegate, exec, human, journal_fs, log, memory, network, wasi};
+use crate::policy::Capability;
+
+/// Whether an interface needs a grant, and which.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Authority {
+    /// Always linked.
+    Baseline,
+    /// Linked only when one of these capabilities is granted.
+    Needs(&'static [Capability]),
+    /// gatehouse has no host for it.
+    Unsupported,
+}
+
+/// One binding: a capability's host side.
+pub struct Binding {
+    /// What the run report calls it.
+    pub name: &'static str,
+    /// The interfaces it serves (`package/name`, no version); a trailing
+    /// `*` matches any name with that prefix.
+    pub interfaces: &'static [&'static str],
+    pub authority: Authority,
+    link: fn(&mut Linker<HostState>) -> wasmtime::Result<()>,
+}
+
+impl Binding {
+    fn serves(&self, interface: &str) -> bool {
+        self.interfaces.iter().any(|i| match i.strip_suffix('*') {
+            Some(prefix) => interface.starts_with(prefix),
+            None => *i == interface,
+        })
+    }
+
+    /// Whether `plan` allows it.
+    pub fn allowed_by(&self, plan: &Plan) -> bool {
+        match self.authority {
+            Authority::Baseline => true,
+            Authority::Needs(caps) => caps.iter().any(|c| plan.grants(*c)),
+            Authority::Unsupported => false,
+        }
+    }
+}
+
+use Capability as C;
+
+/// Every binding, in linking order.
+pub static BINDINGS: &[Binding] = &[
+    Binding {
+        name: "wasi:io",
+        interfaces: &["wasi:io/error", "wasi:io/poll", "wasi:io/streams"],
+        authority: Authority::Baseline,
+        link: wasi::link_io,
+    },
+    Binding {
+        name: "wasi:clocks",
+        interfaces: &["wasi:clocks/wall-clock", "wasi:clocks/monotonic-clock"],
+        authority: Authority::Baseline,
+        link: wasi::link_clocks,
+    },
+    Binding {
+        name: "wasi:random",
+        interfaces: &[
+            "wasi:random/random",
+            "wasi:random/insecure",
+            "wasi:random/insecure-seed",
+        ],
+        authority: Authority::Baseline,
+        link: wasi::link_random,
+    },
+    Binding {
+        name: "wasi:cli/{exit,stdin,stdout,stderr,terminal-*}",
+        interfaces: &[
+            "wasi:cli/exit",
+            "wasi:cli/stdin",
+            "wasi:cli/stdout",
+            "wasi:cli/stderr",
+            "wasi:cli/terminal-*",
+        ],
+        authority: Authority::Baseline,
+        link: wasi::link_stdio,
+    },
+    Binding {
+        // Every Rust guest imports it (std's runtime does), so the
+        // authority is in its contents: no variables without `env:read`,
+        // and only the granted ones with it; arguments only for commands.
+        name: "wasi:cli/environment",
+        interfaces: &["wasi:cli/environment"],
+        authority: Authority::Baseline,
+        link: wasi::link_environment,
+    },
+    Binding {
+        // Reaches nothing without a preopen; preopens come only from fs
+        // grants, and `types` goes through the journaling layer.
+        name: "wasi:filesystem",
+        interfaces: &["wasi:filesystem/types", "wasi:filesystem/preopens"],
+        authority: Authority::Baseline,
+        link: link_filesystem,
+    },
+    Binding {
+        name: "gatehouse:executor/log",
+        interfaces: &["gatehouse:executor/log", "gatehouse:executor/types"],
+        authority: Authority::Baseline,
+        link: |l| log::add_to_linker(l, HostState::log_view),
+    },
+    Binding {
+        name: "gatehouse:executor/memory",
+        interfaces: &["gatehouse:executor/memory"],
+        authority: Authority::Needs(&[C::MemoryRead, C::MemoryWrite]),
+        link: |l| memory::add_to_linker(l, HostState::memory_view),
+    },
+    Binding {
+        name: "gatehouse:executor/human",
+        interfaces: &["gatehouse:executor/human"],
+        authority: Authority::Needs(&[C::HumanAsk]),
+        link: |l| human::add_to_linker(l, HostState::human_view),
+    },
+    Binding {
+        name: "gatehouse:executor/delegate",
+        interfaces: &["gatehouse:executor/delegate"],
+        authority: Authority::Needs(&[C::DelegateCall]),
+        link: |l| delegate::add_to_linker(l, HostState::delegate_view),
+    },
+    Binding {
+        name: "gatehouse:executor/exec",
+        interfaces: &["gatehouse:executor/exec"],
+        authority: Authority::Needs(&[C::CodeExec]),
+        link: |l| exec::add_to_linker(l, HostState::exec_view),
+    },
+    Binding {
+        name: "wasi:sockets",
+        interfaces: &["wasi:sockets/*"],
+        authority: Authority::Needs(&[C::NetworkSites]),
+        link: network::add_to_linker,
+    },
+];
+
+fn link_filesystem(l: &mut Linker<HostState>) -> wasmtime::Result<()> {
+    wasi::link_preopens(l)?;
+    journal_fs::add_to_linker(l)
+}
+
+/// The binding that serves `interface` (`package/name`, no version).
+pub fn binding_of(interface: &str) -> Option<&'static Binding> {
+    BINDINGS.iter().find(|b| b.serves(interface))
+}
+
+/// What `interface` needs.
+pub fn authority(interface: &str) -> Authority {
+    binding_of(interface).map_or(Authority::Unsupported, |b| b.authority)
+}
+
+/// Links every binding `plan` allows, and nothing else; returns them, in
+/// table order.
+///
+/// # Security
+/// Each binding hands the guest what the store's state for it holds; the
+/// state is built from the same plan (see `run::execute`).
+pub fn link_granted(
+    linker: &mut Linker<HostState>,
+    plan: &Plan,
+) -> wasmtime::Result<Vec<&'static Binding>> {
+    let mut linked = Vec::new();
+    for b in BINDINGS.iter().filter(|b| b.allowed_by(plan)) {
+        (b.link)(linker)?;
+        linked.push(b);
+    }
+    Ok(linked)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_interface_has_one_binding_and_authority_follows_the_table() {
+        let mut seen = std::collections::BTreeSet::new();
+        for b in BINDINGS {
+            for i in b.interfaces {
+                assert!(seen.insert(*i), "`{i}` is served twice");
+            }
+        }
+        assert_eq!(authority("wasi:io/poll"), Authority::Baseline);
+        assert_eq!(authority("wasi:cli/terminal-stdout"), Authority::Baseline);
+        assert_eq!(
+            authority("wasi:sockets/ip-name-lookup"),
+            Authority::Needs(&[C::NetworkSites])
+        );
+        assert_eq!(
+            authority("gatehouse:executor/memory"),
+            Authority::Needs(&[C::MemoryRead, C::MemoryWrite])
+        );
+        assert_eq!(
+            authority("wasi:http/outgoing-handler"),
+            Authority::Unsupported
+        );
+        assert_eq!(authority("wasi:cli/run"), Authority::Unsupported);
+    }
+}
