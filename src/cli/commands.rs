@@ -63,7 +63,7 @@ impl From<GrantError> for Failure {
             } else {
                 Exit::Error
             },
-            message: e.to_string(),
+            message: gatehouse::config::chain(&e),
         }
     }
 }
@@ -79,7 +79,7 @@ impl From<ManifestError> for Failure {
         };
         Failure {
             exit,
-            message: e.to_string(),
+            message: gatehouse::config::chain(&e),
         }
     }
 }

@@ -67,7 +67,7 @@ impl From<ConfigError> for Failure {
             } else {
                 Exit::Error
             },
-            message: e.to_string(),
+            message: gatehouse::config::chain(&e),
         }
     }
 }

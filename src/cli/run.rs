@@ -61,7 +61,7 @@ pub(super) fn host_failure(e: HostError) -> Failure {
     match e {
         HostError::Snapshot(e) => Failure::from(e),
         HostError::Grants(e) => Failure::from(e),
-        e => Failure::error(format!("{e}: {}", e.source_text())),
+        e => Failure::error(gatehouse::config::chain(&e)),
     }
 }
 

@@ -24,7 +24,7 @@ use serde::Deserialize;
 
 pub use env::{HostEnv, StatePaths};
 pub use on_degraded::{OnDegraded, UnknownOnDegraded};
-pub use resolve::{absolutize, lower, resolve_ancestor, resolve_path};
+pub use resolve::{absolutize, chain, lower, resolve_ancestor, resolve_path, IoCause};
 
 use crate::policy::{Actor, Identity, Level, ResolvedPath, WorkspaceMode, WorkspaceRoot};
 

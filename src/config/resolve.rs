@@ -165,3 +165,44 @@ mod tests {
         assert!(absolutize("~/n", Path::new("/b"), None).is_err());
     }
 }
+
+/// An I/O error kept whole as the cause of another error (its kind and
+/// errno stay readable), shown in lowercase as every gatehouse message is.
+#[derive(Debug)]
+pub struct IoCause(pub std::io::Error);
+
+impl std::fmt::Display for IoCause {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&lower(&self.0.to_string()))
+    }
+}
+
+impl std::error::Error for IoCause {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        self.0.source()
+    }
+}
+
+impl From<std::io::Error> for IoCause {
+    fn from(e: std::io::Error) -> IoCause {
+        IoCause(e)
+    }
+}
+
+/// An error and its causes, one line: each message joined by `: ` (what a
+/// person reads; the causes themselves stay on the error).
+pub fn chain(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut out = e.to_string();
+    let mut cur = e.source();
+    while let Some(c) = cur {
+        let text = c.to_string();
+        // A message that already ends with its cause's text is not
+        // repeated (an error that both shows and keeps its cause).
+        if !out.ends_with(&text) {
+            out.push_str(": ");
+            out.push_str(&text);
+        }
+        cur = c.source();
+    }
+    out
+}

@@ -34,7 +34,7 @@ use std::sync::{Arc, OnceLock, RwLock};
 
 use serde::Serialize;
 
-use crate::config::{HostConfig, StatePaths};
+use crate::config::{chain, HostConfig, StatePaths};
 use crate::grants::{now_utc, GrantError, GrantStore, NewGrant};
 use crate::manifest::Manifest;
 use crate::policy::snapshot::sha256_hex;
@@ -514,7 +514,7 @@ impl Inner {
                                 Vec::new(),
                                 answers,
                                 TurnEnd::Failed {
-                                    message: format!("cannot remember the approval: {e}"),
+                                    message: format!("cannot remember the approval: {}", chain(&e)),
                                 },
                             )))
                         }
@@ -540,7 +540,7 @@ impl Inner {
                     Vec::new(),
                     answers,
                     TurnEnd::Failed {
-                        message: format!("cannot reload the grants: {e}"),
+                        message: format!("cannot reload the grants: {}", chain(&e)),
                     },
                 )));
             }
@@ -640,9 +640,7 @@ impl Inner {
                     &frozen,
                     steps,
                     answers,
-                    TurnEnd::Failed {
-                        message: format!("{e}: {}", e.source_text()),
-                    },
+                    TurnEnd::Failed { message: chain(&e) },
                 )))
             }
         };
@@ -778,9 +776,7 @@ impl Inner {
             }
             Err(RunError::Load(e)) => {
                 journal.discard();
-                TurnEnd::Invalid {
-                    message: e.to_string(),
-                }
+                TurnEnd::Invalid { message: chain(&e) }
             }
             Err(e) => {
                 let code = e.code();
@@ -790,7 +786,7 @@ impl Inner {
                 }
                 TurnEnd::Stopped {
                     code,
-                    message: e.to_string(),
+                    message: chain(&e),
                 }
             }
         };
@@ -1112,24 +1108,11 @@ impl NestedTurn for Nested {
             Err(e) => match e.code() {
                 Some(code) => Err(NestedError::Denied {
                     code,
-                    reason: format!("`{executor}`: {e}"),
+                    reason: format!("`{executor}`: {}", chain(&e)),
                 }),
-                None => Err(NestedError::Failed(format!("`{executor}`: {e}"))),
+                None => Err(NestedError::Failed(format!("`{executor}`: {}", chain(&e)))),
             },
         }
-    }
-}
-
-impl HostError {
-    /// The causes below this error, joined (for a one-line message).
-    pub fn source_text(&self) -> String {
-        let mut parts = Vec::new();
-        let mut cur: Option<&(dyn std::error::Error + 'static)> = std::error::Error::source(self);
-        while let Some(e) = cur {
-            parts.push(e.to_string());
-            cur = e.source();
-        }
-        parts.join(": ")
     }
 }
 

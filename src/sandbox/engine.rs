@@ -138,10 +138,18 @@ impl EngineProfile {
 /// Why a component could not be loaded.
 #[derive(Debug, thiserror::Error)]
 pub enum LoadError {
-    #[error("cannot read component `{path}`: {reason}")]
-    Read { path: PathBuf, reason: String },
-    #[error("`{path}` is not a valid component or module: {reason}")]
-    Invalid { path: PathBuf, reason: String },
+    #[error("cannot read component `{path}`")]
+    Read {
+        path: PathBuf,
+        #[source]
+        source: crate::config::IoCause,
+    },
+    #[error("`{path}` is not a valid component or module")]
+    Invalid {
+        path: PathBuf,
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
 }
 
 impl Sandbox {
@@ -248,19 +256,20 @@ impl Sandbox {
         if let Some(c) = self.cached(&entry) {
             return Ok((c, true));
         }
-        let invalid = |e: &dyn std::fmt::Display| LoadError::Invalid {
+        let invalid = |source: Box<dyn std::error::Error + Send + Sync>| LoadError::Invalid {
             path: path.to_path_buf(),
-            reason: e.to_string(),
+            source,
         };
         let component_bytes;
         let wasm: &[u8] = if wasmparser::Parser::is_core_wasm(bytes) {
-            component_bytes = super::p1::componentize(bytes).map_err(|e| invalid(&e))?;
+            component_bytes = super::p1::componentize(bytes).map_err(|e| invalid(e.into()))?;
             &component_bytes
         } else {
             bytes
         };
         self.counters.compiled.fetch_add(1, Ordering::Relaxed);
-        let component = Component::new(&self.engine, wasm).map_err(|e| invalid(&e))?;
+        let component =
+            Component::new(&self.engine, wasm).map_err(|e| invalid(e.into_boxed_dyn_error()))?;
         self.store_cache(&entry, &component);
         Ok((component, false))
     }

@@ -456,7 +456,7 @@ pub fn run_command(
                 reason: d.reason,
             })
         }
-        Err(Error::InvalidInput(m) | Error::Failed(m)) => return Err(RunError::Host(m)),
+        Err(Error::InvalidInput(m) | Error::Failed(m)) => return Err(RunError::Host(m.into())),
     };
     let limits = plan.limits();
     if o.timed_out {

@@ -68,10 +68,14 @@ pub enum RunError {
     Limit(LimitHit),
     #[error(transparent)]
     Load(#[from] LoadError),
-    #[error("the guest trapped: {0}")]
-    Trap(String),
-    #[error("host error: {0}")]
-    Host(String),
+    /// The guest called `exit` (a command's status, which issue 14 will
+    /// report as the command's own).
+    #[error("the guest trapped: the guest exited with status {0}")]
+    Exit(i32),
+    #[error("the guest trapped")]
+    Trap(#[source] Box<dyn std::error::Error + Send + Sync>),
+    #[error("host error")]
+    Host(#[source] Box<dyn std::error::Error + Send + Sync>),
 }
 
 impl RunError {
@@ -85,8 +89,8 @@ impl RunError {
     }
 }
 
-fn host(e: impl std::fmt::Display) -> RunError {
-    RunError::Host(e.to_string())
+fn host(e: impl Into<Box<dyn std::error::Error + Send + Sync>>) -> RunError {
+    RunError::Host(e.into())
 }
 
 fn guest_error_json(e: &GuestError) -> serde_json::Value {
@@ -113,7 +117,7 @@ pub fn execute(
     let path = plan.component();
     let bytes = std::fs::read(path).map_err(|e| LoadError::Read {
         path: path.to_path_buf(),
-        reason: crate::config::lower(&e.to_string()),
+        source: e.into(),
     })?;
     let digest = sha256_hex(&bytes);
     if let Some(pinned) = plan.sha256() {
@@ -333,7 +337,7 @@ fn classify(
     cancel: &super::services::CancelHandle,
 ) -> RunError {
     if let Some(exit) = e.downcast_ref::<wasmtime_wasi::I32Exit>() {
-        return RunError::Trap(format!("the guest exited with status {}", exit.0));
+        return RunError::Exit(exit.0);
     }
     let state = store.data();
     if state.hostcalls_exhausted {
@@ -378,5 +382,5 @@ fn classify(
             format!("more than {} host resources", limits.resources),
         ));
     }
-    RunError::Trap(format!("{e:#}"))
+    RunError::Trap(e.into_boxed_dyn_error())
 }

@@ -52,22 +52,19 @@ impl AppendLog {
         HistoryError::Io {
             action,
             path: self.path.clone(),
-            reason: crate::config::lower(&e.to_string()),
+            source: e.into(),
         }
     }
 
     /// Appends `value` as one line, with one `write(2)`.
     pub fn append(&self, value: &impl serde::Serialize) -> Result<(), HistoryError> {
-        let mut line = serde_json::to_vec(value).map_err(|e| HistoryError::Io {
-            action: "encode",
+        let mut line = serde_json::to_vec(value).map_err(|e| HistoryError::Encode {
             path: self.path.clone(),
-            reason: e.to_string(),
+            source: e,
         })?;
         line.push(b'\n');
-        let mut guard = self.file.lock().map_err(|_| HistoryError::Io {
-            action: "lock",
+        let mut guard = self.file.lock().map_err(|_| HistoryError::Poisoned {
             path: self.path.clone(),
-            reason: "a previous writer panicked".into(),
         })?;
         if guard.is_none() {
             if let Some(parent) = self.path.parent() {
@@ -99,10 +96,8 @@ impl AppendLog {
         if !self.dirty.swap(false, Ordering::AcqRel) {
             return Ok(());
         }
-        let guard = self.file.lock().map_err(|_| HistoryError::Io {
-            action: "lock",
+        let guard = self.file.lock().map_err(|_| HistoryError::Poisoned {
             path: self.path.clone(),
-            reason: "a previous writer panicked".into(),
         })?;
         match guard.as_ref() {
             Some(f) => f.sync_data().map_err(|e| self.io("sync", e)),

@@ -16,12 +16,21 @@ use crate::policy::UtcTime;
 /// Why the history could not be written or read.
 #[derive(Debug, thiserror::Error)]
 pub enum HistoryError {
-    #[error("cannot {action} `{path}`: {reason}")]
+    #[error("cannot {action} `{path}`")]
     Io {
         action: &'static str,
         path: PathBuf,
-        reason: String,
+        #[source]
+        source: crate::config::IoCause,
     },
+    #[error("cannot encode a record for `{path}`")]
+    Encode {
+        path: PathBuf,
+        #[source]
+        source: serde_json::Error,
+    },
+    #[error("`{path}` is held by a writer that panicked")]
+    Poisoned { path: PathBuf },
     #[error("`{path}` line {line}: {reason}")]
     Corrupt {
         path: PathBuf,
@@ -36,7 +45,7 @@ fn io(action: &'static str, path: &Path, e: std::io::Error) -> HistoryError {
     HistoryError::Io {
         action,
         path: path.to_path_buf(),
-        reason: crate::config::lower(&e.to_string()),
+        source: e.into(),
     }
 }
 
@@ -198,10 +207,8 @@ impl TurnJournal {
     }
 
     fn lock(&self) -> Result<std::sync::MutexGuard<'_, Inner>, HistoryError> {
-        self.inner.lock().map_err(|_| HistoryError::Io {
-            action: "lock",
+        self.inner.lock().map_err(|_| HistoryError::Poisoned {
             path: self.dir.clone(),
-            reason: "a previous writer panicked".into(),
         })
     }
 
@@ -322,10 +329,9 @@ pub struct AuditRecord {
 }
 
 fn push_line(buf: &mut Vec<u8>, path: &Path, value: &impl Serialize) -> Result<(), HistoryError> {
-    serde_json::to_writer(&mut *buf, value).map_err(|e| HistoryError::Io {
-        action: "encode",
+    serde_json::to_writer(&mut *buf, value).map_err(|e| HistoryError::Encode {
         path: path.to_path_buf(),
-        reason: e.to_string(),
+        source: e,
     })?;
     buf.push(b'\n');
     Ok(())
@@ -341,10 +347,9 @@ fn append_line(file: &mut File, path: &Path, value: &impl Serialize) -> Result<(
 
 /// Writes a JSON file atomically (temp + rename).
 fn write_json(path: &Path, value: &impl Serialize) -> Result<(), HistoryError> {
-    let bytes = serde_json::to_vec_pretty(value).map_err(|e| HistoryError::Io {
-        action: "encode",
+    let bytes = serde_json::to_vec_pretty(value).map_err(|e| HistoryError::Encode {
         path: path.to_path_buf(),
-        reason: e.to_string(),
+        source: e,
     })?;
     let tmp = path.with_extension("json.tmp");
     std::fs::write(&tmp, bytes).map_err(|e| io("write", &tmp, e))?;

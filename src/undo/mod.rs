@@ -104,7 +104,7 @@ impl History {
                 return Err(HistoryError::Io {
                     action: "read",
                     path: self.dir.clone(),
-                    reason: crate::config::lower(&e.to_string()),
+                    source: e.into(),
                 })
             }
         };
