@@ -54,6 +54,33 @@ impl TurnAudit {
     }
 }
 
+impl TurnAudit {
+    /// Records a gate's decisions and the approval answers; `turn` names a
+    /// nested turn (its decisions go to its caller's audit).
+    pub(crate) fn record_gate(
+        &self,
+        turn: Option<&str>,
+        steps: &[super::Step],
+        answers: &[super::Answer],
+    ) {
+        for s in steps {
+            let mut line = serde_json::json!({
+                "request": s.request,
+                "decision": s.decision,
+                "approval": s.approval,
+                "grant": s.decision.grant(),
+            });
+            if let Some(turn) = turn {
+                line["turn"] = serde_json::json!(turn);
+            }
+            self.decision(line);
+        }
+        for a in answers {
+            self.decision(serde_json::json!({ "approval": a }));
+        }
+    }
+}
+
 impl AuditSink for TurnAudit {
     fn decision(&self, line: serde_json::Value) {
         if let Err(e) = self.journal.decision(&self.complete(line)) {

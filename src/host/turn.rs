@@ -1,0 +1,449 @@
+//! The pipeline of one turn: answers taken, the gate, the probe, the run,
+//! and how each way of ending is recorded (see the module documentation of
+//! [`super`] for what is written when).
+
+use std::sync::Arc;
+
+use super::audit::TurnAudit;
+use super::gate::{gate, Gate, TurnInput};
+use super::{
+    build_snapshot, nested, Answer, ApprovalRequest, Choice, DenialRecord, Frozen, HostError,
+    Inner, Pending, Step, TurnEnd, TurnOutcome, TurnRequest,
+};
+use crate::config::chain;
+use crate::grants::{now_utc, GrantStore, NewGrant};
+use crate::manifest::Manifest;
+use crate::policy::snapshot::sha256_hex;
+use crate::policy::{Capability, DenyCode};
+use crate::sandbox::{
+    execute, EngineProfile, GuestResult, IsolationReport, Limits, Plan, RunError, Sandbox,
+};
+use crate::undo::{TurnJournal, TurnRecord};
+
+/// Where [`Inner::advance`] got to.
+pub(super) enum Advance {
+    Done(TurnOutcome),
+    /// The gate needs approvals and none were given yet.
+    Parked(ApprovalRequest),
+}
+
+/// A turn in progress: what it was asked, what it is decided against, and
+/// what it has gathered so far (all of it in the outcome, however it ends).
+struct Turn<'a> {
+    request: &'a TurnRequest,
+    id: &'a str,
+    frozen: Arc<Frozen>,
+    decisions: Vec<Step>,
+    approvals: Vec<Answer>,
+    pending: Vec<Pending>,
+    isolation: Option<IsolationReport>,
+}
+
+impl Turn<'_> {
+    fn end(self, end: TurnEnd) -> TurnOutcome {
+        TurnOutcome {
+            turn: self.id.to_string(),
+            executor: self.request.executor.clone(),
+            actor: self.request.actor.clone(),
+            level: self.frozen.snapshot.level.as_str(),
+            decisions: self.decisions,
+            approvals: self.approvals,
+            pending: self.pending,
+            limits: self.request.limits,
+            isolation: self.isolation,
+            end,
+        }
+    }
+}
+
+/// What the answers given so far allow.
+#[derive(Default)]
+struct Answered {
+    once: Vec<(Capability, Option<String>)>,
+    refused: Option<Pending>,
+}
+
+impl Inner {
+    pub(super) fn frozen(&self) -> Arc<Frozen> {
+        match self.snapshot.read() {
+            Ok(s) => s.clone(),
+            Err(poisoned) => poisoned.into_inner().clone(),
+        }
+    }
+
+    fn refresh_snapshot(&self) -> Result<(), HostError> {
+        let snap = build_snapshot(
+            &self.config,
+            &self.state,
+            &self.manifests,
+            &self.workspace,
+            self.home.as_deref(),
+            self.level,
+        )?;
+        let mut guard = match self.snapshot.write() {
+            Ok(g) => g,
+            Err(poisoned) => poisoned.into_inner(),
+        };
+        *guard = Arc::new(Frozen::new(snap));
+        Ok(())
+    }
+
+    pub(super) fn profile(&self) -> EngineProfile {
+        EngineProfile::configured(
+            &self.config.engine,
+            self.max_memory_bytes.max(Limits::default().memory_bytes),
+        )
+    }
+
+    /// The engine, built and probed on first use.
+    pub(super) fn sandbox(&self) -> Result<&Arc<Sandbox>, HostError> {
+        self.sandbox
+            .get_or_init(|| {
+                Sandbox::with_profile(&self.state.cache_dir, &self.profile())
+                    .map(|s| {
+                        s.isolation().log();
+                        Arc::new(s)
+                    })
+                    .map_err(Arc::new)
+            })
+            .as_ref()
+            .map_err(|e| HostError::Engine(e.clone()))
+    }
+
+    pub(super) fn manifest(&self, name: &str) -> Option<&Manifest> {
+        self.manifests.iter().find(|m| m.name == name)
+    }
+
+    /// Finishes a turn with the answers `given`; never parks it again.
+    pub(super) fn answered(
+        &self,
+        request: &TurnRequest,
+        id: &str,
+        given: Vec<(Pending, Choice)>,
+    ) -> TurnOutcome {
+        match self.advance(request, id, given) {
+            Advance::Done(outcome) => outcome,
+            // Unreachable with answers given (the gate then ends the turn
+            // itself); ended the same way rather than trusted.
+            Advance::Parked(approval) => {
+                let mut t = self.turn(request, id);
+                t.pending = approval.pending;
+                self.refuse(
+                    t,
+                    DenyCode::ApprovalRequired,
+                    "the approvals given do not cover the turn".into(),
+                    None,
+                )
+            }
+        }
+    }
+
+    fn turn<'a>(&self, request: &'a TurnRequest, id: &'a str) -> Turn<'a> {
+        Turn {
+            request,
+            id,
+            frozen: self.frozen(),
+            decisions: Vec::new(),
+            approvals: Vec::new(),
+            pending: Vec::new(),
+            isolation: None,
+        }
+    }
+
+    /// The turn as far as it can go with the answers `given`.
+    pub(super) fn advance(
+        &self,
+        request: &TurnRequest,
+        id: &str,
+        given: Vec<(Pending, Choice)>,
+    ) -> Advance {
+        let mut t = self.turn(request, id);
+        let Some(manifest) = self.manifest(&request.executor) else {
+            let message = format!(
+                "no executor named `{}` is known to this host",
+                request.executor
+            );
+            return Advance::Done(t.end(TurnEnd::Invalid { message }));
+        };
+        let answered = match self.take_answers(&mut t, &given) {
+            Ok(a) => a,
+            Err(message) => return Advance::Done(t.end(TurnEnd::Failed { message })),
+        };
+        if let Some(p) = answered.refused {
+            let reason = format!(
+                "`{}` on `{}` was refused by the person asked",
+                p.capability,
+                p.target.as_deref().unwrap_or("-")
+            );
+            return Advance::Done(self.refuse(t, DenyCode::ApprovalRefused, reason, None));
+        }
+        let plan = match gate(TurnInput {
+            snapshot: &t.frozen.snapshot,
+            actor: &request.actor,
+            manifest,
+            turn_id: id.to_string(),
+            limits: request.limits,
+            approved_once: &answered.once,
+        }) {
+            Gate::Denied {
+                steps,
+                code,
+                reason,
+            } => {
+                t.decisions = steps;
+                return Advance::Done(self.refuse(t, code, reason, None));
+            }
+            Gate::ApprovalRequired { pending, .. } if given.is_empty() => {
+                return Advance::Parked(ApprovalRequest {
+                    turn: id.to_string(),
+                    executor: request.executor.clone(),
+                    actor: request.actor.clone(),
+                    pending,
+                });
+            }
+            Gate::ApprovalRequired { steps, pending } => {
+                let what: Vec<String> = pending
+                    .iter()
+                    .map(|p| {
+                        format!(
+                            "`{}` on `{}`",
+                            p.capability,
+                            p.target.as_deref().unwrap_or("-")
+                        )
+                    })
+                    .collect();
+                let reason = format!("approval needed for {} and no one gave it", what.join(", "));
+                t.decisions = steps;
+                t.pending = pending;
+                return Advance::Done(self.refuse(t, DenyCode::ApprovalRequired, reason, None));
+            }
+            Gate::Ready { steps, plan } => {
+                t.decisions = steps;
+                plan
+            }
+        };
+        // The isolation probe: lazily, once per host, after the policy and
+        // the approvals, before the switch.
+        let sandbox = match self.sandbox() {
+            Ok(s) => s.clone(),
+            Err(e) => return Advance::Done(t.end(TurnEnd::Failed { message: chain(&e) })),
+        };
+        let isolation = sandbox.isolation().clone();
+        let needs: Vec<Capability> = plan.allowed().iter().map(|a| a.capability).collect();
+        let refusal = isolation.refusal(self.on_degraded, &needs);
+        t.isolation = Some(isolation);
+        if let Some(reason) = refusal {
+            return Advance::Done(self.refuse(t, DenyCode::IsolationDegraded, reason, None));
+        }
+        if request.cancel.is_cancelled() {
+            let reason = "the turn was cancelled before it started".to_string();
+            return Advance::Done(self.refuse(t, DenyCode::TurnCancelled, reason, None));
+        }
+        Advance::Done(self.run_plan(t, &sandbox, &plan))
+    }
+
+    /// Records the answers `given`: "allow once" for this turn, "allow and
+    /// remember" as a grant (the snapshot is then rebuilt), the first
+    /// refusal. Fails only when a grant cannot be recorded.
+    fn take_answers(
+        &self,
+        t: &mut Turn<'_>,
+        given: &[(Pending, Choice)],
+    ) -> Result<Answered, String> {
+        let mut answered = Answered::default();
+        let mut remembered = false;
+        for (p, choice) in given {
+            let mut answer = Answer {
+                capability: p.capability,
+                target: p.target.clone(),
+                choice: choice.as_str(),
+                grant: None,
+            };
+            match choice {
+                Choice::Once => answered.once.push((p.capability, p.target.clone())),
+                Choice::Remember { expires_in_secs } if p.rememberable => {
+                    let id = self
+                        .remember(&t.frozen, &t.request.actor, p, *expires_in_secs)
+                        .map_err(|e| format!("cannot remember the approval: {}", chain(&e)))?;
+                    answer.grant = Some(id);
+                    remembered = true;
+                }
+                // An always-class capability cannot be remembered: the
+                // answer is taken as a refusal, never as a grant.
+                Choice::Remember { .. } | Choice::Deny => {
+                    answered.refused.get_or_insert_with(|| p.clone());
+                }
+                Choice::Queue => {}
+            }
+            t.approvals.push(answer);
+        }
+        if remembered {
+            self.refresh_snapshot()
+                .map_err(|e| format!("cannot reload the grants: {}", chain(&e)))?;
+            t.frozen = self.frozen();
+        }
+        Ok(answered)
+    }
+
+    /// Records a grant for the actor's identity from an "allow and
+    /// remember" answer.
+    fn remember(
+        &self,
+        frozen: &Frozen,
+        actor: &str,
+        p: &Pending,
+        expires_in_secs: Option<u64>,
+    ) -> Result<i64, HostError> {
+        let identity = frozen
+            .snapshot
+            .actors
+            .get(actor)
+            .and_then(|a| a.identity.clone())
+            .unwrap_or_default();
+        let store = GrantStore::open(&self.state.grants_db)?;
+        let now = now_utc();
+        let grant = store.record(
+            &NewGrant {
+                identity,
+                capability: p.capability.as_str().into(),
+                target: p.target.clone().unwrap_or_default(),
+                expires_at: expires_in_secs
+                    .map(|s| now.plus_seconds(i64::try_from(s).unwrap_or(i64::MAX))),
+                granted_by: self.granted_by.clone(),
+            },
+            now,
+        )?;
+        Ok(grant.id)
+    }
+
+    /// Runs the plan: the turn's journal and audit, the services, the run,
+    /// and the journal's end.
+    fn run_plan(&self, t: Turn<'_>, sandbox: &Arc<Sandbox>, plan: &Plan) -> TurnOutcome {
+        let snapshot = &t.frozen.snapshot;
+        let journal = TurnJournal::lazy(
+            &self.state.history_dir,
+            TurnRecord {
+                turn: t.id.to_string(),
+                executor: t.request.executor.clone(),
+                actor: t.request.actor.clone(),
+                level: snapshot.level.as_str().to_string(),
+                started_at: now_utc(),
+                finished_at: None,
+                status: "running".into(),
+                undo: "none".into(),
+            },
+            Some(self.audit_log.clone()),
+        );
+        let audit = Arc::new(TurnAudit {
+            turn: t.id.to_string(),
+            actor: t.request.actor.clone(),
+            identity: snapshot
+                .actors
+                .get(&t.request.actor)
+                .and_then(|a| a.identity.clone()),
+            hashes: t.frozen.hashes.clone(),
+            journal: journal.clone(),
+        });
+        audit.record_gate(None, &t.decisions, &t.approvals);
+        let services = nested::services(
+            nested::Scope {
+                manifests: self.manifests.clone(),
+                on_degraded: self.on_degraded,
+                memory_db: self.state.state_dir.join("memory.db"),
+                frozen: t.frozen.clone(),
+                sandbox: sandbox.clone(),
+                audit,
+                request: t.request.clone(),
+                turn: t.id.to_string(),
+            },
+            0,
+            self.journaled.then(|| journal.clone()),
+        );
+        let end = match execute(sandbox, plan, &t.request.input, &services) {
+            Ok(report) => {
+                let status = match report.result {
+                    GuestResult::Ok { .. } => "ok",
+                    GuestResult::Err { .. } => "error",
+                };
+                self.finish_journal(&journal, t.id, status);
+                TurnEnd::Ran {
+                    run: Box::new(report),
+                }
+            }
+            Err(RunError::Refused { code, reason }) => {
+                // Refused before any guest code ran (the import check, the
+                // pinned digest): one denial line, nothing else. The digest
+                // is the one the file really has.
+                journal.discard();
+                let digest = std::fs::read(plan.component())
+                    .ok()
+                    .map(|b| sha256_hex(&b))
+                    .or_else(|| plan.sha256().map(str::to_string));
+                return self.refuse(t, code, reason, digest);
+            }
+            Err(RunError::Load(e)) => {
+                journal.discard();
+                TurnEnd::Invalid { message: chain(&e) }
+            }
+            Err(e) => {
+                let code = e.code();
+                self.finish_journal(&journal, t.id, code.map_or("error", |c| c.as_str()));
+                TurnEnd::Stopped {
+                    code,
+                    message: chain(&e),
+                }
+            }
+        };
+        t.end(end)
+    }
+
+    fn finish_journal(&self, journal: &TurnJournal, id: &str, status: &str) {
+        if let Err(e) = journal.finish(status, now_utc()) {
+            tracing::warn!("turn `{id}`: {}", chain(&e));
+        }
+    }
+
+    /// Ends a turn before any guest code ran: exactly one line in the
+    /// denial log. `component_sha256`: the digest when it was computed,
+    /// else the one the manifest pins.
+    fn refuse(
+        &self,
+        t: Turn<'_>,
+        code: DenyCode,
+        reason: String,
+        component_sha256: Option<String>,
+    ) -> TurnOutcome {
+        let request = t.request;
+        let identity = t
+            .frozen
+            .snapshot
+            .actors
+            .get(&request.actor)
+            .and_then(|a| a.identity.clone());
+        let line = DenialRecord {
+            time: now_utc(),
+            turn: t.id.to_string(),
+            actor: request.actor.clone(),
+            channel: identity.as_ref().map(|i| i.channel.clone()),
+            sender: identity.as_ref().map(|i| i.sender_id.clone()),
+            executor: request.executor.clone(),
+            component_sha256: component_sha256.or_else(|| {
+                self.manifest(&request.executor)
+                    .and_then(|m| m.sha256.clone())
+            }),
+            input_sha256: sha256_hex(request.input.as_bytes()),
+            input_bytes: request.input.len(),
+            code,
+            reason: reason.clone(),
+            hashes: (*t.frozen.hashes).clone(),
+        };
+        if let Err(e) = self.denials_log.append(&line) {
+            tracing::warn!(
+                "turn `{}`: the denial was not recorded: {}",
+                t.id,
+                chain(&e)
+            );
+        }
+        t.end(TurnEnd::Refused { code, reason })
+    }
+}
