@@ -248,8 +248,12 @@ fn decide(
     workspace: Option<&Path>,
     level: Option<&str>,
 ) -> CmdResult {
-    let value: serde_json::Value = serde_json::from_str(request)
+    let mut value: serde_json::Value = serde_json::from_str(request)
         .map_err(|e| Failure::invalid(format!("the request is not json: {e}")))?;
+    // `{"raw": PATH}` is canonicalized here (I/O), relative to the
+    // workspace; `decide` only ever sees a resolved path.
+    let base = PathBuf::from(ctx.workspace(workspace)?);
+    gatehouse::config::resolve_raw_path(&mut value, &base, ctx.env.home.as_deref());
     let snapshot = build_snapshot(
         ctx,
         &SnapshotSources {

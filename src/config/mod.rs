@@ -24,7 +24,9 @@ use serde::Deserialize;
 
 pub use env::{HostEnv, StatePaths};
 pub use on_degraded::{OnDegraded, UnknownOnDegraded};
-pub use resolve::{absolutize, chain, lower, resolve_ancestor, resolve_path, IoCause};
+pub use resolve::{
+    absolutize, chain, lower, resolve_ancestor, resolve_path, resolve_raw_path, IoCause,
+};
 
 use crate::policy::{Actor, Identity, Level, ResolvedPath, WorkspaceMode, WorkspaceRoot};
 

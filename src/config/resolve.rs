@@ -67,6 +67,36 @@ pub fn resolve_path(path: &Path) -> ResolvedPath {
     }
 }
 
+/// Turns the `{"raw": PATH}` form of a `workspace` request's path into
+/// what the resolver makes of it (`{"resolved": …}` or `{"failed": …}`), so
+/// that `decide` only ever sees resolved paths. A relative `PATH` is taken
+/// against `base`, `~/` against `home`. A request without a raw path is
+/// left as it is; a `resolved` path is passed on untouched (the core
+/// refuses one that is not absolute and normalized).
+pub fn resolve_raw_path(request: &mut serde_json::Value, base: &Path, home: Option<&Path>) {
+    let Some(path) = request.get_mut("path") else {
+        return;
+    };
+    let Some(raw) = path
+        .as_object()
+        .filter(|o| o.len() == 1)
+        .and_then(|o| o.get("raw"))
+        .and_then(|r| r.as_str())
+    else {
+        return;
+    };
+    let resolved = match absolutize(raw, base, home) {
+        Ok(abs) => resolve_path(&abs),
+        Err(reason) => ResolvedPath::Failed {
+            input: raw.to_string(),
+            reason,
+        },
+    };
+    if let Ok(v) = serde_json::to_value(resolved) {
+        *path = v;
+    }
+}
+
 /// Canonicalizes the longest existing ancestor of `path` and joins the
 /// rest: for paths that must be protected even before they exist (a guest
 /// must not be able to create the state directory it will later be trusted

@@ -221,13 +221,28 @@ pub fn is_within(path: &str, root: &str) -> bool {
     path == root || (path.starts_with(root) && path.as_bytes().get(root.len()) == Some(&b'/'))
 }
 
+/// Whether `path` is absolute and normalized: no `.`, `..` or empty
+/// segment (`//`, a trailing `/`). A resolver's output always is; a path
+/// that is not was never resolved, and comparing it with a root as text
+/// would let `/ws/../etc` pass as under `/ws`. (That it holds no symlink
+/// cannot be checked here: that is the resolver's promise.)
+pub fn is_normalized(path: &str) -> bool {
+    match path.strip_prefix('/') {
+        None => false,
+        Some("") => true,
+        Some(rest) => rest
+            .split('/')
+            .all(|seg| !seg.is_empty() && seg != "." && seg != ".."),
+    }
+}
+
 fn workspace(snapshot: &Snapshot, actor: &Actor, path: &ResolvedPath, access: Access) -> Decision {
     let path = match path {
-        ResolvedPath::Resolved(p) if p.starts_with('/') => p.as_str(),
+        ResolvedPath::Resolved(p) if is_normalized(p) => p.as_str(),
         ResolvedPath::Resolved(p) => {
             return Decision::deny(
                 DenyCode::PathResolutionFailed,
-                format!("`{p}` is not an absolute canonical path"),
+                format!("`{p}` is not an absolute canonical path (no `.`, `..` or empty segment)"),
             )
         }
         ResolvedPath::Failed { input, reason } => {
@@ -302,13 +317,20 @@ fn configuration(subject: ConfigSubject, what: &str) -> Decision {
     }
 }
 
+/// Whether `program` is one of `tools`: a tool granted by full path is
+/// that path only; a tool granted by name is that name, bare or in one of
+/// the directories the exec layer resolves names from
+/// ([`command::PROGRAM_DIRS`]). Any other path is another program, even
+/// with the same basename (`/tmp/evil/ls` is not `ls`). Pure: which file
+/// a name resolves to is the exec layer's business (it runs exactly that
+/// file, and a path a guest gives must be the same file).
 fn tool_granted(tools: &[String], program: &str) -> bool {
-    let name = command::basename(program);
+    let name = command::standard_name(program);
     tools.iter().any(|t| {
         if t.contains('/') {
             t == program
         } else {
-            t == name
+            name == Some(t.as_str())
         }
     })
 }

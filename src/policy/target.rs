@@ -347,8 +347,16 @@ impl HostPattern {
     }
 
     /// Whether `target` (`host` or `host:port`) is covered by this pattern.
+    /// `target` may itself be a pattern (`*.a.example.com`, a manifest's
+    /// narrower scope), covered only by a wildcard that covers every name
+    /// it could match.
     pub fn covers(&self, target: &str) -> bool {
-        let Ok((host, port)) = split_host_port(target) else {
+        // A bare IPv6 address (`::1`, as a resolver or a socket gives it).
+        let split = match target.parse::<core::net::Ipv6Addr>() {
+            Ok(_) => Ok((target.to_string(), None)),
+            Err(_) => split_host_port(target),
+        };
+        let Ok((host, port)) = split else {
             return false;
         };
         let port_ok = match (self.port, port) {
@@ -356,17 +364,71 @@ impl HostPattern {
             (Some(p), Some(q)) => p == q,
             (Some(_), None) => false,
         };
-        let host_ok = match self.host.strip_prefix("*.") {
-            None => self.host == host,
-            Some(suffix) => {
-                let tail = host.strip_prefix("*.").unwrap_or(&host);
-                tail.len() > suffix.len()
-                    && tail.ends_with(suffix)
-                    && tail.as_bytes()[tail.len() - suffix.len() - 1] == b'.'
-                    || (host.starts_with("*.") && tail == suffix)
-            }
+        let host_ok = match host.strip_prefix("*.") {
+            // A symbolic target: only a wildcard over the same or a shorter
+            // suffix covers it.
+            Some(tail) => self
+                .host
+                .strip_prefix("*.")
+                .is_some_and(|suffix| tail == suffix || name_under(tail, suffix)),
+            None => self.matches_host(&host),
         };
         port_ok && host_ok
+    }
+
+    /// Whether the host part of this pattern names `name` (a host name or
+    /// an IP literal, bare or in brackets; case is ignored; the port is not
+    /// looked at). The one host matcher of gatehouse: grants, the gate and
+    /// the network layer all ask it.
+    ///
+    /// An address only matches an IP-literal pattern, compared as
+    /// addresses (`[::ffff:127.0.0.1]` is `127.0.0.1`); a name matches a
+    /// pattern equal to it, or `*.suffix` when it has at least one more
+    /// label than `suffix`. A wildcard never covers an address, nor a name
+    /// whose last label is numeric (`0x7f.0.0.1`, `127.1`: resolvers read
+    /// those as addresses).
+    pub fn matches_host(&self, name: &str) -> bool {
+        let pattern = self.host.as_str();
+        match (parse_ip(name), parse_ip(pattern)) {
+            (Some(ip), Some(granted)) => ip == granted,
+            (Some(_), None) | (None, Some(_)) => false,
+            (None, None) => match pattern.strip_prefix("*.") {
+                None => pattern.eq_ignore_ascii_case(name),
+                Some(suffix) => {
+                    !numeric_last_label(name) && name_under(&name.to_ascii_lowercase(), suffix)
+                }
+            },
+        }
+    }
+}
+
+/// Whether `name` ends in `.suffix` with at least one label before it.
+fn name_under(name: &str, suffix: &str) -> bool {
+    name.strip_suffix(suffix)
+        .and_then(|head| head.strip_suffix('.'))
+        .is_some_and(|head| !head.is_empty() && !head.ends_with('.'))
+}
+
+/// `127.0.0.1`, `::1` or `[::1]` as an address (IPv4-mapped IPv6
+/// addresses as their IPv4 form).
+pub fn parse_ip(s: &str) -> Option<core::net::IpAddr> {
+    let bare = s
+        .strip_prefix('[')
+        .and_then(|r| r.strip_suffix(']'))
+        .unwrap_or(s);
+    bare.parse::<core::net::IpAddr>()
+        .ok()
+        .map(|ip| ip.to_canonical())
+}
+
+/// Whether the last label of `name` is a number (decimal, or `0x` hex):
+/// no top-level domain is, and the C resolver reads such names as IPv4
+/// addresses (`127.1`, `0x7f.0.0.1`, `2130706433`).
+fn numeric_last_label(name: &str) -> bool {
+    let last = name.rsplit('.').next().unwrap_or(name);
+    match last.strip_prefix("0x").or_else(|| last.strip_prefix("0X")) {
+        Some(hex) => hex.bytes().all(|b| b.is_ascii_hexdigit()),
+        None => !last.is_empty() && last.bytes().all(|b| b.is_ascii_digit()),
     }
 }
 
@@ -414,6 +476,11 @@ fn split_host_port(value: &str) -> Result<(String, Option<u16>), TargetError> {
         }
         if name.contains('*') {
             return Err(bad("a wildcard is only allowed as a leading `*.`"));
+        }
+        if host.starts_with("*.") && numeric_last_label(name) {
+            return Err(bad(
+                "a wildcard cannot cover an IP address (its last label is a number)",
+            ));
         }
         for label in name.split('.') {
             if label.is_empty() || label.len() > 63 {

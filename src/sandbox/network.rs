@@ -206,26 +206,11 @@ fn valid_name(name: &str) -> bool {
         })
 }
 
-/// Whether the host part of `pattern` names `name` (already lowercase;
-/// `ip` is `name` parsed as an address, if it is one). The port is not
-/// looked at: it is checked at connect.
-///
-/// An address only matches an IP-literal pattern, compared as addresses
-/// (so `*.0.0.1` never covers `127.0.0.1`); a name matches a pattern equal
-/// to it, or `*.suffix` when it has at least one more label than `suffix`.
-fn host_matches(pattern: &HostPattern, name: &str, ip: Option<IpAddr>) -> bool {
-    let host = pattern.host();
-    match (ip, parse_ip(host)) {
-        (Some(ip), Some(granted)) => ip == granted,
-        (Some(_), None) | (None, Some(_)) => false,
-        (None, None) => match host.strip_prefix("*.") {
-            None => host == name,
-            Some(suffix) => name
-                .strip_suffix(suffix)
-                .and_then(|head| head.strip_suffix('.'))
-                .is_some_and(|head| !head.is_empty()),
-        },
-    }
+/// Whether the host part of `pattern` names `name`: the policy core's one
+/// host matcher ([`HostPattern::matches_host`]), so that a grant, the gate
+/// and this layer never disagree (`*.0.0.1` never covers `127.0.0.1`).
+fn host_matches(pattern: &HostPattern, name: &str, _ip: Option<IpAddr>) -> bool {
+    pattern.matches_host(name)
 }
 
 /// The `network:sites` state of one run: the granted patterns and the
@@ -532,7 +517,8 @@ mod tests {
         assert!(!m("*.example.com", ".example.com"));
         assert!(m("127.0.0.1:80", "127.0.0.1"));
         assert!(!m("127.0.0.1", "127.0.0.2"));
-        assert!(!m("*.0.0.1", "127.0.0.1"));
+        // Not even a pattern (issue 12, item 7).
+        assert!(HostPattern::parse("*.0.0.1").is_err());
         assert!(!m("localhost", "127.0.0.1"));
         assert!(m("[::1]:80", "::1"));
         assert!(m("[::1]", "[::1]"));

@@ -1168,3 +1168,176 @@ fn policy_decide_answers_a_json_request() {
         .expect_err(3, &["the request is not json"])
         .expect_lowercase_message();
 }
+
+// ---------------------------------------------------------------------------
+// issue 12: bypasses found by attack
+
+#[test]
+fn item06_a_resolved_path_must_be_canonical_and_raw_is_resolved_by_the_cli() {
+    let env = Env::new();
+    let ws = env.mkdir("ws");
+    let ws_s = s(&ws).to_string();
+    let decide = |path: Value| {
+        env.run(&[
+            "--json",
+            "policy",
+            "decide",
+            &serde_json::json!({"kind": "workspace", "actor": "main", "access": "write", "path": path})
+                .to_string(),
+            "--workspace",
+            &ws_s,
+        ])
+    };
+    // The recipe: `..` in a "resolved" path walked out of the workspace.
+    let run = decide(serde_json::json!({"resolved": format!("{ws_s}/../../etc/passwd")}));
+    run.expect(2);
+    let d = &run.json_lines()[0];
+    assert_eq!(d["code"], "PATH_RESOLUTION_FAILED", "{run:#?}");
+    assert_eq!(
+        d["reason"],
+        format!("`{ws_s}/../../etc/passwd` is not an absolute canonical path (no `.`, `..` or empty segment)")
+    );
+    for bad in [
+        format!("{ws_s}/./a.txt"),
+        format!("{ws_s}//a.txt"),
+        format!("{ws_s}/a.txt/"),
+        "a.txt".to_string(),
+    ] {
+        let run = decide(serde_json::json!({ "resolved": bad }));
+        run.expect(2);
+        assert_eq!(
+            run.json_lines()[0]["code"],
+            "PATH_RESOLUTION_FAILED",
+            "{bad}"
+        );
+    }
+    // The control: the same request on a canonical path is allowed.
+    let run = decide(serde_json::json!({"resolved": format!("{ws_s}/a.txt")}));
+    run.expect(0);
+    assert_eq!(run.json_lines()[0]["decision"], "allow");
+
+    // `raw` is canonicalized by the command line before the core sees it:
+    // the same walk out resolves to `/etc/passwd`, outside every root.
+    let run = decide(serde_json::json!({"raw": format!("{ws_s}/../../../../../../etc/passwd")}));
+    run.expect(2);
+    let d = &run.json_lines()[0];
+    assert_eq!(d["code"], "WORKSPACE_NOT_GRANTED", "{run:#?}");
+    assert_eq!(
+        d["reason"],
+        "`/etc/passwd` is under none of the actor's workspace roots"
+    );
+    // A relative raw path is taken in the workspace; a symlink out of it
+    // resolves to where it points.
+    let run = decide(serde_json::json!({"raw": "out.txt"}));
+    run.expect(0);
+    assert_eq!(
+        run.json_lines()[0]["reason"],
+        format!("`{ws_s}/out.txt` is under root `{ws_s}`")
+    );
+    let outside = env.mkdir("outside");
+    std::os::unix::fs::symlink(&outside, ws.join("link")).unwrap();
+    let run = decide(serde_json::json!({"raw": "link/x.txt"}));
+    run.expect(2);
+    assert_eq!(run.json_lines()[0]["code"], "WORKSPACE_NOT_GRANTED");
+    let run = decide(serde_json::json!({"raw": "no/such/dir/x"}));
+    run.expect(2);
+    assert_eq!(run.json_lines()[0]["code"], "PATH_RESOLUTION_FAILED");
+}
+
+#[test]
+fn item07_a_wildcard_never_covers_an_ip_literal() {
+    let env = Env::new();
+    // The recipe: `*.0.0.1` was recorded and then covered `127.0.0.1`.
+    let run = env.run(&[
+        "grants",
+        "add",
+        "--channel",
+        "cli",
+        "--sender",
+        "alice",
+        "network:sites",
+        "*.0.0.1",
+    ]);
+    run.expect_err(3, &["`*.0.0.1`", "a wildcard cannot cover an IP address"])
+        .expect_lowercase_message();
+    assert!(!env.grants_db().exists());
+    // Nor `*.1`, nor a hex last label, which resolvers read as an address.
+    for bad in ["*.1", "*.0x1", "*.127.0.0.1:80"] {
+        env.run(&[
+            "grants",
+            "add",
+            "--channel",
+            "cli",
+            "--sender",
+            "alice",
+            "network:sites",
+            bad,
+        ])
+        .expect(3);
+    }
+    // The control: a wildcard over a name is recorded and covers a name
+    // under it, and an IP literal grant covers that address.
+    env.run(&[
+        "grants",
+        "add",
+        "--channel",
+        "cli",
+        "--sender",
+        "alice",
+        "network:sites",
+        "*.example.com",
+    ])
+    .expect(0);
+    let check = |target: &str| {
+        env.run(&[
+            "policy",
+            "check",
+            "Supervised",
+            "network:sites",
+            "--target",
+            target,
+            "--channel",
+            "cli",
+            "--sender",
+            "alice",
+        ])
+    };
+    check("api.example.com").expect_stdout(0, &["allowed"]);
+    check("127.0.0.1").expect_stdout(4, &["approval_required"]);
+    // A row inserted behind the store's back covers nothing.
+    let conn = rusqlite::Connection::open(env.grants_db()).unwrap();
+    conn.execute(
+        "INSERT INTO grants (channel, sender_id, capability, target, granted_at) \
+         VALUES ('cli', 'alice', 'network:sites', '*.0.0.1', '2020-01-01T00:00:00Z')",
+        [],
+    )
+    .unwrap();
+    drop(conn);
+    check("127.0.0.1").expect_stdout(4, &["approval_required"]);
+    check("0x7f.0.0.1").expect_stdout(4, &["approval_required"]);
+    env.run(&[
+        "grants",
+        "add",
+        "--channel",
+        "cli",
+        "--sender",
+        "alice",
+        "network:sites",
+        "127.0.0.1",
+    ])
+    .expect(0);
+    check("127.0.0.1").expect_stdout(0, &["allowed"]);
+
+    // A manifest declaring such a wildcard is refused by the validator.
+    let m = env.write(
+        "manifests/wild.toml",
+        "name = \"wild\"\ncomponent = \"x.wasm\"\n\
+         [[capabilities]]\nname = \"network:sites\"\ntarget = \"*.0.0.1\"\n",
+    );
+    let run = env.run(&["manifest", "check", s(&m)]);
+    run.expect(3);
+    assert!(
+        run.stderr.contains("a wildcard cannot cover an IP address"),
+        "{run:#?}"
+    );
+}

