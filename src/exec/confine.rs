@@ -24,9 +24,10 @@ use serde::Serialize;
 
 use super::{ExecError, ExecLimits, ExecSpec};
 
-/// Directories every command may read and execute from: the system's
-/// programs and shared libraries. Missing ones are skipped; symlinks
-/// (`/bin` → `/usr/bin`) are resolved.
+/// Directories every command may read: the system's programs and shared
+/// libraries (which the dynamic loader maps with read access alone).
+/// Nothing in them is executable but the files a command's spec names.
+/// Missing ones are skipped; symlinks (`/bin` → `/usr/bin`) are resolved.
 pub const SYSTEM_READ_ROOTS: [&str; 7] = [
     "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32",
 ];
@@ -156,6 +157,13 @@ impl ExecSupport {
     pub fn landlock_scopes(&self) -> bool {
         matches!(self.landlock, Ok(abi) if abi >= 6)
     }
+
+    /// Whether Landlock can refuse connecting to a pathname unix socket
+    /// (ABI 9+). Below it, the seccomp filter alone holds (no `AF_UNIX`
+    /// socket can be made).
+    pub fn landlock_unix_sockets(&self) -> bool {
+        matches!(self.landlock, Ok(abi) if abi >= 9)
+    }
 }
 
 /// What confined one command: the answer to "what did the sandbox really
@@ -170,6 +178,9 @@ pub struct Confinement {
     pub landlock_network: bool,
     /// Whether signals and abstract unix sockets are scoped (ABI 6+).
     pub landlock_scoped: bool,
+    /// Whether Landlock refuses connecting to pathname unix sockets
+    /// (ABI 9+; seccomp refuses `AF_UNIX` sockets on every host).
+    pub landlock_unix_sockets: bool,
     /// Whether the seccomp filter was installed.
     pub seccomp: bool,
     /// Whether the command may open internet sockets.
@@ -177,10 +188,13 @@ pub struct Confinement {
     /// Always: set by the child before Landlock and seccomp are applied.
     pub no_new_privs: bool,
     pub limits: ExecLimits,
-    /// Canonical directories the command may read and execute from.
+    /// Canonical directories the command may read.
     pub read_roots: Vec<String>,
     /// Canonical directories the command may change.
     pub write_roots: Vec<String>,
+    /// The only files the command may execute: its program, the other
+    /// granted programs and their interpreters.
+    pub executable: Vec<String>,
     /// Each layer this host could not apply, with why.
     pub skipped: Vec<String>,
 }
@@ -224,6 +238,7 @@ fn seccomp_error(e: impl std::fmt::Display) -> ExecError {
 pub(super) fn prepare(
     read_roots: &[PathBuf],
     write_roots: &[PathBuf],
+    executable: &[PathBuf],
     spec: &ExecSpec,
     support: &ExecSupport,
 ) -> Result<Prepared, ExecError> {
@@ -231,7 +246,13 @@ pub(super) fn prepare(
     let system = system_roots();
 
     let ruleset = match support.landlock {
-        Ok(_) => Some(ruleset(read_roots, write_roots, &system, spec.network)?),
+        Ok(_) => Some(ruleset(
+            read_roots,
+            write_roots,
+            executable,
+            &system,
+            spec.network,
+        )?),
         Err(e) => {
             skipped.push(format!(
                 "landlock: unavailable on this host (errno {e}): the command can read and write whatever the host user can"
@@ -266,12 +287,14 @@ pub(super) fn prepare(
             landlock_abi,
             landlock_network: ruleset.is_some() && !spec.network && support.landlock_network(),
             landlock_scoped: ruleset.is_some() && support.landlock_scopes(),
+            landlock_unix_sockets: ruleset.is_some() && support.landlock_unix_sockets(),
             seccomp: !filters.is_empty(),
             network: spec.network,
             no_new_privs: true,
             limits: l,
             read_roots: show(read_roots),
             write_roots: show(write_roots),
+            executable: show(executable),
             skipped,
         },
         ruleset,
@@ -280,12 +303,15 @@ pub(super) fn prepare(
     })
 }
 
-/// The Landlock ruleset: read+execute beneath `read` and the system roots,
-/// everything beneath `write`, a few single files, and (without network)
-/// no TCP bind or connect.
+/// The Landlock ruleset: read beneath `read` and the system roots,
+/// everything but execute beneath `write`, read and execute of the
+/// `executable` files alone, a few single files, no connecting to a
+/// pathname unix socket (ABI 9+) and (without network) no TCP bind or
+/// connect.
 fn ruleset(
     read: &[PathBuf],
     write: &[PathBuf],
+    executable: &[PathBuf],
     system: &[PathBuf],
     network: bool,
 ) -> Result<RulesetCreated, ExecError> {
@@ -293,6 +319,10 @@ fn ruleset(
     let mut rs = Ruleset::default()
         .set_compatibility(CompatLevel::BestEffort)
         .handle_access(AccessFs::from_all(abi))
+        .map_err(landlock_error)?
+        // No rule grants it: no pathname unix socket can be connected to,
+        // whatever the roots (dropped below ABI 9, where seccomp holds).
+        .handle_access(AccessFs::ResolveUnix)
         .map_err(landlock_error)?
         .scope(Scope::from_all(abi))
         .map_err(landlock_error)?;
@@ -302,24 +332,23 @@ fn ruleset(
             .map_err(landlock_error)?;
     }
     let mut created = rs.create().map_err(landlock_error)?;
-    let read_access = AccessFs::from_read(abi);
+    // No directory carries `Execute`: Landlock adds rights down the tree,
+    // so a directory's would reach every file written beneath it (a write
+    // root under `/usr`, a file the wasm side wrote inside a read root).
+    let read_access = AccessFs::from_read(abi) & !AccessFs::Execute;
     let file_read = AccessFs::ReadFile;
     let file_rw = AccessFs::ReadFile | AccessFs::WriteFile | AccessFs::Truncate;
     let mut rules: Vec<(PathBuf, landlock::BitFlags<AccessFs>)> = Vec::new();
     for p in system {
         rules.push((p.clone(), read_access));
     }
-    // Landlock adds rights up the tree: a read root holding a write root
-    // would make the write root executable, so such a read root is read
-    // without `Execute`.
     for p in read {
-        let holds_write_root = write.iter().any(|w| w.starts_with(p));
-        let access = if holds_write_root {
-            read_access & !AccessFs::Execute
-        } else {
-            read_access
-        };
-        rules.push((p.clone(), access));
+        rules.push((p.clone(), read_access));
+    }
+    // Execute only these files (checked by the caller to lie beneath no
+    // write root): the kernel refuses whatever else a command starts.
+    for p in executable {
+        rules.push((p.clone(), AccessFs::ReadFile | AccessFs::Execute));
     }
     // Nothing written can be executed: a write root gets every right but
     // `Execute`, so a program a command copies or writes there cannot run;
@@ -341,7 +370,13 @@ fn ruleset(
         // canonicalized by the caller, so it exists.
         let fd = match PathFd::new(&path) {
             Ok(fd) => fd,
-            Err(_) if !read.contains(&path) && !write.contains(&path) => continue,
+            Err(_)
+                if !read.contains(&path)
+                    && !write.contains(&path)
+                    && !executable.contains(&path) =>
+            {
+                continue
+            }
             Err(e) => return Err(landlock_error(e)),
         };
         let access = if path.is_dir() {
@@ -357,8 +392,9 @@ fn ruleset(
 }
 
 /// The seccomp programs: one refusing [`DENIED_SYSCALLS`], namespace
-/// `clone`s, setting a limit with `prlimit64`, raw sockets and sockets
-/// other than `AF_UNIX` (and, with network, `AF_INET` and `AF_INET6`) with
+/// `clone`s, setting a limit with `prlimit64`, every socket but (with
+/// network) `AF_INET` and `AF_INET6` ones that are not raw, a datagram
+/// `socketpair` and (without network) a `sendto` with an address, with
 /// `EPERM`; one answering `clone3` with `ENOSYS`, so that the C library
 /// falls back to `clone`, whose flags the first can inspect.
 fn filters(network: bool) -> Result<Vec<BpfProgram>, ExecError> {
@@ -388,34 +424,58 @@ fn filters(network: bool) -> Result<Vec<BpfProgram>, ExecError> {
         libc::SYS_prlimit64,
         vec![SeccompRule::new(vec![sets_limit]).map_err(seccomp_error)?],
     );
-    // Sockets: without the network only `AF_UNIX`; with it, `AF_INET` and
-    // `AF_INET6` too, never a raw socket (netlink, packet and raw sockets
+    // Sockets: without the network none at all; with it `AF_INET` and
+    // `AF_INET6`, never a raw socket (netlink, packet and raw sockets
     // would let a root command reconfigure or sniff the host's network).
-    let domains: &[i32] = if network {
-        &[libc::AF_UNIX, libc::AF_INET, libc::AF_INET6]
-    } else {
-        &[libc::AF_UNIX]
-    };
-    let other_domain = domains
-        .iter()
-        .map(|d| SeccompCondition::new(0, SeccompCmpArgLen::Dword, SeccompCmpOp::Ne, *d as u64))
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(seccomp_error)?;
+    // Never `AF_UNIX`, whatever the grant: a pathname socket (the
+    // container runtime's, the user's D-Bus) is a way out of every root,
+    // and a filter cannot read the path.
     // The type's low bits (`SOCK_NONBLOCK` and `SOCK_CLOEXEC` are flags).
-    let raw = SeccompCondition::new(
-        1,
-        SeccompCmpArgLen::Dword,
-        SeccompCmpOp::MaskedEq(0xf),
-        libc::SOCK_RAW as u64,
-    )
-    .map_err(seccomp_error)?;
-    rules.insert(
-        libc::SYS_socket,
+    let type_is = |ty: i32| {
+        SeccompCondition::new(
+            1,
+            SeccompCmpArgLen::Dword,
+            SeccompCmpOp::MaskedEq(0xf),
+            ty as u64,
+        )
+        .map_err(seccomp_error)
+    };
+    let socket_rules = if network {
+        let other_domain = [libc::AF_INET, libc::AF_INET6]
+            .iter()
+            .map(|d| SeccompCondition::new(0, SeccompCmpArgLen::Dword, SeccompCmpOp::Ne, *d as u64))
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(seccomp_error)?;
         vec![
             SeccompRule::new(other_domain).map_err(seccomp_error)?,
-            SeccompRule::new(vec![raw]).map_err(seccomp_error)?,
-        ],
+            SeccompRule::new(vec![type_is(libc::SOCK_RAW)?]).map_err(seccomp_error)?,
+        ]
+    } else {
+        // An empty rule list matches every call.
+        Vec::new()
+    };
+    rules.insert(libc::SYS_socket, socket_rules);
+    // A connected `AF_UNIX` pair stays (programs talk to their own
+    // children through one), but not a datagram pair: a datagram socket
+    // can `sendto` any socket path, connected or not. Stream and
+    // seqpacket sockets refuse or ignore an address.
+    rules.insert(
+        libc::SYS_socketpair,
+        vec![SeccompRule::new(vec![type_is(libc::SOCK_DGRAM)?]).map_err(seccomp_error)?],
     );
+    // Without the network no socket may be given an address to send to
+    // (`sendto`'s fifth argument). With it, UDP needs one, and no socket
+    // that could take a unix address exists. `sendmsg` carries its address
+    // inside a structure a filter cannot read: the refusals above leave it
+    // no socket to use one on.
+    if !network {
+        let addressed = SeccompCondition::new(4, SeccompCmpArgLen::Qword, SeccompCmpOp::Ne, 0)
+            .map_err(seccomp_error)?;
+        rules.insert(
+            libc::SYS_sendto,
+            vec![SeccompRule::new(vec![addressed]).map_err(seccomp_error)?],
+        );
+    }
     let main: BpfProgram = SeccompFilter::new(
         rules,
         SeccompAction::Allow,

@@ -9,14 +9,20 @@
 //!
 //! - a cleared environment holding only the granted variables;
 //! - a working directory inside one of its granted roots;
-//! - Landlock rules: read (and execute) beneath each read root; everything
-//!   but execute, device nodes and device ioctls beneath each write root;
-//!   read and execute of the system's program directories
-//!   ([`SYSTEM_READ_ROOTS`]) and nothing else. Without a network grant,
-//!   TCP bind and connect are refused too (Landlock ABI 4+); signals and
-//!   abstract unix sockets are scoped to the sandbox (ABI 6+);
-//! - a seccomp filter refusing every socket but `AF_UNIX` without the
-//!   network grant (and raw, netlink and packet sockets even with it), and
+//! - Landlock rules: read beneath each read root; everything but execute,
+//!   device nodes and device ioctls beneath each write root; read of the
+//!   system's program directories ([`SYSTEM_READ_ROOTS`]); execute of
+//!   exactly the program, the other granted programs
+//!   ([`ExecSpec::also_executable`]) and their interpreters (the ELF
+//!   interpreter, a script's `#!` interpreter), never of a file beneath a
+//!   write root; and nothing else. Without a network grant, TCP bind and
+//!   connect are refused too (Landlock ABI 4+); signals and abstract unix
+//!   sockets are scoped to the sandbox (ABI 6+); connecting to a pathname
+//!   unix socket is refused (ABI 9+);
+//! - a seccomp filter refusing every `socket` without the network grant
+//!   (with it, all but `AF_INET` and `AF_INET6`, and raw sockets; never
+//!   `AF_UNIX`), a datagram `socketpair` (which could `sendto` any socket
+//!   path), `sendto` with an address without the network grant, and
 //!   always `ptrace`, `mount`, `bpf`, `kexec_load`, module loading,
 //!   namespaces, keyrings, `io_uring`, `execveat`, leaving the process
 //!   group, raising a limit and what else root could do to the host
@@ -47,6 +53,8 @@ use std::time::{Duration, Instant};
 use serde::Serialize;
 
 pub use confine::{Confinement, ExecSupport, DENIED_SYSCALLS, SYSTEM_READ_ROOTS};
+
+use crate::policy::command::PROGRAM_DIRS;
 
 /// Resource limits of one command.
 ///
@@ -90,10 +98,13 @@ impl Default for ExecLimits {
 ///
 /// # Security
 /// Every field that names a path or a variable hands the command that
-/// authority: `read_roots` can be read and executed from, `write_roots`
-/// changed, `env` is visible, and `network` lets it open TCP and UDP
-/// sockets to any host (the host-name filter of `network:sites` covers
-/// wasm guests only).
+/// authority: `read_roots` can be read, `write_roots` changed, `program`
+/// and `also_executable` executed, `env` is visible, and `network` lets it
+/// open TCP and UDP sockets to any host (the host-name filter of
+/// `network:sites` covers wasm guests only). A program that can be
+/// executed can also run whatever it can read through the dynamic loader
+/// (`ld.so PROGRAM`), which Landlock cannot tell from its part as
+/// interpreter.
 #[derive(Debug, Clone, Default)]
 pub struct ExecSpec {
     /// An absolute path to the program (see [`resolve_program`]).
@@ -105,7 +116,7 @@ pub struct ExecSpec {
     pub cwd: PathBuf,
     /// The whole environment of the command.
     pub env: Vec<(String, String)>,
-    /// Directories the command may read and execute from.
+    /// Directories the command may read.
     pub read_roots: Vec<PathBuf>,
     /// Directories the command may read, write, create in and delete from.
     pub write_roots: Vec<PathBuf>,
@@ -115,6 +126,10 @@ pub struct ExecSpec {
     pub limits: ExecLimits,
     /// Written to the command's stdin, which is then closed.
     pub stdin: Vec<u8>,
+    /// Other programs the command may start (the other granted tools,
+    /// resolved). With `program` and their interpreters, the only files it
+    /// may execute; one beneath a write root is left out.
+    pub also_executable: Vec<PathBuf>,
 }
 
 /// How the command ended, and what it printed.
@@ -156,6 +171,12 @@ pub enum ExecError {
         "program `{0}` is not beneath a read root or a system program directory (nothing in a write root is executable)"
     )]
     ProgramOutsideRoots(String),
+    #[error("`{program}` needs `{file}` to run, which is beneath write root `{root}` (nothing in a write root is executable)")]
+    InterpreterInWriteRoot {
+        program: String,
+        file: String,
+        root: String,
+    },
     #[error("working directory `{0}` is not inside a granted root")]
     CwdOutsideRoots(String),
     #[error("root `{path}` cannot be used: {reason}")]
@@ -171,8 +192,10 @@ pub enum ExecError {
 }
 
 /// The directories a bare program name is looked up in, in order. Fixed,
-/// so that the host's `PATH` cannot change what a granted name runs.
-pub const PROGRAM_PATH: [&str; 3] = ["/usr/local/bin", "/usr/bin", "/bin"];
+/// so that the host's `PATH` cannot change what a granted name runs; the
+/// policy's tool layers accept a full path for a granted name only in
+/// these ([`crate::policy::command::PROGRAM_DIRS`]).
+pub const PROGRAM_PATH: [&str; 3] = PROGRAM_DIRS;
 
 /// `program` itself when absolute, else the first executable file of
 /// that name in [`PROGRAM_PATH`]. A name with a `/` that is not absolute
@@ -248,16 +271,39 @@ pub fn run(spec: &ExecSpec, support: &ExecSupport) -> Result<ExecOutcome, ExecEr
     // only read roots and the system's directories hold programs, as the
     // Landlock rules say too (no `Execute` beneath a write root).
     let in_write_root = write_roots.iter().any(|r| real_program.starts_with(r));
-    if in_write_root
-        || !read_roots
-            .iter()
-            .chain(&system)
-            .any(|r| real_program.starts_with(r))
-    {
+    let readable = |p: &Path| read_roots.iter().chain(&system).any(|r| p.starts_with(r));
+    if in_write_root || !readable(&real_program) {
         return Err(ExecError::ProgramOutsideRoots(program));
     }
+    // Execute goes to these files only, never where a write right is.
+    let writable = |p: &Path| write_roots.iter().find(|r| p.starts_with(r));
+    let mut executable = vec![real_program.clone()];
+    interpreters(&real_program, &mut executable, 0);
+    for file in &executable[1..] {
+        if let Some(root) = writable(file) {
+            return Err(ExecError::InterpreterInWriteRoot {
+                program,
+                file: file.display().to_string(),
+                root: root.display().to_string(),
+            });
+        }
+    }
+    for other in &spec.also_executable {
+        let Ok(real) = std::fs::canonicalize(other) else {
+            continue;
+        };
+        let mut found = vec![real.clone()];
+        interpreters(&real, &mut found, 0);
+        if found.iter().all(|f| writable(f).is_none() && readable(f)) {
+            for f in found {
+                if !executable.contains(&f) {
+                    executable.push(f);
+                }
+            }
+        }
+    }
 
-    let prepared = confine::prepare(&read_roots, &write_roots, spec, support)?;
+    let prepared = confine::prepare(&read_roots, &write_roots, &executable, spec, support)?;
     let confinement = prepared.confinement.clone();
 
     let mut cmd = Command::new(&spec.program);
@@ -365,6 +411,99 @@ pub fn run(spec: &ExecSpec, support: &ExecSupport) -> Result<ExecOutcome, ExecEr
         elapsed_ms: started.elapsed().as_millis() as u64,
         confinement,
     })
+}
+
+/// Appends what the kernel also executes to run `file`: the `#!`
+/// interpreter of a script, the ELF interpreter (`PT_INTERP`) of a
+/// dynamically linked program, and theirs in turn (canonical paths). A file
+/// that cannot be read adds nothing: the kernel will refuse it.
+fn interpreters(file: &Path, out: &mut Vec<PathBuf>, depth: usize) {
+    if depth > 3 {
+        return;
+    }
+    let Ok(mut f) = std::fs::File::open(file) else {
+        return;
+    };
+    let mut head = vec![0u8; 256];
+    let n = read_at(&mut f, 0, &mut head);
+    head.truncate(n);
+    let next = if let Some(line) = head.strip_prefix(b"#!") {
+        let line = line.split(|b| *b == b'\n').next().unwrap_or_default();
+        let text = String::from_utf8_lossy(line);
+        text.split_whitespace().next().map(PathBuf::from)
+    } else if head.starts_with(b"\x7fELF") {
+        elf_interpreter(&mut f, &head)
+    } else {
+        None
+    };
+    let Some(next) = next.and_then(|p| std::fs::canonicalize(p).ok()) else {
+        return;
+    };
+    if !out.contains(&next) {
+        out.push(next.clone());
+        interpreters(&next, out, depth + 1);
+    }
+}
+
+/// Reads at `offset` into `buf` as far as the file goes; the byte count.
+fn read_at(f: &mut std::fs::File, offset: u64, buf: &mut [u8]) -> usize {
+    use std::io::{Seek, SeekFrom};
+    if f.seek(SeekFrom::Start(offset)).is_err() {
+        return 0;
+    }
+    let mut filled = 0;
+    while filled < buf.len() {
+        match f.read(&mut buf[filled..]) {
+            Ok(0) | Err(_) => break,
+            Ok(k) => filled += k,
+        }
+    }
+    filled
+}
+
+/// The `PT_INTERP` path of an ELF file whose first bytes are `head`
+/// (32- or 64-bit, either byte order).
+fn elf_interpreter(f: &mut std::fs::File, head: &[u8]) -> Option<PathBuf> {
+    use std::os::unix::ffi::OsStrExt;
+    let wide = *head.get(4)? == 2;
+    let little = *head.get(5)? == 1;
+    let num = |b: &[u8]| -> u64 {
+        let mut v = 0u64;
+        for (i, byte) in b.iter().enumerate() {
+            let shift = if little { i } else { b.len() - 1 - i };
+            v |= u64::from(*byte) << (8 * shift);
+        }
+        v
+    };
+    let field = |at: usize, len: usize| head.get(at..at + len).map(num);
+    let (phoff, phentsize, phnum) = if wide {
+        (field(0x20, 8)?, field(0x36, 2)?, field(0x38, 2)?)
+    } else {
+        (field(0x1c, 4)?, field(0x2a, 2)?, field(0x2c, 2)?)
+    };
+    for i in 0..phnum.min(256) {
+        let mut ph = [0u8; 56];
+        let len = (phentsize as usize).min(ph.len());
+        if read_at(f, phoff + i * phentsize, &mut ph[..len]) < len {
+            return None;
+        }
+        let p = |at: usize, n: usize| ph.get(at..at + n).map(num);
+        // PT_INTERP
+        if p(0, 4)? != 3 {
+            continue;
+        }
+        let (offset, size) = if wide {
+            (p(8, 8)?, p(32, 8)?)
+        } else {
+            (p(4, 4)?, p(16, 4)?)
+        };
+        let mut path = vec![0u8; size.min(4096) as usize];
+        let n = read_at(f, offset, &mut path);
+        path.truncate(n);
+        let end = path.iter().position(|b| *b == 0).unwrap_or(path.len());
+        return Some(PathBuf::from(std::ffi::OsStr::from_bytes(&path[..end])));
+    }
+    None
 }
 
 /// Reads `stream` to its end, keeping the first `cap` bytes.

@@ -340,6 +340,12 @@ impl ExecBinding {
             network: self.network,
             limits: self.limits,
             stdin,
+            // The other granted tools: the only programs it may start.
+            also_executable: self
+                .tools
+                .iter()
+                .filter_map(|t| resolve_program(t).ok())
+                .collect(),
         })
     }
 }

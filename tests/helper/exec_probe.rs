@@ -32,6 +32,14 @@
 //! - `fds`: prints `fds:` and every open descriptor above 2 (`fcntl`
 //!   probe of 3..1024).
 //! - `env`: prints every environment variable, one `NAME=value` a line.
+//! - `unix ADDR stream|dgram`: a UNIX socket to ADDR, a path or `@name`
+//!   (abstract), with `connect` (stream) or `sendto` (datagram, one
+//!   message `probe`). 0 `connected` / `sent`; 18 `socket: …` (the socket
+//!   itself refused: seccomp); 19 `connect: …` / `sendto: …` (Landlock's
+//!   scope or pathname-socket right, or nothing listening).
+//! - `pair stream|dgram [ADDR]`: `socketpair(AF_UNIX)` of that type, one
+//!   message across it, then, with ADDR, a `sendto` ADDR on one end. 0
+//!   `pair: ok` (and `sent`); 20 `socketpair: …`; 21 `sendto: …`.
 
 use std::io::Error;
 use std::net::TcpStream;
@@ -236,11 +244,108 @@ fn main() {
                 println!("{k}={v}");
             }
         }
+        Some("unix") => {
+            let (Some(addr), Some(ty)) = (args.get(1), args.get(2)) else {
+                println!("usage: unix ADDR stream|dgram");
+                std::process::exit(2)
+            };
+            let stream = ty == "stream";
+            let ty = if stream {
+                libc::SOCK_STREAM
+            } else {
+                libc::SOCK_DGRAM
+            };
+            // SAFETY: `socket(2)` with integer arguments.
+            let fd = unsafe { libc::socket(libc::AF_UNIX, ty | libc::SOCK_CLOEXEC, 0) };
+            if fd < 0 {
+                fail("socket", 18);
+            }
+            let (sa, len) = unix_addr(addr);
+            let sa_ptr = (&sa as *const libc::sockaddr_un).cast::<libc::sockaddr>();
+            if stream {
+                // SAFETY: `sa` is a valid `sockaddr_un` of `len` bytes.
+                if unsafe { libc::connect(fd, sa_ptr, len) } != 0 {
+                    fail("connect", 19);
+                }
+                println!("connected");
+            } else {
+                let msg = b"probe";
+                // SAFETY: `msg` and `sa` are valid for their lengths.
+                let n = unsafe { libc::sendto(fd, msg.as_ptr().cast(), msg.len(), 0, sa_ptr, len) };
+                if n < 0 {
+                    fail("sendto", 19);
+                }
+                println!("sent");
+            }
+        }
+        Some("pair") => {
+            let stream = args.get(1).map(String::as_str) != Some("dgram");
+            let ty = if stream {
+                libc::SOCK_STREAM
+            } else {
+                libc::SOCK_DGRAM
+            };
+            let mut fds = [0i32; 2];
+            // SAFETY: `fds` is a valid array of two descriptors to fill.
+            if unsafe {
+                libc::socketpair(libc::AF_UNIX, ty | libc::SOCK_CLOEXEC, 0, fds.as_mut_ptr())
+            } != 0
+            {
+                fail("socketpair", 20);
+            }
+            let mut buf = [0u8; 8];
+            // SAFETY: valid buffers of the given lengths on the new pair.
+            let ok = unsafe {
+                libc::write(fds[0], b"ping".as_ptr().cast(), 4) == 4
+                    && libc::read(fds[1], buf.as_mut_ptr().cast(), buf.len()) == 4
+            };
+            println!(
+                "pair: {}",
+                if ok && &buf[..4] == b"ping" {
+                    "ok"
+                } else {
+                    "broken"
+                }
+            );
+            if let Some(addr) = args.get(2) {
+                let (sa, len) = unix_addr(addr);
+                let sa_ptr = (&sa as *const libc::sockaddr_un).cast::<libc::sockaddr>();
+                // SAFETY: `sa` is a valid `sockaddr_un` of `len` bytes.
+                let n =
+                    unsafe { libc::sendto(fds[0], b"probe".as_ptr().cast(), 5, 0, sa_ptr, len) };
+                if n < 0 {
+                    fail("sendto", 21);
+                }
+                println!("sent");
+            }
+        }
         _ => {
             println!(
-                "usage: gatehouse-exec-probe connect ADDR | ptrace | unshare | x32-socket | setsid | orphan | root-tricks | sockets | memfd-exec | fds | env"
+                "usage: gatehouse-exec-probe connect ADDR | ptrace | unshare | x32-socket | setsid | orphan | root-tricks | sockets | memfd-exec | fds | env | unix ADDR stream|dgram | pair stream|dgram [ADDR]"
             );
             std::process::exit(2)
         }
     }
+}
+
+/// A `sockaddr_un` for a path, or for `@name` (an abstract name), and its
+/// length.
+fn unix_addr(addr: &str) -> (libc::sockaddr_un, libc::socklen_t) {
+    // SAFETY: `sockaddr_un` is plain data for which zero bytes are valid.
+    let mut sa: libc::sockaddr_un = unsafe { std::mem::zeroed() };
+    sa.sun_family = libc::AF_UNIX as libc::sa_family_t;
+    let (bytes, offset) = match addr.strip_prefix('@') {
+        Some(name) => (name.as_bytes(), 1),
+        None => (addr.as_bytes(), 0),
+    };
+    for (slot, b) in sa.sun_path[offset..].iter_mut().zip(bytes) {
+        *slot = *b as libc::c_char;
+    }
+    let base = std::mem::size_of::<libc::sa_family_t>();
+    let len = if offset == 1 {
+        base + 1 + bytes.len()
+    } else {
+        base + bytes.len() + 1
+    };
+    (sa, len as libc::socklen_t)
 }

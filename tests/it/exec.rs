@@ -264,11 +264,13 @@ fn nothing_in_a_write_root_can_be_executed() {
     sp.write_roots = vec![out.clone()];
     let o = exec(&sp);
     assert_eq!(o.status, Some(126), "{o:?}");
-    // The control: the same copy in a read root alone runs.
+    // The control: the same copy in a read root alone runs when it is
+    // granted (issue 12, item 13: only granted programs are executable).
     let bin = env.mkdir("bin");
     let ok = probe_in(&bin);
     let mut sp = spec(&ws, "/usr/bin/env", &[&ok, "env"]);
     sp.read_roots = vec![bin.clone()];
+    sp.also_executable = vec![PathBuf::from(&ok)];
     let o = exec(&sp);
     assert_eq!(o.status, Some(0), "{o:?}");
 }
@@ -886,4 +888,343 @@ fn a_write_root_holding_host_configuration_runs_no_command() {
         .contains("which a command's sandbox cannot exclude"));
     assert_eq!(v["run"]["commands"][0]["spawned"], false);
     assert!(!env.state_dir().join("grants.db").exists());
+}
+
+// ---------------------------------------------------------------------------
+// issue 12: bypasses found by attack
+
+/// Neither Landlock nor seccomp: the same command, unconfined (the
+/// positive control of a refusal).
+fn unconfined() -> ExecSupport {
+    ExecSupport {
+        landlock: Err(libc::ENOSYS),
+        seccomp: Err(libc::ENOSYS),
+    }
+}
+
+/// A spec running the probe (copied into a read root) with `args`, in a
+/// write root `ws`.
+fn probe_spec(env: &Env, ws: &Path, args: &[&str]) -> ExecSpec {
+    let bin = env.root().join("bin");
+    if !bin.exists() {
+        std::fs::create_dir_all(&bin).unwrap();
+        probe_in(&bin);
+    }
+    let probe = bin.join("gatehouse-exec-probe");
+    let mut sp = spec(ws, s(&probe), args);
+    sp.read_roots = vec![bin];
+    sp
+}
+
+/// Reads one datagram from `sock` within 2 s.
+fn datagram(sock: &std::os::unix::net::UnixDatagram) -> String {
+    sock.set_read_timeout(Some(std::time::Duration::from_secs(2)))
+        .unwrap();
+    let mut buf = [0u8; 64];
+    let n = sock.recv(&mut buf).unwrap_or(0);
+    text(&buf[..n])
+}
+
+#[test]
+fn item02_pathname_unix_socket_refused() {
+    use std::os::unix::net::{UnixDatagram, UnixListener};
+    assert!(confined_host(), "this host lacks landlock or seccomp");
+    let env = Env::new();
+    let ws = env.mkdir("ws");
+    // Listeners outside every root (the recipe: a command reached one in a
+    // directory it could not even read).
+    let socks = env.mkdir("socks");
+    let stream_path = socks.join("s.sock");
+    let dgram_path = socks.join("d.sock");
+    let _listener = UnixListener::bind(&stream_path).unwrap();
+    let dgram = UnixDatagram::bind(&dgram_path).unwrap();
+    for network in [false, true] {
+        for (path, ty) in [(&stream_path, "stream"), (&dgram_path, "dgram")] {
+            let mut sp = probe_spec(&env, &ws, &["unix", s(path), ty]);
+            sp.network = network;
+            let o = exec(&sp);
+            // No grant lifts it: the socket itself is refused.
+            assert_eq!(o.status, Some(18), "{ty}, network {network}: {o:?}");
+            assert_eq!(
+                text(&o.stdout),
+                "socket: Operation not permitted (os error 1)\n"
+            );
+        }
+    }
+    // The control: the same probe, unconfined, connects and sends.
+    let sp = probe_spec(&env, &ws, &["unix", s(&stream_path), "stream"]);
+    let o = run(&sp, &unconfined()).unwrap();
+    assert_eq!(
+        (o.status, text(&o.stdout)),
+        (Some(0), "connected\n".into()),
+        "{o:?}"
+    );
+    let sp = probe_spec(&env, &ws, &["unix", s(&dgram_path), "dgram"]);
+    let o = run(&sp, &unconfined()).unwrap();
+    assert_eq!(
+        (o.status, text(&o.stdout)),
+        (Some(0), "sent\n".into()),
+        "{o:?}"
+    );
+    assert_eq!(datagram(&dgram), "probe");
+}
+
+#[test]
+fn item02_abstract_unix_socket_refused() {
+    use std::os::linux::net::SocketAddrExt;
+    use std::os::unix::net::{SocketAddr, UnixDatagram, UnixListener};
+    assert!(confined_host(), "this host lacks landlock or seccomp");
+    let env = Env::new();
+    let ws = env.mkdir("ws");
+    let name = |kind: &str| format!("gatehouse-item02-{kind}-{}", std::process::id());
+    let stream_name = name("stream");
+    let dgram_name = name("dgram");
+    let _listener =
+        UnixListener::bind_addr(&SocketAddr::from_abstract_name(&stream_name).unwrap()).unwrap();
+    let dgram =
+        UnixDatagram::bind_addr(&SocketAddr::from_abstract_name(&dgram_name).unwrap()).unwrap();
+    let stream_at = format!("@{stream_name}");
+    let dgram_at = format!("@{dgram_name}");
+    for network in [false, true] {
+        for (at, ty) in [(&stream_at, "stream"), (&dgram_at, "dgram")] {
+            let mut sp = probe_spec(&env, &ws, &["unix", at, ty]);
+            sp.network = network;
+            let o = exec(&sp);
+            assert_eq!(o.status, Some(18), "{ty}, network {network}: {o:?}");
+            assert_eq!(
+                text(&o.stdout),
+                "socket: Operation not permitted (os error 1)\n"
+            );
+        }
+    }
+    let o = run(
+        &probe_spec(&env, &ws, &["unix", &stream_at, "stream"]),
+        &unconfined(),
+    )
+    .unwrap();
+    assert_eq!(
+        (o.status, text(&o.stdout)),
+        (Some(0), "connected\n".into()),
+        "{o:?}"
+    );
+    let o = run(
+        &probe_spec(&env, &ws, &["unix", &dgram_at, "dgram"]),
+        &unconfined(),
+    )
+    .unwrap();
+    assert_eq!(
+        (o.status, text(&o.stdout)),
+        (Some(0), "sent\n".into()),
+        "{o:?}"
+    );
+    assert_eq!(datagram(&dgram), "probe");
+}
+
+#[test]
+fn item02_a_socketpair_works_and_cannot_reach_a_unix_socket() {
+    use std::os::unix::net::UnixDatagram;
+    assert!(confined_host(), "this host lacks landlock or seccomp");
+    let env = Env::new();
+    let ws = env.mkdir("ws");
+    let socks = env.mkdir("socks");
+    let dgram_path = socks.join("d.sock");
+    let dgram = UnixDatagram::bind(&dgram_path).unwrap();
+    // The control: a stream socketpair (pipes between a command's own
+    // processes) works in the sandbox.
+    let o = exec(&probe_spec(&env, &ws, &["pair", "stream"]));
+    assert_eq!(
+        (o.status, text(&o.stdout)),
+        (Some(0), "pair: ok\n".into()),
+        "{o:?}"
+    );
+    // A datagram socketpair could `sendto` any socket path: refused.
+    let o = exec(&probe_spec(&env, &ws, &["pair", "dgram", s(&dgram_path)]));
+    assert_eq!(o.status, Some(20), "{o:?}");
+    assert_eq!(
+        text(&o.stdout),
+        "socketpair: Operation not permitted (os error 1)\n"
+    );
+    // And `sendto` with an address is refused on any socket (without the
+    // network): the kernel would say EISCONN here, the filter says EPERM.
+    let o = exec(&probe_spec(&env, &ws, &["pair", "stream", s(&dgram_path)]));
+    assert_eq!(o.status, Some(21), "{o:?}");
+    assert_eq!(
+        text(&o.stdout),
+        "pair: ok\nsendto: Operation not permitted (os error 1)\n"
+    );
+    // Unconfined, the datagram pair reaches the socket.
+    let o = run(
+        &probe_spec(&env, &ws, &["pair", "dgram", s(&dgram_path)]),
+        &unconfined(),
+    )
+    .unwrap();
+    assert_eq!(
+        (o.status, text(&o.stdout)),
+        (Some(0), "pair: ok\nsent\n".into()),
+        "{o:?}"
+    );
+    assert_eq!(datagram(&dgram), "probe");
+}
+
+#[test]
+fn item13_a_granted_tool_cannot_start_another_program() {
+    assert!(confined_host(), "this host lacks landlock or seccomp");
+    let env = Env::new();
+    let ws = env.mkdir("ws");
+    // The kernel refuses what `find -exec` starts (the tool layers would
+    // refuse the option too; this runs below them).
+    let o = exec(&spec(
+        &ws,
+        "/usr/bin/find",
+        &[
+            ".",
+            "-maxdepth",
+            "0",
+            "-exec",
+            "/usr/bin/touch",
+            "mark",
+            ";",
+        ],
+    ));
+    assert_eq!(
+        text(&o.stderr),
+        "/usr/bin/find: '/usr/bin/touch': Permission denied\n",
+        "{o:?}"
+    );
+    assert!(!ws.join("mark").exists());
+    // Nor a shell that `awk` starts for `system`.
+    let awk = std::fs::canonicalize("/usr/bin/awk").unwrap();
+    let o = exec(&spec(
+        &ws,
+        s(&awk),
+        &["BEGIN { system(\"/usr/bin/touch mark\") }"],
+    ));
+    assert!(!ws.join("mark").exists(), "{o:?}");
+    // Nor a program run by `env`.
+    let o = exec(&spec(&ws, "/usr/bin/env", &["/usr/bin/touch", "mark"]));
+    assert_eq!(o.status, Some(126), "{o:?}");
+    assert!(!ws.join("mark").exists());
+    // The control: the program itself runs and makes the mark...
+    let o = exec(&spec(&ws, "/usr/bin/touch", &["mark"]));
+    assert_eq!(o.status, Some(0), "{o:?}");
+    assert!(ws.join("mark").exists());
+    std::fs::remove_file(ws.join("mark")).unwrap();
+    // ...and `find -exec` starts it when it is granted too (the plan's
+    // other tools), so the refusal above is the kernel's.
+    let mut sp = spec(
+        &ws,
+        "/usr/bin/find",
+        &[
+            ".",
+            "-maxdepth",
+            "0",
+            "-exec",
+            "/usr/bin/touch",
+            "mark",
+            ";",
+        ],
+    );
+    sp.also_executable = vec![PathBuf::from("/usr/bin/touch")];
+    let o = exec(&sp);
+    assert_eq!(o.status, Some(0), "{o:?}");
+    assert!(ws.join("mark").exists());
+    // What was executable is in the outcome: the program, the granted
+    // tool and the ELF interpreter they share.
+    let c = &o.confinement;
+    assert_eq!(c.executable.len(), 3, "{c:?}");
+    assert_eq!(c.executable[0], "/usr/bin/find");
+    assert!(c.executable[1].contains("/ld-linux"), "{c:?}");
+    assert_eq!(c.executable[2], "/usr/bin/touch");
+}
+
+#[test]
+fn item16_no_execute_where_a_write_right_is_given() {
+    assert!(confined_host(), "this host lacks landlock or seccomp");
+    let env = Env::new();
+    // A write root under `/usr`, whose read-and-execute rule reached
+    // everything beneath it.
+    let under_usr = tempfile::Builder::new()
+        .prefix("gatehouse-item16-")
+        .tempdir_in("/usr/local/share")
+        .unwrap();
+    let w = under_usr.path().canonicalize().unwrap();
+    let copied = probe_in(&w);
+    let mut sp = spec(&w, "/usr/bin/env", &[&copied, "env"]);
+    sp.write_roots = vec![w.clone()];
+    // Even named as a granted program: nothing in a write root gets
+    // `Execute`.
+    sp.also_executable = vec![PathBuf::from(&copied), PathBuf::from("/usr/bin/true")];
+    let o = exec(&sp);
+    assert_eq!(o.status, Some(126), "{o:?}");
+    assert_eq!(
+        text(&o.stderr),
+        format!("/usr/bin/env: '{copied}': Permission denied\n")
+    );
+    assert!(!o.confinement.executable.contains(&copied.to_string()));
+    // The control: the same `env` in the same root starts a granted
+    // program that lies outside it.
+    let mut sp = spec(&w, "/usr/bin/env", &["/usr/bin/true"]);
+    sp.also_executable = vec![PathBuf::from("/usr/bin/true")];
+    assert_eq!(exec(&sp).status, Some(0));
+    // A directory the wasm side may write (a fine glob: not a command's
+    // write root) inside a command's read root.
+    let proj = env.mkdir("proj");
+    let out = env.mkdir("proj/out");
+    let written = probe_in(&out);
+    let ws = env.mkdir("ws");
+    let mut sp = spec(&ws, "/usr/bin/env", &[&written, "env"]);
+    sp.read_roots = vec![proj.clone()];
+    let o = exec(&sp);
+    assert_eq!(o.status, Some(126), "{o:?}");
+    // The control: the same probe, in a read root, as the program itself.
+    let bin = env.mkdir("bin");
+    let ok = probe_in(&bin);
+    let mut sp = spec(&ws, &ok, &["env"]);
+    sp.read_roots = vec![bin.clone()];
+    let o = exec(&sp);
+    assert_eq!(o.status, Some(0), "{o:?}");
+}
+
+#[test]
+fn item13_a_granted_script_runs_with_its_interpreter_and_nothing_else() {
+    use std::os::unix::fs::PermissionsExt;
+    assert!(confined_host(), "this host lacks landlock or seccomp");
+    let env = Env::new();
+    let ws = env.mkdir("ws");
+    let bin = env.mkdir("bin");
+    let script = bin.join("hello");
+    std::fs::write(
+        &script,
+        "#!/bin/sh\necho hello\n/usr/bin/touch mark || echo refused\n",
+    )
+    .unwrap();
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let mut sp = spec(&ws, s(&script), &[]);
+    sp.read_roots = vec![bin.clone()];
+    let o = exec(&sp);
+    // The script and its `#!` interpreter run (the control); what the
+    // interpreter starts does not.
+    assert_eq!(o.status, Some(0), "{o:?}");
+    assert_eq!(text(&o.stdout), "hello\nrefused\n");
+    assert!(!ws.join("mark").exists());
+    let sh = std::fs::canonicalize("/bin/sh").unwrap();
+    assert!(
+        o.confinement.executable.contains(&s(&sh).to_string()),
+        "{:?}",
+        o.confinement
+    );
+    // A script whose interpreter lies in a write root does not start.
+    let interp = ws.join("interp");
+    std::fs::copy(&sh, &interp).unwrap();
+    std::fs::write(&script, format!("#!{}\necho hello\n", s(&interp))).unwrap();
+    let e = run(&sp, &ExecSupport::probe()).unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        format!(
+            "`{}` needs `{}` to run, which is beneath write root `{}` (nothing in a write root is executable)",
+            s(&script),
+            s(&interp),
+            s(&ws)
+        )
+    );
 }
