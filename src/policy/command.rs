@@ -571,7 +571,7 @@ pub fn indirect_in(command: &str, screened: &Result<ScreenedCommand, LexError>) 
     if let Some(c) = command.chars().find(|c| c.is_control()) {
         return Some(format!("a control character (`{}`)", c.escape_default()));
     }
-    for marker in ["`", "$(", "<(", ">(", "$'", "$\""] {
+    for marker in ["`", "$(", "<(", ">("] {
         if command.contains(marker) {
             return Some(format!("`{marker}`"));
         }

@@ -1171,9 +1171,20 @@ fn item05_ansi_c_quoting_is_refused() {
         assert_code(&d, "INDIRECT_TOOL_REQUEST");
     }
     let d = decide(&s, &tool("main", "ls", Some("ls $'a'")));
-    assert_eq!(d.reason(), "the command uses `$'`");
-    // The control: quotes bash and the screen read alike.
-    for c in ["ls 'a b'", r#"ls "a'b" 'c"d'"#, r"ls a\ b", "ls '$x'"] {
+    assert_eq!(
+        d.reason(),
+        "the command uses a command that cannot be split (ANSI-C or locale quoting (`$'…'`, `$\"…\"`))"
+    );
+    // The control: quotes bash and the screen read alike, and a quoted `$`
+    // before a quote is a character (`grep 'end$'`, as `quote_argv` gives
+    // a guest's argv to the screen).
+    for c in [
+        "ls 'a b'",
+        r#"ls "a'b" 'c"d'"#,
+        r"ls a\ b",
+        "ls '$x'",
+        r#"ls 'end$' "end$" 'a$'\''b'"#,
+    ] {
         assert_allow(&decide(&s, &tool("main", "ls", Some(c))));
     }
 }
@@ -1582,6 +1593,11 @@ const FUZZ_TOKENS: &[&str] = &[
     "ls&curl",
     "ls>curl",
     "=curl",
+    "'a$'",
+    "\"a$\"",
+    "'$'",
+    "$",
+    "a$",
 ];
 
 /// A small deterministic generator (xorshift64*).
