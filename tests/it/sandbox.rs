@@ -13,7 +13,6 @@ const GUESTS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/guests");
 fn build_guests() {
     static BUILD: Once = Once::new();
     BUILD.call_once(|| {
-        // Through bash: some kernels here run no `#!` script by exec.
         let status = std::process::Command::new("bash")
             .arg(concat!(env!("CARGO_MANIFEST_DIR"), "/setup.sh"))
             .status()
