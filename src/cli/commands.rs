@@ -4,13 +4,14 @@ use std::path::{Path, PathBuf};
 
 use serde_json::json;
 
-use gatehouse::grants::{now_utc, parse_duration, GrantError, GrantStore, NewGrant};
+use gatehouse::host::grants::{now_utc, parse_duration, GrantError, NewGrant};
+use gatehouse::host::{GrantBook, Host, HostOptions};
 use gatehouse::manifest::{Manifest, ManifestError};
 use gatehouse::policy::{
-    check_target, decide_json, matrix, Capability, DenyCode, Identity, Level, Outcome, Snapshot,
-    UtcTime, REGISTRY,
+    check_target, matrix, Capability, DenyCode, Identity, Level, Outcome, Snapshot, UtcTime,
+    REGISTRY,
 };
-use gatehouse::snapshot::{self, SnapshotError, Sources};
+use gatehouse::snapshot::{self, SnapshotError};
 use gatehouse::tier3::{self, CaseStatus};
 
 use super::args::{
@@ -25,7 +26,7 @@ pub fn run(ctx: &Context, command: Command) -> CmdResult {
         Command::Policy(PolicyCmd::Table) => table(),
         Command::Policy(PolicyCmd::Check(args)) => check(ctx, args),
         Command::Policy(PolicyCmd::Codes) => codes(),
-        Command::Policy(PolicyCmd::Decide(args)) => decide(
+        Command::Policy(PolicyCmd::Decide(args)) => policy_decide(
             ctx,
             &args.request,
             args.workspace.as_deref(),
@@ -136,15 +137,6 @@ fn outcome_exit(outcome: Outcome) -> Exit {
     }
 }
 
-/// Opens the grant store only if it exists: a read must not create state.
-pub(super) fn existing_store(ctx: &Context) -> Result<Option<GrantStore>, Failure> {
-    if ctx.state.grants_db.exists() {
-        Ok(Some(GrantStore::open(&ctx.state.grants_db)?))
-    } else {
-        Ok(None)
-    }
-}
-
 fn check(ctx: &Context, args: CheckArgs) -> CmdResult {
     let level = parse_level(&args.level)?;
     let cap = parse_capability(&args.capability)?;
@@ -161,8 +153,8 @@ fn check(ctx: &Context, args: CheckArgs) -> CmdResult {
     let mut grant_id = None;
     let mut outcome = cell;
     if let (Some(identity), Some(target)) = (&identity, &args.target) {
-        if let Some(store) = existing_store(ctx)? {
-            let e = store.effective_outcome(level, cap, Some(target), identity, now_utc())?;
+        let book = GrantBook::new(&ctx.state);
+        if let Some(e) = book.effective(level, cap, Some(target), identity, now_utc())? {
             outcome = e.outcome;
             grant_id = e.grant_id;
         }
@@ -210,39 +202,29 @@ pub(super) fn gather_manifests(
     Ok(manifests)
 }
 
-pub(super) fn build_snapshot(
-    ctx: &Context,
-    sources: &SnapshotSources,
-) -> Result<Snapshot, Failure> {
-    Ok(build_snapshot_with_manifests(ctx, sources)?.0)
-}
-
-/// The snapshot and the manifests it was built from.
-pub(super) fn build_snapshot_with_manifests(
-    ctx: &Context,
-    sources: &SnapshotSources,
-) -> Result<(Snapshot, Vec<Manifest>), Failure> {
+/// A host on the configuration, the workspace and level of `sources`, and
+/// the executors of the configured directories plus `sources.executors`:
+/// what `policy decide`, `snapshot` and `test` ask their questions of.
+/// Opening it writes nothing.
+pub(super) fn open_host(ctx: &Context, sources: &SnapshotSources) -> Result<Host, Failure> {
     let config = ctx.config()?;
     let level = sources.level.as_deref().map(parse_level).transpose()?;
     let workspace = ctx.workspace(sources.workspace.as_deref())?;
     let manifests = gather_manifests(&config.executor_dirs, &sources.executors)?;
-    let grants = match existing_store(ctx)? {
-        Some(store) => store.active_all(now_utc())?,
-        None => vec![],
-    };
-    let snap = snapshot::build(Sources {
-        config: &config,
-        state: &ctx.state,
-        manifests: &manifests,
-        turn_workspace: &workspace,
-        home: ctx.env.home.as_deref(),
-        level,
-        grants,
-    })?;
-    Ok((snap, manifests))
+    let mut options = HostOptions::new(config, ctx.state.clone(), workspace, manifests);
+    options.home = ctx.env.home.clone();
+    options.level = level;
+    Host::open(options).map_err(super::run::host_failure)
 }
 
-fn decide(
+pub(super) fn build_snapshot(
+    ctx: &Context,
+    sources: &SnapshotSources,
+) -> Result<Snapshot, Failure> {
+    Ok(open_host(ctx, sources)?.snapshot())
+}
+
+fn policy_decide(
     ctx: &Context,
     request: &str,
     workspace: Option<&Path>,
@@ -254,7 +236,7 @@ fn decide(
     // workspace; `decide` only ever sees a resolved path.
     let base = PathBuf::from(ctx.workspace(workspace)?);
     gatehouse::config::resolve_raw_path(&mut value, &base, ctx.env.home.as_deref());
-    let snapshot = build_snapshot(
+    let host = open_host(
         ctx,
         &SnapshotSources {
             workspace: workspace.map(Path::to_path_buf),
@@ -262,7 +244,7 @@ fn decide(
             executors: vec![],
         },
     )?;
-    let decision = decide_json(&snapshot, &value);
+    let decision = host.decide_json(&value);
     if ctx.json {
         out_json(&decision);
     } else {
@@ -278,10 +260,8 @@ fn grants(ctx: &Context, cmd: GrantsCmd) -> CmdResult {
     match cmd {
         GrantsCmd::Add(args) => grant_add(ctx, args),
         GrantsCmd::List { all } => {
-            if let Some(store) = existing_store(ctx)? {
-                for g in store.list(all, now_utc())? {
-                    out_json(&g);
-                }
+            for g in GrantBook::new(&ctx.state).list(all, now_utc())? {
+                out_json(&g);
             }
             Ok(Exit::Ok)
         }
@@ -289,12 +269,13 @@ fn grants(ctx: &Context, cmd: GrantsCmd) -> CmdResult {
             let id: i64 = id
                 .parse()
                 .map_err(|_| Failure::invalid(format!("grant id `{id}` is not a number")))?;
-            let store = existing_store(ctx)?.ok_or_else(|| {
-                Failure::invalid(format!(
-                    "no grant with id `{id}`: the grants database is empty"
-                ))
-            })?;
-            let g = store.revoke(id, now_utc())?;
+            let g = GrantBook::new(&ctx.state)
+                .revoke(id, now_utc())?
+                .ok_or_else(|| {
+                    Failure::invalid(format!(
+                        "no grant with id `{id}`: the grants database is empty"
+                    ))
+                })?;
             out_json(&g);
             Ok(Exit::Ok)
         }
@@ -315,10 +296,8 @@ fn grant_add(ctx: &Context, args: GrantAddArgs) -> CmdResult {
         expires_at,
         granted_by: args.granted_by.or_else(|| ctx.env.login.clone()),
     };
-    // Validate before creating any file: a refused grant leaves no state.
-    GrantStore::validate(&new, now)?;
-    let store = GrantStore::open(&ctx.state.grants_db)?;
-    let g = store.record(&new, now)?;
+    // Validated before any file is created: a refused grant leaves no state.
+    let g = GrantBook::new(&ctx.state).record(&new, now)?;
     out_json(&g);
     Ok(Exit::Ok)
 }

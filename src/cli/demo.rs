@@ -5,14 +5,13 @@ use std::path::{Path, PathBuf};
 use serde_json::json;
 
 use gatehouse::config::{HostConfig, StatePaths};
-use gatehouse::grants::{now_utc, GrantStore, NewGrant};
+use gatehouse::host::grants::{now_utc, NewGrant};
 use gatehouse::host::{
-    ApprovalRequest, Approver, Choice, GuestResult, Host, HostOptions, NoOne, TurnEnd, TurnOutcome,
-    TurnRequest,
+    ApprovalRequest, Approver, Choice, GrantBook, GuestResult, Host, HostOptions, NoOne, TurnEnd,
+    TurnOutcome, TurnRequest,
 };
 use gatehouse::policy::DenyCode;
-use gatehouse::policy::{decide_json, Decision, Identity, Level};
-use gatehouse::snapshot::{self, Sources};
+use gatehouse::policy::{Decision, Identity, Level};
 use gatehouse::tier3::{self, CaseStatus};
 
 use super::{out, CmdResult, Context, Exit, Failure};
@@ -69,38 +68,26 @@ pub fn run(ctx: &Context) -> CmdResult {
         state.state_dir.display()
     ));
 
-    let store = GrantStore::open(&state.grants_db)?;
-    let build = |store: &GrantStore,
-                 level: Option<Level>|
-     -> Result<gatehouse::policy::Snapshot, Failure> {
-        Ok(snapshot::build(Sources {
-            config: &config,
-            state: &state,
-            manifests: &[],
-            turn_workspace: &workspace,
-            home: None,
-            level,
-            grants: store.active_all(now_utc())?,
-        })?)
-    };
+    let book = GrantBook::new(&state);
+    let host = |level: Option<Level>| demo_host(&config, &state, &workspace, &[], level);
     let target = format!("{workspace}/out/**");
     let write_req =
         json!({"kind": "capability", "actor": "main", "capability": "fs:write", "target": target});
 
-    let snap = build(&store, None)?;
+    let supervised = host(None)?;
     let skill = json!({"kind": "skill", "actor": "main", "skill": "hello"});
     show(
         "1. may `main` run the executor `hello`?",
         &skill,
-        &decide_json(&snap, &skill),
+        &supervised.decide_json(&skill),
     );
     show(
         "2. fs:write on the workspace's out/ at Supervised",
         &write_req,
-        &decide_json(&snap, &write_req),
+        &supervised.decide_json(&write_req),
     );
 
-    let grant = store.record(
+    let grant = book.record(
         &NewGrant {
             identity: Identity::new("cli", login.clone()),
             capability: "fs:write".into(),
@@ -111,33 +98,32 @@ pub fn run(ctx: &Context) -> CmdResult {
         now_utc(),
     )?;
     out(format!("   (\"allow and remember\": grant #{} recorded for cli/{login}, fs:write `{target}`, 10 minutes)\n", grant.id));
-    let snap = build(&store, None)?;
+    let supervised = host(None)?;
     show(
         "3. the same request with the grant in force",
         &write_req,
-        &decide_json(&snap, &write_req),
+        &supervised.decide_json(&write_req),
     );
-    let ro = build(&store, Some(Level::ReadOnly))?;
     show(
         "4. the same request at ReadOnly: a grant never lifts a denial",
         &write_req,
-        &decide_json(&ro, &write_req),
+        &host(Some(Level::ReadOnly))?.decide_json(&write_req),
     );
     let tool = json!({"kind": "tool", "actor": "main", "tool": "ls", "command": "ls; herdr run"});
     show(
         "5. a command that hides a raw runtime tool",
         &tool,
-        &decide_json(&snap, &tool),
+        &supervised.decide_json(&tool),
     );
     let db = json!({"kind": "workspace", "actor": "main", "access": "write",
         "path": {"resolved": state.grants_db.canonicalize().map(|p| p.display().to_string()).unwrap_or_default()}});
     show(
         "6. a write to the grants database",
         &db,
-        &decide_json(&snap, &db),
+        &supervised.decide_json(&db),
     );
 
-    let refused = store.record(
+    let refused = book.record(
         &NewGrant {
             identity: Identity::new("cli", login.clone()),
             capability: "code:exec".into(),
@@ -160,7 +146,7 @@ pub fn run(ctx: &Context) -> CmdResult {
 
     run_executors(&config, &state, &workspace)?;
 
-    let results = tier3::run(&snap, None);
+    let results = tier3::run(&supervised.snapshot(), None);
     let count = |s| results.iter().filter(|r| r.status == s).count();
     out(format!(
         "13. tier 3 (every deny code, exact): {} passed, {} failed, {} skipped",

@@ -28,6 +28,7 @@
 pub mod approver;
 pub mod audit;
 pub(crate) mod gate;
+pub mod grants;
 mod nested;
 mod turn;
 
@@ -37,7 +38,7 @@ use std::sync::{Arc, OnceLock, RwLock};
 use serde::Serialize;
 
 use crate::config::{HostConfig, StatePaths};
-use crate::grants::{now_utc, GrantError, GrantStore};
+use crate::grants::{now_utc, GrantError};
 use crate::manifest::Manifest;
 use crate::policy::{Capability, DenyCode, Level, Snapshot};
 use crate::sandbox::{EngineProfile, Sandbox};
@@ -52,6 +53,7 @@ use crate::undo::{AppendLog, HistoryError};
 pub use approver::{ApprovalRequest, Approver, Choice, NoOne, Scripted, TerminalApprover};
 pub use audit::{DenialRecord, Hashes};
 pub use gate::{Pending, Step};
+pub use grants::GrantBook;
 
 /// Why a host could not be opened or could not keep its state.
 #[derive(Debug, thiserror::Error)]
@@ -327,6 +329,13 @@ impl Host {
         self.inner.frozen().snapshot.clone()
     }
 
+    /// The policy's answer to one request (its JSON form, as `policy
+    /// decide` takes it) against this host's snapshot. Pure: it writes
+    /// nothing, asks no one and probes nothing.
+    pub fn decide_json(&self, request: &serde_json::Value) -> crate::policy::Decision {
+        crate::policy::decide_json(&self.inner.frozen().snapshot, request)
+    }
+
     /// The executors this host knows.
     pub fn manifests(&self) -> &[Manifest] {
         &self.inner.manifests
@@ -396,7 +405,7 @@ fn build_snapshot(
 ) -> Result<Snapshot, HostError> {
     // No grants database yet: no grants (and none is created by reading).
     let grants = if state.grants_db.exists() {
-        GrantStore::open(&state.grants_db)?.active_all(now_utc())?
+        crate::grants::GrantStore::open(&state.grants_db)?.active_all(now_utc())?
     } else {
         Vec::new()
     };

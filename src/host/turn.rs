@@ -11,7 +11,7 @@ use super::{
     Inner, Pending, Step, TurnEnd, TurnOutcome, TurnRequest,
 };
 use crate::config::chain;
-use crate::grants::{now_utc, GrantStore, NewGrant};
+use crate::grants::{now_utc, NewGrant};
 use crate::manifest::Manifest;
 use crate::policy::snapshot::sha256_hex;
 use crate::policy::{Capability, DenyCode};
@@ -300,9 +300,8 @@ impl Inner {
             .get(actor)
             .and_then(|a| a.identity.clone())
             .unwrap_or_default();
-        let store = GrantStore::open(&self.state.grants_db)?;
         let now = now_utc();
-        let grant = store.record(
+        let grant = super::GrantBook::new(&self.state).record(
             &NewGrant {
                 identity,
                 capability: p.capability.as_str().into(),

@@ -190,6 +190,24 @@ fn each_module_names_only_the_layers_below_it() {
             let text = std::fs::read_to_string(&f).unwrap();
             // Unit tests may reach further (they build fixtures).
             let text = text.split("#[cfg(test)]").next().unwrap_or("");
+            if module == "cli" {
+                // The policy's own answer comes from the host too.
+                for f_name in ["decide(", "decide_json(", "effective_outcome("] {
+                    // A call of the free function: not a method (`.decide(`)
+                    // nor a longer name (`policy_decide(`).
+                    let called = text
+                        .lines()
+                        .map(|l| l.split("//").next().unwrap_or(""))
+                        .any(|l| {
+                            l.match_indices(f_name).any(|(i, _)| {
+                                !l[..i].ends_with(|c: char| {
+                                    c.is_ascii_alphanumeric() || c == '_' || c == '.'
+                                })
+                            })
+                        });
+                    assert!(!called, "{} calls `{f_name}` itself", f.display());
+                }
+            }
             for named in named_modules(text, prefix) {
                 assert!(
                     named == module || allowed.contains(&named.as_str()),
