@@ -82,9 +82,16 @@ impl NestedTurn for Nested {
         executor: &str,
         input: &str,
         depth: u32,
+        left: std::time::Duration,
         journal: Option<TurnJournal>,
     ) -> Result<String, NestedError> {
         let scope = &self.0;
+        // The callee gets what is left of its caller's deadline, no more.
+        let mut limits = scope.request.limits;
+        limits.deadline_ms = limits
+            .deadline_ms
+            .min(u64::try_from(left.as_millis()).unwrap_or(u64::MAX))
+            .max(1);
         let turn = format!("{}.{executor}", scope.turn);
         let Some(manifest) = scope.manifests.iter().find(|m| m.name == executor) else {
             return Err(NestedError::Denied {
@@ -97,7 +104,7 @@ impl NestedTurn for Nested {
             actor: &scope.request.actor,
             manifest,
             turn_id: turn.clone(),
-            limits: scope.request.limits,
+            limits,
             approved_once: &[],
         });
         let steps = match &g {
@@ -130,10 +137,11 @@ impl NestedTurn for Nested {
                 reason,
             });
         }
-        let callee = Scope {
+        let mut callee = Scope {
             turn,
             ..scope.clone()
         };
+        callee.request.limits = limits;
         let services = services(callee, depth, journal);
         match execute(&scope.sandbox, &plan, input, &services) {
             Ok(report) => match report.result {

@@ -39,7 +39,12 @@ fn denial(code: DenyCode, reason: String) -> Error {
 }
 
 impl DelegateBinding {
-    fn call(&self, executor: String, input: String) -> Result<String, Error> {
+    fn call(
+        &self,
+        executor: String,
+        input: String,
+        left: std::time::Duration,
+    ) -> Result<String, Error> {
         if !self.allowed.contains(&executor) {
             return Err(denial(
                 DenyCode::TargetMismatch,
@@ -59,10 +64,13 @@ impl DelegateBinding {
                 format!("calls nest at most {MAX_DEPTH} deep"),
             ));
         }
-        match self
-            .nested
-            .call(&executor, &input, self.depth + 1, self.journal.clone())
-        {
+        match self.nested.call(
+            &executor,
+            &input,
+            self.depth + 1,
+            left,
+            self.journal.clone(),
+        ) {
             Ok(output) => Ok(output),
             Err(NestedError::Denied { code, reason }) => Err(denial(code, reason)),
             Err(NestedError::Failed(m)) => Err(Error::Failed(m)),
@@ -70,12 +78,11 @@ impl DelegateBinding {
     }
 }
 
-/// What the binding works on: the run's delegation, when granted, and
-/// the clock of time spent in callees.
+/// What the binding works on: the run's delegation, when granted, and the
+/// run's deadline (a callee's time is the caller's: it gets what is left).
 pub struct DelegateView<'a> {
     pub binding: Option<&'a DelegateBinding>,
-    /// Time in callees, which the caller's own deadline does not count.
-    pub delegated: &'a mut std::time::Duration,
+    pub deadline: std::time::Instant,
 }
 
 impl delegate::Host for DelegateView<'_> {
@@ -86,10 +93,16 @@ impl delegate::Host for DelegateView<'_> {
                 "no delegation was granted".into(),
             ));
         };
-        let started = std::time::Instant::now();
-        let result = d.call(executor, input);
-        *self.delegated += started.elapsed();
-        result
+        let left = self
+            .deadline
+            .saturating_duration_since(std::time::Instant::now());
+        if left.is_zero() {
+            return Err(denial(
+                DenyCode::LimitDeadline,
+                "the run's deadline has passed; no call starts".into(),
+            ));
+        }
+        d.call(executor, input, left)
     }
 }
 

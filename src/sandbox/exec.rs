@@ -106,6 +106,8 @@ pub struct ExecBinding {
     pub env: Vec<(String, String)>,
     pub network: bool,
     pub limits: ExecLimits,
+    /// The run's own deadline: no command runs longer.
+    pub timeout_ms: u64,
     pub support: ExecSupport,
     /// Set when a write root holds host configuration (or lies within
     /// it): Landlock cannot carve a protected path out of a root, so every
@@ -186,6 +188,7 @@ impl ExecBinding {
             cwd,
             env,
             network: !plan.hosts().is_empty(),
+            timeout_ms: limits.deadline_ms,
             limits: ExecLimits {
                 timeout_ms: limits.deadline_ms,
                 output_bytes: limits.output_bytes,
@@ -388,11 +391,11 @@ impl ExecBinding {
 }
 
 /// What the binding works on: the run's commands, when granted, and the
-/// clock of time spent in them.
+/// run's deadline (a command's time is the run's time: its timeout is what
+/// is left of the run).
 pub struct ExecView<'a> {
     pub binding: Option<&'a mut ExecBinding>,
-    /// Time in commands, which have their own timeout.
-    pub delegated: &'a mut std::time::Duration,
+    pub deadline: std::time::Instant,
 }
 
 impl exec::Host for ExecView<'_> {
@@ -408,11 +411,19 @@ impl exec::Host for ExecView<'_> {
                 "`code:exec` was not granted".into(),
             ));
         };
-        let started = std::time::Instant::now();
-        let result = b.call(program, args, stdin);
-        // The command's time is not the guest's: it has its own timeout.
-        *self.delegated += started.elapsed();
-        let o = result?;
+        let left = self
+            .deadline
+            .saturating_duration_since(std::time::Instant::now());
+        if left.is_zero() {
+            return Err(denial(
+                DenyCode::LimitDeadline,
+                "the run's deadline has passed; no command starts".into(),
+            ));
+        }
+        b.limits.timeout_ms = u64::try_from(left.as_millis())
+            .unwrap_or(u64::MAX)
+            .clamp(1, b.timeout_ms);
+        let o = b.call(program, args, stdin)?;
         Ok(exec::Outcome {
             status: o.status,
             signal: o.signal,

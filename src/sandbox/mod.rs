@@ -14,6 +14,7 @@
 
 mod bindings;
 pub mod clocks;
+pub mod deadline_io;
 pub mod delegate;
 pub mod engine;
 pub mod env;

@@ -262,6 +262,17 @@ impl Sites {
     /// trusted as the resolver gives them, including private or loopback
     /// ones: granting a name grants whatever it resolves to.
     pub fn lookup(&self, name: &str) -> Result<Vec<IpAddr>, ErrorCode> {
+        self.lookup_until(name, None)
+    }
+
+    /// [`Sites::lookup`], giving up on the host resolver at `deadline`
+    /// (the run's): a resolver that never answers cannot hold the run. The
+    /// query then finishes on its own thread and its answer is dropped.
+    pub fn lookup_until(
+        &self,
+        name: &str,
+        deadline: Option<std::time::Instant>,
+    ) -> Result<Vec<IpAddr>, ErrorCode> {
         let name = name.to_ascii_lowercase();
         let ip = parse_ip(&name);
         if ip.is_none() && !valid_name(&name) {
@@ -279,7 +290,24 @@ impl Sites {
         let resolved = match ip {
             // As WASI specifies: an address is returned as-is, unresolved.
             Some(ip) => vec![ip],
-            None => (self.resolver)(&name).map_err(|_| ErrorCode::NameUnresolvable)?,
+            None => match deadline {
+                None => (self.resolver)(&name).map_err(|_| ErrorCode::NameUnresolvable)?,
+                Some(deadline) => {
+                    let (resolver, query) = (self.resolver, name.clone());
+                    let (tx, rx) = std::sync::mpsc::channel();
+                    std::thread::Builder::new()
+                        .name("gatehouse-resolve".into())
+                        .spawn(move || {
+                            let _ = tx.send(resolver(&query));
+                        })
+                        .map_err(|_| ErrorCode::TemporaryResolverFailure)?;
+                    let left = deadline.saturating_duration_since(std::time::Instant::now());
+                    match rx.recv_timeout(left) {
+                        Ok(answer) => answer.map_err(|_| ErrorCode::NameUnresolvable)?,
+                        Err(_) => return Err(ErrorCode::TemporaryResolverFailure),
+                    }
+                }
+            },
         };
         // getaddrinfo repeats an address per socket type; keep the first.
         let mut addrs: Vec<IpAddr> = Vec::new();
@@ -347,6 +375,8 @@ impl Pollable for ResolvedAddresses {
 pub struct SitesView<'a> {
     pub sites: &'a Sites,
     pub table: &'a mut ResourceTable,
+    /// The run's deadline: a lookup waits for the resolver no longer.
+    pub deadline: std::time::Instant,
 }
 
 impl ip_name_lookup::Host for SitesView<'_> {
@@ -358,7 +388,7 @@ impl ip_name_lookup::Host for SitesView<'_> {
         // The network handle is the capability to call this; as in
         // wasmtime-wasi, it only has to be a live one.
         self.table.get(&network)?;
-        Ok(match self.sites.lookup(&name) {
+        Ok(match self.sites.lookup_until(&name, Some(self.deadline)) {
             Ok(addrs) => Ok(self.table.push(ResolvedAddresses {
                 addrs: addrs.into_iter(),
             })?),
@@ -400,6 +430,7 @@ fn sites_view(s: &mut HostState) -> SitesView<'_> {
     SitesView {
         sites: &s.network,
         table: &mut s.table,
+        deadline: s.deadline,
     }
 }
 

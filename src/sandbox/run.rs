@@ -202,6 +202,8 @@ pub fn execute(
     let network = super::network::Sites::new(plan);
     linked.extend(super::network::apply(&mut b, &network));
 
+    // The run's deadline, for everything it does from here on.
+    let deadline = Instant::now() + std::time::Duration::from_millis(limits.deadline_ms);
     let mut table = wasmtime::component::ResourceTable::new();
     table.set_max_capacity(limits.resources);
     let state = HostState {
@@ -216,26 +218,20 @@ pub fn execute(
         exec: exec_binding,
         hostcalls_left: limits.hostcalls,
         hostcalls_exhausted: false,
-        delegated: std::time::Duration::ZERO,
+        deadline,
+        cancel: services.cancel.clone(),
         fs: super::journal_fs::FsLayer::new(plan, services.journal.clone(), services.audit.clone()),
     };
     sandbox.counters().stores.fetch_add(1, Ordering::Relaxed);
     let mut store = Store::new(engine, state);
     store.limiter(|s| &mut s.limits);
     sandbox.start_ticker();
-    // The deadline is the guest's own wall-clock time: time spent in
-    // delegated calls (each with its own deadline) does not count.
-    let deadline = std::time::Duration::from_millis(limits.deadline_ms);
-    let run_started = Instant::now();
+    // Checked every epoch tick while wasm runs: the cancel switch, then the
+    // deadline. All the run's time counts, in wasm or in host calls.
     let cancel = services.cancel.clone();
-    // Checked every epoch tick: the cancel switch, then the deadline.
     store.set_epoch_deadline(1);
-    store.epoch_deadline_callback(move |ctx| {
-        if cancel.is_cancelled() {
-            return Ok(wasmtime::UpdateDeadline::Interrupt);
-        }
-        let own = run_started.elapsed().saturating_sub(ctx.data().delegated);
-        if own >= deadline {
+    store.epoch_deadline_callback(move |_| {
+        if cancel.is_cancelled() || Instant::now() >= deadline {
             return Ok(wasmtime::UpdateDeadline::Interrupt);
         }
         Ok(wasmtime::UpdateDeadline::Continue(1))
@@ -346,7 +342,11 @@ fn classify(
             format!("more than {} host calls", limits.hostcalls),
         ));
     }
-    if matches!(e.downcast_ref::<Trap>(), Some(Trap::Interrupt)) {
+    let waited_too_long = e.chain().any(|c| {
+        c.downcast_ref::<super::deadline_io::DeadlineReached>()
+            .is_some()
+    });
+    if waited_too_long || matches!(e.downcast_ref::<Trap>(), Some(Trap::Interrupt)) {
         if cancel.is_cancelled() {
             return RunError::Limit(LimitHit::new(
                 DenyCode::TurnCancelled,

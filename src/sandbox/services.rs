@@ -65,12 +65,14 @@ pub enum NestedError {
 /// Runs another executor as a nested turn of the same actor.
 pub trait NestedTurn: Send + Sync {
     /// Runs `executor` on `input` at nesting `depth` (1 for a call made by
-    /// a top-level turn), journaled into `journal` like its caller.
+    /// a top-level turn), within `left` (what remains of the caller's
+    /// deadline), journaled into `journal` like its caller.
     fn call(
         &self,
         executor: &str,
         input: &str,
         depth: u32,
+        left: std::time::Duration,
         journal: Option<TurnJournal>,
     ) -> Result<String, NestedError>;
 }

@@ -26,9 +26,12 @@ pub struct HostState {
     /// Host calls left before `LIMIT_HOSTCALLS`.
     pub hostcalls_left: u64,
     pub hostcalls_exhausted: bool,
-    /// Wall-clock time spent in delegated calls, which the run's own
-    /// deadline does not count.
-    pub delegated: std::time::Duration,
+    /// When the run ends, whatever it is doing: wasm code is interrupted
+    /// by the epoch check, waits in host calls end there (see
+    /// `deadline_io`), commands and callees get only what is left.
+    pub deadline: std::time::Instant,
+    /// The turn's cancel switch, checked with the deadline.
+    pub cancel: super::services::CancelHandle,
     /// The journaling filesystem layer: finer globs, protected paths,
     /// backups and the write-ahead journal of file operations.
     pub fs: super::journal_fs::FsLayer,
@@ -36,6 +39,18 @@ pub struct HostState {
 
 /// Each binding's view of the store: the binding sees its own state only.
 impl HostState {
+    pub(super) fn io_view(&mut self) -> super::deadline_io::DeadlineIo<'_> {
+        super::deadline_io::DeadlineIo {
+            table: &mut self.table,
+            deadline: self.deadline,
+            cancel: &self.cancel,
+        }
+    }
+
+    pub(super) fn table_mut(&mut self) -> &mut wasmtime::component::ResourceTable {
+        &mut self.table
+    }
+
     pub(super) fn log_view(&mut self) -> super::log::LogView<'_> {
         super::log::LogView {
             state: &mut self.log,
@@ -57,14 +72,14 @@ impl HostState {
     pub(super) fn delegate_view(&mut self) -> super::delegate::DelegateView<'_> {
         super::delegate::DelegateView {
             binding: self.delegate.as_ref(),
-            delegated: &mut self.delegated,
+            deadline: self.deadline,
         }
     }
 
     pub(super) fn exec_view(&mut self) -> super::exec::ExecView<'_> {
         super::exec::ExecView {
             binding: self.exec.as_mut(),
-            delegated: &mut self.delegated,
+            deadline: self.deadline,
         }
     }
 }

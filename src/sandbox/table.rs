@@ -18,7 +18,7 @@ use wasmtime::component::Linker;
 
 use super::plan::Plan;
 use super::state::HostState;
-use super::{delegate, exec, human, journal_fs, log, memory, network, wasi};
+use super::{deadline_io, delegate, exec, human, journal_fs, log, memory, network, wasi};
 use crate::policy::Capability;
 
 /// Whether an interface needs a grant, and which.
@@ -70,7 +70,7 @@ pub static BINDINGS: &[Binding] = &[
         name: "wasi:io",
         interfaces: &["wasi:io/error", "wasi:io/poll", "wasi:io/streams"],
         authority: Authority::Baseline,
-        link: wasi::link_io,
+        link: |l| deadline_io::add_to_linker(l, HostState::io_view, HostState::table_mut),
     },
     Binding {
         name: "wasi:clocks",

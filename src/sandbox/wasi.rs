@@ -1,31 +1,14 @@
 //! Linking WASI, interface by interface (the rows of [`super::table`]): an
 //! interface that is not linked is absent, not stubbed.
 
-use wasmtime::component::{HasData, Linker, ResourceTable};
+use wasmtime::component::Linker;
 use wasmtime_wasi::cli::{WasiCli, WasiCliView};
 use wasmtime_wasi::clocks::{WasiClocks, WasiClocksView};
 use wasmtime_wasi::filesystem::{WasiFilesystem, WasiFilesystemView};
-use wasmtime_wasi::p2::bindings::{self as p2, sync};
+use wasmtime_wasi::p2::bindings as p2;
 use wasmtime_wasi::random::WasiRandom;
 
 use super::state::HostState;
-
-struct HasIo;
-
-impl HasData for HasIo {
-    type Data<'a> = &'a mut ResourceTable;
-}
-
-fn table(s: &mut HostState) -> &mut ResourceTable {
-    &mut s.table
-}
-
-/// `wasi:io`: errors, polling and streams (no authority).
-pub fn link_io(l: &mut Linker<HostState>) -> wasmtime::Result<()> {
-    sync::io::error::add_to_linker::<HostState, HasIo>(l, table)?;
-    sync::io::poll::add_to_linker::<HostState, HasIo>(l, table)?;
-    sync::io::streams::add_to_linker::<HostState, HasIo>(l, table)
-}
 
 /// `wasi:clocks`: real with `time:read`, else frozen (the context decides).
 pub fn link_clocks(l: &mut Linker<HostState>) -> wasmtime::Result<()> {

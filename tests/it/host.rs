@@ -6,7 +6,9 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use gatehouse::config::{HostConfig, StatePaths};
-use gatehouse::host::{Choice, Host, HostOptions, NoOne, Scripted, TurnEnd, TurnRequest};
+use gatehouse::host::{
+    Choice, Host, HostOptions, NoOne, Scripted, TurnEnd, TurnOutcome, TurnRequest,
+};
 use gatehouse::manifest::Manifest;
 use gatehouse::policy::{Capability, DenyCode, Level};
 
@@ -350,4 +352,141 @@ fn kill_9_right_after_a_turn_loses_no_audit_line() {
     assert_eq!(audit.len(), 1, "{audit:#?}");
     assert_eq!(audit[0]["turn"], turn);
     assert_eq!(audit[0]["status"], "ok");
+}
+
+// Issue 12, item 11: the deadline is a bound, whatever the guest is
+// blocked in, and time in host calls counts.
+
+/// A host for the deadline tests: `config` tweaks the default one.
+fn host_with(env: &Env, ws: &Path, manifests: Vec<Manifest>, config: HostConfig) -> Host {
+    let mut options = HostOptions::new(
+        config,
+        StatePaths::under(&env.state_dir(), None, None),
+        ws.canonicalize().unwrap().display().to_string(),
+        manifests,
+    );
+    options.level = Some(Level::Full);
+    Host::open(options).unwrap()
+}
+
+fn timed(host: &Host, executor: &str, input: &str, deadline_ms: u64) -> (TurnOutcome, Duration) {
+    timed_asking(host, executor, input, deadline_ms, &NoOne)
+}
+
+fn timed_asking(
+    host: &Host,
+    executor: &str,
+    input: &str,
+    deadline_ms: u64,
+    approver: &dyn gatehouse::host::Approver,
+) -> (TurnOutcome, Duration) {
+    let mut request = TurnRequest::new(executor, "main", input);
+    request.limits.deadline_ms = deadline_ms;
+    let started = std::time::Instant::now();
+    let outcome = host.run(request, approver);
+    (outcome, started.elapsed())
+}
+
+#[test]
+fn item11_a_guest_asleep_in_a_host_call_ends_at_the_deadline() {
+    let env = Env::new();
+    let ws = env.mkdir("ws");
+    let h = host(&env, &ws, &["spin"], None);
+    // Compiled and cached first, so the timings below are the runs'.
+    let (outcome, _) = timed(&h, "spin", "", 50);
+    assert_eq!(outcome.code(), Some(DenyCode::LimitDeadline));
+    // Asleep in `poll` for 1 s with a 300 ms deadline: it ends at the
+    // deadline, not when the sleep is over.
+    let (outcome, took) = timed(&h, "spin", "sleep:1000", 300);
+    assert_eq!(
+        outcome.code(),
+        Some(DenyCode::LimitDeadline),
+        "{:?}",
+        outcome.end
+    );
+    assert!(took < Duration::from_millis(900), "took {took:?}");
+    // Control: with a deadline past the sleep, the guest does sleep the
+    // whole second in the host call, then spins into its deadline.
+    let (outcome, took) = timed(&h, "spin", "sleep:1000", 1300);
+    assert_eq!(outcome.code(), Some(DenyCode::LimitDeadline));
+    assert!(took >= Duration::from_millis(1000), "took {took:?}");
+}
+
+#[test]
+fn item11_a_server_that_never_answers_cannot_hold_the_run() {
+    use std::io::{Read, Write};
+    let env = Env::new();
+    let ws = env.mkdir("ws");
+    // Accepts, reads the request, and answers only when told to.
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let (answer_tx, answer_rx) = std::sync::mpsc::channel::<bool>();
+    std::thread::spawn(move || {
+        for (stream, answer) in listener.incoming().zip(answer_rx.iter()) {
+            let mut stream = stream.unwrap();
+            let mut buf = [0u8; 1024];
+            let _ = stream.read(&mut buf);
+            if answer {
+                let _ = stream.write_all(
+                    b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\nconnection: close\r\n\r\nok",
+                );
+            } else {
+                std::thread::sleep(Duration::from_secs(30));
+            }
+        }
+    });
+    let text = format!(
+        "name = \"fetch-silent\"\ncomponent = \"{}\"\n[[capabilities]]\nname = \"network:sites\"\ntarget = \"localhost:{port}\"\n",
+        crate::sandbox::component("fetch").display()
+    );
+    let m = Manifest::load(&env.write("manifests/fetch-silent.toml", &text)).unwrap();
+    let h = host_with(&env, &ws, vec![m], HostConfig::safe_default("tester"));
+    let input = format!(r#"{{"url":"http://localhost:{port}/"}}"#);
+    // Control (and the component compiled): the server answers, the fetch
+    // returns.
+    answer_tx.send(true).unwrap();
+    let (outcome, _) = timed(&h, "fetch-silent", &input, 5_000);
+    assert!(outcome.is_ok(), "{:?}", outcome.end);
+    // The server accepts and never answers: the run ends at its deadline.
+    answer_tx.send(false).unwrap();
+    let (outcome, took) = timed(&h, "fetch-silent", &input, 300);
+    assert_eq!(
+        outcome.code(),
+        Some(DenyCode::LimitDeadline),
+        "{:?}",
+        outcome.end
+    );
+    assert!(took < Duration::from_secs(3), "took {took:?}");
+}
+
+#[test]
+fn item11_time_in_commands_counts_toward_the_deadline() {
+    let env = Env::new();
+    let ws = env.mkdir("ws");
+    let text = format!(
+        "name = \"napper\"\ncomponent = \"{}\"\ntools = [\"sleep\"]\n[[capabilities]]\nname = \"code:exec\"\ntarget = \"sleep\"\n",
+        crate::sandbox::component("run-tool").display()
+    );
+    let m = Manifest::load(&env.write("manifests/napper.toml", &text)).unwrap();
+    let mut config = HostConfig::safe_default("tester");
+    if let Some(main) = config.actors.get_mut("main") {
+        main.tools = vec!["sleep".into()];
+    }
+    let h = host_with(&env, &ws, vec![m], config);
+    let naps = |n: u32| format!(r#"{{"program":"sleep","args":["0.2"],"repeat":{n}}}"#);
+    // Control: two naps fit in the deadline and the turn returns.
+    let once = Scripted::new([Choice::Once]);
+    let (outcome, _) = timed_asking(&h, "napper", &naps(2), 5_000, &once);
+    assert!(outcome.is_ok(), "{:?}", outcome.end);
+    // Twenty naps of 200 ms in a 600 ms turn: the commands' time is the
+    // turn's, so it ends at its deadline, not after four seconds.
+    let once = Scripted::new([Choice::Once]);
+    let (outcome, took) = timed_asking(&h, "napper", &naps(20), 600, &once);
+    assert_eq!(
+        outcome.code(),
+        Some(DenyCode::LimitDeadline),
+        "{:?}",
+        outcome.end
+    );
+    assert!(took < Duration::from_millis(2_000), "took {took:?}");
 }

@@ -3,6 +3,10 @@
 //! `{"status": 0, "signal": null, "timed_out": false, "stdout": "…",
 //! "stderr": "…", "truncated": false}` (stdout and stderr as lossy UTF-8).
 //!
+//! `"repeat": N` runs the command N times (default 1), whatever each call
+//! answers, and returns the last answer: a loop of host calls, for the
+//! deadline tests.
+//!
 //! The host's errors (`denied` with its code, `failed`) come back
 //! unchanged: the guest adds no policy of its own.
 
@@ -22,6 +26,8 @@ struct Request {
     args: Vec<String>,
     #[serde(default)]
     stdin: String,
+    #[serde(default)]
+    repeat: Option<u32>,
 }
 
 struct RunTool;
@@ -32,7 +38,11 @@ impl Guest for RunTool {
         let Some(program) = req.program else {
             return Err(Fail::Invalid("need a string field `program`".to_string()).into());
         };
-        let o = exec::run(&program, &req.args, req.stdin.as_bytes())?;
+        let mut last = exec::run(&program, &req.args, req.stdin.as_bytes());
+        for _ in 1..req.repeat.unwrap_or(1) {
+            last = exec::run(&program, &req.args, req.stdin.as_bytes());
+        }
+        let o = last?;
         Ok(guest_common::to_output(&json!({
             "status": o.status,
             "signal": o.signal,
