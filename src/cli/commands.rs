@@ -58,14 +58,7 @@ fn parse_capability(s: &str) -> Result<Capability, Failure> {
 
 impl From<GrantError> for Failure {
     fn from(e: GrantError) -> Failure {
-        Failure {
-            exit: if e.is_invalid_input() {
-                Exit::Invalid
-            } else {
-                Exit::Error
-            },
-            message: gatehouse::config::chain(&e),
-        }
+        Failure::of(&e, e.is_invalid_input())
     }
 }
 

@@ -59,16 +59,20 @@ impl Failure {
     }
 }
 
+impl Failure {
+    /// `e` with its causes: invalid input (exit 3) when `invalid`, else an
+    /// error (exit 1).
+    pub fn of(e: &(dyn std::error::Error + 'static), invalid: bool) -> Failure {
+        Failure {
+            exit: if invalid { Exit::Invalid } else { Exit::Error },
+            message: gatehouse::config::chain(e),
+        }
+    }
+}
+
 impl From<ConfigError> for Failure {
     fn from(e: ConfigError) -> Failure {
-        Failure {
-            exit: if e.is_invalid_input() {
-                Exit::Invalid
-            } else {
-                Exit::Error
-            },
-            message: gatehouse::config::chain(&e),
-        }
+        Failure::of(&e, e.is_invalid_input())
     }
 }
 
