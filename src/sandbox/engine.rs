@@ -1,12 +1,13 @@
 //! The one engine of the process, its compiled-component cache, and the
 //! counters that prove what was (not) done.
 
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use serde::Serialize;
-use wasmtime::component::Component;
+use wasmtime::component::{types::ComponentItem, Component, InstancePre, Linker};
 use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig};
 
 use super::isolation::{self, IsolationReport};
@@ -34,6 +35,9 @@ pub struct Counters {
 pub struct Sandbox {
     engine: Engine,
     cache_dir: PathBuf,
+    /// Components prepared in this process, by path: re-read only when the
+    /// file's identity changes.
+    prepared: Mutex<HashMap<PathBuf, Arc<Prepared>>>,
     counters: Arc<Counters>,
     ticker: OnceLock<()>,
     /// Read back from `engine` once it was built.
@@ -144,12 +148,84 @@ pub enum LoadError {
         #[source]
         source: crate::config::IoCause,
     },
+    /// The file's sha256 is not the one its manifest pins (nothing was
+    /// compiled).
+    #[error("component `{path}` has sha256 `{digest}`, but its manifest pins `{pinned}`")]
+    Pinned {
+        path: PathBuf,
+        digest: String,
+        pinned: String,
+    },
     #[error("`{path}` is not a valid component or module")]
     Invalid {
         path: PathBuf,
         #[source]
         source: Box<dyn std::error::Error + Send + Sync>,
     },
+}
+
+/// What identifies a file's contents without reading them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct FileIdentity {
+    dev: u64,
+    ino: u64,
+    size: u64,
+    mtime: (i64, i64),
+    ctime: (i64, i64),
+}
+
+impl FileIdentity {
+    fn of(m: &std::fs::Metadata) -> FileIdentity {
+        use std::os::unix::fs::MetadataExt;
+        FileIdentity {
+            dev: m.dev(),
+            ino: m.ino(),
+            size: m.size(),
+            mtime: (m.mtime(), m.mtime_nsec()),
+            ctime: (m.ctime(), m.ctime_nsec()),
+        }
+    }
+}
+
+fn check_pin(path: &Path, digest: &str, pinned: Option<&str>) -> Result<(), LoadError> {
+    match pinned {
+        Some(pin) if pin != digest => Err(LoadError::Pinned {
+            path: path.to_path_buf(),
+            digest: digest.to_string(),
+            pinned: pin.to_string(),
+        }),
+        _ => Ok(()),
+    }
+}
+
+/// A component prepared once per host: its digest, its imports, whether it
+/// is a command, and one `InstancePre` per set of linked bindings.
+pub(crate) struct Prepared {
+    identity: FileIdentity,
+    pub digest: String,
+    pub component: Component,
+    pub imports: Vec<String>,
+    pub is_command: bool,
+    pres: Mutex<HashMap<Vec<&'static str>, InstancePre<super::state::HostState>>>,
+}
+
+impl Prepared {
+    /// The instance-pre of this component linked with the bindings named
+    /// by `key`, made by `link` the first time only.
+    pub(crate) fn instance_pre(
+        &self,
+        key: Vec<&'static str>,
+        link: impl FnOnce() -> wasmtime::Result<Linker<super::state::HostState>>,
+    ) -> wasmtime::Result<InstancePre<super::state::HostState>> {
+        if let Some(pre) = self.pres.lock().ok().and_then(|m| m.get(&key).cloned()) {
+            return Ok(pre);
+        }
+        let pre = link()?.instantiate_pre(&self.component)?;
+        if let Ok(mut m) = self.pres.lock() {
+            m.insert(key, pre.clone());
+        }
+        Ok(pre)
+    }
 }
 
 impl Sandbox {
@@ -199,6 +275,7 @@ impl Sandbox {
             profile,
             engine,
             cache_dir: cache_dir.to_path_buf(),
+            prepared: Mutex::new(HashMap::new()),
             counters: Arc::new(Counters::default()),
             ticker: OnceLock::new(),
         })
@@ -238,6 +315,60 @@ impl Sandbox {
         let mut h = std::collections::hash_map::DefaultHasher::new();
         self.engine.precompile_compatibility_hash().hash(&mut h);
         format!("{:016x}", h.finish())
+    }
+
+    /// The component at `path`, prepared: from memory when the file is the
+    /// one prepared before (same device, inode, size, mtime and ctime: a
+    /// file rewritten in place, even with its mtime set back, has a new
+    /// ctime), else read, hashed, checked against `pinned` (before anything
+    /// is compiled) and loaded. Returns it and whether no compilation was
+    /// needed.
+    pub(crate) fn prepare(
+        &self,
+        path: &Path,
+        pinned: Option<&str>,
+    ) -> Result<(Arc<Prepared>, bool), LoadError> {
+        let read_err = |e: std::io::Error| LoadError::Read {
+            path: path.to_path_buf(),
+            source: e.into(),
+        };
+        let identity = FileIdentity::of(&std::fs::metadata(path).map_err(read_err)?);
+        let known = self
+            .prepared
+            .lock()
+            .ok()
+            .and_then(|m| m.get(path).cloned())
+            .filter(|p| p.identity == identity);
+        if let Some(p) = known {
+            check_pin(path, &p.digest, pinned)?;
+            self.counters.loaded.fetch_add(1, Ordering::Relaxed);
+            return Ok((p, true));
+        }
+        let bytes = std::fs::read(path).map_err(read_err)?;
+        let digest = sha256_hex(&bytes);
+        check_pin(path, &digest, pinned)?;
+        let (component, cache_hit) = self.load(path, &bytes, &digest)?;
+        let ty = component.component_type();
+        let imports = ty
+            .imports(&self.engine)
+            .map(|(name, _)| name.to_string())
+            .collect();
+        let is_command = ty.exports(&self.engine).any(|(name, item)| {
+            name.starts_with("wasi:cli/run@")
+                && matches!(item.ty, ComponentItem::ComponentInstance(_))
+        });
+        let p = Arc::new(Prepared {
+            identity,
+            digest,
+            component,
+            imports,
+            is_command,
+            pres: Mutex::new(HashMap::new()),
+        });
+        if let Ok(mut m) = self.prepared.lock() {
+            m.insert(path.to_path_buf(), p.clone());
+        }
+        Ok((p, cache_hit))
     }
 
     /// Loads a component (turning a preview-1 core module into one with the

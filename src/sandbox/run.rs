@@ -5,7 +5,7 @@ use std::sync::atomic::Ordering;
 use std::time::Instant;
 
 use serde::Serialize;
-use wasmtime::component::{types::ComponentItem, Linker};
+use wasmtime::component::Linker;
 use wasmtime::{CallHook, Store, Trap};
 use wasmtime_wasi::p2::bindings::sync::CommandPre;
 use wasmtime_wasi::p2::pipe::MemoryInputPipe;
@@ -24,7 +24,6 @@ use super::services::RunServices;
 use super::state::HostState;
 use super::{clocks, env, fs, table};
 use crate::memory::MemoryStore;
-use crate::policy::snapshot::sha256_hex;
 use crate::policy::DenyCode;
 
 /// What the guest returned.
@@ -115,32 +114,18 @@ pub fn execute(
     }
     let started = Instant::now();
     let path = plan.component();
-    let bytes = std::fs::read(path).map_err(|e| LoadError::Read {
-        path: path.to_path_buf(),
-        source: e.into(),
+    // Read, hashed and compiled once per host (the pin checked before any
+    // compilation); afterwards only the file's identity is looked at.
+    let (prepared, cache_hit) = sandbox.prepare(path, plan.sha256()).map_err(|e| match e {
+        LoadError::Pinned { .. } => RunError::Refused {
+            code: DenyCode::DigestMismatch,
+            reason: e.to_string(),
+        },
+        e => RunError::Load(e),
     })?;
-    let digest = sha256_hex(&bytes);
-    if let Some(pinned) = plan.sha256() {
-        if pinned != digest {
-            return Err(RunError::Refused {
-                code: DenyCode::DigestMismatch,
-                reason: format!(
-                    "component `{}` has sha256 `{digest}`, but its manifest pins `{pinned}`",
-                    path.display()
-                ),
-            });
-        }
-    }
-    let (component, cache_hit) = sandbox.load(path, &bytes, &digest)?;
     let engine = sandbox.engine();
-    let ty = component.component_type();
-    let import_names: Vec<String> = ty
-        .imports(engine)
-        .map(|(name, _)| name.to_string())
-        .collect();
-    let is_command = ty.exports(engine).any(|(name, item)| {
-        name.starts_with("wasi:cli/run@") && matches!(item.ty, ComponentItem::ComponentInstance(_))
-    });
+    let import_names = prepared.imports.clone();
+    let is_command = prepared.is_command;
     imports::check(&import_names, plan).map_err(|RefusedImport { reason, .. }| {
         RunError::Refused {
             code: DenyCode::ImportNotGranted,
@@ -148,9 +133,17 @@ pub fn execute(
         }
     })?;
 
-    // Link only what was granted: the table's bindings the plan allows.
-    let mut linker: Linker<HostState> = Linker::new(engine);
-    let bindings = table::link_granted(&mut linker, plan).map_err(host)?;
+    // Link only what was granted: the table's bindings the plan allows,
+    // linked once per (component, set of bindings) and kept prepared.
+    let bindings = table::granted(plan);
+    let key: Vec<&'static str> = bindings.iter().map(|b| b.name).collect();
+    let pre = prepared
+        .instance_pre(key, || {
+            let mut linker: Linker<HostState> = Linker::new(engine);
+            table::link(&mut linker, &bindings)?;
+            Ok(linker)
+        })
+        .map_err(host)?;
     let mut linked: Vec<String> = bindings.iter().map(|b| describe(b.name, plan)).collect();
     // Each linked binding's state, built from the same plan.
     let memory_binding = match plan.memory() {
@@ -248,7 +241,6 @@ pub fn execute(
         Ok(())
     });
 
-    let pre = linker.instantiate_pre(&component).map_err(host)?;
     let outcome: wasmtime::Result<GuestResult> = if is_command {
         CommandPre::new(pre).and_then(|p| {
             let cmd = p.instantiate(&mut store)?;
@@ -296,7 +288,7 @@ pub fn execute(
         imports: import_names,
         cache_hit,
         compiled: sandbox.counters().compiled.load(Ordering::Relaxed),
-        sha256: digest,
+        sha256: prepared.digest.clone(),
         elapsed_ms: started.elapsed().as_secs_f64() * 1e3,
         commands: store
             .data_mut()

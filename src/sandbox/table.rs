@@ -2,8 +2,8 @@
 //! provides, the WIT interfaces it serves, the capability it needs, and how
 //! it is linked. It drives three things, so they cannot disagree: the
 //! import check before instantiation ([`super::imports`]), what a run's
-//! linker gets ([`link_granted`]), and the key of a prepared instance (the
-//! set of bindings linked).
+//! linker gets ([`granted`], [`link`]), and the key of a prepared instance
+//! (the set of bindings linked).
 //!
 //! Interfaces that carry no authority on their own form the baseline of
 //! `compute:pure` and are always linked: `wasi:io`, stdio into capped
@@ -170,22 +170,22 @@ pub fn authority(interface: &str) -> Authority {
     binding_of(interface).map_or(Authority::Unsupported, |b| b.authority)
 }
 
-/// Links every binding `plan` allows, and nothing else; returns them, in
-/// table order.
+/// The bindings `plan` allows, in table order: what a run links, and the
+/// key of its prepared instance.
+pub fn granted(plan: &Plan) -> Vec<&'static Binding> {
+    BINDINGS.iter().filter(|b| b.allowed_by(plan)).collect()
+}
+
+/// Links `bindings` into `linker`.
 ///
 /// # Security
-/// Each binding hands the guest what the store's state for it holds; the
-/// state is built from the same plan (see `run::execute`).
-pub fn link_granted(
-    linker: &mut Linker<HostState>,
-    plan: &Plan,
-) -> wasmtime::Result<Vec<&'static Binding>> {
-    let mut linked = Vec::new();
-    for b in BINDINGS.iter().filter(|b| b.allowed_by(plan)) {
+/// Each binding hands the guest what the store's state for it holds; link
+/// only the bindings of [`granted`] for the plan the state is built from.
+pub fn link(linker: &mut Linker<HostState>, bindings: &[&'static Binding]) -> wasmtime::Result<()> {
+    for b in bindings {
         (b.link)(linker)?;
-        linked.push(b);
     }
-    Ok(linked)
+    Ok(())
 }
 
 #[cfg(test)]

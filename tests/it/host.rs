@@ -148,14 +148,14 @@ fn a_delegated_turns_decisions_are_in_its_callers_audit() {
     let env = Env::new();
     let ws = env.mkdir("ws");
     let host = host(&env, &ws, &["call-other", "hello"], Some(Level::Full));
-    let outcome = host.run(
-        TurnRequest::new(
-            "call-other",
-            "main",
-            r#"{"executor":"hello","input":"{\"a\":1}"}"#,
-        ),
-        &NoOne,
+    let mut request = TurnRequest::new(
+        "call-other",
+        "main",
+        r#"{"executor":"hello","input":"{\"a\":1}"}"#,
     );
+    // The callee compiles inside the call, on the caller's clock.
+    request.limits.deadline_ms = 60_000;
+    let outcome = host.run(request, &NoOne);
     assert!(outcome.is_ok(), "{:?}", outcome.end);
     let audit = lines(&env.state_dir().join("audit.jsonl"));
     assert_eq!(audit.len(), 1, "{audit:#?}");

@@ -699,6 +699,10 @@ fn a_delegated_turn_meets_the_same_switch() {
                 &input,
                 "--on-degraded",
                 mode,
+                // The callee is compiled inside the call, and all of a
+                // call's time is the caller's: room for a slow debug build.
+                "--deadline-ms",
+                "60000",
             ],
         );
         let v = last_json(&r);

@@ -593,7 +593,9 @@ fn call_other_runs_hello_through_the_gate() {
     let env = Env::new();
     let ws = env.mkdir("ws");
     let hello = guest("hello");
-    let with = ["--with", s(&hello)];
+    // The callee compiles inside the call, on the caller's clock: room for
+    // a slow debug build.
+    let with = ["--with", s(&hello), "--deadline-ms", "60000"];
     let (run, v) = run_json(
         &env,
         &guest("call-other"),
