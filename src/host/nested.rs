@@ -19,7 +19,7 @@ use crate::undo::TurnJournal;
 /// What the services of one turn (and its nested turns) are bound to.
 #[derive(Clone)]
 pub(super) struct Scope {
-    pub manifests: Vec<Manifest>,
+    pub manifests: Arc<Vec<Manifest>>,
     pub on_degraded: OnDegraded,
     pub memory_db: PathBuf,
     pub frozen: Arc<Frozen>,
