@@ -10,8 +10,6 @@
 //! - A request that ends before guest code starts writes exactly one
 //!   [`DenialRecord`] to `<state>/denials.jsonl`, and nothing else.
 
-use std::sync::Arc;
-
 use serde::Serialize;
 
 use crate::policy::{DenyCode, Identity, UtcTime};
@@ -29,32 +27,76 @@ pub struct Hashes {
 
 /// A turn's audit: who, under which policy, into which journal.
 pub struct TurnAudit {
-    pub(crate) turn: String,
-    pub(crate) actor: String,
-    pub(crate) identity: Option<Identity>,
-    pub(crate) hashes: Arc<Hashes>,
-    pub(crate) journal: TurnJournal,
+    turn: String,
+    /// `"turn":…,` encoded once.
+    turn_field: String,
+    /// `"actor":…,"identity":…,"snapshot":{…}}`: how every line of the
+    /// turn ends, encoded once per turn.
+    tail: String,
+    journal: TurnJournal,
+}
+
+/// One decision of a gate, as its audit line holds it.
+#[derive(Serialize)]
+struct GateLine<'a> {
+    request: &'a crate::policy::Request,
+    decision: &'a crate::policy::Decision,
+    approval: Option<&'static str>,
+    grant: Option<i64>,
+}
+
+/// An approval answer, as its audit line holds it.
+#[derive(Serialize)]
+struct AnswerLine<'a> {
+    approval: &'a super::Answer,
+}
+
+fn encode(value: &impl Serialize) -> String {
+    // Encoding these values cannot fail (string keys, no maps of other
+    // keys); an empty object stands in rather than losing the line.
+    serde_json::to_string(value).unwrap_or_else(|_| "{}".into())
 }
 
 impl TurnAudit {
-    /// Adds the turn, actor, identity and hashes where `line` lacks them
-    /// (a delegated turn's lines carry their own turn id).
-    fn complete(&self, mut line: serde_json::Value) -> serde_json::Value {
-        if let Some(obj) = line.as_object_mut() {
-            obj.entry("turn")
-                .or_insert_with(|| serde_json::json!(self.turn));
-            obj.entry("actor")
-                .or_insert_with(|| serde_json::json!(self.actor));
-            obj.entry("identity")
-                .or_insert_with(|| serde_json::json!(self.identity));
-            obj.entry("snapshot")
-                .or_insert_with(|| serde_json::json!(*self.hashes));
+    /// The audit of `turn` by `actor` (with `identity`) under the snapshot
+    /// of `hashes`, kept in `journal`.
+    pub(crate) fn new(
+        turn: &str,
+        actor: &str,
+        identity: Option<&Identity>,
+        hashes: &Hashes,
+        journal: TurnJournal,
+    ) -> TurnAudit {
+        TurnAudit {
+            turn: turn.to_string(),
+            turn_field: format!("\"turn\":{},", encode(&turn)),
+            tail: format!(
+                "\"actor\":{},\"identity\":{},\"snapshot\":{}}}",
+                encode(&actor),
+                encode(&identity),
+                encode(hashes)
+            ),
+            journal,
         }
-        line
     }
-}
 
-impl TurnAudit {
+    /// Keeps `body` (one encoded JSON object), completed with the turn
+    /// (unless the body names its own, as a delegated turn's lines do),
+    /// the actor, its identity and the snapshot's hashes.
+    fn keep(&self, body: &str, has_turn: bool) {
+        let head = body.strip_suffix('}').unwrap_or(body);
+        let sep = if head.ends_with('{') { "" } else { "," };
+        let turn = if has_turn {
+            ""
+        } else {
+            self.turn_field.as_str()
+        };
+        let line = format!("{head}{sep}{turn}{}", self.tail);
+        if let Err(e) = self.journal.decision_line(line) {
+            tracing::warn!("the audit of turn `{}` lost a line: {e}", self.turn);
+        }
+    }
+
     /// Records a gate's decisions and the approval answers; `turn` names a
     /// nested turn (its decisions go to its caller's audit).
     pub(crate) fn record_gate(
@@ -63,29 +105,31 @@ impl TurnAudit {
         steps: &[super::Step],
         answers: &[super::Answer],
     ) {
+        let nested = turn.map(|t| format!("\"turn\":{},", encode(&t)));
         for s in steps {
-            let mut line = serde_json::json!({
-                "request": s.request,
-                "decision": s.decision,
-                "approval": s.approval,
-                "grant": s.decision.grant(),
+            let body = encode(&GateLine {
+                request: &s.request,
+                decision: &s.decision,
+                approval: s.approval,
+                grant: s.decision.grant(),
             });
-            if let Some(turn) = turn {
-                line["turn"] = serde_json::json!(turn);
+            match &nested {
+                Some(field) => {
+                    let body = format!("{{{field}{}", body.strip_prefix('{').unwrap_or(&body));
+                    self.keep(&body, true);
+                }
+                None => self.keep(&body, false),
             }
-            self.decision(line);
         }
         for a in answers {
-            self.decision(serde_json::json!({ "approval": a }));
+            self.keep(&encode(&AnswerLine { approval: a }), false);
         }
     }
 }
 
 impl AuditSink for TurnAudit {
     fn decision(&self, line: serde_json::Value) {
-        if let Err(e) = self.journal.decision(&self.complete(line)) {
-            tracing::warn!("the audit of turn `{}` lost a line: {e}", self.turn);
-        }
+        self.keep(&encode(&line), line.get("turn").is_some());
     }
 }
 

@@ -201,7 +201,7 @@ pub struct TurnOutcome {
     /// The isolation report; absent when the turn ended before the probe
     /// (a policy denial never probes).
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub isolation: Option<IsolationReport>,
+    pub isolation: Option<Arc<IsolationReport>>,
     #[serde(flatten)]
     pub end: TurnEnd,
 }

@@ -36,7 +36,7 @@ struct Turn<'a> {
     decisions: Vec<Step>,
     approvals: Vec<Answer>,
     pending: Vec<Pending>,
-    isolation: Option<IsolationReport>,
+    isolation: Option<Arc<IsolationReport>>,
 }
 
 impl Turn<'_> {
@@ -228,7 +228,7 @@ impl Inner {
             Ok(s) => s.clone(),
             Err(e) => return Advance::Done(t.end(TurnEnd::Failed { message: chain(&e) })),
         };
-        let isolation = sandbox.isolation().clone();
+        let isolation = sandbox.isolation_shared();
         let needs: Vec<Capability> = plan.allowed().iter().map(|a| a.capability).collect();
         let refusal = isolation.refusal(self.on_degraded, &needs);
         t.isolation = Some(isolation);
@@ -333,16 +333,16 @@ impl Inner {
             },
             Some(self.audit_log.clone()),
         );
-        let audit = Arc::new(TurnAudit {
-            turn: t.id.to_string(),
-            actor: t.request.actor.clone(),
-            identity: snapshot
+        let audit = Arc::new(TurnAudit::new(
+            t.id,
+            &t.request.actor,
+            snapshot
                 .actors
                 .get(&t.request.actor)
-                .and_then(|a| a.identity.clone()),
-            hashes: t.frozen.hashes.clone(),
-            journal: journal.clone(),
-        });
+                .and_then(|a| a.identity.as_ref()),
+            &t.frozen.hashes,
+            journal.clone(),
+        ));
         audit.record_gate(None, &t.decisions, &t.approvals);
         let services = nested::services(
             nested::Scope {

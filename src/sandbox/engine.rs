@@ -42,7 +42,7 @@ pub struct Sandbox {
     ticker: OnceLock<()>,
     /// Read back from `engine` once it was built.
     profile: EngineProfile,
-    isolation: IsolationReport,
+    isolation: Arc<IsolationReport>,
 }
 
 /// The engine settings the isolation report depends on: what
@@ -271,7 +271,7 @@ impl Sandbox {
         let engine = Engine::new(&config)?;
         let profile = EngineProfile::of(&engine);
         Ok(Sandbox {
-            isolation: isolation::probe(&profile),
+            isolation: Arc::new(isolation::probe(&profile)),
             profile,
             engine,
             cache_dir: cache_dir.to_path_buf(),
@@ -289,6 +289,11 @@ impl Sandbox {
     /// The isolation report of this engine on this host.
     pub fn isolation(&self) -> &IsolationReport {
         &self.isolation
+    }
+
+    /// The same report, shared (each turn's outcome carries it).
+    pub fn isolation_shared(&self) -> Arc<IsolationReport> {
+        self.isolation.clone()
     }
 
     pub fn engine(&self) -> &Engine {

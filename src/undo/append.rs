@@ -58,10 +58,16 @@ impl AppendLog {
 
     /// Appends `value` as one line, with one `write(2)`.
     pub fn append(&self, value: &impl serde::Serialize) -> Result<(), HistoryError> {
-        let mut line = serde_json::to_vec(value).map_err(|e| HistoryError::Encode {
+        let line = serde_json::to_string(value).map_err(|e| HistoryError::Encode {
             path: self.path.clone(),
             source: e,
         })?;
+        self.append_line(line)
+    }
+
+    /// Appends `line` (one JSON value, no newline), with one `write(2)`.
+    pub fn append_line(&self, line: String) -> Result<(), HistoryError> {
+        let mut line = line.into_bytes();
         line.push(b'\n');
         let mut guard = self.file.lock().map_err(|_| HistoryError::Poisoned {
             path: self.path.clone(),

@@ -153,8 +153,8 @@ pub struct TurnJournal {
 
 struct Inner {
     record: TurnRecord,
-    /// Decisions made before the directory exists.
-    pending: Vec<serde_json::Value>,
+    /// Decisions made before the directory exists, each one JSON line.
+    pending: Vec<String>,
     open: Option<OpenFiles>,
     next_seq: u64,
     /// Where the record of a turn without a directory goes.
@@ -239,7 +239,8 @@ impl TurnJournal {
             .map_err(|e| io("open", &dpath, e))?;
         let mut bytes = Vec::new();
         for d in &inner.pending {
-            push_line(&mut bytes, &dpath, d)?;
+            bytes.extend_from_slice(d.as_bytes());
+            bytes.push(b'\n');
         }
         decisions
             .write_all(&bytes)
@@ -274,12 +275,32 @@ impl TurnJournal {
     /// Adds one line to the turn's audit: to `decisions.jsonl` when the
     /// directory exists, else kept for it (or for the audit log).
     pub fn decision(&self, value: &serde_json::Value) -> Result<(), HistoryError> {
-        let path = self.dir.join("decisions.jsonl");
+        let line = serde_json::to_string(value).map_err(|e| HistoryError::Encode {
+            path: self.dir.join("decisions.jsonl"),
+            source: e,
+        })?;
+        self.decision_line(line)
+    }
+
+    /// [`TurnJournal::decision`] of a line already encoded: one JSON object,
+    /// no newline.
+    pub fn decision_line(&self, mut line: String) -> Result<(), HistoryError> {
         let mut inner = self.lock()?;
         match inner.open.as_mut() {
-            Some(files) => append_line(&mut files.decisions, &path, value),
+            Some(files) => {
+                let path = self.dir.join("decisions.jsonl");
+                line.push('\n');
+                files
+                    .decisions
+                    .write_all(line.as_bytes())
+                    .map_err(|e| io("write", &path, e))?;
+                files
+                    .decisions
+                    .sync_data()
+                    .map_err(|e| io("sync", &path, e))
+            }
             None => {
-                inner.pending.push(value.clone());
+                inner.pending.push(line);
                 Ok(())
             }
         }
@@ -302,11 +323,19 @@ impl TurnJournal {
         let Some(audit) = inner.audit.clone() else {
             return Ok(());
         };
-        let line = AuditRecord {
-            record: inner.record.clone(),
-            decisions: std::mem::take(&mut inner.pending),
-        };
-        audit.append(&line)
+        // The record's own fields, then its decisions, already encoded: one
+        // `AuditRecord` line, with no decision decoded and encoded again.
+        let record = serde_json::to_string(&inner.record).map_err(|e| HistoryError::Encode {
+            path: audit.path().to_path_buf(),
+            source: e,
+        })?;
+        let head = record.strip_suffix('}').unwrap_or(&record);
+        let sep = if head.ends_with('{') { "" } else { "," };
+        let line = format!(
+            "{head}{sep}\"decisions\":[{}]}}",
+            std::mem::take(&mut inner.pending).join(",")
+        );
+        audit.append_line(line)
     }
 
     /// Drops the turn's unrecorded decisions without writing anything: for
