@@ -67,12 +67,23 @@ pub struct FsLayer {
     touched: BTreeSet<String>,
     /// The refusals of this run: deny code and reason.
     pub denials: Vec<(DenyCode, String)>,
+    /// The preopened directories: no link made in one may lead out of it.
+    preopens: Vec<String>,
 }
 
 impl FsLayer {
     /// The layer for `plan`, journaling into `journal` (none: enforce only).
     pub fn new(plan: &Plan, journal: Option<TurnJournal>, audit: Arc<dyn AuditSink>) -> FsLayer {
+        if let Some(j) = &journal {
+            // Undo acts only beneath the roots of the turn (issue 12, item 4).
+            j.fs_scope(plan.fs_scope());
+        }
         FsLayer {
+            preopens: plan
+                .preopens()
+                .iter()
+                .filter_map(|p| p.host.to_str().map(str::to_string))
+                .collect(),
             journal,
             write_globs: plan.write_globs().to_vec(),
             read_globs: plan.read_globs().to_vec(),
@@ -135,6 +146,27 @@ impl FsLayer {
             return Err(self.deny(DenyCode::TargetMismatch, operation, path, reason));
         }
         Ok(())
+    }
+
+    /// Refuses a symbolic link at `link` to `target` unless the target,
+    /// read from the link's directory, stays within a preopened directory
+    /// that holds the link: never absolute, and no `..` above that
+    /// directory (issue 12, item 4).
+    fn check_link_target(&mut self, link: &str, target: &str) -> FsResult<()> {
+        let dir = Path::new(link)
+            .parent()
+            .and_then(Path::to_str)
+            .unwrap_or("/");
+        if self
+            .preopens
+            .iter()
+            .any(|root| link_stays_within(dir, target, root))
+        {
+            return Ok(());
+        }
+        let reason =
+            format!("a link to `{target}` at `{link}` leads out of its preopened directory");
+        Err(self.deny(DenyCode::TargetMismatch, "symlink-at", link, reason))
     }
 
     fn check_read(&mut self, path: &str) -> FsResult<()> {
@@ -254,6 +286,27 @@ fn not_utf8() -> FsError {
 
 fn utf8(p: PathBuf) -> FsResult<String> {
     p.into_os_string().into_string().map_err(|_| not_utf8())
+}
+
+/// Whether a link in `dir` (canonical) to the relative `target` stays
+/// within `root` at every step: `..` never climbs above it.
+fn link_stays_within(dir: &str, target: &str, root: &str) -> bool {
+    if target.is_empty() || target.starts_with('/') || !is_within(dir, root) {
+        return false;
+    }
+    let below = dir[root.len()..].split('/').filter(|s| !s.is_empty());
+    let mut depth = below.count();
+    for seg in target.split('/') {
+        match seg {
+            "" | "." => {}
+            ".." => match depth.checked_sub(1) {
+                Some(d) => depth = d,
+                None => return false,
+            },
+            _ => depth += 1,
+        }
+    }
+    true
 }
 
 /// Resolves `rel` against the host directory `base` the way the open
@@ -611,6 +664,7 @@ impl fs::HostDescriptor for JournalingFs<'_> {
     ) -> FsResult<()> {
         let host = self.at(&fd, &dest_path, false)?;
         self.layer.check_write("symlink-at", &host)?;
+        self.layer.check_link_target(&host, &src_path)?;
         if std::fs::symlink_metadata(&host).is_err() {
             self.layer
                 .record(Operation::LinkCreate { path: host.clone() })?;

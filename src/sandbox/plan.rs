@@ -13,6 +13,7 @@ use serde::Serialize;
 use super::limits::Limits;
 use crate::policy::snapshot::ProtectedPath;
 use crate::policy::{Capability, HostPattern, PathGlob};
+use crate::undo::fs::FsScope;
 
 /// How a preopened directory may be used.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -195,5 +196,25 @@ impl Plan {
     /// Paths no executor may write, even inside a read-write preopen.
     pub fn protected(&self) -> &[ProtectedPath] {
         &self.protected
+    }
+
+    /// What a run of this plan can write, as undo records it: the
+    /// read-write preopened directories, the `fs:write` globs, the
+    /// protected paths (undo acts only within them).
+    pub fn fs_scope(&self) -> FsScope {
+        FsScope {
+            roots: self
+                .preopens
+                .iter()
+                .filter(|p| p.access == DirAccess::ReadWrite)
+                .filter_map(|p| p.host.to_str().map(str::to_string))
+                .collect(),
+            write_globs: self
+                .write_globs
+                .iter()
+                .map(|g| g.as_str().to_string())
+                .collect(),
+            protected: self.protected.clone(),
+        }
     }
 }

@@ -10,6 +10,16 @@
 //! after a crash, is unknown and not checked), and reverses an operation
 //! only while its target is still in the expected state: otherwise it is
 //! `skipped` and the newer data is kept.
+//!
+//! Every path is reached beneath the turn's roots and never through a
+//! symbolic link (see [`super::beneath`]): each layer of the turn records,
+//! before its first journaled operation, what it could write
+//! (`<turn>/fs-scope.jsonl`: its read-write preopened directories, its
+//! `fs:write` globs, the protected paths). Undo re-checks every path
+//! against them and reports it `skipped`, with the reason, when it is
+//! outside them, protected, or no longer what the turn left (a directory
+//! on the way replaced by a link); a turn that recorded no scope has its
+//! file operations skipped.
 
 use std::collections::HashMap;
 use std::fs::{File, OpenOptions};
@@ -18,9 +28,29 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
+use super::beneath::{Beneath, Found, Reach};
 use super::journal::{read_lines, HistoryError, Operation};
 use super::UndoStatus;
-use crate::policy::snapshot::sha256_hex;
+use crate::policy::snapshot::{sha256_hex, ProtectedPath};
+use crate::policy::{is_within, PathGlob};
+
+/// What one filesystem layer of a turn could write, recorded before its
+/// first journaled operation (one line of `<turn>/fs-scope.jsonl`; a
+/// delegated call's layer adds its own).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FsScope {
+    /// The read-write preopened directories (canonical host paths).
+    pub roots: Vec<String>,
+    /// The `fs:write` globs (canonical).
+    pub write_globs: Vec<String>,
+    /// The paths no executor may write.
+    pub protected: Vec<ProtectedPath>,
+}
+
+/// The file where a turn's scopes are appended.
+pub fn scope_path(turn_dir: &Path) -> PathBuf {
+    turn_dir.join("fs-scope.jsonl")
+}
 
 /// What a path holds.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -60,6 +90,16 @@ impl PathState {
         } else {
             PathState::Other
         })
+    }
+
+    fn from_found(found: Found) -> PathState {
+        match found {
+            Found::Absent => PathState::Absent,
+            Found::File { sha256 } => PathState::File { sha256 },
+            Found::Dir => PathState::Dir,
+            Found::Symlink { target } => PathState::Symlink { target },
+            Found::Other => PathState::Other,
+        }
     }
 
     fn describe(&self) -> String {
@@ -144,7 +184,12 @@ pub struct FsUndo {
     turn_dir: PathBuf,
     /// `None`: unknown (not checked).
     expected: HashMap<String, PathState>,
+    /// What the turn's layers could write.
+    scopes: Vec<FsScope>,
 }
+
+/// How one reversal ended early: its status and why.
+type Stop = (UndoStatus, String);
 
 fn is_below(path: &str, dir: &str) -> bool {
     path.len() > dir.len() && path.starts_with(dir) && path.as_bytes()[dir.len()] == b'/'
@@ -159,18 +204,72 @@ impl FsUndo {
         Ok(FsUndo {
             turn_dir: turn_dir.to_path_buf(),
             expected,
+            scopes: read_lines(&scope_path(turn_dir))?,
         })
     }
 
-    /// The current state of `path`, and whether it is what the turn left
-    /// (or what the reversals so far restored). Unknown counts as yes.
-    fn current(&self, path: &str) -> Result<(PathState, Option<String>), String> {
-        let cur = PathState::of(Path::new(path)).map_err(|e| {
-            format!(
-                "cannot inspect `{path}`: {}",
-                crate::config::lower(&e.to_string())
-            )
-        })?;
+    /// `path` beneath the root of the turn that holds it, once it passes
+    /// the turn's globs and protected paths; otherwise why it is skipped.
+    fn locate(&self, path: &str) -> Result<Beneath, Stop> {
+        let skip = |why: String| (UndoStatus::Skipped, why);
+        if self.scopes.is_empty() {
+            return Err(skip(format!(
+                "the turn recorded no roots to undo `{path}` beneath (journaled by an older gatehouse); it is left as it is"
+            )));
+        }
+        if let Some(p) = self
+            .scopes
+            .iter()
+            .flat_map(|s| &s.protected)
+            .find(|p| is_within(path, &p.path) || is_within(&p.path, path))
+        {
+            return Err(skip(format!(
+                "`{path}` is host configuration (`{}`); undo never writes it",
+                p.path
+            )));
+        }
+        let glob_ok = self
+            .scopes
+            .iter()
+            .flat_map(|s| &s.write_globs)
+            .any(|g| PathGlob::parse(g).is_ok_and(|g| g.matches(path)));
+        if !glob_ok {
+            return Err(skip(format!(
+                "`{path}` matches none of the turn's `fs:write` globs; it is left as it is"
+            )));
+        }
+        // The innermost root: the fewest components between it and `path`.
+        self.scopes
+            .iter()
+            .flat_map(|s| &s.roots)
+            .filter_map(|r| Beneath::new(r, path))
+            .min_by_key(|b| b.depth())
+            .ok_or_else(|| {
+                skip(format!(
+                    "`{path}` is not beneath any directory the turn could write; it is left as it is"
+                ))
+            })
+    }
+
+    /// The current state of `path` (reached beneath its root, no link
+    /// followed), and whether it is what the turn left (or what the
+    /// reversals so far restored). Unknown counts as yes.
+    fn current(&self, path: &str) -> Result<(PathState, Option<String>, Beneath), Stop> {
+        let at = self.locate(path)?;
+        let cur = match at.found() {
+            Ok(found) => PathState::from_found(found),
+            Err(Reach::Changed) => return Err(changed_on_the_way(path)),
+            Err(Reach::Missing) => PathState::Absent,
+            Err(Reach::Io(e)) => {
+                return Err((
+                    UndoStatus::Failed,
+                    format!(
+                        "cannot inspect `{path}`: {}",
+                        crate::config::lower(&e.to_string())
+                    ),
+                ))
+            }
+        };
         let changed = match self.expected.get(path) {
             Some(exp) if *exp != cur => Some(format!(
                 "`{path}` changed since the turn (it is {}, the turn left {}); the newer data is kept",
@@ -179,20 +278,26 @@ impl FsUndo {
             )),
             _ => None,
         };
-        Ok((cur, changed))
+        Ok((cur, changed, at))
     }
 
-    fn blob(&self, sha: &str) -> Result<Vec<u8>, String> {
+    fn blob(&self, sha: &str) -> Result<Vec<u8>, Stop> {
         let p = blob_path(&self.turn_dir, sha);
         let bytes = std::fs::read(&p).map_err(|e| {
-            format!(
-                "cannot read the backup `{}`: {}",
-                p.display(),
-                crate::config::lower(&e.to_string())
+            (
+                UndoStatus::Failed,
+                format!(
+                    "cannot read the backup `{}`: {}",
+                    p.display(),
+                    crate::config::lower(&e.to_string())
+                ),
             )
         })?;
         if sha256_hex(&bytes) != sha {
-            return Err(format!("the backup `{}` is corrupt", p.display()));
+            return Err((
+                UndoStatus::Failed,
+                format!("the backup `{}` is corrupt", p.display()),
+            ));
         }
         Ok(bytes)
     }
@@ -210,7 +315,7 @@ impl FsUndo {
             Operation::FileOverwrite { path, blob } => self.restore_file(path, blob, dry_run, true),
             Operation::FileDelete { path, blob } => match blob {
                 Some(b) => self.restore_file(path, b, dry_run, false),
-                None => self.current(path).map(|(cur, _)| {
+                None => self.current(path).map(|(cur, _, _)| {
                     if cur != PathState::Absent {
                         (
                             UndoStatus::Skipped,
@@ -225,7 +330,7 @@ impl FsUndo {
                     }
                 }),
             },
-            Operation::SymlinkDelete { path, target } => self.current(path).map(|(cur, _)| {
+            Operation::SymlinkDelete { path, target } => self.current(path).map(|(cur, _, at)| {
                 let link = PathState::Symlink {
                     target: target.clone(),
                 };
@@ -249,18 +354,20 @@ impl FsUndo {
                     },
                 );
                 act(dry_run, format!("recreate the link `{path}` -> `{target}`"), || {
-                    std::os::unix::fs::symlink(target, path)
+                    at.symlink(target)
                 })
             }),
-            Operation::DirCreate { path } => self.current(path).map(|(cur, _)| match cur {
+            Operation::DirCreate { path } => self.current(path).map(|(cur, _, at)| match cur {
                 PathState::Absent => {
                     self.set(path, PathState::Absent);
                     (UndoStatus::Done, format!("`{path}` is already gone"))
                 }
                 PathState::Dir => {
-                    let empty = std::fs::read_dir(path)
-                        .map(|mut d| d.next().is_none())
-                        .unwrap_or(false);
+                    let empty = match at.is_empty_dir() {
+                        Ok(empty) => empty,
+                        Err(Reach::Changed) => return changed_on_the_way(path),
+                        Err(_) => false,
+                    };
                     if !empty {
                         return (
                             UndoStatus::Skipped,
@@ -271,7 +378,7 @@ impl FsUndo {
                     act(
                         dry_run,
                         format!("remove `{path}`, created by the turn"),
-                        || std::fs::remove_dir(path),
+                        || at.remove_dir(),
                     )
                 }
                 other => (
@@ -282,7 +389,7 @@ impl FsUndo {
                     ),
                 ),
             }),
-            Operation::DirRemove { path } => self.current(path).map(|(cur, _)| {
+            Operation::DirRemove { path } => self.current(path).map(|(cur, _, at)| {
                 if cur == PathState::Dir {
                     // Journaled ahead, and the removal failed (not empty),
                     // or it is back: either way nothing to restore.
@@ -300,7 +407,7 @@ impl FsUndo {
                 }
                 self.set(path, PathState::Dir);
                 act(dry_run, format!("recreate the directory `{path}`"), || {
-                    std::fs::create_dir(path)
+                    at.create_dir()
                 })
             }),
             Operation::Rename {
@@ -311,7 +418,7 @@ impl FsUndo {
             } => self.swap_back(from, to, replaced_blob.as_deref(), *replaced_dir, dry_run),
             Operation::MemorySet { .. } | Operation::MemoryDelete { .. } => return None,
         };
-        Some(r.unwrap_or_else(|e| (UndoStatus::Failed, e)))
+        Some(r.unwrap_or_else(|stop| stop))
     }
 
     fn delete_created(
@@ -319,8 +426,8 @@ impl FsUndo {
         path: &str,
         link: bool,
         dry_run: bool,
-    ) -> Result<(UndoStatus, String), String> {
-        let (cur, changed) = self.current(path)?;
+    ) -> Result<(UndoStatus, String), Stop> {
+        let (cur, changed, at) = self.current(path)?;
         if cur == PathState::Absent {
             self.set(path, PathState::Absent);
             return Ok((UndoStatus::Done, format!("`{path}` is already gone")));
@@ -346,7 +453,7 @@ impl FsUndo {
         Ok(act(
             dry_run,
             format!("delete `{path}`, created by the turn"),
-            || std::fs::remove_file(path),
+            || at.remove_file(),
         ))
     }
 
@@ -358,8 +465,8 @@ impl FsUndo {
         blob: &str,
         dry_run: bool,
         overwrite: bool,
-    ) -> Result<(UndoStatus, String), String> {
-        let (cur, changed) = self.current(path)?;
+    ) -> Result<(UndoStatus, String), Stop> {
+        let (cur, changed, at) = self.current(path)?;
         let before = PathState::File {
             sha256: blob.to_string(),
         };
@@ -389,15 +496,7 @@ impl FsUndo {
         } else {
             format!("restore deleted `{path}`")
         };
-        Ok(act(dry_run, what, || {
-            let mut f = OpenOptions::new()
-                .write(true)
-                .create(true)
-                .truncate(true)
-                .open(path)?;
-            f.write_all(&bytes)?;
-            f.sync_data()
-        }))
+        Ok(act(dry_run, what, || at.write_file(&bytes, false)))
     }
 
     /// `swap_src_dst`: moves `to` back to `from`, then restores what `to`
@@ -409,9 +508,9 @@ impl FsUndo {
         replaced_blob: Option<&str>,
         replaced_dir: bool,
         dry_run: bool,
-    ) -> Result<(UndoStatus, String), String> {
-        let (cur_to, changed) = self.current(to)?;
-        let (cur_from, _) = self.current(from)?;
+    ) -> Result<(UndoStatus, String), Stop> {
+        let (cur_to, changed, at_to) = self.current(to)?;
+        let (cur_from, _, at_from) = self.current(from)?;
         let before_to = match (replaced_blob, replaced_dir) {
             (Some(b), _) => PathState::File { sha256: b.into() },
             (None, true) => PathState::Dir,
@@ -461,18 +560,26 @@ impl FsUndo {
             dry_run,
             format!("move `{to}` back to `{from}`"),
             || {
-                std::fs::rename(to, from)?;
+                at_to.rename_to(&at_from)?;
                 if let Some(bytes) = &bytes {
-                    let mut f = OpenOptions::new().write(true).create_new(true).open(to)?;
-                    f.write_all(bytes)?;
-                    f.sync_data()?;
+                    at_to.write_file(bytes, true)?;
                 } else if replaced_dir {
-                    std::fs::create_dir(to)?;
+                    at_to.create_dir()?;
                 }
                 Ok(())
             },
         ))
     }
+}
+
+/// The step of a path that a link now stands in the way of.
+fn changed_on_the_way(path: &str) -> Stop {
+    (
+        UndoStatus::Skipped,
+        format!(
+            "`{path}` is no longer what the turn left: a directory on the way is now a symbolic link or not a directory; nothing is done through it"
+        ),
+    )
 }
 
 fn act(
@@ -489,5 +596,114 @@ fn act(
             UndoStatus::Failed,
             format!("{what}: {}", crate::config::lower(&e.to_string())),
         ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::policy::snapshot::ProtectedKind;
+
+    /// A turn directory whose one layer could write `globs` beneath `root`,
+    /// with `protected` off limits; returns the undo and a blob's sha256.
+    fn turn(
+        root: &str,
+        globs: &[&str],
+        protected: &[&str],
+        scoped: bool,
+    ) -> (tempfile::TempDir, FsUndo, String) {
+        let dir = tempfile::tempdir().unwrap();
+        let sha = store_blob(dir.path(), b"before the turn\n").unwrap();
+        if scoped {
+            let scope = FsScope {
+                roots: vec![root.to_string()],
+                write_globs: globs.iter().map(|g| g.to_string()).collect(),
+                protected: protected
+                    .iter()
+                    .map(|p| ProtectedPath {
+                        path: p.to_string(),
+                        kind: ProtectedKind::Policy,
+                    })
+                    .collect(),
+            };
+            let line = serde_json::to_string(&scope).unwrap();
+            std::fs::write(scope_path(dir.path()), format!("{line}\n")).unwrap();
+        }
+        let undo = FsUndo::load(dir.path()).unwrap();
+        (dir, undo, sha)
+    }
+
+    fn restore(undo: &mut FsUndo, path: &str, sha: &str) -> (UndoStatus, String) {
+        let op = Operation::FileDelete {
+            path: path.to_string(),
+            blob: Some(sha.to_string()),
+        };
+        undo.reverse(&op, false).unwrap()
+    }
+
+    /// Issue 12, item 4: a path is restored only beneath the turn's roots,
+    /// within its globs, outside the protected paths, and with no link on
+    /// the way (even one that stays inside the root); the control, a
+    /// plain path in the same root, is restored.
+    #[test]
+    fn item04_undo_rechecks_roots_globs_protected_paths_and_links() {
+        let ws = tempfile::tempdir().unwrap();
+        let r = ws.path().canonicalize().unwrap();
+        let r = r.to_str().unwrap();
+        std::fs::create_dir_all(format!("{r}/real")).unwrap();
+        std::fs::create_dir_all(format!("{r}/state")).unwrap();
+        std::fs::create_dir_all(format!("{r}/other")).unwrap();
+        std::os::unix::fs::symlink("real", format!("{r}/link")).unwrap();
+        let glob = format!("{r}/**");
+        let state = format!("{r}/state");
+        let (_d, mut undo, sha) = turn(r, &[&glob], &[&state], true);
+
+        let (st, why) = restore(&mut undo, &format!("{r}/link/a.txt"), &sha);
+        assert_eq!(st, UndoStatus::Skipped, "{why}");
+        assert!(why.contains("no longer what the turn left"), "{why}");
+        assert!(!Path::new(&format!("{r}/real/a.txt")).exists());
+
+        let (st, why) = restore(&mut undo, &format!("{r}/state/grants.db"), &sha);
+        assert_eq!(st, UndoStatus::Skipped, "{why}");
+        assert!(why.contains("host configuration"), "{why}");
+        assert!(!Path::new(&format!("{r}/state/grants.db")).exists());
+
+        let (st, why) = restore(&mut undo, "/etc/gatehouse-undo-test", &sha);
+        assert_eq!(st, UndoStatus::Skipped, "{why}");
+        assert!(why.contains("none of the turn's `fs:write` globs"), "{why}");
+
+        let (st, why) = restore(&mut undo, &format!("{r}/real/../x"), &sha);
+        assert_eq!(st, UndoStatus::Skipped, "{why}");
+
+        // The control: the same restore on a plain path of the root.
+        let (st, why) = restore(&mut undo, &format!("{r}/real/b.txt"), &sha);
+        assert_eq!(st, UndoStatus::Done, "{why}");
+        assert_eq!(
+            std::fs::read(format!("{r}/real/b.txt")).unwrap(),
+            b"before the turn\n"
+        );
+
+        // Globs narrower than the root.
+        let md = format!("{r}/real/*.md");
+        let (_d, mut undo, sha) = turn(r, &[&md], &[], true);
+        let (st, why) = restore(&mut undo, &format!("{r}/real/c.txt"), &sha);
+        assert_eq!(st, UndoStatus::Skipped, "{why}");
+        assert!(why.contains("globs"), "{why}");
+        let (st, why) = restore(&mut undo, &format!("{r}/real/c.md"), &sha);
+        assert_eq!(st, UndoStatus::Done, "{why}");
+
+        // A glob the root does not hold.
+        let other = format!("{r}/other/**");
+        let (_d, mut undo, sha) = turn(&format!("{r}/real"), &[&other], &[], true);
+        let (st, why) = restore(&mut undo, &format!("{r}/other/d.txt"), &sha);
+        assert_eq!(st, UndoStatus::Skipped, "{why}");
+        assert!(why.contains("not beneath any directory"), "{why}");
+
+        // A turn that recorded no scope: nothing is done.
+        let (_d, mut undo, sha) = turn(r, &[&glob], &[], false);
+        let (st, why) = restore(&mut undo, &format!("{r}/real/e.txt"), &sha);
+        assert_eq!(st, UndoStatus::Skipped, "{why}");
+        assert!(why.contains("recorded no roots"), "{why}");
+        assert!(!Path::new(&format!("{r}/real/e.txt")).exists());
     }
 }

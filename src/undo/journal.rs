@@ -11,6 +11,7 @@ use std::sync::{Arc, Mutex};
 use serde::{Deserialize, Serialize};
 
 use super::append::AppendLog;
+use super::fs::{scope_path, FsScope};
 use crate::policy::UtcTime;
 
 /// Why the history could not be written or read.
@@ -160,6 +161,10 @@ struct Inner {
     /// Where the record of a turn without a directory goes.
     audit: Option<Arc<AppendLog>>,
     finished: bool,
+    /// What the turn's filesystem layers could write; those from
+    /// `scopes_written` on are not in `fs-scope.jsonl` yet.
+    scopes: Vec<FsScope>,
+    scopes_written: usize,
 }
 
 struct OpenFiles {
@@ -182,6 +187,8 @@ impl TurnJournal {
                 next_seq: 0,
                 audit,
                 finished: false,
+                scopes: Vec::new(),
+                scopes_written: 0,
             })),
         }
     }
@@ -258,11 +265,51 @@ impl TurnJournal {
         Ok(())
     }
 
-    /// Journals `op` (fsynced) before the caller performs it.
+    /// Notes what a filesystem layer of the turn could write (its
+    /// read-write roots, its globs, the protected paths): undo acts only
+    /// beneath those roots, within those globs (see [`super::fs`]).
+    /// Nothing is written here: the scopes not yet on disk are appended
+    /// to `fs-scope.jsonl`, synced, before the next operation is
+    /// journaled. A scope with no root is ignored; one already noted is
+    /// not noted twice.
+    pub fn fs_scope(&self, scope: FsScope) {
+        if scope.roots.is_empty() {
+            return;
+        }
+        if let Ok(mut inner) = self.lock() {
+            if !inner.scopes.contains(&scope) {
+                inner.scopes.push(scope);
+            }
+        }
+    }
+
+    fn write_scopes_locked(&self, inner: &mut Inner) -> Result<(), HistoryError> {
+        if inner.scopes_written == inner.scopes.len() {
+            return Ok(());
+        }
+        let path = scope_path(&self.dir);
+        let mut bytes = Vec::new();
+        for scope in &inner.scopes[inner.scopes_written..] {
+            push_line(&mut bytes, &path, scope)?;
+        }
+        let mut f = OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&path)
+            .map_err(|e| io("open", &path, e))?;
+        f.write_all(&bytes).map_err(|e| io("write", &path, e))?;
+        f.sync_data().map_err(|e| io("sync", &path, e))?;
+        inner.scopes_written = inner.scopes.len();
+        Ok(())
+    }
+
+    /// Journals `op` (fsynced) before the caller performs it; the scopes
+    /// noted so far are on disk before it.
     pub fn record(&self, op: Operation) -> Result<u64, HistoryError> {
         let path = self.dir.join("journal.jsonl");
         let mut inner = self.lock()?;
         self.open_locked(&mut inner)?;
+        self.write_scopes_locked(&mut inner)?;
         let seq = inner.next_seq;
         let Some(files) = inner.open.as_mut() else {
             return Err(HistoryError::NoSuchTurn(inner.record.turn.clone()));

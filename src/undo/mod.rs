@@ -12,6 +12,7 @@
 //! but the last (see [`fs`]).
 
 pub mod append;
+mod beneath;
 pub mod fs;
 pub mod journal;
 

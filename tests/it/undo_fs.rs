@@ -481,3 +481,164 @@ fn undo_restores_a_turn_whose_host_was_killed_midway() {
     );
     assert_eq!(tree(&ws), before, "{report:#}");
 }
+
+/// Issue 12, item 4, the confirmed recipe: turn 1 deletes
+/// `out/d/gatehouse.toml`; turn 2 renames `out/d` away and renames a
+/// relative symlink standing in for repository content (`out/link`, which
+/// points at the configuration directory gatehouse loads from) to
+/// `out/d`. Undoing turn 1 must not restore the file through the link
+/// into the configuration directory: the step is `skipped`, saying why.
+/// The control, in the same set-up: with turn 2 undone first (the link
+/// moved back, `out/d` back in place), the same undo of turn 1 restores
+/// the file where the turn deleted it.
+#[test]
+fn item04_undo_does_not_follow_a_planted_symlink() {
+    const EVIL: &str =
+        "level = \"Full\"\n[actors.main]\nskills = [\"*\"]\ntools = [\"sh\", \"bash\"]\n";
+    for attack in [true, false] {
+        let env = Env::new();
+        let ws = env.mkdir("ws");
+        env.write("ws/out/d/gatehouse.toml", EVIL);
+        // The configuration directory exists, without a configuration.
+        let config_dir = env.mkdir("config/gatehouse");
+        std::os::unix::fs::symlink("../../config/gatehouse", ws.join("out/link")).unwrap();
+        let (t1, out1) = batch(
+            &env,
+            &ws,
+            json!([{"op": "delete", "path": "out/d/gatehouse.toml"}]),
+        );
+        all_ok(&out1);
+        let (t2, out2) = batch(
+            &env,
+            &ws,
+            json!([
+                {"op": "rename", "path": "out/d", "to": "out/d-away"},
+                {"op": "rename", "path": "out/link", "to": "out/d"},
+            ]),
+        );
+        all_ok(&out2);
+        assert_eq!(
+            std::fs::read_link(ws.join("out/d")).unwrap(),
+            Path::new("../../config/gatehouse")
+        );
+        if !attack {
+            let report = undo(&env, &t2);
+            assert_eq!(
+                statuses(&report),
+                vec![
+                    ("swap_src_dst".into(), "done".into()),
+                    ("swap_src_dst".into(), "done".into()),
+                ],
+                "{report:#}"
+            );
+        }
+        let report = undo(&env, &t1);
+        let config_file = config_dir.join("gatehouse.toml");
+        if attack {
+            assert_eq!(
+                statuses(&report),
+                vec![("restore_blob_backup".into(), "skipped".into())],
+                "{report:#}"
+            );
+            let reason = report["steps"][0]["reason"].as_str().unwrap();
+            assert!(
+                reason.contains("symbolic link") && reason.contains("no longer what the turn left"),
+                "{reason}"
+            );
+            assert!(!config_file.exists(), "undo wrote through the link");
+            assert_eq!(tree(&config_dir), vec![]);
+            assert!(!ws.join("out/d-away/gatehouse.toml").exists());
+            let h = env.run(&["--json", "history", "--turn", &t1]).json_lines();
+            assert_eq!(h[0]["undo"], "partly_undone");
+            // The next invocation still runs on the safe default.
+            let v = env.run(&["--json", "policy", "check", "Supervised", "fs:write"]);
+            v.expect(4);
+        } else {
+            assert_eq!(
+                statuses(&report),
+                vec![("restore_blob_backup".into(), "done".into())],
+                "{report:#}"
+            );
+            assert!(!config_file.exists());
+            assert_eq!(
+                std::fs::read_to_string(ws.join("out/d/gatehouse.toml")).unwrap(),
+                EVIL
+            );
+            assert!(std::fs::symlink_metadata(ws.join("out/link"))
+                .unwrap()
+                .file_type()
+                .is_symlink());
+        }
+    }
+}
+
+/// Issue 12, item 4: a guest cannot make the link undo would have
+/// followed. `symlink-at` refuses a target that is absolute or whose `..`
+/// climbs out of the preopened directory (here `out`) at any step; links
+/// that stay inside are made, read through, and undone.
+#[test]
+fn item04_symlink_at_refuses_targets_that_leave_the_preopen() {
+    let env = Env::new();
+    let ws = workspace(&env);
+    env.write("ws/secret.txt", "outside the grant\n");
+    env.mkdir("config/gatehouse");
+    let before = tree(&ws);
+    let input = json!({"op": "batch", "ops": [
+        {"op": "symlink", "path": "out/abs", "to": "/etc"},
+        {"op": "symlink", "path": "out/up", "to": "../../config/gatehouse"},
+        {"op": "symlink", "path": "out/sub/up", "to": "../../secret.txt"},
+        {"op": "symlink", "path": "out/zig", "to": "sub/../../out/keep.txt"},
+        {"op": "symlink", "path": "out/ok", "to": "sub/inner.txt"},
+        {"op": "symlink", "path": "out/sub/ok", "to": "../keep.txt"},
+        {"op": "read", "path": "out/ok"},
+        {"op": "read", "path": "out/sub/ok"},
+    ]})
+    .to_string();
+    let (run, v) = run_json(&env, &guest("write-file"), &ws, "Full", &input, &[]);
+    run.expect(0);
+    let results = output(&v)["results"].as_array().unwrap().clone();
+    let ok: Vec<bool> = results.iter().map(|r| r.get("ok").is_some()).collect();
+    assert_eq!(
+        ok,
+        vec![false, false, false, false, true, true, true, true],
+        "{results:#?}"
+    );
+    assert_eq!(results[6]["ok"]["content"], "inside sub\n");
+    assert_eq!(results[7]["ok"]["content"], "keep\n");
+    for refused in ["out/abs", "out/up", "out/sub/up", "out/zig"] {
+        assert!(
+            std::fs::symlink_metadata(ws.join(refused)).is_err(),
+            "{refused} was made"
+        );
+    }
+    assert_eq!(
+        std::fs::read_link(ws.join("out/ok")).unwrap(),
+        Path::new("sub/inner.txt")
+    );
+    assert_eq!(
+        std::fs::read_link(ws.join("out/sub/ok")).unwrap(),
+        Path::new("../keep.txt")
+    );
+    let turn = v["turn"].as_str().unwrap();
+    let denied = decisions(&env, turn);
+    assert_eq!(denied.len(), 4, "{denied:#?}");
+    for d in &denied {
+        assert_eq!(d["request"]["operation"], "symlink-at", "{d:#}");
+        assert_eq!(d["decision"]["code"], "TARGET_MISMATCH", "{d:#}");
+    }
+    assert!(denied[1]["decision"]["reason"]
+        .as_str()
+        .unwrap()
+        .contains("leads out of its preopened directory"));
+    // The links the turn made are undone like any created path.
+    let report = undo(&env, turn);
+    assert_eq!(
+        statuses(&report),
+        vec![
+            ("delete_created_paths".into(), "done".into()),
+            ("delete_created_paths".into(), "done".into()),
+        ],
+        "{report:#}"
+    );
+    assert_eq!(tree(&ws), before);
+}

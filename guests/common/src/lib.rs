@@ -52,8 +52,9 @@ pub struct FsRequest {
 }
 
 /// The ops every filesystem guest knows; `write` is added when allowed.
-pub const FS_OPS: [&str; 9] = [
+pub const FS_OPS: [&str; 10] = [
     "read", "create", "truncate", "rename", "delete", "mkdir", "rmdir", "append", "list",
+    "symlink",
 ];
 
 /// Runs one filesystem request given as JSON text and returns the output
@@ -137,6 +138,18 @@ pub fn fs_op(req: &FsRequest, with_write: bool) -> Result<Value, Fail> {
             };
             fs::rename(path, to)
                 .map_err(|e| Fail::Failed(format!("rename `{path}` to `{to}`: {e}")))?;
+            Ok(json!({ "op": op, "path": path, "to": to }))
+        }
+        "symlink" => {
+            // `path` becomes a symbolic link to `to` (its text, as given).
+            let Some(to) = req.to.as_deref() else {
+                return Err(Fail::Invalid(
+                    "op `symlink` needs a string field `to`".to_string(),
+                ));
+            };
+            #[allow(deprecated)] // the one portable way to make a link on WASI
+            fs::soft_link(to, path)
+                .map_err(|e| Fail::Failed(format!("symlink `{path}` to `{to}`: {e}")))?;
             Ok(json!({ "op": op, "path": path, "to": to }))
         }
         "delete" => {
