@@ -88,6 +88,7 @@ fn main() {
         RequestKind::Capability {
             capability: "fs:write".into(),
             target: Some("/w/dir9/notes/a.md".into()),
+            canonical_target: None,
             executor: None,
         },
     );

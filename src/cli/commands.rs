@@ -4,6 +4,7 @@ use std::path::{Path, PathBuf};
 
 use serde_json::json;
 
+use gatehouse::config::resolve_glob;
 use gatehouse::host::grants::{now_utc, parse_duration, GrantError, NewGrant};
 use gatehouse::host::{GrantBook, Host, HostOptions};
 use gatehouse::manifest::{Manifest, ManifestError};
@@ -145,7 +146,16 @@ fn check(ctx: &Context, args: CheckArgs) -> CmdResult {
     let cell = matrix(level, cap);
     let mut grant_id = None;
     let mut outcome = cell;
-    if let (Some(identity), Some(target)) = (&identity, &args.target) {
+    // A path is matched where it really is (its literal directory
+    // resolved), as a turn's gate matches it.
+    let canonical = match (cap.target_kind(), &args.target) {
+        (gatehouse::policy::TargetKind::PathGlob, Some(t)) => gatehouse::policy::PathGlob::parse(t)
+            .ok()
+            .and_then(|g| resolve_glob(&g).canonical),
+        _ => None,
+    };
+    if let (Some(identity), Some(target)) = (&identity, canonical.as_ref().or(args.target.as_ref()))
+    {
         let book = GrantBook::new(&ctx.state);
         if let Some(e) = book.effective(level, cap, Some(target), identity, now_utc())? {
             outcome = e.outcome;
@@ -157,6 +167,7 @@ fn check(ctx: &Context, args: CheckArgs) -> CmdResult {
             "level": level.as_str(),
             "capability": cap.as_str(),
             "target": args.target,
+            "canonical_target": canonical,
             "identity": identity,
             "matrix": cell.as_str(),
             "outcome": outcome.as_str(),
@@ -282,10 +293,22 @@ fn grant_add(ctx: &Context, args: GrantAddArgs) -> CmdResult {
         (None, Some(t)) => Some(UtcTime::parse(t).map_err(|e| Failure::invalid(e.to_string()))?),
         (None, None) => None,
     };
+    // A path grant is recorded where the path really is (its literal
+    // directory resolved), as "allow and remember" records it and as the
+    // gate matches it; a directory that does not resolve is kept as given.
+    let target = match Capability::from_name(&args.capability).map(|c| c.target_kind()) {
+        Some(gatehouse::policy::TargetKind::PathGlob) => {
+            gatehouse::policy::PathGlob::parse(&args.target)
+                .ok()
+                .and_then(|g| resolve_glob(&g).canonical)
+                .unwrap_or(args.target)
+        }
+        _ => args.target,
+    };
     let new = NewGrant {
         identity: Identity::new(args.channel, args.sender),
         capability: args.capability,
-        target: args.target,
+        target,
         expires_at,
         granted_by: args.granted_by.or_else(|| ctx.env.login.clone()),
     };

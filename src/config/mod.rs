@@ -25,7 +25,8 @@ use serde::Deserialize;
 pub use env::{HostEnv, StatePaths};
 pub use on_degraded::{OnDegraded, UnknownOnDegraded};
 pub use resolve::{
-    absolutize, chain, lower, resolve_ancestor, resolve_path, resolve_raw_path, IoCause,
+    absolutize, chain, lower, printable, resolve_ancestor, resolve_glob, resolve_path,
+    resolve_raw_path, GlobRoot, IoCause,
 };
 
 use crate::policy::{Actor, Identity, Level, ResolvedPath, WorkspaceMode, WorkspaceRoot};

@@ -9,7 +9,7 @@
 
 use std::path::{Component, Path, PathBuf};
 
-use crate::policy::ResolvedPath;
+use crate::policy::{PathGlob, ResolvedPath};
 
 /// Makes `path` absolute against `base` and expands a leading `~/` with
 /// `home`, without touching the filesystem.
@@ -64,6 +64,54 @@ pub fn resolve_path(path: &Path) -> ResolvedPath {
                 lower(&e.to_string())
             ),
         },
+    }
+}
+
+/// A path glob target and where it really is (see [`resolve_glob`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GlobRoot {
+    /// The directory a sandbox opens for the glob, as the resolver left
+    /// it: the glob itself when it names an existing directory, else its
+    /// longest literal directory.
+    pub dir: ResolvedPath,
+    /// The rest of the glob below `dir` (`**` when the glob is the
+    /// directory itself).
+    pub rest: String,
+    /// The glob with `dir` canonical and its wildcards kept (the glob
+    /// itself, canonical, when it names a directory): what grants are
+    /// matched against. `None` when `dir` does not resolve.
+    pub canonical: Option<String>,
+}
+
+/// Resolves the literal directory of the path glob `glob` (symlinks
+/// followed) and joins the rest back: `WS/out/**` with `WS/out ->
+/// private` is `WS/private/**`, and a grant on `WS/out/**` does not
+/// cover it.
+pub fn resolve_glob(glob: &PathGlob) -> GlobRoot {
+    let whole_dir = glob.is_literal() && Path::new(glob.as_str()).is_dir();
+    let (dir, rest) = if whole_dir {
+        (glob.as_str().to_string(), "**".to_string())
+    } else {
+        let dir = glob.literal_dir();
+        let skip = dir.split('/').filter(|s| !s.is_empty()).count();
+        let rest: Vec<&str> = glob
+            .as_str()
+            .split('/')
+            .filter(|s| !s.is_empty())
+            .skip(skip)
+            .collect();
+        (dir, rest.join("/"))
+    };
+    let resolved = resolve_path(Path::new(&dir));
+    let canonical = match &resolved {
+        ResolvedPath::Resolved(d) if whole_dir => Some(d.clone()),
+        ResolvedPath::Resolved(d) => Some(format!("{}/{rest}", d.trim_end_matches('/'))),
+        ResolvedPath::Failed { .. } => None,
+    };
+    GlobRoot {
+        dir: resolved,
+        rest,
+        canonical,
     }
 }
 
@@ -132,6 +180,33 @@ fn to_resolved(input: &str, real: &Path) -> ResolvedPath {
     }
 }
 
+/// Whether `c` must not reach a terminal as it is: a control character
+/// (C0, DEL, C1: escape sequences, carriage return, backspace, newline) or
+/// a bidirectional formatting character (which reorders what is shown).
+fn unprintable(c: char) -> bool {
+    c.is_control()
+        || matches!(c, '\u{61c}' | '\u{200e}' | '\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
+}
+
+/// `text` as one line a person can read and no one can drive a terminal
+/// with: every control and bidirectional formatting character escaped
+/// the way Rust writes it (`\n`, `\t`, `\u{1b}`, `\u{202e}`), everything
+/// else as it is. Borrowed when nothing needs escaping.
+pub fn printable(text: &str) -> std::borrow::Cow<'_, str> {
+    if !text.chars().any(unprintable) {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len() + 8);
+    for c in text.chars() {
+        if unprintable(c) {
+            out.extend(c.escape_default());
+        } else {
+            out.push(c);
+        }
+    }
+    std::borrow::Cow::Owned(out)
+}
+
 /// Lowercases the first letter of an OS error message (`No such file…`).
 pub fn lower(msg: &str) -> String {
     let mut chars = msg.chars();
@@ -175,6 +250,42 @@ mod tests {
         let got = resolve_path(&dir.path().join("link").join("x"));
         let want = outside.path().canonicalize().unwrap().join("x");
         assert_eq!(got, ResolvedPath::Resolved(want.display().to_string()));
+    }
+
+    #[test]
+    fn globs_resolve_their_literal_directory_and_keep_their_wildcards() {
+        let dir = tempfile::tempdir().unwrap();
+        let real = dir.path().canonicalize().unwrap();
+        let r = real.display().to_string();
+        std::fs::create_dir(real.join("private")).unwrap();
+        std::os::unix::fs::symlink("private", real.join("out")).unwrap();
+        let g = |s: &str| resolve_glob(&PathGlob::parse(s).unwrap());
+        let out = g(&format!("{r}/out/**"));
+        assert_eq!(out.dir, ResolvedPath::Resolved(format!("{r}/private")));
+        assert_eq!(out.rest, "**");
+        assert_eq!(out.canonical, Some(format!("{r}/private/**")));
+        assert_eq!(
+            g(&format!("{r}/out/*.md")).canonical,
+            Some(format!("{r}/private/*.md"))
+        );
+        let whole = g(&format!("{r}/out"));
+        assert_eq!(whole.rest, "**");
+        assert_eq!(whole.canonical, Some(format!("{r}/private")));
+        assert_eq!(
+            g(&format!("{r}/out/a.txt")).canonical,
+            Some(format!("{r}/private/a.txt"))
+        );
+        assert_eq!(g(&format!("{r}/none/x/**")).canonical, None);
+    }
+
+    #[test]
+    fn printable_escapes_controls_and_bidi_and_keeps_the_rest() {
+        assert_eq!(printable("plain é → ok"), "plain é → ok");
+        assert!(matches!(printable("plain"), std::borrow::Cow::Borrowed(_)));
+        assert_eq!(
+            printable("\x1b[2J\ndecision\r\t\u{7f}\u{9b}x\u{202e}y"),
+            "\\u{1b}[2J\\ndecision\\r\\t\\u{7f}\\u{9b}x\\u{202e}y"
+        );
     }
 
     #[test]

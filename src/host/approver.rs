@@ -167,6 +167,13 @@ impl Approver for TerminalApprover {
                 shown(&request.executor),
                 p.capability
             );
+            if let Some(declared) = &p.declared_target {
+                let _ = writeln!(
+                    out,
+                    "  declared as `{}`: a symbolic link on the way leads to `{target}`",
+                    shown(declared)
+                );
+            }
             let _ = writeln!(out, "  scope: {} on `{target}`; {critical}", p.capability);
             let _ = writeln!(out, "  why: {}", shown(&p.reason));
             let _ = if p.rememberable {

@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
-use crate::config::resolve_path;
+use crate::config::{resolve_glob, GlobRoot};
 use crate::manifest::Manifest;
 use crate::policy::{
     decide, Access, Capability, Decision, DenyCode, HostPattern, PathGlob, Request, RequestKind,
@@ -36,8 +36,14 @@ pub struct Step {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Pending {
     pub capability: Capability,
-    /// The target as the snapshot holds it (paths canonical, `~` resolved).
+    /// The target where it really is: for a path glob, its literal
+    /// directory canonical (every symlink resolved, `~` expanded), its
+    /// wildcards kept. "Allow and remember" records this target.
     pub target: Option<String>,
+    /// The target as the executor declared it, when it resolves elsewhere
+    /// (`WS/out/**` for `target` `WS/private/**`, `out` a link).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub declared_target: Option<String>,
     /// Whether the capability can change or destroy data.
     pub critical: bool,
     /// Whether "allow and remember" may record a grant for it (never for
@@ -147,21 +153,39 @@ pub(crate) fn gate(input: TurnInput<'_>) -> Gate {
     for declared in &def.capabilities {
         let cap = declared.capability;
         let target = declared.target.clone();
+        // A path target is matched, asked about and allowed where it
+        // really is: its literal directory resolved, so a link on the way
+        // (`out -> private`) is not covered by a grant on the name
+        // (`out/**`). Resolving is I/O: here, before `decide`.
+        let fs_root = match cap {
+            Capability::FsRead | Capability::FsWrite => target
+                .as_deref()
+                .and_then(|t| PathGlob::parse(t).ok())
+                .map(|g| resolve_glob(&g)),
+            _ => None,
+        };
+        let canonical_target = fs_root.as_ref().and_then(|r| r.canonical.clone());
+        let matched = canonical_target.clone().or_else(|| target.clone());
         let decision = ask(
             &mut steps,
             RequestKind::Capability {
                 capability: cap.as_str().to_string(),
                 target: target.clone(),
+                canonical_target,
                 executor: Some(name.to_string()),
             },
         );
         match decision {
             Decision::Deny { code, reason } => return deny(steps, code, reason),
-            Decision::ApprovalRequired { reason, .. } => {
+            Decision::ApprovalRequired {
+                target: asked,
+                reason,
+                ..
+            } => {
                 if input
                     .approved_once
                     .iter()
-                    .any(|(c, t)| *c == cap && *t == target)
+                    .any(|(c, t)| *c == cap && *t == asked)
                 {
                     if let Some(last) = steps.last_mut() {
                         last.approval = Some("allow_once");
@@ -169,7 +193,8 @@ pub(crate) fn gate(input: TurnInput<'_>) -> Gate {
                 } else {
                     pending.push(Pending {
                         capability: cap,
-                        target: target.clone(),
+                        declared_target: target.clone().filter(|t| Some(t) != asked.as_ref()),
+                        target: asked,
                         critical: cap.critical(),
                         rememberable: cap.default_approval()
                             != crate::policy::ApprovalClass::Always,
@@ -181,7 +206,12 @@ pub(crate) fn gate(input: TurnInput<'_>) -> Gate {
         }
         match cap {
             Capability::FsRead | Capability::FsWrite => {
-                let Some(glob) = target.as_deref().and_then(|t| PathGlob::parse(t).ok()) else {
+                let Some(GlobRoot {
+                    dir: resolved,
+                    rest,
+                    ..
+                }) = fs_root
+                else {
                     return deny(
                         steps,
                         DenyCode::TargetMismatch,
@@ -193,25 +223,11 @@ pub(crate) fn gate(input: TurnInput<'_>) -> Gate {
                 // the filesystem layer (`sandbox::journal_fs`) enforces the
                 // glob itself at every open and mutation, so `notes/*.md`
                 // preopens `notes` and the layer refuses `notes/a.txt`.
-                let (dir, rest) = if glob.is_literal() && Path::new(glob.as_str()).is_dir() {
-                    (glob.as_str().to_string(), "**".to_string())
-                } else {
-                    let dir = glob.literal_dir();
-                    let skip = dir.split('/').filter(|s| !s.is_empty()).count();
-                    let rest: Vec<&str> = glob
-                        .as_str()
-                        .split('/')
-                        .filter(|s| !s.is_empty())
-                        .skip(skip)
-                        .collect();
-                    (dir, rest.join("/"))
-                };
                 let access = if cap == Capability::FsWrite {
                     Access::Write
                 } else {
                     Access::Read
                 };
-                let resolved = resolve_path(Path::new(&dir));
                 let canonical = match &resolved {
                     crate::policy::ResolvedPath::Resolved(p) => p.clone(),
                     crate::policy::ResolvedPath::Failed { .. } => String::new(),
@@ -242,7 +258,10 @@ pub(crate) fn gate(input: TurnInput<'_>) -> Gate {
                     return deny(
                         steps,
                         DenyCode::TargetMismatch,
-                        format!("`{}` cannot be rebased on `{canonical}`", glob.as_str()),
+                        format!(
+                            "`{}` cannot be rebased on `{canonical}`",
+                            target.as_deref().unwrap_or_default()
+                        ),
                     );
                 };
                 if cap == Capability::FsWrite {
@@ -350,7 +369,7 @@ pub(crate) fn gate(input: TurnInput<'_>) -> Gate {
         }
         allowed.push(Allowed {
             capability: cap,
-            target,
+            target: matched,
         });
     }
     if !pending.is_empty() {

@@ -143,12 +143,14 @@ pub fn decide(snapshot: &Snapshot, request: &Request) -> Decision {
         RequestKind::Capability {
             capability,
             target,
+            canonical_target,
             executor,
         } => capability_request(
             snapshot,
             actor,
             capability,
             target.as_deref(),
+            canonical_target.as_deref(),
             executor.as_deref(),
         ),
     }
@@ -439,11 +441,47 @@ pub fn check_target(capability: Capability, target: Option<&str>) -> Result<(), 
     }
 }
 
+/// The segments of a path glob from its first wildcard on (none for a
+/// literal path): what canonicalizing its literal directory keeps.
+fn wildcard_tail(glob: &str) -> impl Iterator<Item = &str> {
+    glob.split('/').skip_while(|s| !s.contains(['*', '?']))
+}
+
+/// Why `canonical` cannot stand for `target` (a path glob already
+/// checked): it must be an absolute, normalized glob with the same
+/// wildcards.
+fn canonical_problem(
+    capability: Capability,
+    target: Option<&str>,
+    canonical: &str,
+) -> Option<Decision> {
+    let Some(target) = target.filter(|_| capability.target_kind() == TargetKind::PathGlob) else {
+        return Some(Decision::deny(
+            DenyCode::UnknownRequest,
+            format!("`{capability}` has no path glob target to be canonical for"),
+        ));
+    };
+    if let Err(e) = TargetPattern::parse(TargetKind::PathGlob, canonical) {
+        return Some(Decision::deny(
+            DenyCode::PathResolutionFailed,
+            format!("the canonical target is not an absolute, normalized glob: {e}"),
+        ));
+    }
+    if !wildcard_tail(canonical).eq(wildcard_tail(target)) {
+        return Some(Decision::deny(
+            DenyCode::TargetMismatch,
+            format!("the canonical target `{canonical}` does not keep the wildcards of `{target}`"),
+        ));
+    }
+    None
+}
+
 fn capability_request(
     snapshot: &Snapshot,
     actor: &Actor,
     name: &str,
     target: Option<&str>,
+    canonical: Option<&str>,
     executor: Option<&str>,
 ) -> Decision {
     let Some(capability) = Capability::from_name(name) else {
@@ -454,6 +492,9 @@ fn capability_request(
     };
     if let Err(why) = check_target(capability, target) {
         return Decision::deny(DenyCode::TargetMismatch, why);
+    }
+    if let Some(problem) = canonical.and_then(|c| canonical_problem(capability, target, c)) {
+        return problem;
     }
     if let Some(exec) = executor {
         let Some(def) = snapshot.executors.get(exec) else {
@@ -485,6 +526,9 @@ fn capability_request(
     let level: Level = snapshot.level;
     let empty = Default::default();
     let identity = actor.identity.as_ref().unwrap_or(&empty);
+    // Grants cover where the target really is, not the name it was
+    // declared by (a link may stand on the way).
+    let target = canonical.or(target);
     let effective = effective_outcome(level, capability, target, identity, &snapshot.grants);
     match effective.outcome {
         Outcome::Allowed => match effective.grant_id {

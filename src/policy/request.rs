@@ -63,10 +63,19 @@ pub enum RequestKind {
     Mcp { server: String },
     /// Matrix + grants for one capability on one target; with `executor`,
     /// the target must also be within what that executor declared.
+    ///
+    /// `canonical_target` (path globs only) is `target` as the resolver
+    /// left it: its literal directory canonicalized (symlinks resolved),
+    /// its wildcards kept. Grants are matched against it, and it is what
+    /// an approval is asked for; the executor's declaration is checked
+    /// against `target`. The host always sets it for a path glob:
+    /// resolving is I/O, done before `decide`.
     Capability {
         capability: String,
         #[serde(default)]
         target: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        canonical_target: Option<String>,
         #[serde(default)]
         executor: Option<String>,
     },
@@ -119,7 +128,14 @@ impl Request {
             RequestKind::Skill { skill } => out.push(skill),
             RequestKind::Subagent { subagent } => out.push(subagent),
             RequestKind::Mcp { server } => out.push(server),
-            RequestKind::Capability { capability, .. } => out.push(capability),
+            RequestKind::Capability {
+                capability,
+                canonical_target,
+                ..
+            } => {
+                out.push(capability);
+                out.extend(canonical_target.as_deref());
+            }
         }
         out
     }

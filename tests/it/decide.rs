@@ -104,6 +104,7 @@ fn cap(actor: &str, name: &str, target: Option<&str>, executor: Option<&str>) ->
         RequestKind::Capability {
             capability: name.into(),
             target: target.map(str::to_string),
+            canonical_target: None,
             executor: executor.map(str::to_string),
         },
     )
@@ -248,6 +249,7 @@ fn an_unknown_actor_is_unknown_actor_for_every_kind() {
         RequestKind::Capability {
             capability: "compute:pure".into(),
             target: None,
+            canonical_target: None,
             executor: None,
         },
     ];
@@ -1800,4 +1802,85 @@ fn item05_fuzz_screen_against_bash_long() {
         bad.len()
     );
     assert!(bad.is_empty(), "{} disagreements: {bad:#?}", bad.len());
+}
+
+/// Issue 12, item 8, in the core: a grant is matched on the canonical
+/// target the resolver passes in, not on the name the executor declared.
+/// A grant on `/w/out/**` covers `/w/out/**` resolved to itself (the
+/// control) and not `/w/out/**` resolved to `/w/private/**` (a link):
+/// that asks for an approval on `/w/private/**`, and the executor's
+/// declaration is still checked on `/w/out/**`. A canonical target that
+/// is not a normalized glob, changes the wildcards, or comes with a
+/// capability that has no path target is refused.
+#[test]
+fn item08_grants_are_matched_on_the_canonical_target() {
+    let mut s = base();
+    s.grants = vec![grant(7, "fs:write", "/w/out/**")];
+    s.executors.insert(
+        "writer".into(),
+        ExecutorDef {
+            component: "/x.wasm".into(),
+            command: vec![],
+            sha256: None,
+            capabilities: vec![DeclaredCapability {
+                capability: Capability::FsWrite,
+                target: Some("/w/out/**".into()),
+            }],
+            revertible: false,
+            reverse_pattern: None,
+            tools: vec![],
+        },
+    );
+    let ask = |target: &str, canonical: Option<&str>, cap: &str| {
+        decide(
+            &s,
+            &req(
+                "main",
+                RequestKind::Capability {
+                    capability: cap.into(),
+                    target: Some(target.into()),
+                    canonical_target: canonical.map(str::to_string),
+                    executor: Some("writer".into()).filter(|_| cap == "fs:write"),
+                },
+            ),
+        )
+    };
+    let same = ask("/w/out/**", Some("/w/out/**"), "fs:write");
+    assert_allow(&same);
+    assert_eq!(same.grant(), Some(7));
+    let linked = ask("/w/out/**", Some("/w/private/**"), "fs:write");
+    assert_eq!(
+        linked,
+        Decision::ApprovalRequired {
+            capability: Capability::FsWrite,
+            target: Some("/w/private/**".into()),
+            reason: "Supervised needs an approval for `fs:write` and no grant covers it".into(),
+        }
+    );
+    assert_code(
+        &ask("/w/out/**", Some("/w/x/../out/**"), "fs:write"),
+        "PATH_RESOLUTION_FAILED",
+    );
+    assert_code(
+        &ask("/w/out/**", Some("private/**"), "fs:write"),
+        "PATH_RESOLUTION_FAILED",
+    );
+    // (`out -> .` resolves `/w/out/**` to `/w/**`: the same wildcards.)
+    assert!(matches!(
+        ask("/w/out/**", Some("/w/**"), "fs:write"),
+        Decision::ApprovalRequired { .. }
+    ));
+    assert_code(
+        &ask("/w/out/a.md", Some("/w/out/*.md"), "fs:write"),
+        "TARGET_MISMATCH",
+    );
+    assert_code(
+        &ask("example.com", Some("/w/out"), "network:sites"),
+        "UNKNOWN_REQUEST",
+    );
+    // The declaration is checked on the declared name.
+    assert_code(
+        &ask("/w/other/**", Some("/w/out/**"), "fs:write"),
+        "TARGET_MISMATCH",
+    );
 }

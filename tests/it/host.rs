@@ -490,3 +490,108 @@ fn item11_time_in_commands_counts_toward_the_deadline() {
     );
     assert!(took < Duration::from_millis(2_000), "took {took:?}");
 }
+
+/// Issue 12, item 8: a grant is matched on the canonical target. A person
+/// allows and remembers `fs:write` on `WS/out/**` while `out` is a
+/// directory (the control: the next turn runs on that grant, no one
+/// asked). Then `out` is replaced by a link to `private`: the grant on
+/// `WS/out/**` must not cover writes that land in `WS/private/**`, on the
+/// same long-lived host or a new one. The approval is asked for the
+/// canonical `WS/private/**`, and remembering it records that target, so
+/// the next turn matches it.
+#[test]
+fn item08_a_grant_is_matched_on_the_canonical_target() {
+    let env = Env::new();
+    let ws = env.mkdir("ws");
+    env.mkdir("ws/out");
+    env.mkdir("ws/private");
+    let wsc = ws.canonicalize().unwrap().display().to_string();
+    let out_glob = format!("{wsc}/out/**");
+    let private_glob = format!("{wsc}/private/**");
+    let h = host(&env, &ws, &["write-file"], None);
+    let write = |name: &str| {
+        TurnRequest::new(
+            "write-file",
+            "main",
+            format!(r#"{{"path":"{name}","content":"{name}"}}"#),
+        )
+    };
+    let remember = || {
+        Scripted::new([Choice::Remember {
+            expires_in_secs: None,
+        }])
+    };
+
+    let scripted = remember();
+    let outcome = h.run(write("out/a.txt"), &scripted);
+    assert!(outcome.is_ok(), "{:?}", outcome.end);
+    assert_eq!(
+        scripted.asked()[0].pending[0].target,
+        Some(out_glob.clone())
+    );
+    let first = outcome.approvals[0].grant.expect("a grant");
+    // The control: the grant covers the next turn.
+    let outcome = h.run(write("out/b.txt"), &NoOne);
+    assert!(outcome.is_ok(), "{:?}", outcome.end);
+    assert!(outcome
+        .decisions
+        .iter()
+        .any(|s| s.decision.grant() == Some(first)));
+    assert_eq!(
+        std::fs::read_to_string(ws.join("out/b.txt")).unwrap(),
+        "out/b.txt"
+    );
+
+    // The attack: `out` becomes a link to `private`.
+    std::fs::rename(ws.join("out"), ws.join("out-before")).unwrap();
+    std::os::unix::fs::symlink("private", ws.join("out")).unwrap();
+    let fresh = host(&env, &ws, &["write-file"], None);
+    for h in [&h, &fresh] {
+        let scripted = Scripted::new([]);
+        let outcome = h.run(write("private/c.txt"), &scripted);
+        assert_eq!(
+            outcome.code(),
+            Some(DenyCode::ApprovalRequired),
+            "{:?}",
+            outcome.end
+        );
+        // Asked, and for the canonical target.
+        let asked = scripted.asked();
+        assert_eq!(asked.len(), 1);
+        assert_eq!(asked[0].pending.len(), 1);
+        assert_eq!(asked[0].pending[0].target, Some(private_glob.clone()));
+        assert_eq!(asked[0].pending[0].declared_target, Some(out_glob.clone()));
+        assert_eq!(outcome.pending[0].target, Some(private_glob.clone()));
+        assert!(outcome
+            .decisions
+            .iter()
+            .all(|s| s.decision.grant().is_none()));
+        assert!(!ws.join("private/c.txt").exists());
+    }
+
+    // Remembered, the canonical target is what the grant records, and
+    // the next turn (of a new host too) matches it.
+    let scripted = remember();
+    let outcome = h.run(write("private/d.txt"), &scripted);
+    assert!(outcome.is_ok(), "{:?}", outcome.end);
+    let second = outcome.approvals[0].grant.expect("a grant");
+    // The preopen is named by its canonical directory, `private`.
+    assert_eq!(
+        std::fs::read_to_string(ws.join("private/d.txt")).unwrap(),
+        "private/d.txt"
+    );
+    let store = gatehouse::grants::GrantStore::open(&env.state_dir().join("grants.db")).unwrap();
+    let targets: Vec<(i64, String)> = store
+        .list(false, gatehouse::grants::now_utc())
+        .unwrap()
+        .into_iter()
+        .map(|g| (g.id, g.target))
+        .collect();
+    assert_eq!(targets, vec![(first, out_glob), (second, private_glob)]);
+    let outcome = host(&env, &ws, &["write-file"], None).run(write("private/e.txt"), &NoOne);
+    assert!(outcome.is_ok(), "{:?}", outcome.end);
+    assert!(outcome
+        .decisions
+        .iter()
+        .any(|s| s.decision.grant() == Some(second)));
+}

@@ -978,3 +978,113 @@ fn a_write_root_that_holds_host_configuration_is_guarded_by_the_layer() {
         "POLICY_MUTATION_DENIED"
     );
 }
+
+/// Issue 12, item 8, at the prompt: with `out` a link to `private`, a
+/// remembered grant on `WS/out/**` does not cover the turn, and the
+/// person is asked for the canonical `WS/private/**` (and told what the
+/// executor declared). The control: with `out` a real directory again,
+/// the same grant covers the same turn, no terminal needed.
+#[test]
+fn item08_the_prompt_shows_the_canonical_target() {
+    let env = Env::new();
+    let ws = env.mkdir("ws");
+    env.mkdir("ws/private");
+    let wsc = s(&ws).to_string();
+    env.run(&[
+        "grants",
+        "add",
+        "--channel",
+        "cli",
+        "--sender",
+        "tester",
+        "fs:write",
+        &format!("{wsc}/out/**"),
+    ])
+    .expect(0);
+    std::os::unix::fs::symlink("private", ws.join("out")).unwrap();
+    // `policy check` matches the grant where the path really is, too.
+    let target = format!("{wsc}/out/a.txt");
+    let check = [
+        "--json",
+        "policy",
+        "check",
+        "Supervised",
+        "fs:write",
+        "--target",
+        &target,
+        "--channel",
+        "cli",
+        "--sender",
+        "tester",
+    ];
+    let v = &env.run(&check).expect(4).json_lines()[0];
+    assert_eq!(v["canonical_target"], format!("{wsc}/private/a.txt"));
+    assert_eq!(v["grant_id"], serde_json::Value::Null);
+    let m = guest("write-file");
+    let run = env.run_on_terminal(
+        &[
+            "run",
+            s(&m),
+            "--workspace",
+            s(&ws),
+            "--input",
+            r#"{"path":"private/a.txt","content":"x"}"#,
+        ],
+        &[],
+        "d\n",
+    );
+    assert_eq!(run.code, 2, "{run:#?}");
+    assert!(
+        run.stdout.contains(&format!(
+            "executor `write-file` asks for `fs:write` on `{wsc}/private/**`"
+        )),
+        "{run:#?}"
+    );
+    assert!(
+        run.stdout.contains(&format!(
+            "declared as `{wsc}/out/**`: a symbolic link on the way leads to `{wsc}/private/**`"
+        )),
+        "{run:#?}"
+    );
+    assert!(run.stdout.contains("APPROVAL_REFUSED"), "{run:#?}");
+    assert!(!ws.join("private/a.txt").exists());
+    // The control: `out` a directory, the grant covers the turn.
+    std::fs::remove_file(ws.join("out")).unwrap();
+    env.mkdir("ws/out");
+    let (run, v) = run_json(
+        &env,
+        &m,
+        &ws,
+        "Supervised",
+        r#"{"path":"out/a.txt","content":"x"}"#,
+        &[],
+    );
+    run.expect(0);
+    assert!(
+        v["decisions"][1]["decision"]["reason"]
+            .as_str()
+            .unwrap()
+            .contains("grant #1 covers it"),
+        "{v:#}"
+    );
+    assert_eq!(std::fs::read_to_string(ws.join("out/a.txt")).unwrap(), "x");
+    let v = &env.run(&check).expect(0).json_lines()[0];
+    assert_eq!(v["canonical_target"], target);
+    assert_eq!(v["grant_id"], 1);
+    // `grants add` records a path where it really is, too.
+    std::os::unix::fs::symlink("private", ws.join("link")).unwrap();
+    let add = env.run(&[
+        "grants",
+        "add",
+        "--channel",
+        "cli",
+        "--sender",
+        "tester",
+        "fs:write",
+        &format!("{wsc}/link/**"),
+    ]);
+    assert_eq!(
+        add.expect(0).json_lines()[0]["target"],
+        format!("{wsc}/private/**")
+    );
+}
