@@ -44,10 +44,11 @@ fn show(step: &str, request: &serde_json::Value, decision: &Decision) {
         Decision::Deny { code, .. } => format!("denied {code}"),
         other => other.outcome().to_string(),
     };
-    out(format!(
-        "{step}\n  request:  {request}\n  decision: {answer}\n  reason:   {}\n",
-        decision.reason()
-    ));
+    out(step);
+    out(format!("  request:  {request}"));
+    out(format!("  decision: {answer}"));
+    out(format!("  reason:   {}", decision.reason()));
+    out("");
 }
 
 fn canonical(p: &Path) -> Result<String, Failure> {
@@ -63,10 +64,9 @@ pub fn run(ctx: &Context) -> CmdResult {
     let login = ctx.env.login.clone().unwrap_or_else(|| "anonymous".into());
     let config = HostConfig::safe_default(&login);
     out(format!("gatehouse demo: the safe default configuration (level Supervised, actor `main` = cli/{login})"));
-    out(format!(
-        "workspace {workspace}\nstate     {}\n",
-        state.state_dir.display()
-    ));
+    out(format!("workspace {workspace}"));
+    out(format!("state     {}", state.state_dir.display()));
+    out("");
 
     let book = GrantBook::new(&state);
     let host = |level: Option<Level>| demo_host(&config, &state, &workspace, &[], level);
@@ -97,7 +97,8 @@ pub fn run(ctx: &Context) -> CmdResult {
         },
         now_utc(),
     )?;
-    out(format!("   (\"allow and remember\": grant #{} recorded for cli/{login}, fs:write `{target}`, 10 minutes)\n", grant.id));
+    out(format!("   (\"allow and remember\": grant #{} recorded for cli/{login}, fs:write `{target}`, 10 minutes)", grant.id));
+    out("");
     let supervised = host(None)?;
     show(
         "3. the same request with the grant in force",
@@ -134,9 +135,11 @@ pub fn run(ctx: &Context) -> CmdResult {
         now_utc(),
     );
     match refused {
-        Err(e) => out(format!(
-            "7. remembering an approval for code:exec is refused:\n  {e}\n"
-        )),
+        Err(e) => {
+            out("7. remembering an approval for code:exec is refused:");
+            out(format!("  {e}"));
+            out("");
+        }
         Ok(_) => {
             return Err(Failure::error(
                 "a grant for code:exec was recorded; the always-class guard is broken",

@@ -14,7 +14,9 @@ use std::path::{Path, PathBuf};
 
 use clap::Parser;
 
-use gatehouse::config::{lower, resolve_path, ConfigError, HostConfig, HostEnv, StatePaths};
+use gatehouse::config::{
+    lower, printable, resolve_path, ConfigError, HostConfig, HostEnv, StatePaths,
+};
 use gatehouse::policy::ResolvedPath;
 
 pub use args::Cli;
@@ -121,15 +123,23 @@ impl Context {
     }
 }
 
-/// Writes one line to stdout; a closed pipe (`| head`) is not an error.
+/// Writes one line of human-readable text to stdout, every control
+/// character in it escaped (see [`printable`]): a guest's output, log
+/// lines, argv or file names cannot move the cursor, clear the screen or
+/// start a line of their own. The newline that ends the line is the only
+/// one written. A closed pipe (`| head`) is not an error.
 pub fn out(line: impl AsRef<str>) {
-    let mut stdout = std::io::stdout().lock();
-    let _ = writeln!(stdout, "{}", line.as_ref());
+    write_line(&printable(line.as_ref()));
 }
 
-/// Writes a value as one JSON line.
+/// Writes a value as one JSON line, exact (JSON escapes what it must).
 pub fn out_json(value: &impl serde::Serialize) {
-    out(serde_json::to_string(value).unwrap_or_default());
+    write_line(&serde_json::to_string(value).unwrap_or_default());
+}
+
+fn write_line(line: &str) {
+    let mut stdout = std::io::stdout().lock();
+    let _ = writeln!(stdout, "{line}");
 }
 
 /// Logs through `tracing` to stderr, off unless `GATEHOUSE_LOG` (else
@@ -183,7 +193,7 @@ pub fn main() -> i32 {
     match commands::run(&ctx, cli.command) {
         Ok(exit) => exit as i32,
         Err(f) => {
-            eprintln!("gatehouse: {}", f.message);
+            eprintln!("gatehouse: {}", printable(&f.message));
             f.exit as i32
         }
     }

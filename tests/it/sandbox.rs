@@ -1088,3 +1088,127 @@ fn item08_the_prompt_shows_the_canonical_target() {
         format!("{wsc}/private/**")
     );
 }
+
+/// Issue 12, item 15: what a guest says reaches a person's terminal as
+/// text, never as control sequences. A guest's output (a command's
+/// stdout), its log line, the argv of a command it asks for, and a file
+/// name it made (in `undo`'s report) each carry `ESC [2J` (clear the
+/// screen) and a forged `decision … allowed` line: the human output
+/// shows them escaped (`\u{1b}`, `\n`), every line ends with the newline
+/// gatehouse wrote, and no line of it is the forgery. The control, in the
+/// same runs: `--json` keeps the guest's bytes exact.
+#[test]
+fn item15_guest_text_cannot_drive_the_terminal() {
+    const FORGED: &str = "decision capability  allowed: fs:write on `/` (grant #1)";
+    let evil = format!("\u{1b}[2J\n{FORGED}\n");
+    let escaped = format!("\\u{{1b}}[2J\\n{FORGED}\\n");
+    let clean = |text: &str, what: &str| {
+        assert!(!text.contains('\u{1b}'), "{what}: a raw ESC: {text:?}");
+        assert!(
+            text.chars()
+                .all(|c| !c.is_control() || c == '\n' || c == '\r'),
+            "{what}: a raw control character: {text:?}"
+        );
+        assert!(
+            text.lines()
+                .all(|l| !l.trim_start_matches('\r').starts_with(FORGED)),
+            "{what}: the forged line is a line: {text:?}"
+        );
+    };
+    let env = Env::new();
+    let ws = env.mkdir("ws");
+    env.mkdir("ws/out");
+
+    // A command's stdout: `cli-echo` copies its input.
+    let echo = guest("cli-echo");
+    let run = env.run(&["run", s(&echo), "--workspace", s(&ws), "--input", &evil]);
+    run.expect(0);
+    clean(&run.stdout, "output");
+    assert!(
+        run.stdout.contains(&format!("output   {escaped}")),
+        "{run:#?}"
+    );
+    let (run, v) = run_json(&env, &echo, &ws, "Supervised", &evil, &[]);
+    run.expect(0);
+    assert_eq!(v["run"]["result"]["output"], evil.as_str());
+
+    // A log line: `hello` logs the text it is given.
+    let input = serde_json::json!({ "log": evil }).to_string();
+    let hello = guest("hello");
+    let run = env.run(&["run", s(&hello), "--workspace", s(&ws), "--input", &input]);
+    run.expect(0);
+    clean(&run.stdout, "log");
+    assert!(
+        run.stdout.contains(&format!("log      [info] {escaped}")),
+        "{run:#?}"
+    );
+    let (run, v) = run_json(&env, &hello, &ws, "Supervised", &input, &[]);
+    run.expect(0);
+    assert_eq!(v["run"]["log"][1]["message"], evil.as_str());
+
+    // A file name, in `undo`'s report.
+    let name = "out/\u{1b}[2J.txt";
+    let input = serde_json::json!({ "path": name, "content": "x" }).to_string();
+    let (run, v) = run_json(&env, &guest("write-file"), &ws, "Full", &input, &[]);
+    run.expect(0);
+    let turn = v["turn"].as_str().unwrap().to_string();
+    let dry = env.run(&["--json", "undo", "--dry-run", "--turn", &turn]);
+    dry.expect(0);
+    let report: serde_json::Value = serde_json::from_str(dry.stdout.trim()).unwrap();
+    let file = format!("{}/{name}", s(&ws));
+    assert_eq!(
+        report["steps"][0]["reason"],
+        format!("delete `{file}`, created by the turn")
+    );
+    let run = env.run(&["undo", "--turn", &turn]);
+    run.expect(0);
+    clean(&run.stdout, "undo");
+    assert!(
+        run.stdout.contains(&format!(
+            "delete `{}/out/\\u{{1b}}[2J.txt`, created by the turn",
+            s(&ws)
+        )),
+        "{run:#?}"
+    );
+    assert!(!ws.join(name).exists());
+
+    // A command's argv: `run-tool` asks for `cat` with the text as its
+    // argument (the screen refuses it: no process starts).
+    let config = env.write(
+        "gatehouse.toml",
+        "[actors.main]\nskills = [\"*\"]\ntools = [\"cat\", \"ls\", \"wc\"]\n",
+    );
+    let input = serde_json::json!({ "program": "cat", "args": [evil] }).to_string();
+    let tool = guest("run-tool");
+    let args = [
+        "run",
+        s(&tool),
+        "--workspace",
+        s(&ws),
+        "--config",
+        s(&config),
+        "--level",
+        "Full",
+        "--input",
+        &input,
+    ];
+    let run = env.run_on_terminal(&args, &[], "o\no\no\no\n");
+    assert_eq!(run.code, 1, "{run:#?}");
+    clean(&run.stdout, "command");
+    assert!(
+        run.stdout
+            .contains(&format!("command  cat {escaped} -> not started")),
+        "{run:#?}"
+    );
+    let mut json_args = vec!["--json"];
+    json_args.extend_from_slice(&args);
+    let run = env.run_on_terminal(&json_args, &[], "o\no\no\no\n");
+    // On a terminal the last prompt and the JSON share a line.
+    let v = run
+        .stdout
+        .lines()
+        .rev()
+        .find_map(|l| serde_json::from_str::<serde_json::Value>(l[l.find("{\"")?..].trim()).ok())
+        .unwrap_or_else(|| panic!("no JSON: {run:#?}"));
+    assert_eq!(v["run"]["commands"][0]["args"][0], evil.as_str());
+}
