@@ -53,7 +53,7 @@ fn probe_in(dir: &Path) -> String {
 
 /// This host has Landlock and seccomp filters, as the tests below assume
 /// (the isolation report says so otherwise, and `isolation` tests that).
-fn confined_host() -> bool {
+pub(crate) fn confined_host() -> bool {
     let support = ExecSupport::probe();
     support.landlock.is_ok() && support.seccomp.is_ok()
 }
@@ -495,7 +495,7 @@ const CONFIG: &str = "[actors.main]\nskills = [\"*\"]\ntools = [\"cat\", \"touch
 
 /// A manifest of `run-tool` allowed `cat` and `touch`, reading and writing
 /// the workspace.
-fn tool_manifest(env: &Env) -> PathBuf {
+pub(crate) fn tool_manifest(env: &Env) -> PathBuf {
     env.write(
         "manifests/tool.toml",
         &format!(
@@ -510,7 +510,7 @@ fn tool_manifest(env: &Env) -> PathBuf {
 
 /// `gatehouse --json run` at level Full under a pseudo-terminal,
 /// answering `o` (allow once) to every approval prompt.
-fn run_approved(
+pub(crate) fn run_approved(
     env: &Env,
     manifest: &Path,
     ws: &Path,
@@ -552,7 +552,7 @@ fn run_approved(
 }
 
 /// `run-tool` (manifest `m`) asked to run `program args`, approved.
-fn tool_call(
+pub(crate) fn tool_call(
     env: &Env,
     m: &Path,
     ws: &Path,

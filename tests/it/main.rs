@@ -13,6 +13,7 @@
 mod cli;
 mod decide;
 mod exec;
+mod fs_items;
 mod host;
 mod isolation;
 mod purity;
