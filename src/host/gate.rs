@@ -375,6 +375,28 @@ pub(crate) fn gate(input: TurnInput<'_>) -> Gate {
     if !pending.is_empty() {
         return Gate::ApprovalRequired { steps, pending };
     }
+    // The workspace rule was asked about each preopened directory; the
+    // actor's roots inside a read-write one (a read-only `out/ro` in a
+    // read-write workspace) go to the filesystem layer, which holds every
+    // path to the most specific root.
+    let nested_roots = snap
+        .actors
+        .get(actor)
+        .map(|a| {
+            a.workspaces
+                .iter()
+                .filter(|r| {
+                    preopens.iter().any(|p| {
+                        let dir = p.host.display().to_string();
+                        p.access == DirAccess::ReadWrite
+                            && r.path != dir
+                            && crate::policy::is_within(&r.path, &dir)
+                    })
+                })
+                .cloned()
+                .collect()
+        })
+        .unwrap_or_default();
     let plan = Plan::from_allowed(PlanParts {
         turn_id: input.turn_id,
         executor: name.to_string(),
@@ -393,6 +415,7 @@ pub(crate) fn gate(input: TurnInput<'_>) -> Gate {
         write_globs,
         read_globs,
         protected: snap.roots.protected.clone(),
+        nested_roots,
     });
     Gate::Ready {
         steps,

@@ -110,7 +110,7 @@ pub struct ExecBinding {
     pub timeout_ms: u64,
     pub support: ExecSupport,
     /// Set when a write root holds host configuration (or lies within
-    /// it): Landlock cannot carve a protected path out of a root, so every
+    /// it), or holds a read-only workspace root: Landlock cannot carve a protected path out of a root, so every
     /// command of the run is refused with this code and reason.
     pub protected_overlap: Option<(DenyCode, String)>,
     /// Every call so far.
@@ -165,6 +165,14 @@ impl ExecBinding {
             .iter()
             .filter_map(|n| std::env::var(n).ok().map(|v| (n.clone(), v)))
             .collect();
+        let read_only_inside = write_roots.iter().find_map(|root| {
+            let root_str = root.display().to_string();
+            plan.read_only_roots()
+                .find(|ro| is_within(ro, &root_str))
+                .map(|ro| {
+                    (DenyCode::WorkspaceReadOnly, format!("the write root `{root_str}` holds the read-only root `{ro}`, which a command's sandbox cannot exclude; no command may run with it"))
+                })
+        });
         let protected_overlap = write_roots.iter().find_map(|root| {
             let root_str = root.display().to_string();
             plan.protected()
@@ -177,7 +185,7 @@ impl ExecBinding {
                     };
                     (code, format!("the write root `{root_str}` holds host configuration (`{}`), which a command's sandbox cannot exclude; no command may run with it", p.path))
                 })
-        });
+        }).or(read_only_inside);
         let limits = plan.limits();
         ExecBinding {
             screen: services.screen.clone(),

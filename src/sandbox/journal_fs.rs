@@ -47,7 +47,7 @@ use wasmtime_wasi::p2::{FsError, FsResult};
 use super::plan::Plan;
 use super::services::AuditSink;
 use super::state::HostState;
-use crate::policy::snapshot::{ProtectedKind, ProtectedPath};
+use crate::policy::snapshot::{ProtectedKind, ProtectedPath, WorkspaceMode, WorkspaceRoot};
 use crate::policy::{is_within, DenyCode, PathGlob};
 use crate::undo::fs::{record_left, store_blob};
 use crate::undo::{Operation, TurnJournal};
@@ -58,6 +58,8 @@ pub struct FsLayer {
     write_globs: Vec<PathGlob>,
     read_globs: Vec<PathGlob>,
     protected: Vec<ProtectedPath>,
+    /// The actor's roots strictly inside a read-write preopen.
+    nested_roots: Vec<WorkspaceRoot>,
     /// Where refusals are recorded.
     audit: Arc<dyn AuditSink>,
     /// Paths whose bytes from before the turn are saved, or that hold the
@@ -88,6 +90,7 @@ impl FsLayer {
             write_globs: plan.write_globs().to_vec(),
             read_globs: plan.read_globs().to_vec(),
             protected: plan.protected().to_vec(),
+            nested_roots: plan.nested_roots().to_vec(),
             audit,
             owned: HashSet::new(),
             touched: BTreeSet::new(),
@@ -140,6 +143,26 @@ impl FsLayer {
                 p.path
             );
             return Err(self.deny(code, operation, path, reason));
+        }
+        // The workspace rule below the preopened directory: the most
+        // specific root decides, and a path that holds a read-only root
+        // (a rename of its parent would carry it away) is refused too.
+        let most_specific = self
+            .nested_roots
+            .iter()
+            .filter(|r| is_within(path, &r.path))
+            .max_by_key(|r| r.path.len());
+        let read_only = match most_specific {
+            Some(r) if r.mode == WorkspaceMode::ReadOnly => Some(r.path.clone()),
+            _ => self
+                .nested_roots
+                .iter()
+                .find(|r| r.mode == WorkspaceMode::ReadOnly && is_within(&r.path, path))
+                .map(|r| r.path.clone()),
+        };
+        if let Some(root) = read_only {
+            let reason = format!("`{path}` is in or holds the read-only root `{root}`");
+            return Err(self.deny(DenyCode::WorkspaceReadOnly, operation, path, reason));
         }
         if !self.write_globs.iter().any(|g| g.matches(path)) {
             let reason = format!("`{path}` matches none of the granted `fs:write` globs");
@@ -578,7 +601,13 @@ impl fs::HostDescriptor for JournalingFs<'_> {
         let host = self.at(&fd, &path, follow)?;
         self.layer.check_write("open-at", &host)?;
         match std::fs::symlink_metadata(&host) {
-            Ok(m) if m.is_file() && !oflags.contains(fs::OpenFlags::EXCLUSIVE) => {
+            // EXCLUSIVE counts only with CREATE (then an existing file
+            // fails the open); alone it is ignored, and TRUNCATE still
+            // truncates: the bytes are saved.
+            Ok(m)
+                if m.is_file()
+                    && !oflags.contains(fs::OpenFlags::CREATE | fs::OpenFlags::EXCLUSIVE) =>
+            {
                 if let Some(blob) = self.layer.backup(&host)? {
                     self.layer.record(Operation::FileOverwrite {
                         path: host.clone(),

@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 
 use super::limits::Limits;
-use crate::policy::snapshot::ProtectedPath;
+use crate::policy::snapshot::{ProtectedPath, WorkspaceMode, WorkspaceRoot};
 use crate::policy::{Capability, HostPattern, PathGlob};
 use crate::undo::fs::FsScope;
 
@@ -71,6 +71,7 @@ pub struct Plan {
     write_globs: Vec<PathGlob>,
     read_globs: Vec<PathGlob>,
     protected: Vec<ProtectedPath>,
+    nested_roots: Vec<WorkspaceRoot>,
 }
 
 /// The parts of a plan, as the gate assembles them.
@@ -98,6 +99,9 @@ pub(crate) struct PlanParts {
     pub read_globs: Vec<PathGlob>,
     /// The snapshot's protected paths (`roots.protected`).
     pub protected: Vec<ProtectedPath>,
+    /// The actor's workspace roots that lie strictly inside a read-write
+    /// preopen (canonical).
+    pub nested_roots: Vec<WorkspaceRoot>,
 }
 
 impl Plan {
@@ -125,6 +129,7 @@ impl Plan {
             write_globs: parts.write_globs,
             read_globs: parts.read_globs,
             protected: parts.protected,
+            nested_roots: parts.nested_roots,
         }
     }
 
@@ -216,5 +221,22 @@ impl Plan {
                 .collect(),
             protected: self.protected.clone(),
         }
+    }
+
+    /// The actor's workspace roots strictly inside a read-write preopen:
+    /// the gate asked the workspace rule about the preopened directory
+    /// only, so the filesystem layer holds every path below it to the
+    /// most specific of these (a read-only one refuses the write with
+    /// `WORKSPACE_READ_ONLY`), and a command may not run with a write
+    /// root that holds a read-only one.
+    pub fn nested_roots(&self) -> &[WorkspaceRoot] {
+        &self.nested_roots
+    }
+    /// The nested roots that are read-only.
+    pub fn read_only_roots(&self) -> impl Iterator<Item = &str> {
+        self.nested_roots
+            .iter()
+            .filter(|r| r.mode == WorkspaceMode::ReadOnly)
+            .map(|r| r.path.as_str())
     }
 }

@@ -126,7 +126,7 @@ fn item01_renames_and_links_do_not_reach_a_nested_read_only_root() {
         &env,
         "writer",
         &component("write-file"),
-        &[("fs:write", Some("out/**"))],
+        &[("fs:write", Some("**"))],
     );
     let before = tree(&ws);
     let (run, v) = run_with(
