@@ -49,10 +49,13 @@ fn protect(out: &mut Vec<ProtectedPath>, path: &Path, kind: ProtectedKind) {
     }
 }
 
-/// The paths no executor may write: the configuration file, the state
-/// directory (grants database, history, cache), the grants database and
-/// history wherever they are, executor directories, manifests and their
-/// components. Canonical even when they do not exist yet.
+/// The paths no executor may write: the configuration file and every
+/// place configuration is discovered from, the state directory (grants
+/// and memory databases, history, cache), the grants database and
+/// history wherever they are, every place state is discovered from (these
+/// are [`ProtectedKind::State`]: hidden from reads too), executor
+/// directories, manifests and their components (issue 12, items 3, 14
+/// and 17). Canonical even when they do not exist yet.
 pub fn protected_paths(
     config: &HostConfig,
     state: &StatePaths,
@@ -62,19 +65,36 @@ pub fn protected_paths(
     if let Some(src) = &config.source {
         protect(&mut out, src, ProtectedKind::Policy);
     }
-    protect(&mut out, &state.state_dir, ProtectedKind::Policy);
+    // Where a later invocation would look for its configuration.
+    for p in &config.places.config {
+        protect(&mut out, p, ProtectedKind::Policy);
+    }
+    protect(&mut out, &state.state_dir, ProtectedKind::State);
     for suffix in ["", "-wal", "-shm", "-journal"] {
         let mut p = state.grants_db.clone().into_os_string();
         p.push(suffix);
-        protect(&mut out, Path::new(&p), ProtectedKind::Policy);
+        protect(&mut out, Path::new(&p), ProtectedKind::State);
     }
-    protect(&mut out, &state.history_dir, ProtectedKind::Policy);
+    protect(&mut out, &state.history_dir, ProtectedKind::State);
+    protect(&mut out, &state.cache_dir, ProtectedKind::State);
+    // Where a later invocation would find its state.
+    for p in &config.places.state {
+        protect(&mut out, p, ProtectedKind::State);
+    }
     for d in &config.executor_dirs {
         protect(&mut out, d, ProtectedKind::Definition);
     }
     for m in manifests {
         protect(&mut out, &m.path, ProtectedKind::Definition);
-        protect(&mut out, &m.component, ProtectedKind::Definition);
+        if !m.component.as_os_str().is_empty() {
+            protect(&mut out, &m.component, ProtectedKind::Definition);
+            // The name itself too, in case it is a link: replacing the
+            // link would substitute the code as surely as the file.
+            if let (Some(parent), Some(name)) = (m.component.parent(), m.component.file_name()) {
+                let named = resolve_ancestor(parent).join(name);
+                protect(&mut out, &named, ProtectedKind::Definition);
+            }
+        }
     }
     out
 }

@@ -227,7 +227,7 @@ fn cases_for(snapshot: &Snapshot, name: &str, actor: &Actor) -> Vec<Case> {
         .roots
         .protected
         .iter()
-        .find(|p| p.kind == ProtectedKind::Policy)
+        .find(|p| matches!(p.kind, ProtectedKind::Policy | ProtectedKind::State))
     {
         out.push(case(
             "configuration",

@@ -160,9 +160,19 @@ pub struct GrantAddArgs {
 pub enum ManifestCmd {
     /// Validate a manifest; verify the component's sha256 if it is pinned
     /// and the component exists (DIGEST_MISMATCH: exit 2).
+    ///
+    /// Warns when the component is neither pinned (`sha256`) nor outside
+    /// every write root of the configured actors (an actor without
+    /// `workspaces` writes the turn's workspace: `--workspace`, default
+    /// the current directory): an executor allowed to write there could
+    /// replace it.
     Check {
         /// Path to executor.toml.
         path: PathBuf,
+        /// The turn's workspace the warning assumes (default: the current
+        /// directory).
+        #[arg(long, value_name = "DIR")]
+        workspace: Option<PathBuf>,
     },
 }
 

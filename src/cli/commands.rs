@@ -34,7 +34,9 @@ pub fn run(ctx: &Context, command: Command) -> CmdResult {
             args.level.as_deref(),
         ),
         Command::Grants(cmd) => grants(ctx, cmd),
-        Command::Manifest(ManifestCmd::Check { path }) => manifest_check(ctx, &path),
+        Command::Manifest(ManifestCmd::Check { path, workspace }) => {
+            manifest_check(ctx, &path, workspace.as_deref())
+        }
         Command::Snapshot(cmd) => snapshot_cmd(ctx, cmd),
         Command::Test(args) => test(ctx, args),
         Command::Run(args) => super::run::run(ctx, args),
@@ -318,8 +320,55 @@ fn grant_add(ctx: &Context, args: GrantAddArgs) -> CmdResult {
     Ok(Exit::Ok)
 }
 
-fn manifest_check(ctx: &Context, path: &Path) -> CmdResult {
+/// Where the configured actors may write: each actor's read-write
+/// workspaces, or the turn's workspace for an actor without any.
+fn write_roots(ctx: &Context, workspace: Option<&Path>) -> Result<Vec<(String, String)>, Failure> {
+    let config = ctx.config()?;
+    let mut roots = Vec::new();
+    for (name, actor) in &config.actors {
+        match &actor.workspaces {
+            None => roots.push((name.clone(), ctx.workspace(workspace)?)),
+            Some(list) => {
+                for (p, mode) in list {
+                    if *mode == gatehouse::policy::WorkspaceMode::ReadWrite {
+                        let real = gatehouse::config::resolve_ancestor(Path::new(p));
+                        roots.push((name.clone(), real.display().to_string()));
+                    }
+                }
+            }
+        }
+    }
+    Ok(roots)
+}
+
+/// The warnings of `manifest check`: an unpinned component inside a
+/// write root can be replaced by an executor allowed to write there
+/// (issue 12, item 17).
+fn component_warnings(
+    ctx: &Context,
+    m: &Manifest,
+    workspace: Option<&Path>,
+) -> Result<Vec<String>, Failure> {
+    if m.command.is_empty() && m.sha256.is_none() {
+        let component = gatehouse::config::resolve_ancestor(&m.component)
+            .display()
+            .to_string();
+        let roots = write_roots(ctx, workspace)?;
+        if let Some((actor, root)) = roots
+            .iter()
+            .find(|(_, root)| gatehouse::policy::is_within(&component, root))
+        {
+            return Ok(vec![format!(
+                "component `{component}` is not pinned (no `sha256`) and lies in `{root}`, a write root of actor `{actor}`: an executor allowed to write there could replace it; pin it or keep it outside every write root"
+            )]);
+        }
+    }
+    Ok(Vec::new())
+}
+
+fn manifest_check(ctx: &Context, path: &Path, workspace: Option<&Path>) -> CmdResult {
     let m = Manifest::load(path)?;
+    let warnings = component_warnings(ctx, &m, workspace)?;
     let is_command = !m.command.is_empty();
     let component = if is_command {
         serde_json::Value::Null
@@ -344,6 +393,7 @@ fn manifest_check(ctx: &Context, path: &Path) -> CmdResult {
         "capabilities": caps,
         "revertible": m.revertible,
         "reverse_pattern": m.reverse_pattern,
+        "warnings": warnings,
     });
     if ctx.json {
         out_json(&summary);
@@ -363,6 +413,9 @@ fn manifest_check(ctx: &Context, path: &Path) -> CmdResult {
                 "note: component `{}` does not exist yet",
                 m.component.display()
             ));
+        }
+        for w in &warnings {
+            out(format!("warning: {w}"));
         }
     }
     Ok(Exit::Ok)

@@ -50,6 +50,31 @@ impl HostEnv {
             .map(|d| d.join("gatehouse"))
     }
 
+    /// Every place configuration and state are found in (see
+    /// [`super::Places`]); `explicit` is `--config`.
+    pub fn places(&self, explicit: Option<&Path>) -> super::Places {
+        let config_dirs = [
+            self.xdg_config_home.as_ref().map(|d| d.join("gatehouse")),
+            self.home.as_ref().map(|h| h.join(".config/gatehouse")),
+        ];
+        let config = [explicit.map(Path::to_path_buf), self.config.clone()]
+            .into_iter()
+            .chain(config_dirs)
+            .flatten()
+            .collect();
+        let state = [
+            self.state_dir.clone(),
+            self.xdg_state_home.as_ref().map(|d| d.join("gatehouse")),
+            self.home.as_ref().map(|h| h.join(".local/state/gatehouse")),
+            self.grants_db.clone(),
+            self.history_dir.clone(),
+        ]
+        .into_iter()
+        .flatten()
+        .collect();
+        super::Places { config, state }
+    }
+
     /// Where state lives (see [`StatePaths`]).
     pub fn state_paths(&self) -> StatePaths {
         let state_dir = self

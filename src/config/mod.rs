@@ -70,6 +70,13 @@ struct RawConfig {
     actors: BTreeMap<String, RawActor>,
     isolation: Option<RawIsolation>,
     engine: Option<EngineConfig>,
+    limits: Option<RawLimits>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawLimits {
+    journal_mib: Option<u64>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -144,6 +151,25 @@ pub struct HostConfig {
     pub on_degraded: OnDegraded,
     /// `[engine]`.
     pub engine: EngineConfig,
+    /// `[limits] journal_mib`, in bytes: what one turn may back up for
+    /// undo (default 256 MiB); past it a change is refused with
+    /// `LIMIT_JOURNAL`.
+    pub journal_bytes: u64,
+    /// Every place a later invocation would find configuration or state
+    /// in (set by [`HostConfig::discover`]): protected like the
+    /// configuration, whether or not it exists yet.
+    pub places: Places,
+}
+
+/// Where gatehouse looks for its configuration and its state: `--config`,
+/// `$GATEHOUSE_CONFIG`, `$XDG_CONFIG_HOME/gatehouse`,
+/// `~/.config/gatehouse`; `$GATEHOUSE_STATE_DIR`,
+/// `$XDG_STATE_HOME/gatehouse`, `~/.local/state/gatehouse`,
+/// `$GATEHOUSE_GRANTS_DB`, `$GATEHOUSE_HISTORY_DIR`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Places {
+    pub config: Vec<PathBuf>,
+    pub state: Vec<PathBuf>,
 }
 
 fn valid_name(name: &str) -> bool {
@@ -179,13 +205,23 @@ impl HostConfig {
             actors,
             on_degraded: OnDegraded::default(),
             engine: EngineConfig::default(),
+            journal_bytes: crate::sandbox::DEFAULT_JOURNAL_BYTES,
+            places: Places::default(),
         }
     }
 
     /// Finds the configuration: `explicit` (`--config`), else
     /// `$GATEHOUSE_CONFIG`, else `gatehouse.toml` in the config directory,
     /// else the safe default. A file named explicitly must exist.
+    ///
+    /// Whichever applies, the result knows every place (see [`Places`]).
     pub fn discover(explicit: Option<&Path>, env: &HostEnv) -> Result<HostConfig, ConfigError> {
+        let mut config = HostConfig::find(explicit, env)?;
+        config.places = env.places(explicit);
+        Ok(config)
+    }
+
+    fn find(explicit: Option<&Path>, env: &HostEnv) -> Result<HostConfig, ConfigError> {
         if let Some(path) = explicit.or(env.config.as_deref()) {
             return HostConfig::load(path, env.home.as_deref());
         }
@@ -232,6 +268,16 @@ impl HostConfig {
             Some(v) => v
                 .parse::<OnDegraded>()
                 .map_err(|e| invalid("isolation.on_degraded".into(), e.to_string()))?,
+        };
+        let journal_bytes = match raw.limits.and_then(|l| l.journal_mib) {
+            None => crate::sandbox::DEFAULT_JOURNAL_BYTES,
+            Some(mib) if (1..=1 << 20).contains(&mib) => mib << 20,
+            Some(_) => {
+                return Err(invalid(
+                    "limits.journal_mib".into(),
+                    "between 1 and 1048576 (MiB)".into(),
+                ))
+            }
         };
         let engine = raw.engine.unwrap_or_default();
         if engine.guard_bytes.is_some_and(|g| g > 1 << 32) {
@@ -343,6 +389,8 @@ impl HostConfig {
             actors,
             on_degraded,
             engine,
+            journal_bytes,
+            places: Places::default(),
         })
     }
 

@@ -366,7 +366,11 @@ impl Host {
 
     /// Starts a turn: the gate, and the run itself if nothing needs an
     /// approval; otherwise the turn is parked for [`Host::resume`].
-    pub fn begin(&self, request: TurnRequest) -> Begun {
+    ///
+    /// The configuration's `[limits] journal_mib` sets the request's
+    /// journal cap: how much a turn may back up is the host's to say.
+    pub fn begin(&self, mut request: TurnRequest) -> Begun {
+        request.limits.journal_bytes = self.inner.config.journal_bytes;
         let turn = new_turn_id(now_utc());
         match self.inner.advance(&request, &turn, Vec::new()) {
             turn::Advance::Done(outcome) => Begun::Done(Box::new(outcome)),

@@ -23,6 +23,7 @@ pub enum DenyCode {
     PathResolutionFailed,
     PolicyMutationDenied,
     DefinitionMutationDenied,
+    HostStateHidden,
     RawRuntimeToolDenied,
     IndirectToolRequest,
     ToolNotGranted,
@@ -44,6 +45,7 @@ pub enum DenyCode {
     LimitOutput,
     LimitHostcalls,
     LimitResources,
+    LimitJournal,
     TurnCancelled,
 }
 
@@ -96,7 +98,7 @@ use DenyCode as D;
 
 impl DenyCode {
     /// Every code, in documentation order.
-    pub const ALL: [DenyCode; 34] = [
+    pub const ALL: [DenyCode; 36] = [
         D::UnknownRequest,
         D::UnknownActor,
         D::UnknownTarget,
@@ -109,6 +111,7 @@ impl DenyCode {
         D::PathResolutionFailed,
         D::PolicyMutationDenied,
         D::DefinitionMutationDenied,
+        D::HostStateHidden,
         D::RawRuntimeToolDenied,
         D::IndirectToolRequest,
         D::ToolNotGranted,
@@ -130,6 +133,7 @@ impl DenyCode {
         D::LimitOutput,
         D::LimitHostcalls,
         D::LimitResources,
+        D::LimitJournal,
         D::TurnCancelled,
     ];
 
@@ -167,6 +171,7 @@ impl DenyCode {
             D::PathResolutionFailed => ("PATH_RESOLUTION_FAILED", F::Workspace, "the path could not be canonicalized (neither it nor its parent resolves)"),
             D::PolicyMutationDenied => ("POLICY_MUTATION_DENIED", F::Configuration, "a write to the host's policy: configuration, grants database or history"),
             D::DefinitionMutationDenied => ("DEFINITION_MUTATION_DENIED", F::Configuration, "a write to an actor or executor definition (manifests, executor directories)"),
+            D::HostStateHidden => ("HOST_STATE_HIDDEN", F::Configuration, "a read of the host's own state (grants and memory databases, history and its blobs, audit logs, cache): no executor may read it, whatever root holds it"),
             D::RawRuntimeToolDenied => ("RAW_RUNTIME_TOOL_DENIED", F::Tool, "the tool or a command segment invokes a raw agent runtime (herdr, paseo, create_agent, spawn_agent)"),
             D::IndirectToolRequest => ("INDIRECT_TOOL_REQUEST", F::Tool, "the command hides what it runs (eval, backticks, $(...), process substitution, base64, xxd, sh -c, xargs, ...)"),
             D::ToolNotGranted => ("TOOL_NOT_GRANTED", F::Tool, "the tool, or a program a command segment runs, is not in the actor's tools"),
@@ -188,6 +193,7 @@ impl DenyCode {
             D::LimitOutput => ("LIMIT_OUTPUT", F::Limit, "the guest wrote more to stdout or stderr than the cap; the output was cut"),
             D::LimitHostcalls => ("LIMIT_HOSTCALLS", F::Limit, "the guest made more host calls than its hostcall fuel allows"),
             D::LimitResources => ("LIMIT_RESOURCES", F::Limit, "the guest held more host resources (handles) than the resource-table cap"),
+            D::LimitJournal => ("LIMIT_JOURNAL", F::Limit, "the change would back up more bytes than the turn's journal cap (`[limits] journal_mib`, default 256); refused before anything changed"),
             D::TurnCancelled => ("TURN_CANCELLED", F::Limit, "the turn was cancelled through its cancel handle and interrupted like a deadline"),
         }
     }

@@ -261,14 +261,26 @@ fn workspace(snapshot: &Snapshot, actor: &Actor, path: &ResolvedPath, access: Ac
             .iter()
             .find(|p| is_within(path, &p.path))
         {
-            let code = match p.kind {
-                ProtectedKind::Policy => DenyCode::PolicyMutationDenied,
-                ProtectedKind::Definition => DenyCode::DefinitionMutationDenied,
-            };
             return Decision::deny(
-                code,
+                p.kind.write_code(),
                 format!(
                     "`{path}` is host configuration (`{}`); no executor may write it",
+                    p.path
+                ),
+            );
+        }
+    }
+    if access == Access::Read {
+        if let Some(p) = snapshot
+            .roots
+            .protected
+            .iter()
+            .find(|p| p.kind == ProtectedKind::State && is_within(path, &p.path))
+        {
+            return Decision::deny(
+                DenyCode::HostStateHidden,
+                format!(
+                    "`{path}` is the host's own state (`{}`); no executor may read it",
                     p.path
                 ),
             );

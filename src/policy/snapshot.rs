@@ -77,9 +77,26 @@ pub enum ProtectedKind {
     Policy,
     /// Manifests and executor directories: `DEFINITION_MUTATION_DENIED`.
     Definition,
+    /// The host's own state (the state directory: grants and memory
+    /// databases, history, audit logs, cache; and where state would be
+    /// found): written, `POLICY_MUTATION_DENIED`; read,
+    /// `HOST_STATE_HIDDEN`.
+    State,
 }
 
-/// A canonical path that no executor may write (itself and everything below).
+impl ProtectedKind {
+    /// The code of a write to a path of this kind.
+    pub fn write_code(self) -> super::codes::DenyCode {
+        use super::codes::DenyCode;
+        match self {
+            ProtectedKind::Policy | ProtectedKind::State => DenyCode::PolicyMutationDenied,
+            ProtectedKind::Definition => DenyCode::DefinitionMutationDenied,
+        }
+    }
+}
+
+/// A canonical path that no executor may write (itself and everything
+/// below); of kind [`ProtectedKind::State`], nor read.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ProtectedPath {
     pub path: String,

@@ -29,6 +29,11 @@ use crate::policy::command::basename;
 use crate::policy::snapshot::ProtectedKind;
 use crate::policy::{is_within, DenyCode};
 
+/// The command calls one turn may make (each is recorded in the run report
+/// and the audit, refused or run): past it a call is refused with
+/// `LIMIT_HOSTCALLS`, unrecorded, and starts nothing.
+pub const MAX_COMMANDS: usize = 1000;
+
 /// One call of `exec.run`, as the run report shows it.
 #[derive(Debug, Clone, Serialize)]
 pub struct CommandRecord {
@@ -179,13 +184,22 @@ impl ExecBinding {
                 .iter()
                 .find(|p| is_within(&p.path, &root_str) || is_within(&root_str, &p.path))
                 .map(|p| {
-                    let code = match p.kind {
-                        ProtectedKind::Policy => DenyCode::PolicyMutationDenied,
-                        ProtectedKind::Definition => DenyCode::DefinitionMutationDenied,
-                    };
-                    (code, format!("the write root `{root_str}` holds host configuration (`{}`), which a command's sandbox cannot exclude; no command may run with it", p.path))
+                    (p.kind.write_code(), format!("the write root `{root_str}` holds host configuration (`{}`), which a command's sandbox cannot exclude; no command may run with it", p.path))
                 })
-        }).or(read_only_inside);
+        })
+        .or(read_only_inside)
+        .or_else(|| {
+            // Nor can it hide host state from a read root that holds it.
+            read_roots.iter().find_map(|root| {
+                let root_str = root.display().to_string();
+                plan.protected()
+                    .iter()
+                    .find(|p| p.kind == ProtectedKind::State && (is_within(&p.path, &root_str) || is_within(&root_str, &p.path)))
+                    .map(|p| {
+                        (DenyCode::HostStateHidden, format!("the read root `{root_str}` holds the host's own state (`{}`), which a command's sandbox cannot hide; no command may run with it", p.path))
+                    })
+            })
+        });
         let limits = plan.limits();
         ExecBinding {
             screen: services.screen.clone(),
@@ -419,6 +433,14 @@ impl exec::Host for ExecView<'_> {
                 "`code:exec` was not granted".into(),
             ));
         };
+        if b.records.len() >= MAX_COMMANDS {
+            // Every call is recorded, so past the records a turn may keep
+            // no call runs.
+            return Err(denial(
+                DenyCode::LimitHostcalls,
+                format!("a turn may make at most {MAX_COMMANDS} command calls"),
+            ));
+        }
         let left = self
             .deadline
             .saturating_duration_since(std::time::Instant::now());

@@ -49,7 +49,8 @@ use super::services::AuditSink;
 use super::state::HostState;
 use crate::policy::snapshot::{ProtectedKind, ProtectedPath, WorkspaceMode, WorkspaceRoot};
 use crate::policy::{is_within, DenyCode, PathGlob};
-use crate::undo::fs::{record_left, store_blob};
+use crate::undo::fs::record_left;
+use crate::undo::journal::{store_blob_file, StoredBlob};
 use crate::undo::{Operation, TurnJournal};
 
 /// What the layer enforces and where it journals, for one run.
@@ -67,11 +68,24 @@ pub struct FsLayer {
     owned: HashSet<String>,
     /// Every path a journaled operation named.
     touched: BTreeSet<String>,
-    /// The refusals of this run: deny code and reason.
+    /// The refusals of this run: deny code and reason (the first
+    /// [`MAX_RECORDED_REFUSALS`]).
     pub denials: Vec<(DenyCode, String)>,
     /// The preopened directories: no link made in one may lead out of it.
     preopens: Vec<String>,
+    /// Refusals past [`MAX_RECORDED_REFUSALS`]: counted, not recorded one
+    /// by one.
+    unrecorded: u64,
+    /// The most bytes the turn may back up (`[limits] journal_mib`).
+    journal_cap: u64,
+    /// The bytes backed up so far.
+    journaled_bytes: u64,
 }
+
+/// A run's filesystem refusals recorded one by one in its audit; past it,
+/// one line at the end says how many more there were (a guest refused in
+/// a loop cannot grow the audit without bound).
+pub const MAX_RECORDED_REFUSALS: usize = 1000;
 
 impl FsLayer {
     /// The layer for `plan`, journaling into `journal` (none: enforce only).
@@ -95,12 +109,25 @@ impl FsLayer {
             owned: HashSet::new(),
             touched: BTreeSet::new(),
             denials: Vec::new(),
+            unrecorded: 0,
+            journal_cap: plan.limits().journal_bytes,
+            journaled_bytes: 0,
         }
     }
 
     /// Records the state every touched path was left in
     /// (`<turn>/fs-left.jsonl`). Call once the guest is done.
     pub fn finish(&mut self) -> std::io::Result<()> {
+        if self.unrecorded > 0 {
+            self.audit.decision(serde_json::json!({
+                "request": {"kind": "filesystem", "operation": "more-refusals"},
+                "decision": {"decision": "deny", "reason": format!(
+                    "{} more refusals of the filesystem layer were not recorded one by one (at most {MAX_RECORDED_REFUSALS} are)",
+                    self.unrecorded
+                )},
+            }));
+            self.unrecorded = 0;
+        }
         let Some(j) = &self.journal else {
             return Ok(());
         };
@@ -115,13 +142,18 @@ impl FsLayer {
 
     fn deny(&mut self, code: DenyCode, operation: &str, path: &str, reason: String) -> FsError {
         // The refusal stands even if the audit cannot keep it.
-        self.audit.decision(serde_json::json!({
-            "request": {"kind": "filesystem", "operation": operation, "path": path},
-            "decision": {"decision": "deny", "code": code, "reason": reason},
-        }));
-        self.denials.push((code, reason));
+        if self.denials.len() < MAX_RECORDED_REFUSALS {
+            self.audit.decision(serde_json::json!({
+                "request": {"kind": "filesystem", "operation": operation, "path": path},
+                "decision": {"decision": "deny", "code": code, "reason": reason},
+            }));
+            self.denials.push((code, reason));
+        } else {
+            self.unrecorded += 1;
+        }
         match code {
             DenyCode::TargetMismatch => ErrorCode::NotPermitted.into(),
+            DenyCode::LimitJournal => ErrorCode::Quota.into(),
             _ => ErrorCode::Access.into(),
         }
     }
@@ -134,10 +166,7 @@ impl FsLayer {
             .iter()
             .find(|p| is_within(path, &p.path) || is_within(&p.path, path))
         {
-            let code = match p.kind {
-                ProtectedKind::Policy => DenyCode::PolicyMutationDenied,
-                ProtectedKind::Definition => DenyCode::DefinitionMutationDenied,
-            };
+            let code = p.kind.write_code();
             let reason = format!(
                 "`{path}` is host configuration (`{}`); no executor may write it",
                 p.path
@@ -192,7 +221,44 @@ impl FsLayer {
         Err(self.deny(DenyCode::TargetMismatch, "symlink-at", link, reason))
     }
 
+    /// A directory carries everything below it: its rename is allowed only
+    /// when one `<dir>/**` glob covers both ends (walking the tree on each
+    /// rename to check every file would let a guest make the host do
+    /// unbounded work). Otherwise `src/*` and `out/**` would let a guest
+    /// move `src/sub` into `out/`, write below it and move it back.
+    fn check_dir_rename(&mut self, from: &str, to: &str) -> FsResult<()> {
+        let covered = self.write_globs.iter().any(|g| {
+            let Some(dir) = g.as_str().strip_suffix("/**") else {
+                return false;
+            };
+            let dir = if dir.is_empty() { "/" } else { dir };
+            g.literal_dir() == dir
+                && from != dir
+                && to != dir
+                && is_within(from, dir)
+                && is_within(to, dir)
+        });
+        if covered {
+            return Ok(());
+        }
+        let reason = format!(
+            "renaming the directory `{from}` to `{to}` would carry what is below it: a directory moves only within one `**` glob"
+        );
+        Err(self.deny(DenyCode::TargetMismatch, "rename-at", from, reason))
+    }
+
     fn check_read(&mut self, path: &str) -> FsResult<()> {
+        if let Some(p) = self
+            .protected
+            .iter()
+            .find(|p| p.kind == ProtectedKind::State && is_within(path, &p.path))
+        {
+            let reason = format!(
+                "`{path}` is the host's own state (`{}`); no executor may read it",
+                p.path
+            );
+            return Err(self.deny(DenyCode::HostStateHidden, "read", path, reason));
+        }
         if self
             .read_globs
             .iter()
@@ -215,20 +281,40 @@ impl FsLayer {
         j.record(op).map(|_| ()).map_err(|_| ErrorCode::Io.into())
     }
 
-    /// Saves the bytes of the regular file `path` once for this turn.
-    fn backup(&mut self, path: &str) -> FsResult<Option<String>> {
-        let Some(j) = &self.journal else {
+    /// Saves the bytes of the regular file `path` once for this turn,
+    /// streamed (never the whole file in memory). A file that would take
+    /// the turn's backups past the journal cap is refused with
+    /// `LIMIT_JOURNAL` before anything changed.
+    fn backup(&mut self, operation: &str, path: &str) -> FsResult<Option<String>> {
+        let Some(j) = self.journal.clone() else {
             return Ok(None);
         };
         if self.owned.contains(path) {
             return Ok(None);
         }
-        let bytes = std::fs::read(path)?;
+        let left = self.journal_cap.saturating_sub(self.journaled_bytes);
+        let len = std::fs::metadata(path)?.len();
+        let too_large = |layer: &mut FsLayer, len: u64| {
+            let reason = format!(
+                "backing up `{path}` ({len} bytes) would pass the turn's journal cap of {} bytes ({} already backed up)",
+                layer.journal_cap, layer.journaled_bytes
+            );
+            Err(layer.deny(DenyCode::LimitJournal, operation, path, reason))
+        };
+        if len > left {
+            return too_large(self, len);
+        }
         // The turn's directory holds the blob: it exists from here on.
         j.ensure().map_err(|_| FsError::from(ErrorCode::Io))?;
-        let sha = store_blob(j.dir(), &bytes)?;
-        self.owned.insert(path.to_string());
-        Ok(Some(sha))
+        match store_blob_file(j.dir(), Path::new(path), left)? {
+            StoredBlob::Stored { sha256, bytes } => {
+                self.journaled_bytes += bytes;
+                self.owned.insert(path.to_string());
+                Ok(Some(sha256))
+            }
+            // It grew between the two looks.
+            StoredBlob::TooLarge => too_large(self, left.saturating_add(1)),
+        }
     }
 
     /// After `from` moved to `to`: what was known of `from` (and below)
@@ -555,7 +641,7 @@ impl fs::HostDescriptor for JournalingFs<'_> {
         self.layer.check_write("link-at", &old)?;
         self.layer.check_write("link-at", &new)?;
         if std::fs::metadata(&old).is_ok_and(|m| m.is_file()) {
-            if let Some(blob) = self.layer.backup(&old)? {
+            if let Some(blob) = self.layer.backup("link-at", &old)? {
                 self.layer.record(Operation::FileOverwrite {
                     path: old.clone(),
                     blob,
@@ -608,7 +694,7 @@ impl fs::HostDescriptor for JournalingFs<'_> {
                 if m.is_file()
                     && !oflags.contains(fs::OpenFlags::CREATE | fs::OpenFlags::EXCLUSIVE) =>
             {
-                if let Some(blob) = self.layer.backup(&host)? {
+                if let Some(blob) = self.layer.backup("open-at", &host)? {
                     self.layer.record(Operation::FileOverwrite {
                         path: host.clone(),
                         blob,
@@ -656,9 +742,12 @@ impl fs::HostDescriptor for JournalingFs<'_> {
         let to = self.at(&new_fd, &new_path, false)?;
         self.layer.check_write("rename-at", &from)?;
         self.layer.check_write("rename-at", &to)?;
+        if std::fs::symlink_metadata(&from).is_ok_and(|m| m.is_dir()) {
+            self.layer.check_dir_rename(&from, &to)?;
+        }
         if std::fs::symlink_metadata(&from).is_ok() && from != to {
             let (replaced_blob, replaced_dir) = match std::fs::symlink_metadata(&to) {
-                Ok(m) if m.is_file() => (self.layer.backup(&to)?, false),
+                Ok(m) if m.is_file() => (self.layer.backup("rename-at", &to)?, false),
                 Ok(m) if m.is_dir() => (None, true),
                 Ok(m) if m.file_type().is_symlink() => {
                     // Journal the link's removal first: it is restored
@@ -714,7 +803,7 @@ impl fs::HostDescriptor for JournalingFs<'_> {
                 })?;
             }
             Ok(m) if m.is_file() => {
-                let blob = self.layer.backup(&host)?;
+                let blob = self.layer.backup("unlink-file-at", &host)?;
                 self.layer.record(Operation::FileDelete {
                     path: host.clone(),
                     blob,

@@ -11,6 +11,7 @@
 //! | stdout, stderr, each | 1 MiB | `LIMIT_OUTPUT` |
 //! | host calls (hostcall fuel) | 1 000 000 | `LIMIT_HOSTCALLS` |
 //! | resource-table entries | 4 096 | `LIMIT_RESOURCES` |
+//! | bytes backed up for undo per turn | 256 MiB (`[limits] journal_mib`) | `LIMIT_JOURNAL` |
 //! | instances / memories / tables per store | 32 / 8 / 32 | `LIMIT_MEMORY` / `LIMIT_TABLE` |
 
 use serde::Serialize;
@@ -26,7 +27,14 @@ pub struct Limits {
     pub output_bytes: usize,
     pub hostcalls: u64,
     pub resources: usize,
+    /// The bytes of files a turn may back up for undo (`[limits]
+    /// journal_mib`); a change that would pass it is refused with
+    /// `LIMIT_JOURNAL`.
+    pub journal_bytes: u64,
 }
+
+/// The default journal cap: 256 MiB.
+pub const DEFAULT_JOURNAL_BYTES: u64 = 256 << 20;
 
 impl Default for Limits {
     fn default() -> Limits {
@@ -37,6 +45,7 @@ impl Default for Limits {
             output_bytes: 1 << 20,
             hostcalls: 1_000_000,
             resources: 4_096,
+            journal_bytes: DEFAULT_JOURNAL_BYTES,
         }
     }
 }

@@ -39,7 +39,7 @@ pub mod wasi;
 
 pub use engine::{Counters, EngineProfile, LoadError, Sandbox};
 pub use isolation::{IsolationReport, OnDegraded};
-pub use limits::{LimitHit, Limits};
+pub use limits::{LimitHit, Limits, DEFAULT_JOURNAL_BYTES};
 pub use plan::{Allowed, DirAccess, MemoryGrant, Plan, Preopen};
 pub use run::{execute, GuestResult, RunError, RunReport};
 pub use services::{

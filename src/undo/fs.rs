@@ -85,7 +85,7 @@ impl PathState {
             PathState::Dir
         } else if ty.is_file() {
             PathState::File {
-                sha256: sha256_hex(&std::fs::read(path)?),
+                sha256: super::journal::sha256_file(path)?,
             }
         } else {
             PathState::Other

@@ -474,3 +474,96 @@ pub(crate) fn read_lines<T: for<'de> Deserialize<'de>>(
     }
     Ok(out)
 }
+
+/// The sha256 of a file's bytes, read in chunks (never the whole file in
+/// memory).
+pub fn sha256_file(path: &Path) -> std::io::Result<String> {
+    use sha2::{Digest, Sha256};
+    use std::io::Read;
+    let mut f = File::open(path)?;
+    let mut hasher = Sha256::new();
+    let mut buf = vec![0u8; 64 * 1024];
+    loop {
+        let n = f.read(&mut buf)?;
+        if n == 0 {
+            break;
+        }
+        hasher.update(&buf[..n]);
+    }
+    Ok(hex(&hasher.finalize()))
+}
+
+fn hex(bytes: &[u8]) -> String {
+    let mut out = String::with_capacity(bytes.len() * 2);
+    for b in bytes {
+        out.push_str(&format!("{b:02x}"));
+    }
+    out
+}
+
+/// What [`store_blob_file`] did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StoredBlob {
+    /// Stored (or already there) as `<sha256>.bin`, `bytes` long.
+    Stored { sha256: String, bytes: u64 },
+    /// The file is longer than the bytes allowed: nothing was kept.
+    TooLarge,
+}
+
+/// Copies the file at `src` into the blob store of `turn_dir`
+/// (`blob/<sha256>.bin`, durable before it returns), hashing and copying
+/// in chunks, and at most `max_bytes` of it: a longer file is
+/// [`StoredBlob::TooLarge`] and leaves nothing behind.
+pub fn store_blob_file(turn_dir: &Path, src: &Path, max_bytes: u64) -> std::io::Result<StoredBlob> {
+    use sha2::{Digest, Sha256};
+    use std::io::Read;
+    let dir = turn_dir.join("blob");
+    if !dir.is_dir() {
+        std::fs::create_dir_all(&dir)?;
+        File::open(turn_dir)?.sync_all()?;
+    }
+    let mut input = File::open(src)?;
+    let tmp = tempfile_in(&dir)?;
+    let result = (|| {
+        let mut out = File::create(&tmp)?;
+        let mut hasher = Sha256::new();
+        let mut buf = vec![0u8; 64 * 1024];
+        let mut total: u64 = 0;
+        loop {
+            let n = input.read(&mut buf)?;
+            if n == 0 {
+                break;
+            }
+            total += n as u64;
+            if total > max_bytes {
+                return Ok(StoredBlob::TooLarge);
+            }
+            hasher.update(&buf[..n]);
+            out.write_all(&buf[..n])?;
+        }
+        out.sync_data()?;
+        let sha256 = hex(&hasher.finalize());
+        let dest = super::fs::blob_path(turn_dir, &sha256);
+        if !dest.is_file() {
+            std::fs::rename(&tmp, &dest)?;
+        }
+        Ok(StoredBlob::Stored {
+            sha256,
+            bytes: total,
+        })
+    })();
+    // The temporary file is gone whatever happened (renamed, or removed).
+    let _ = std::fs::remove_file(&tmp);
+    result
+}
+
+/// A fresh name for a temporary file in `dir`.
+fn tempfile_in(dir: &Path) -> std::io::Result<PathBuf> {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static SEQ: AtomicU64 = AtomicU64::new(0);
+    Ok(dir.join(format!(
+        "incoming-{}-{}.tmp",
+        std::process::id(),
+        SEQ.fetch_add(1, Ordering::Relaxed)
+    )))
+}
