@@ -373,7 +373,7 @@ impl Host {
         request.limits.journal_bytes = self.inner.config.journal_bytes;
         let turn = new_turn_id(now_utc());
         match self.inner.advance(&request, &turn, Vec::new()) {
-            turn::Advance::Done(outcome) => Begun::Done(Box::new(outcome)),
+            turn::Advance::Done(outcome) => Begun::Done(outcome),
             turn::Advance::Parked(approval) => Begun::Parked(Box::new(Parked {
                 request,
                 turn,

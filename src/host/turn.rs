@@ -22,7 +22,7 @@ use crate::undo::{TurnJournal, TurnRecord};
 
 /// Where [`Inner::advance`] got to.
 pub(super) enum Advance {
-    Done(TurnOutcome),
+    Done(Box<TurnOutcome>),
     /// The gate needs approvals and none were given yet.
     Parked(ApprovalRequest),
 }
@@ -122,7 +122,7 @@ impl Inner {
         given: Vec<(Pending, Choice)>,
     ) -> TurnOutcome {
         match self.advance(request, id, given) {
-            Advance::Done(outcome) => outcome,
+            Advance::Done(outcome) => *outcome,
             // Unreachable with answers given (the gate then ends the turn
             // itself); ended the same way rather than trusted.
             Advance::Parked(approval) => {
@@ -163,11 +163,11 @@ impl Inner {
                 "no executor named `{}` is known to this host",
                 request.executor
             );
-            return Advance::Done(t.end(TurnEnd::Invalid { message }));
+            return Advance::Done(Box::new(t.end(TurnEnd::Invalid { message })));
         };
         let answered = match self.take_answers(&mut t, &given) {
             Ok(a) => a,
-            Err(message) => return Advance::Done(t.end(TurnEnd::Failed { message })),
+            Err(message) => return Advance::Done(Box::new(t.end(TurnEnd::Failed { message }))),
         };
         if let Some(p) = answered.refused {
             let reason = format!(
@@ -175,7 +175,12 @@ impl Inner {
                 p.capability,
                 p.target.as_deref().unwrap_or("-")
             );
-            return Advance::Done(self.refuse(t, DenyCode::ApprovalRefused, reason, None));
+            return Advance::Done(Box::new(self.refuse(
+                t,
+                DenyCode::ApprovalRefused,
+                reason,
+                None,
+            )));
         }
         let plan = match gate(TurnInput {
             snapshot: &t.frozen.snapshot,
@@ -191,7 +196,7 @@ impl Inner {
                 reason,
             } => {
                 t.decisions = steps;
-                return Advance::Done(self.refuse(t, code, reason, None));
+                return Advance::Done(Box::new(self.refuse(t, code, reason, None)));
             }
             Gate::ApprovalRequired { pending, .. } if given.is_empty() => {
                 return Advance::Parked(ApprovalRequest {
@@ -215,7 +220,12 @@ impl Inner {
                 let reason = format!("approval needed for {} and no one gave it", what.join(", "));
                 t.decisions = steps;
                 t.pending = pending;
-                return Advance::Done(self.refuse(t, DenyCode::ApprovalRequired, reason, None));
+                return Advance::Done(Box::new(self.refuse(
+                    t,
+                    DenyCode::ApprovalRequired,
+                    reason,
+                    None,
+                )));
             }
             Gate::Ready { steps, plan } => {
                 t.decisions = steps;
@@ -226,20 +236,32 @@ impl Inner {
         // the approvals, before the switch.
         let sandbox = match self.sandbox() {
             Ok(s) => s.clone(),
-            Err(e) => return Advance::Done(t.end(TurnEnd::Failed { message: chain(&e) })),
+            Err(e) => {
+                return Advance::Done(Box::new(t.end(TurnEnd::Failed { message: chain(&e) })))
+            }
         };
         let isolation = sandbox.isolation_shared();
         let needs: Vec<Capability> = plan.allowed().iter().map(|a| a.capability).collect();
         let refusal = isolation.refusal(self.on_degraded, &needs);
         t.isolation = Some(isolation);
         if let Some(reason) = refusal {
-            return Advance::Done(self.refuse(t, DenyCode::IsolationDegraded, reason, None));
+            return Advance::Done(Box::new(self.refuse(
+                t,
+                DenyCode::IsolationDegraded,
+                reason,
+                None,
+            )));
         }
         if request.cancel.is_cancelled() {
             let reason = "the turn was cancelled before it started".to_string();
-            return Advance::Done(self.refuse(t, DenyCode::TurnCancelled, reason, None));
+            return Advance::Done(Box::new(self.refuse(
+                t,
+                DenyCode::TurnCancelled,
+                reason,
+                None,
+            )));
         }
-        Advance::Done(self.run_plan(t, &sandbox, &plan))
+        Advance::Done(Box::new(self.run_plan(t, &sandbox, &plan)))
     }
 
     /// Records the answers `given`: "allow once" for this turn, "allow and
