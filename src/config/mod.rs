@@ -161,6 +161,9 @@ pub struct HostConfig {
     pub places: Places,
 }
 
+/// The default of `[limits] journal_mib`: 256 MiB.
+pub const DEFAULT_JOURNAL_BYTES: u64 = 256 << 20;
+
 /// Where gatehouse looks for its configuration and its state: `--config`,
 /// `$GATEHOUSE_CONFIG`, `$XDG_CONFIG_HOME/gatehouse`,
 /// `~/.config/gatehouse`; `$GATEHOUSE_STATE_DIR`,
@@ -205,7 +208,7 @@ impl HostConfig {
             actors,
             on_degraded: OnDegraded::default(),
             engine: EngineConfig::default(),
-            journal_bytes: crate::sandbox::DEFAULT_JOURNAL_BYTES,
+            journal_bytes: DEFAULT_JOURNAL_BYTES,
             places: Places::default(),
         }
     }
@@ -270,7 +273,7 @@ impl HostConfig {
                 .map_err(|e| invalid("isolation.on_degraded".into(), e.to_string()))?,
         };
         let journal_bytes = match raw.limits.and_then(|l| l.journal_mib) {
-            None => crate::sandbox::DEFAULT_JOURNAL_BYTES,
+            None => DEFAULT_JOURNAL_BYTES,
             Some(mib) if (1..=1 << 20).contains(&mib) => mib << 20,
             Some(_) => {
                 return Err(invalid(
@@ -554,6 +557,25 @@ workspaces = [{ path = "/tmp", mode = "read-only" }]
             .unwrap_err()
             .to_string();
         assert!(e.contains("unknown field `guards`"), "{e}");
+    }
+
+    #[test]
+    fn the_limits_table() {
+        let c = parse("[actors.main]\n").unwrap();
+        assert_eq!(c.journal_bytes, 256 << 20);
+        let c = parse("[actors.main]\n[limits]\njournal_mib = 3\n").unwrap();
+        assert_eq!(c.journal_bytes, 3 << 20);
+        let e = parse("[actors.main]\n[limits]\njournal_mib = 0\n")
+            .unwrap_err()
+            .to_string();
+        assert_eq!(
+            e,
+            "`/etc/g/gatehouse.toml`: field `limits.journal_mib`: between 1 and 1048576 (MiB)"
+        );
+        let e = parse("[actors.main]\n[limits]\njournal = 1\n")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("unknown field `journal`"), "{e}");
     }
 
     #[test]

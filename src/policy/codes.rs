@@ -23,7 +23,6 @@ pub enum DenyCode {
     PathResolutionFailed,
     PolicyMutationDenied,
     DefinitionMutationDenied,
-    HostStateHidden,
     RawRuntimeToolDenied,
     IndirectToolRequest,
     ToolNotGranted,
@@ -47,6 +46,7 @@ pub enum DenyCode {
     LimitResources,
     LimitJournal,
     TurnCancelled,
+    HostStateHidden,
 }
 
 /// Which part of the gate produces a code.
@@ -97,7 +97,8 @@ impl CodeFamily {
 use DenyCode as D;
 
 impl DenyCode {
-    /// Every code, in documentation order.
+    /// Every code, in documentation order (a code added later comes
+    /// after the ones before it, so the order of the older ones holds).
     pub const ALL: [DenyCode; 36] = [
         D::UnknownRequest,
         D::UnknownActor,
@@ -111,7 +112,6 @@ impl DenyCode {
         D::PathResolutionFailed,
         D::PolicyMutationDenied,
         D::DefinitionMutationDenied,
-        D::HostStateHidden,
         D::RawRuntimeToolDenied,
         D::IndirectToolRequest,
         D::ToolNotGranted,
@@ -135,6 +135,7 @@ impl DenyCode {
         D::LimitResources,
         D::LimitJournal,
         D::TurnCancelled,
+        D::HostStateHidden,
     ];
 
     /// The stable string of the code.

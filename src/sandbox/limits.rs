@@ -33,8 +33,7 @@ pub struct Limits {
     pub journal_bytes: u64,
 }
 
-/// The default journal cap: 256 MiB.
-pub const DEFAULT_JOURNAL_BYTES: u64 = 256 << 20;
+pub use crate::config::DEFAULT_JOURNAL_BYTES;
 
 impl Default for Limits {
     fn default() -> Limits {

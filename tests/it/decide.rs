@@ -1050,6 +1050,10 @@ fn every_code_decide_produces_is_exercised() {
             json!({"kind": "configuration", "actor": "main", "subject": "definition", "what": "actors.main"}),
         ),
         (
+            "HOST_STATE_HIDDEN",
+            json!({"kind": "workspace", "actor": "main", "path": resolve_path(&ws.join("state")), "access": "read"}),
+        ),
+        (
             "RAW_RUNTIME_TOOL_DENIED",
             json!({"kind": "tool", "actor": "main", "tool": "ls", "command": "ls; herdr run"}),
         ),
