@@ -77,6 +77,7 @@ struct RawConfig {
 #[serde(deny_unknown_fields)]
 struct RawLimits {
     journal_mib: Option<u64>,
+    memory_keys: Option<u64>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -155,11 +156,18 @@ pub struct HostConfig {
     /// undo (default 256 MiB); past it a change is refused with
     /// `LIMIT_JOURNAL`.
     pub journal_bytes: u64,
+    /// `[limits] memory_keys`: how many keys one memory scope may hold
+    /// (default 10000); a new key past it is refused with
+    /// `LIMIT_MEMORY_KEYS`.
+    pub memory_keys: u64,
     /// Every place a later invocation would find configuration or state
     /// in (set by [`HostConfig::discover`]): protected like the
     /// configuration, whether or not it exists yet.
     pub places: Places,
 }
+
+/// The default of `[limits] memory_keys`.
+pub const DEFAULT_MEMORY_KEYS: u64 = 10_000;
 
 /// The default of `[limits] journal_mib`: 256 MiB.
 pub const DEFAULT_JOURNAL_BYTES: u64 = 256 << 20;
@@ -209,6 +217,7 @@ impl HostConfig {
             on_degraded: OnDegraded::default(),
             engine: EngineConfig::default(),
             journal_bytes: DEFAULT_JOURNAL_BYTES,
+            memory_keys: DEFAULT_MEMORY_KEYS,
             places: Places::default(),
         }
     }
@@ -271,6 +280,16 @@ impl HostConfig {
             Some(v) => v
                 .parse::<OnDegraded>()
                 .map_err(|e| invalid("isolation.on_degraded".into(), e.to_string()))?,
+        };
+        let memory_keys = match raw.limits.as_ref().and_then(|l| l.memory_keys) {
+            None => DEFAULT_MEMORY_KEYS,
+            Some(n) if (1..=1_000_000).contains(&n) => n,
+            Some(_) => {
+                return Err(invalid(
+                    "limits.memory_keys".into(),
+                    "between 1 and 1000000".into(),
+                ))
+            }
         };
         let journal_bytes = match raw.limits.and_then(|l| l.journal_mib) {
             None => DEFAULT_JOURNAL_BYTES,
@@ -393,6 +412,7 @@ impl HostConfig {
             on_degraded,
             engine,
             journal_bytes,
+            memory_keys,
             places: Places::default(),
         })
     }

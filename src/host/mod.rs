@@ -367,10 +367,12 @@ impl Host {
     /// Starts a turn: the gate, and the run itself if nothing needs an
     /// approval; otherwise the turn is parked for [`Host::resume`].
     ///
-    /// The configuration's `[limits] journal_mib` sets the request's
-    /// journal cap: how much a turn may back up is the host's to say.
+    /// The configuration's `[limits] journal_mib` and `memory_keys` set
+    /// the request's journal and memory caps: how much a turn may back up
+    /// or store is the host's to say.
     pub fn begin(&self, mut request: TurnRequest) -> Begun {
         request.limits.journal_bytes = self.inner.config.journal_bytes;
+        request.limits.memory_keys = self.inner.config.memory_keys;
         let turn = new_turn_id(now_utc());
         match self.inner.advance(&request, &turn, Vec::new()) {
             turn::Advance::Done(outcome) => Begun::Done(outcome),

@@ -108,6 +108,15 @@ impl MemoryStore {
             .map_err(|e| self.err(e))
     }
 
+    /// How many keys `scope` holds.
+    pub fn count(&self, scope: &str) -> Result<u64, MemoryError> {
+        self.conn
+            .prepare_cached("SELECT COUNT(*) FROM memory WHERE scope = ?1")
+            .and_then(|mut s| s.query_row(params![scope], |r| r.get::<_, i64>(0)))
+            .map(|n| u64::try_from(n).unwrap_or(0))
+            .map_err(|e| self.err(e))
+    }
+
     /// The keys of `scope` that start with `prefix`, sorted.
     pub fn list(&self, scope: &str, prefix: &str) -> Result<Vec<String>, MemoryError> {
         let mut stmt = self

@@ -45,6 +45,7 @@ pub enum DenyCode {
     LimitHostcalls,
     LimitResources,
     LimitJournal,
+    LimitMemoryKeys,
     TurnCancelled,
     HostStateHidden,
 }
@@ -99,7 +100,7 @@ use DenyCode as D;
 impl DenyCode {
     /// Every code, in documentation order (a code added later comes
     /// after the ones before it, so the order of the older ones holds).
-    pub const ALL: [DenyCode; 36] = [
+    pub const ALL: [DenyCode; 37] = [
         D::UnknownRequest,
         D::UnknownActor,
         D::UnknownTarget,
@@ -136,6 +137,7 @@ impl DenyCode {
         D::LimitJournal,
         D::TurnCancelled,
         D::HostStateHidden,
+        D::LimitMemoryKeys,
     ];
 
     /// The stable string of the code.
@@ -194,6 +196,7 @@ impl DenyCode {
             D::LimitOutput => ("LIMIT_OUTPUT", F::Limit, "the guest wrote more to stdout or stderr than the cap; the output was cut"),
             D::LimitHostcalls => ("LIMIT_HOSTCALLS", F::Limit, "the guest made more host calls than its hostcall fuel allows"),
             D::LimitResources => ("LIMIT_RESOURCES", F::Limit, "the guest held more host resources (handles) than the resource-table cap"),
+            D::LimitMemoryKeys => ("LIMIT_MEMORY_KEYS", F::Limit, "a new memory key would pass the scope's cap on keys (`[limits] memory_keys`, default 10000); nothing was stored"),
             D::LimitJournal => ("LIMIT_JOURNAL", F::Limit, "the change would back up more bytes than the turn's journal cap (`[limits] journal_mib`, default 256); refused before anything changed"),
             D::TurnCancelled => ("TURN_CANCELLED", F::Limit, "the turn was cancelled through its cancel handle and interrupted like a deadline"),
         }

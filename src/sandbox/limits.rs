@@ -31,6 +31,9 @@ pub struct Limits {
     /// journal_mib`); a change that would pass it is refused with
     /// `LIMIT_JOURNAL`.
     pub journal_bytes: u64,
+    /// Keys one memory scope may hold (`[limits] memory_keys`); a new key
+    /// past it is refused with `LIMIT_MEMORY_KEYS`.
+    pub memory_keys: u64,
 }
 
 pub use crate::config::DEFAULT_JOURNAL_BYTES;
@@ -45,6 +48,7 @@ impl Default for Limits {
             hostcalls: 1_000_000,
             resources: 4_096,
             journal_bytes: DEFAULT_JOURNAL_BYTES,
+            memory_keys: crate::config::DEFAULT_MEMORY_KEYS,
         }
     }
 }

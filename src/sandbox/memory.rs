@@ -18,6 +18,10 @@ pub struct MemoryBinding {
     pub grant: MemoryGrant,
     /// Every write is journaled here before it is made.
     pub journal: Option<TurnJournal>,
+    /// The most keys the scope may hold: a new key past it is refused
+    /// with `LIMIT_MEMORY_KEYS` (a guest cannot grow the host's database
+    /// without bound).
+    pub max_keys: u64,
 }
 
 impl MemoryBinding {
@@ -84,6 +88,15 @@ impl memory::Host for MemoryView<'_> {
         let m = self.memory_for("set", true)?;
         let scope = m.grant.scope.clone();
         let previous = m.store.get(&scope, &key).map_err(failed)?;
+        if previous.is_none() && m.store.count(&scope).map_err(failed)? >= m.max_keys {
+            return Err(Error::Denied(Denial {
+                code: DenyCode::LimitMemoryKeys.as_str().into(),
+                reason: format!(
+                    "scope `{scope}` holds {} keys, its cap; `{key}` would be one more",
+                    m.max_keys
+                ),
+            }));
+        }
         m.journal(Operation::MemorySet {
             scope: scope.clone(),
             key: key.clone(),

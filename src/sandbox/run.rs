@@ -151,6 +151,7 @@ pub fn execute(
             store: MemoryStore::open(&services.memory_db).map_err(host)?,
             grant: grant.clone(),
             journal: services.journal.clone(),
+            max_keys: plan.limits().memory_keys,
         }),
         None => None,
     };

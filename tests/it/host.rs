@@ -595,3 +595,48 @@ fn item08_a_grant_is_matched_on_the_canonical_target() {
         .iter()
         .any(|s| s.decision.grant() == Some(second)));
 }
+
+#[test]
+fn item12_a_memory_scope_holds_at_most_its_cap_of_keys() {
+    let env = Env::new();
+    let ws = env.mkdir("ws");
+    let mut config = HostConfig::safe_default("tester");
+    if let Some(main) = config.actors.get_mut("main") {
+        main.memory = vec!["notes".into()];
+    }
+    config.memory_keys = 2;
+    let h = host_with(
+        &env,
+        &ws,
+        vec![Manifest::load(&guest("remember")).unwrap()],
+        config,
+    );
+    let turn = |input: &str| h.run(TurnRequest::new("remember", "main", input), &NoOne);
+    let set = |k: &str, v: &str| turn(&format!(r#"{{"op":"set","key":"{k}","value":"{v}"}}"#));
+    // Two keys fit.
+    assert!(set("a", "1").is_ok());
+    assert!(set("b", "2").is_ok());
+    // A third is refused as a value, and nothing is stored.
+    let outcome = set("c", "3");
+    let TurnEnd::Ran { run } = &outcome.end else {
+        panic!("{:?}", outcome.end)
+    };
+    let gatehouse::host::GuestResult::Err { error } = &run.result else {
+        panic!("{:?}", run.result)
+    };
+    assert_eq!(error["denied"]["code"], "LIMIT_MEMORY_KEYS", "{error}");
+    let listed = turn(r#"{"op":"list"}"#);
+    let TurnEnd::Ran { run } = &listed.end else {
+        panic!("{:?}", listed.end)
+    };
+    let gatehouse::host::GuestResult::Ok { output } = &run.result else {
+        panic!("{:?}", run.result)
+    };
+    let keys: serde_json::Value = serde_json::from_str(output).unwrap();
+    assert_eq!(keys["keys"], serde_json::json!(["a", "b"]));
+    // Controls: an existing key is still overwritten, and once a key is
+    // deleted a new one fits again.
+    assert!(set("a", "10").is_ok());
+    assert!(turn(r#"{"op":"delete","key":"b"}"#).is_ok());
+    assert!(set("c", "3").is_ok());
+}
