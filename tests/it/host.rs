@@ -640,3 +640,50 @@ fn item12_a_memory_scope_holds_at_most_its_cap_of_keys() {
     assert!(turn(r#"{"op":"delete","key":"b"}"#).is_ok());
     assert!(set("c", "3").is_ok());
 }
+
+/// The JSON output of a turn that ran and returned ok.
+fn ok_output(outcome: &TurnOutcome) -> serde_json::Value {
+    let TurnEnd::Ran { run } = &outcome.end else {
+        panic!("{:?}", outcome.end)
+    };
+    let gatehouse::host::GuestResult::Ok { output } = &run.result else {
+        panic!("{:?}", run.result)
+    };
+    serde_json::from_str(output).unwrap()
+}
+
+#[test]
+fn a_pooled_slot_shows_the_next_instance_nothing_of_the_previous_one() {
+    // One long-lived host: instances come from the pooling allocator, whose
+    // slots are reused (memory kept resident between them). A guest leaves
+    // a secret in 8 MiB of its memory; the next instance, of another guest,
+    // grows its memory as large and reads every byte of it.
+    let env = Env::new();
+    let ws = env.mkdir("ws");
+    let h = host_with(
+        &env,
+        &ws,
+        vec![
+            Manifest::load(&guest("plant-secret")).unwrap(),
+            Manifest::load(&guest("scan-residue")).unwrap(),
+        ],
+        HostConfig::safe_default("tester"),
+    );
+    let key = "gatehouse-pool-secret-7f3a";
+    let run = |executor: &str, input: String| {
+        ok_output(&h.run(TurnRequest::new(executor, "main", input), &NoOne))
+    };
+    // Control: the scan finds the secret where it is (its own memory).
+    let own = run("scan-residue", format!("self:8:{key}"));
+    assert!(own["found"].as_u64().unwrap() > 1000, "{own}");
+    for round in 0..8 {
+        let planted = run("plant-secret", format!("8:{key}"));
+        assert_eq!(planted["planted_mib"], 8);
+        let scan = run("scan-residue", format!("8:{key}"));
+        assert!(scan["scanned_bytes"].as_u64().unwrap() >= 8 << 20, "{scan}");
+        assert_eq!(
+            scan["found"], 0,
+            "round {round}: a secret survived in a reused slot"
+        );
+    }
+}
