@@ -220,6 +220,7 @@ impl Plan {
                 .map(|g| g.as_str().to_string())
                 .collect(),
             protected: self.protected.clone(),
+            read_only: self.read_only_roots().map(str::to_string).collect(),
         }
     }
 

@@ -45,6 +45,10 @@ pub struct FsScope {
     pub write_globs: Vec<String>,
     /// The paths no executor may write.
     pub protected: Vec<ProtectedPath>,
+    /// The actor's read-only roots inside the read-write ones (issue 12,
+    /// item 1): the turn could not write there, so undo does not either.
+    #[serde(default)]
+    pub read_only: Vec<String>,
 }
 
 /// The file where a turn's scopes are appended.
@@ -226,6 +230,16 @@ impl FsUndo {
             return Err(skip(format!(
                 "`{path}` is host configuration (`{}`); undo never writes it",
                 p.path
+            )));
+        }
+        if let Some(ro) = self
+            .scopes
+            .iter()
+            .flat_map(|s| &s.read_only)
+            .find(|r| path == r.as_str() || is_within(path, r))
+        {
+            return Err(skip(format!(
+                "`{path}` is beneath the read-only root `{ro}`; undo never writes it"
             )));
         }
         let glob_ok = self
@@ -612,6 +626,17 @@ mod tests {
         protected: &[&str],
         scoped: bool,
     ) -> (tempfile::TempDir, FsUndo, String) {
+        turn_with(root, globs, protected, &[], scoped)
+    }
+
+    /// [`turn`] with `read_only` roots inside `root`.
+    fn turn_with(
+        root: &str,
+        globs: &[&str],
+        protected: &[&str],
+        read_only: &[&str],
+        scoped: bool,
+    ) -> (tempfile::TempDir, FsUndo, String) {
         let dir = tempfile::tempdir().unwrap();
         let sha = store_blob(dir.path(), b"before the turn\n").unwrap();
         if scoped {
@@ -625,6 +650,7 @@ mod tests {
                         kind: ProtectedKind::Policy,
                     })
                     .collect(),
+                read_only: read_only.iter().map(|p| p.to_string()).collect(),
             };
             let line = serde_json::to_string(&scope).unwrap();
             std::fs::write(scope_path(dir.path()), format!("{line}\n")).unwrap();
@@ -639,6 +665,26 @@ mod tests {
             blob: Some(sha.to_string()),
         };
         undo.reverse(&op, false).unwrap()
+    }
+
+    /// Issue 12, items 1 and 4: undo writes nothing beneath a read-only
+    /// root nested in the turn's read-write one, which the turn itself
+    /// could not write; the control beside it is restored.
+    #[test]
+    fn item01_undo_writes_nothing_beneath_a_nested_read_only_root() {
+        let ws = tempfile::tempdir().unwrap();
+        let r = ws.path().canonicalize().unwrap();
+        let r = r.to_str().unwrap();
+        std::fs::create_dir_all(format!("{r}/out/ro")).unwrap();
+        let glob = format!("{r}/**");
+        let ro = format!("{r}/out/ro");
+        let (_d, mut undo, sha) = turn_with(r, &[&glob], &[], &[&ro], true);
+        let (st, why) = restore(&mut undo, &format!("{r}/out/ro/k.txt"), &sha);
+        assert_eq!(st, UndoStatus::Skipped, "{why}");
+        assert!(why.contains("read-only root"), "{why}");
+        assert!(!Path::new(&format!("{r}/out/ro/k.txt")).exists());
+        let (st, why) = restore(&mut undo, &format!("{r}/out/k.txt"), &sha);
+        assert_eq!(st, UndoStatus::Done, "{why}");
     }
 
     /// Issue 12, item 4: a path is restored only beneath the turn's roots,
