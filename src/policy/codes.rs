@@ -184,7 +184,7 @@ impl DenyCode {
             D::CapabilityUnknown => ("CAPABILITY_UNKNOWN", F::Capability, "the capability name is not in the closed registry"),
             D::CapabilityDenied => ("CAPABILITY_DENIED", F::Capability, "the autonomy matrix denies the capability at this level; no grant can change it"),
             D::TargetMismatch => ("TARGET_MISMATCH", F::Capability, "the target is missing, malformed, of the wrong kind, or outside what was declared"),
-            D::ApprovalRequired => ("APPROVAL_REQUIRED", F::Capability, "the capability needs an approval and none could be asked for (no terminal)"),
+            D::ApprovalRequired => ("APPROVAL_REQUIRED", F::Capability, "the capability needs an approval and no one gave it (no terminal to ask on, or the approver queued it)"),
             D::ApprovalRefused => ("APPROVAL_REFUSED", F::Capability, "the person asked refused the approval"),
             D::SnapshotMismatch => ("SNAPSHOT_MISMATCH", F::Snapshot, "the policy snapshot differs from the policy recomputed from its sources"),
             D::DigestMismatch => ("DIGEST_MISMATCH", F::Component, "the component's sha256 differs from the digest its manifest pins"),

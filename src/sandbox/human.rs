@@ -1,7 +1,8 @@
 //! `human:ask` → `gatehouse:executor/human`: a question to the person at
-//! the terminal. Without a terminal the answer is a denial value.
+//! the controlling terminal (`/dev/tty`, never the turn's stdin). Without a
+//! terminal the answer is a denial value.
 
-use std::io::{BufRead, IsTerminal, Write};
+use std::io::{BufRead, BufReader, IsTerminal, Write};
 
 use wasmtime::component::{HasData, Linker};
 
@@ -46,12 +47,24 @@ impl human::Host for HumanView<'_> {
             }));
         }
         self.state.asked += 1;
-        if !std::io::stdin().is_terminal() || !std::io::stderr().is_terminal() {
+        // Asked on the controlling terminal, never through the turn's own
+        // stdin (which may be the command's input, or a protocol stream).
+        let tty = std::io::stderr()
+            .is_terminal()
+            .then(|| {
+                std::fs::OpenOptions::new()
+                    .read(true)
+                    .write(true)
+                    .open("/dev/tty")
+                    .ok()
+            })
+            .flatten();
+        let Some(mut out) = tty else {
             return Err(Error::Denied(Denial {
                 code: DenyCode::ApprovalRequired.as_str().into(),
                 reason: "there is no terminal to ask the question on".into(),
             }));
-        }
+        };
         // The question is the guest's text: shown as data, control
         // characters escaped so it cannot drive the terminal.
         let shown: String = cut(question)
@@ -64,12 +77,10 @@ impl human::Host for HumanView<'_> {
                 }
             })
             .collect();
-        let mut err = std::io::stderr().lock();
-        let _ = write!(err, "\nthe executor asks: {shown}\n> ");
-        let _ = err.flush();
+        let _ = write!(out, "\nthe executor asks: {shown}\n> ");
+        let _ = out.flush();
         let mut line = String::new();
-        std::io::stdin()
-            .lock()
+        BufReader::new(out)
             .read_line(&mut line)
             .map_err(|e| Error::Failed(format!("cannot read the answer: {e}")))?;
         Ok(cut(line.trim_end_matches(['\n', '\r']).to_string()))

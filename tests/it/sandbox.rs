@@ -589,6 +589,33 @@ fn ask_without_a_terminal_is_denied_as_a_value() {
 }
 
 #[test]
+fn ask_on_a_terminal_reads_the_answer_there_not_from_the_turns_stdin() {
+    let env = Env::new();
+    let ws = env.mkdir("ws");
+    let m = guest("ask");
+    let args = [
+        "--json",
+        "run",
+        s(&m),
+        "--workspace",
+        s(&ws),
+        "--level",
+        "Full",
+        "--input",
+        r#"{"question":"ok?"}"#,
+    ];
+    // The turn's stdin is /dev/null: the answer can only come from the
+    // terminal.
+    let mut cmd = env.terminal_command_with(&args, &[], "< /dev/null");
+    let r = crate::support::type_answers(&mut cmd, "yes, go\n");
+    assert_eq!(r.code, 0, "{r:#?}");
+    assert!(r.stdout.contains("the executor asks: ok?"), "{r:#?}");
+    let line = r.stdout.lines().last().unwrap();
+    let v: serde_json::Value = serde_json::from_str(&line[line.find("{\"").unwrap()..]).unwrap();
+    assert_eq!(output(&v)["answer"], "yes, go", "{v:#}");
+}
+
+#[test]
 fn call_other_runs_hello_through_the_gate() {
     let env = Env::new();
     let ws = env.mkdir("ws");

@@ -185,11 +185,26 @@ impl Env {
     /// The `script` command that runs the binary with `args` on a
     /// pseudo-terminal, in the sealed environment plus `vars`.
     pub fn terminal_command(&self, args: &[&str], vars: &[(&str, &str)]) -> Command {
+        self.terminal_command_with(args, vars, "")
+    }
+
+    /// [`Env::terminal_command`] with `redirect` (shell syntax, such as
+    /// `< /dev/null`) after the binary's arguments.
+    pub fn terminal_command_with(
+        &self,
+        args: &[&str],
+        vars: &[(&str, &str)],
+        redirect: &str,
+    ) -> Command {
         let quote = |x: &str| format!("'{}'", x.replace('\'', "'\\''"));
         let mut line = quote(env!("CARGO_BIN_EXE_gatehouse"));
         for a in args {
             line.push(' ');
             line.push_str(&quote(a));
+        }
+        if !redirect.is_empty() {
+            line.push(' ');
+            line.push_str(redirect);
         }
         let mut script = Command::new("script");
         script
