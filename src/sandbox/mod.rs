@@ -42,6 +42,4 @@ pub use isolation::{IsolationReport, OnDegraded};
 pub use limits::{LimitHit, Limits, DEFAULT_JOURNAL_BYTES};
 pub use plan::{Allowed, DirAccess, MemoryGrant, Plan, Preopen};
 pub use run::{execute, GuestResult, RunError, RunReport};
-pub use services::{
-    AuditSink, CancelHandle, CommandScreen, NestedError, NestedTurn, NoAudit, RunServices,
-};
+pub use services::{AuditSink, CancelHandle, CommandScreen, NestedError, NestedTurn, RunServices};

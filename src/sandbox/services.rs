@@ -26,31 +26,11 @@ pub trait AuditSink: Send + Sync {
     fn decision(&self, line: serde_json::Value);
 }
 
-/// An audit sink that keeps nothing (benchmarks and unit tests).
-pub struct NoAudit;
-
-impl AuditSink for NoAudit {
-    fn decision(&self, _line: serde_json::Value) {}
-}
-
 /// The policy's answer for a command line, bound to one actor.
 pub trait CommandScreen: Send + Sync {
     /// `Ok` when `command` (the exact argv, shell-quoted) of program
     /// `tool` may run; the deny code and reason when not.
     fn screen(&self, tool: &str, command: &str) -> Result<(), (DenyCode, String)>;
-}
-
-/// A screen that refuses every command (`TOOL_NOT_GRANTED`): what a run
-/// without a host behind it gets.
-pub struct RefuseCommands;
-
-impl CommandScreen for RefuseCommands {
-    fn screen(&self, tool: &str, _command: &str) -> Result<(), (DenyCode, String)> {
-        Err((
-            DenyCode::ToolNotGranted,
-            format!("no command screen is bound to this run; `{tool}` cannot run"),
-        ))
-    }
 }
 
 /// How a delegated call ended when it produced no output.
@@ -98,10 +78,8 @@ impl CancelHandle {
     }
 }
 
-/// Everything a run is given besides its plan.
-///
-/// Defaults ([`RunServices::new`]): not journaled, depth 0, no audit, a
-/// screen that refuses every command, no nested turns, never cancelled.
+/// Everything a run is given besides its plan; the host builds it for each
+/// run (`host::nested::services`).
 #[derive(Clone)]
 pub struct RunServices {
     /// The memory database (`<state>/memory.db`).
@@ -116,19 +94,4 @@ pub struct RunServices {
     pub screen: Arc<dyn CommandScreen>,
     pub nested: Option<Arc<dyn NestedTurn>>,
     pub cancel: CancelHandle,
-}
-
-impl RunServices {
-    /// Services with memory in `memory_db` and nothing else.
-    pub fn new(memory_db: PathBuf) -> RunServices {
-        RunServices {
-            memory_db,
-            depth: 0,
-            journal: None,
-            audit: Arc::new(NoAudit),
-            screen: Arc::new(RefuseCommands),
-            nested: None,
-            cancel: CancelHandle::new(),
-        }
-    }
 }
