@@ -155,6 +155,36 @@ fn main() {
     };
     let workspace = ws_canon.display().to_string();
 
+    // `cargo bench --bench sandbox -- --profile N [--two-threads]`: only N
+    // turns of (c) (on each of 2 threads), nothing timed (for `perf record`).
+    let mut args = std::env::args().skip_while(|a| a != "--profile").skip(1);
+    if let Some(n) = args.next().and_then(|n| n.parse::<usize>().ok()) {
+        let config = HostConfig::safe_default("bench");
+        let state = StatePaths::under(&tmp.join("state"), None, None);
+        let Ok(host) = Host::open(HostOptions::new(config, state, workspace, vec![hello])) else {
+            return;
+        };
+        let threads = std::env::args().any(|a| a == "--two-threads");
+        let one = || {
+            (0..n).all(|_| {
+                host.run(TurnRequest::new("hello", "main", "{}"), &NoOne)
+                    .is_ok()
+            })
+        };
+        let ok = if threads {
+            std::thread::scope(|s| {
+                let a = s.spawn(one);
+                let b = s.spawn(one);
+                a.join().unwrap_or(false) && b.join().unwrap_or(false)
+            })
+        } else {
+            one()
+        };
+        let _ = std::fs::remove_dir_all(&tmp);
+        eprintln!("{n} turns: {}", if ok { "ok" } else { "a turn failed" });
+        return;
+    }
+
     // (a) naive.
     let Ok(naive_engine) = Engine::new(Config::new().wasm_component_model(true)) else {
         return;
