@@ -57,6 +57,7 @@ pub enum Command {
     /// The deny-path suite: every deny code, exact, for the configured actors.
     Test(TestArgs),
     /// Run an executor as one turn: gate, approval, sandbox, result.
+    #[command(after_help = RUN_AFTER_HELP)]
     Run(RunArgs),
     /// How well this host isolates, layer by layer: the degraded-mode
     /// report of the configured engine (`--json`: the document).
@@ -223,14 +224,49 @@ pub struct TestArgs {
     pub workspace: Option<PathBuf>,
 }
 
+/// How `gatehouse run` exits and what it prints.
+pub const RUN_AFTER_HELP: &str = "\
+Output:
+  A command (a `wasi:cli/command` component, a preview 1 module, or a host command)
+  reads its stdin (gatehouse's own stdin, streamed, unless --input is given) and
+  writes straight to gatehouse's stdout and stderr, unmodified, as `wasmtime run`
+  would. A component with `run` gets --input (default `{}`) and its report is
+  printed. Whatever gatehouse itself says goes to stderr (the decisions,
+  isolation and limits with --verbose); --json prints exactly one JSON line on
+  stdout instead (the guest's stdout and stderr in `run.stdout` / `run.stderr`,
+  also on failure), with `ran`, `exit_code` and `guest_exit_code`.
+
+Exit codes:
+  Before guest code starts, gatehouse's own (stderr has one line
+  `gatehouse: CODE: reason`):
+    1  error   2  denied   3  invalid input   4  approval required   130  interrupted
+  Once guest code started, the guest's own, as `wasmtime run` exits:
+    proc_exit(N) / exit-with-code(N)  N
+    exit(ok), `run` returning ok       0
+    a failure status, `run` error      1
+    a trap or any LIMIT_*              134
+    Ctrl-C (TURN_CANCELLED)            130
+  A guest's own 1 to 4 look like gatehouse's: --json tells them apart (`ran`,
+  `guest_exit_code`).
+
+Examples:
+  gatehouse run prog.wasm -- a b            a bare module or component: compute:pure only
+  gatehouse run guests/cli-echo/executor.toml < in.txt | wc -c";
+
 #[derive(Debug, Args)]
 pub struct RunArgs {
-    /// A manifest path (`guests/hello/executor.toml`) or an executor name
-    /// found in the configured executor directories.
+    /// A manifest path (`guests/hello/executor.toml`), an executor name
+    /// found in the configured executor directories, or a bare `.wasm`
+    /// file (run with `compute:pure` only).
     pub executor: String,
-    /// The input (JSON) given to `run`, or to a command's stdin.
-    #[arg(long, default_value = "{}")]
-    pub input: String,
+    /// Arguments for a command (after `--`): its argv after argv[0], which
+    /// is the executor's name. Recorded in the turn's audit.
+    #[arg(last = true, value_name = "ARGS")]
+    pub args: Vec<String>,
+    /// The input: `run`'s argument (default `{}`), or a command's whole
+    /// stdin (default: gatehouse's own stdin, streamed).
+    #[arg(long)]
+    pub input: Option<String>,
     /// The asking actor.
     #[arg(long, default_value = "main")]
     pub actor: String,
@@ -250,9 +286,11 @@ pub struct RunArgs {
     /// Wall-clock deadline in milliseconds (default 5000).
     #[arg(long, default_value_t = 5000)]
     pub deadline_ms: u64,
-    /// Cap on stdout and on stderr, each, in KiB (default 1024).
-    #[arg(long, default_value_t = 1024)]
-    pub output_kib: usize,
+    /// Cap on stdout and on stderr, each, in KiB (default 1024 for output
+    /// kept in the report; a command's output copied through is uncapped
+    /// unless this is given).
+    #[arg(long)]
+    pub output_kib: Option<usize>,
     /// Hostcall fuel: how many calls into the host the guest may make
     /// (default 1000000).
     #[arg(long, default_value_t = 1_000_000)]
@@ -263,6 +301,10 @@ pub struct RunArgs {
     /// ISOLATION_DEGRADED (overrides `[isolation] on_degraded`).
     #[arg(long, value_name = "MODE")]
     pub on_degraded: Option<String>,
+    /// Print the decisions, isolation, limits and what was linked to
+    /// stderr (escaped), also for a command.
+    #[arg(long, short)]
+    pub verbose: bool,
 }
 
 #[derive(Debug, Args)]

@@ -24,11 +24,29 @@ pub use args::Cli;
 /// Distinct exit codes, as documented in `--help`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Exit {
-    Ok = 0,
-    Error = 1,
-    Denied = 2,
-    Invalid = 3,
-    Approval = 4,
+    Ok,
+    Error,
+    Denied,
+    Invalid,
+    Approval,
+    /// Once guest code started, `gatehouse run` exits as `wasmtime run`
+    /// would: the guest's own status, 134 for a trap or a limit, 130 for
+    /// an interrupt.
+    Guest(i32),
+}
+
+impl Exit {
+    /// The process's exit status.
+    pub fn code(self) -> i32 {
+        match self {
+            Exit::Ok => 0,
+            Exit::Error => 1,
+            Exit::Denied => 2,
+            Exit::Invalid => 3,
+            Exit::Approval => 4,
+            Exit::Guest(n) => n,
+        }
+    }
 }
 
 /// A failure that ends the command: its message and exit code.
@@ -132,6 +150,13 @@ pub fn out(line: impl AsRef<str>) {
     write_line(&printable(line.as_ref()));
 }
 
+/// Writes one line of human-readable text to stderr, escaped like
+/// [`out`].
+pub fn err(line: impl AsRef<str>) {
+    let mut stderr = std::io::stderr().lock();
+    let _ = writeln!(stderr, "{}", printable(line.as_ref()));
+}
+
 /// Writes a value as one JSON line, exact (JSON escapes what it must).
 pub fn out_json(value: &impl serde::Serialize) {
     write_line(&serde_json::to_string(value).unwrap_or_default());
@@ -175,7 +200,7 @@ pub fn main() -> i32 {
                 _ => Exit::Invalid,
             };
             let _ = e.print();
-            return exit as i32;
+            return exit.code();
         }
     };
     init_tracing();
@@ -191,10 +216,10 @@ pub fn main() -> i32 {
         env,
     };
     match commands::run(&ctx, cli.command) {
-        Ok(exit) => exit as i32,
+        Ok(exit) => exit.code(),
         Err(f) => {
             eprintln!("gatehouse: {}", printable(&f.message));
-            f.exit as i32
+            f.exit.code()
         }
     }
 }

@@ -6,18 +6,21 @@ use std::path::Path;
 use serde_json::json;
 
 use gatehouse::host::{
-    Approver, GuestResult, Host, HostError, HostOptions, Limits, NoOne, OnDegraded, Step,
-    TerminalApprover, TurnEnd, TurnOutcome, TurnRequest,
+    Approver, CancelHandle, GuestResult, Host, HostError, HostOptions, Limits, NoOne, OnDegraded,
+    RunIo, RunReport, StdinFrom, Step, TerminalApprover, TurnEnd, TurnOutcome, TurnRequest,
 };
 use gatehouse::manifest::{find_by_name, Manifest};
 use gatehouse::policy::DenyCode;
 
 use super::args::RunArgs;
 use super::commands::{gather_manifests, parse_level};
-use super::{out, out_json, CmdResult, Context, Exit, Failure};
+use super::{err, out, out_json, CmdResult, Context, Exit, Failure};
 
 fn find_manifest(ctx: &Context, executor: &str) -> Result<Manifest, Failure> {
     let path = Path::new(executor);
+    if executor.ends_with(".wasm") {
+        return bare_wasm(path);
+    }
     if executor.contains('/') || executor.ends_with(".toml") {
         return Ok(Manifest::load(path)?);
     }
@@ -28,6 +31,51 @@ fn find_manifest(ctx: &Context, executor: &str) -> Result<Manifest, Failure> {
             config.executor_dirs.iter().map(|d| format!("`{}`", d.display())).collect::<Vec<_>>().join(", ")
         ))
     })
+}
+
+/// A bare `.wasm` file as an executor: named after the file, with
+/// `compute:pure` only. Anything else it imports is refused with
+/// `IMPORT_NOT_GRANTED`, whose reason names the manifest field that would
+/// grant it.
+fn bare_wasm(path: &Path) -> Result<Manifest, Failure> {
+    if !path.is_file() {
+        return Err(Failure::invalid(format!(
+            "`{}` is not a file",
+            path.display()
+        )));
+    }
+    let absolute = std::path::absolute(path).map_err(|e| {
+        Failure::error(format!(
+            "cannot resolve `{}`: {}",
+            path.display(),
+            gatehouse::config::lower(&e.to_string())
+        ))
+    })?;
+    let stem = path
+        .file_stem()
+        .map(|s| s.to_string_lossy().to_lowercase())
+        .unwrap_or_default();
+    let mut name: String = stem
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '_' || c == '-' {
+                c
+            } else {
+                '-'
+            }
+        })
+        .take(64)
+        .collect();
+    if !name.starts_with(|c: char| c.is_ascii_alphanumeric()) {
+        name = format!("wasm{name}").chars().take(64).collect();
+    }
+    let text = format!(
+        "name = {}\ndescription = \"a bare module: compute:pure only\"\ncomponent = {}\n\n[[capabilities]]\nname = \"compute:pure\"\n",
+        toml::Value::String(name),
+        toml::Value::String(absolute.display().to_string())
+    );
+    let manifest_path = absolute.with_extension("wasm.toml");
+    Ok(Manifest::parse(&manifest_path, &text)?)
 }
 
 /// The host of one `gatehouse run`: the configuration, the executor named
@@ -76,100 +124,195 @@ pub(super) fn approver() -> Box<dyn Approver> {
     }
 }
 
+/// Set by SIGINT: the running turn's cancel handle.
+static INTERRUPT: std::sync::OnceLock<CancelHandle> = std::sync::OnceLock::new();
+
+extern "C" fn on_interrupt(_: libc::c_int) {
+    match INTERRUPT.get() {
+        // A second Ctrl-C while the turn winds down ends the process.
+        Some(c) if c.is_cancelled() => {
+            // SAFETY: `_exit` is async-signal-safe.
+            unsafe { libc::_exit(130) }
+        }
+        // An atomic store: async-signal-safe.
+        Some(c) => c.cancel(),
+        None => {
+            // SAFETY: `_exit` is async-signal-safe.
+            unsafe { libc::_exit(130) }
+        }
+    }
+}
+
+/// Ctrl-C cancels the turn (it ends within one epoch tick with
+/// `TURN_CANCELLED`, exit 130); a second one ends the process.
+fn cancel_on_interrupt(cancel: &CancelHandle) {
+    if INTERRUPT.set(cancel.clone()).is_err() {
+        return;
+    }
+    let handler = on_interrupt as extern "C" fn(libc::c_int);
+    // SAFETY: the handler only loads a `OnceLock` that was set before it
+    // was installed and stores to an atomic, or calls `_exit`: all
+    // async-signal-safe.
+    unsafe {
+        libc::signal(libc::SIGINT, handler as libc::sighandler_t);
+    }
+}
+
 pub fn run(ctx: &Context, args: RunArgs) -> CmdResult {
     let manifest = find_manifest(ctx, &args.executor)?;
     let limits = Limits {
         memory_bytes: args.memory_mib.saturating_mul(1 << 20),
         deadline_ms: args.deadline_ms,
-        output_bytes: args.output_kib.saturating_mul(1 << 10),
+        output_bytes: args.output_kib.unwrap_or(1024).saturating_mul(1 << 10),
         hostcalls: args.hostcalls,
         ..Limits::default()
     };
     let host = open_host(ctx, &args, &manifest)?;
-    let mut request = TurnRequest::new(&manifest.name, &args.actor, &args.input);
+    let mut request = TurnRequest::new(
+        &manifest.name,
+        &args.actor,
+        args.input.as_deref().unwrap_or("{}"),
+    );
     request.limits = limits;
+    request.io = RunIo {
+        args: args.args.clone(),
+        stdin: if args.input.is_some() {
+            StdinFrom::Input
+        } else {
+            StdinFrom::Inherit
+        },
+        forward_output: !ctx.json,
+        forward_cap: args.output_kib.map(|k| k.saturating_mul(1 << 10)),
+    };
+    cancel_on_interrupt(&request.cancel);
     let outcome = host.run(request, approver().as_ref());
-    report(ctx, &outcome)
+    report(ctx, &outcome, args.verbose)
+}
+
+/// The process status of a turn: gatehouse's own codes before guest code
+/// started, the guest's (as `wasmtime run` exits) once it did.
+fn exit_of(outcome: &TurnOutcome) -> (Exit, bool) {
+    match &outcome.end {
+        TurnEnd::Refused {
+            code: DenyCode::ApprovalRequired,
+            ..
+        } => (Exit::Approval, false),
+        TurnEnd::Refused {
+            code: DenyCode::TurnCancelled,
+            ..
+        } => (Exit::Guest(130), false),
+        TurnEnd::Refused { .. } => (Exit::Denied, false),
+        TurnEnd::Invalid { .. } => (Exit::Invalid, false),
+        TurnEnd::Failed { .. } => (Exit::Error, false),
+        TurnEnd::Stopped {
+            code: Some(DenyCode::TurnCancelled),
+            run,
+            ..
+        } => (Exit::Guest(130), run.is_some()),
+        TurnEnd::Stopped { run: Some(_), .. } => (Exit::Guest(134), true),
+        TurnEnd::Stopped { run: None, .. } => (Exit::Error, false),
+        TurnEnd::Ran { run } => (Exit::Guest(run.exit_code.unwrap_or(1)), true),
+    }
 }
 
 /// Prints a turn's outcome and picks the exit code.
-pub(super) fn report(ctx: &Context, outcome: &TurnOutcome) -> CmdResult {
-    let base = json!({
-        "turn": outcome.turn,
-        "executor": outcome.executor,
-        "actor": outcome.actor,
-        "level": outcome.level,
-        "decisions": outcome.decisions,
-        "limits": outcome.limits,
-    });
-    let with_isolation = |mut v: serde_json::Value| {
+pub(super) fn report(ctx: &Context, outcome: &TurnOutcome, verbose: bool) -> CmdResult {
+    let (exit, ran) = exit_of(outcome);
+    if ctx.json {
+        let mut v = json!({
+            "turn": outcome.turn,
+            "executor": outcome.executor,
+            "actor": outcome.actor,
+            "level": outcome.level,
+            "decisions": outcome.decisions,
+            "limits": outcome.limits,
+            "ran": ran,
+            "exit_code": exit.code(),
+            "guest_exit_code": null,
+        });
         if let Some(i) = &outcome.isolation {
             v["isolation"] = json!(i);
         }
         if !outcome.approvals.is_empty() {
             v["approvals"] = json!(outcome.approvals);
         }
-        v
-    };
-    match &outcome.end {
-        TurnEnd::Refused { code, reason } => {
-            if ctx.json {
-                let mut v = with_isolation(base);
+        match &outcome.end {
+            TurnEnd::Refused { code, reason } => {
                 v["code"] = json!(code);
                 v["reason"] = json!(reason);
                 if !outcome.pending.is_empty() {
                     v["pending"] = json!(outcome.pending);
                 }
-                out_json(&v);
-            } else {
-                print_steps(&outcome.decisions);
-                if let Some(i) = &outcome.isolation {
-                    out(super::isolation::line(i));
-                }
-                out(format!("{code}: {reason}"));
             }
-            Ok(match code {
-                DenyCode::ApprovalRequired => Exit::Approval,
-                _ => Exit::Denied,
-            })
+            TurnEnd::Invalid { message } | TurnEnd::Failed { message } => {
+                v["error"] = json!({"code": null, "message": message});
+            }
+            TurnEnd::Stopped { code, message, run } => {
+                v["error"] = json!({"code": code, "message": message});
+                err(format!("gatehouse: {message}"));
+                if let Some(run) = run {
+                    v["run"] = serde_json::to_value(run).unwrap_or_default();
+                }
+            }
+            TurnEnd::Ran { run } => {
+                v["guest_exit_code"] = json!(run.exit_code);
+                v["run"] = serde_json::to_value(run).unwrap_or_default();
+            }
+        }
+        out_json(&v);
+        return Ok(exit);
+    }
+    let command = match &outcome.end {
+        TurnEnd::Ran { run } | TurnEnd::Stopped { run: Some(run), .. } => run.command,
+        _ => true,
+    };
+    // A component with `run` prints its report on stdout; a command's
+    // output went through, and gatehouse's own lines go to stderr.
+    let say: fn(String) = if command { err } else { |l| out(l) };
+    if verbose || !command {
+        print_steps(&outcome.decisions, say);
+    }
+    match &outcome.end {
+        TurnEnd::Refused { code, reason } => {
+            if verbose {
+                if let Some(i) = &outcome.isolation {
+                    err(super::isolation::line(i));
+                }
+            }
+            // Exactly one line, the only one without --verbose.
+            err(format!("gatehouse: {code}: {reason}"));
+            Ok(exit)
         }
         TurnEnd::Invalid { message } => Err(Failure::invalid(message.clone())),
         TurnEnd::Failed { message } => Err(Failure::error(message.clone())),
-        TurnEnd::Stopped { code, message } => {
-            if ctx.json {
-                let mut v = with_isolation(base);
-                v["error"] = json!({"code": code, "message": message});
-                out_json(&v);
-            } else {
-                print_steps(&outcome.decisions);
-                out(format!("turn     {}", outcome.turn));
+        TurnEnd::Stopped { message, run, .. } => {
+            if verbose || !command {
+                say(format!("turn     {}", outcome.turn));
                 if let Some(i) = &outcome.isolation {
-                    out(super::isolation::line(i));
+                    say(super::isolation::line(i));
                 }
             }
+            if let (false, Some(run)) = (command, run) {
+                print_output(run, say);
+            }
             Err(Failure {
-                exit: Exit::Error,
+                exit,
                 message: message.clone(),
             })
         }
         TurnEnd::Ran { run: report } => {
-            let exit = match report.result {
-                GuestResult::Ok { .. } => Exit::Ok,
-                GuestResult::Err { .. } => Exit::Error,
-            };
-            if ctx.json {
-                let mut v = with_isolation(base);
-                v["run"] = serde_json::to_value(report).unwrap_or_default();
-                out_json(&v);
+            if !verbose && command {
+                for l in &report.log {
+                    err(format!("log      [{}] {}", l.level, l.message));
+                }
                 return Ok(exit);
             }
             let limits = outcome.limits;
-            print_steps(&outcome.decisions);
-            out(format!("turn     {}", outcome.turn));
+            say(format!("turn     {}", outcome.turn));
             if let Some(i) = &outcome.isolation {
-                out(super::isolation::line(i));
+                say(super::isolation::line(i));
             }
-            out(format!(
+            say(format!(
                 "limits   memory {} MiB, deadline {} ms, output {} KiB per stream, {} hostcalls, {} resources",
                 limits.memory_bytes >> 20,
                 limits.deadline_ms,
@@ -177,8 +320,8 @@ pub(super) fn report(ctx: &Context, outcome: &TurnOutcome) -> CmdResult {
                 limits.hostcalls,
                 limits.resources
             ));
-            out(format!("linked   {}", report.linked.join(", ")));
-            out(format!(
+            say(format!("linked   {}", report.linked.join(", ")));
+            say(format!(
                 "cache    {}",
                 if report.cache_hit {
                     "hit (no compilation)"
@@ -187,31 +330,45 @@ pub(super) fn report(ctx: &Context, outcome: &TurnOutcome) -> CmdResult {
                 }
             ));
             for l in &report.log {
-                out(format!("log      [{}] {}", l.level, l.message));
+                say(format!("log      [{}] {}", l.level, l.message));
             }
             for c in &report.commands {
-                out(format!("command  {}", c.summary()));
+                say(format!("command  {}", c.summary()));
             }
-            match &report.result {
-                GuestResult::Ok { output } => out(format!("output   {output}")),
-                GuestResult::Err { error } => out(format!("error    {error}")),
-            }
-            if !report.stderr.is_empty() {
-                out(format!("stderr   {}", report.stderr.trim_end()));
+            if command {
+                say(format!("exit     {}", exit.code()));
+            } else {
+                match &report.result {
+                    GuestResult::Ok { output } => say(format!("output   {output}")),
+                    GuestResult::Err { error } => say(format!("error    {error}")),
+                }
+                if !report.stderr.is_empty() {
+                    say(format!("stderr   {}", report.stderr.trim_end()));
+                }
             }
             Ok(exit)
         }
     }
 }
 
-fn print_steps(steps: &[Step]) {
+/// What a stopped component wrote before it was stopped.
+fn print_output(run: &RunReport, say: fn(String)) {
+    if !run.stdout.is_empty() {
+        say(format!("stdout   {}", run.stdout.trim_end()));
+    }
+    if !run.stderr.is_empty() {
+        say(format!("stderr   {}", run.stderr.trim_end()));
+    }
+}
+
+fn print_steps(steps: &[Step], say: fn(String)) {
     for s in steps {
         let answer = match &s.decision {
             gatehouse::policy::Decision::Deny { code, .. } => format!("denied {code}"),
             d => d.outcome().to_string(),
         };
         let approval = s.approval.map(|a| format!(" ({a})")).unwrap_or_default();
-        out(format!(
+        say(format!(
             "decision {:<11} {answer}{approval}: {}",
             s.request.kind.name(),
             s.decision.reason()

@@ -45,7 +45,7 @@ use crate::sandbox::{EngineProfile, Sandbox};
 // The sandbox's types a caller of the host handles: it needs nothing else
 // from the sandbox.
 pub use crate::sandbox::{
-    CancelHandle, GuestResult, IsolationReport, Limits, OnDegraded, RunReport,
+    CancelHandle, GuestResult, IsolationReport, Limits, OnDegraded, RunIo, RunReport, StdinFrom,
 };
 use crate::snapshot::{self, SnapshotError, Sources};
 use crate::undo::{AppendLog, HistoryError};
@@ -133,6 +133,9 @@ pub struct TurnRequest {
     /// Cancels the turn from another thread: it ends like a deadline,
     /// with `TURN_CANCELLED`.
     pub cancel: CancelHandle,
+    /// A command's arguments (recorded in the audit) and standard streams;
+    /// by default no arguments, stdin the input, output kept.
+    pub io: RunIo,
 }
 
 impl TurnRequest {
@@ -149,6 +152,7 @@ impl TurnRequest {
             input: input.into(),
             limits: Limits::default(),
             cancel: CancelHandle::new(),
+            io: RunIo::default(),
         }
     }
 }
@@ -176,6 +180,9 @@ pub enum TurnEnd {
     Stopped {
         code: Option<DenyCode>,
         message: String,
+        /// What the guest wrote until it was stopped.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        run: Option<Box<RunReport>>,
     },
     /// The request cannot be run as given (an unknown executor, an
     /// unreadable component); nothing was recorded.

@@ -143,7 +143,13 @@ impl NestedTurn for Nested {
         };
         callee.request.limits = limits;
         let services = services(callee, depth, journal);
-        match execute(&scope.sandbox, &plan, input, &services) {
+        match execute(
+            &scope.sandbox,
+            &plan,
+            input,
+            &crate::sandbox::RunIo::default(),
+            &services,
+        ) {
             Ok(report) => match report.result {
                 GuestResult::Ok { output } => Ok(output),
                 GuestResult::Err { error } => Err(NestedError::Failed(format!(

@@ -16,7 +16,7 @@ use crate::manifest::Manifest;
 use crate::policy::snapshot::sha256_hex;
 use crate::policy::{Capability, DenyCode};
 use crate::sandbox::{
-    execute, EngineProfile, GuestResult, IsolationReport, Limits, Plan, RunError, Sandbox,
+    execute, EngineProfile, GuestResult, IsolationReport, Limits, Plan, RunError, Sandbox, Stopped,
 };
 use crate::undo::{TurnJournal, TurnRecord};
 
@@ -380,7 +380,7 @@ impl Inner {
             0,
             self.journaled.then(|| journal.clone()),
         );
-        let end = match execute(sandbox, plan, &t.request.input, &services) {
+        let end = match execute(sandbox, plan, &t.request.input, &t.request.io, &services) {
             Ok(report) => {
                 let status = match report.result {
                     GuestResult::Ok { .. } => "ok",
@@ -406,12 +406,23 @@ impl Inner {
                 journal.discard();
                 TurnEnd::Invalid { message: chain(&e) }
             }
+            Err(RunError::Stopped(stopped)) => {
+                let Stopped { error, report } = *stopped;
+                let code = error.code();
+                self.finish_journal(&journal, t.id, code.map_or("error", |c| c.as_str()));
+                TurnEnd::Stopped {
+                    code,
+                    message: chain(&error),
+                    run: Some(Box::new(report)),
+                }
+            }
             Err(e) => {
                 let code = e.code();
                 self.finish_journal(&journal, t.id, code.map_or("error", |c| c.as_str()));
                 TurnEnd::Stopped {
                     code,
                     message: chain(&e),
+                    run: None,
                 }
             }
         };

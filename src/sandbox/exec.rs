@@ -473,6 +473,7 @@ impl exec::Host for ExecView<'_> {
 pub fn run_command(
     plan: &Plan,
     input: &str,
+    io: &super::run::RunIo,
     services: &RunServices,
 ) -> Result<RunReport, RunError> {
     let started = std::time::Instant::now();
@@ -494,7 +495,26 @@ pub fn run_command(
             .map(|r| format!("root `{}` (read-write)", r.display())),
     );
     linked.extend(binding.env.iter().map(|(k, _)| format!("env `{k}`")));
-    let result = binding.call(program.clone(), args.to_vec(), input.as_bytes().to_vec());
+    // The turn's arguments follow the manifest's; the screen sees the
+    // whole argv, as for any command call.
+    let argv: Vec<String> = args.iter().chain(&io.args).cloned().collect();
+    let stdin = match io.stdin {
+        super::run::StdinFrom::Input => input.as_bytes().to_vec(),
+        super::run::StdinFrom::Inherit => {
+            let mut buf = Vec::new();
+            std::io::Read::read_to_end(&mut std::io::stdin(), &mut buf).map_err(|e| {
+                RunError::Host(
+                    format!(
+                        "cannot read stdin: {}",
+                        crate::config::lower(&e.to_string())
+                    )
+                    .into(),
+                )
+            })?;
+            buf
+        }
+    };
+    let result = binding.call(program.clone(), argv, stdin);
     let o = match result {
         Ok(o) => o,
         Err(Error::Denied(d)) => {
@@ -538,7 +558,7 @@ pub fn run_command(
             error: serde_json::json!({"failed": format!("`{program}` was killed by signal {}", signal.unwrap_or(0)), "signal": signal}),
         },
     };
-    Ok(RunReport {
+    let report = RunReport {
         result,
         stdout,
         stderr: String::from_utf8_lossy(&o.stderr).into_owned(),
@@ -550,7 +570,19 @@ pub fn run_command(
         sha256: String::new(),
         elapsed_ms: started.elapsed().as_secs_f64() * 1e3,
         commands: std::mem::take(&mut binding.records),
-    })
+        exit_code: match (o.status, o.signal) {
+            (Some(code), _) => Some(code),
+            // Killed by a signal: as a shell reports it.
+            (None, signal) => Some(128 + signal.unwrap_or(0)),
+        },
+        command: true,
+    };
+    if io.forward_output {
+        use std::io::Write;
+        let _ = std::io::stdout().lock().write_all(report.stdout.as_bytes());
+        let _ = std::io::stderr().lock().write_all(report.stderr.as_bytes());
+    }
+    Ok(report)
 }
 
 struct HasExec;

@@ -35,8 +35,9 @@ pub fn check(imports: &[String], plan: &Plan) -> Result<(), RefusedImport> {
                 return Err(RefusedImport {
                     import: import.clone(),
                     reason: format!(
-                        "`{import}` needs `{}`, which this turn was not granted",
-                        names.join("` or `")
+                        "`{import}` needs `{}`, which this turn was not granted (a manifest declares it as `[[capabilities]] name = \"{}\"`)",
+                        names.join("` or `"),
+                        names.first().copied().unwrap_or_default()
                     ),
                 });
             }

@@ -41,5 +41,5 @@ pub use engine::{Counters, EngineProfile, LoadError, Sandbox};
 pub use isolation::{IsolationReport, OnDegraded};
 pub use limits::{LimitHit, Limits, DEFAULT_JOURNAL_BYTES};
 pub use plan::{Allowed, DirAccess, MemoryGrant, Plan, Preopen};
-pub use run::{execute, GuestResult, RunError, RunReport};
+pub use run::{execute, GuestResult, RunError, RunIo, RunReport, StdinFrom, Stopped};
 pub use services::{AuditSink, CancelHandle, CommandScreen, NestedError, NestedTurn, RunServices};

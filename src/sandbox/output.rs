@@ -3,8 +3,13 @@
 //! wasmtime-wasi's `MemoryOutputPipe` closes the stream when full, but a
 //! guest that then panics looks like any other trap. This wrapper records
 //! that the cap was reached so the run can be reported as `LIMIT_OUTPUT`.
+//!
+//! A pipe either keeps what the guest writes (the run report carries it)
+//! or forwards it, as it is written, to the process's own stdout or stderr
+//! (`gatehouse run` of a command, which stands in for `wasmtime run`).
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::io::Write;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use bytes::Bytes;
@@ -12,24 +17,46 @@ use wasmtime_wasi::cli::{IsTerminal, StdoutStream};
 use wasmtime_wasi::p2::pipe::MemoryOutputPipe;
 use wasmtime_wasi::p2::{OutputStream, Pollable, StreamError, StreamResult};
 
-/// An in-memory pipe of at most `cap` bytes.
+/// Where a forwarding pipe writes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Forward {
+    Stdout,
+    Stderr,
+}
+
+/// A pipe of at most `cap` bytes: kept in memory, or forwarded.
 #[derive(Clone)]
 pub struct CappedPipe {
     inner: MemoryOutputPipe,
+    forward: Option<Forward>,
     cap: usize,
+    written: Arc<AtomicUsize>,
     hit: Arc<AtomicBool>,
 }
 
 impl CappedPipe {
+    /// Keeps up to `cap` bytes in memory.
     pub fn new(cap: usize) -> CappedPipe {
+        CappedPipe::with(cap, None)
+    }
+
+    /// Forwards up to `cap` bytes to the process's `to`, keeping none.
+    pub fn forwarding(cap: usize, to: Forward) -> CappedPipe {
+        CappedPipe::with(cap, Some(to))
+    }
+
+    fn with(cap: usize, forward: Option<Forward>) -> CappedPipe {
         CappedPipe {
-            inner: MemoryOutputPipe::new(cap),
+            // A forwarding pipe keeps nothing.
+            inner: MemoryOutputPipe::new(if forward.is_some() { 0 } else { cap }),
+            forward,
             cap,
+            written: Arc::new(AtomicUsize::new(0)),
             hit: Arc::new(AtomicBool::new(false)),
         }
     }
 
-    /// What the guest wrote, up to the cap.
+    /// What the guest wrote, up to the cap (empty when forwarded).
     pub fn contents(&self) -> Bytes {
         self.inner.contents()
     }
@@ -40,7 +67,27 @@ impl CappedPipe {
     }
 
     fn remaining(&self) -> usize {
-        self.cap.saturating_sub(self.inner.contents().len())
+        self.cap
+            .saturating_sub(self.written.load(Ordering::Relaxed))
+    }
+
+    fn put(&mut self, bytes: Bytes) -> StreamResult<()> {
+        self.written.fetch_add(bytes.len(), Ordering::Relaxed);
+        match self.forward {
+            None => self.inner.write(bytes),
+            Some(to) => {
+                let done = match to {
+                    Forward::Stdout => {
+                        let mut out = std::io::stdout().lock();
+                        out.write_all(&bytes).and_then(|()| out.flush())
+                    }
+                    Forward::Stderr => std::io::stderr().lock().write_all(&bytes),
+                };
+                // A closed pipe (`| head`) closes the guest's stream, as
+                // it would for a native program.
+                done.map_err(|_| StreamError::Closed)
+            }
+        }
     }
 }
 
@@ -71,10 +118,10 @@ impl OutputStream for CappedPipe {
         if bytes.len() > room {
             self.hit.store(true, Ordering::Relaxed);
             // Keep what fits: the output is cut at the cap, not dropped.
-            let _ = self.inner.write(bytes.slice(..room));
+            let _ = self.put(bytes.slice(..room));
             return Err(StreamError::Closed);
         }
-        self.inner.write(bytes)
+        self.put(bytes)
     }
 
     fn flush(&mut self) -> StreamResult<()> {
@@ -87,7 +134,8 @@ impl OutputStream for CappedPipe {
                 self.hit.store(true, Ordering::Relaxed);
                 Err(StreamError::Closed)
             }
-            n => Ok(n),
+            // wasmtime-wasi's pipes offer at most this much at a time.
+            n => Ok(n.min(1 << 20)),
         }
     }
 }

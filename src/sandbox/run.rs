@@ -18,7 +18,7 @@ use super::imports::{self, RefusedImport};
 use super::limits::LimitHit;
 use super::log::LogLine;
 use super::memory::MemoryBinding;
-use super::output::CappedPipe;
+use super::output::{CappedPipe, Forward};
 use super::plan::Plan;
 use super::services::RunServices;
 use super::state::HostState;
@@ -56,6 +56,55 @@ pub struct RunReport {
     /// run, with what confined it.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub commands: Vec<super::exec::CommandRecord>,
+    /// The guest's exit status, as `wasmtime run` would exit with it:
+    /// `proc_exit(N)` / `exit-with-code(N)` → N, `exit(ok)` or `run`
+    /// returning ok → 0, a failure status or `run` returning an error → 1.
+    /// `None` when the run was stopped (a limit, a trap, a cancel).
+    pub exit_code: Option<i32>,
+    /// Whether the executor was a command (`wasi:cli/command`, or a host
+    /// command): its stdin, argv and stdout are its interface.
+    pub command: bool,
+}
+
+/// A command's arguments and standard streams, as the caller wires them.
+///
+/// Defaults: no arguments beyond `argv[0]` (the executor's name), stdin
+/// is the turn's input, and output is kept (capped) for the report.
+#[derive(Debug, Clone, Default)]
+pub struct RunIo {
+    /// `argv[1..]` of a command (a component with `run` gets none).
+    pub args: Vec<String>,
+    pub stdin: StdinFrom,
+    /// A command's stdout and stderr go to the process's own as they are
+    /// written (nothing is kept for the report); a component with `run`
+    /// keeps its output for the report whatever this says.
+    pub forward_output: bool,
+    /// The cap on each forwarded stream; `None`: uncapped (the kept
+    /// streams are capped by the plan's limits).
+    pub forward_cap: Option<usize>,
+}
+
+/// Where a command's stdin comes from.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StdinFrom {
+    /// The turn's input.
+    #[default]
+    Input,
+    /// The process's own stdin, streamed.
+    ///
+    /// # Security
+    /// The guest reads whatever the process's stdin holds; approvals never
+    /// read it (the terminal approver asks on `/dev/tty`).
+    Inherit,
+}
+
+/// A run that guest code started and that did not return: why, and what
+/// it wrote until then.
+#[derive(Debug)]
+pub struct Stopped {
+    pub error: RunError,
+    pub report: RunReport,
 }
 
 /// Why a run did not produce a guest result.
@@ -69,8 +118,12 @@ pub enum RunError {
     Load(#[from] LoadError),
     /// The guest called `exit` (a command's status, which issue 14 will
     /// report as the command's own).
-    #[error("the guest trapped: the guest exited with status {0}")]
+    #[error("the guest exited with status {0}")]
     Exit(i32),
+    /// Guest code started and was stopped (a limit, a trap, a cancel); the
+    /// report holds what it wrote until then.
+    #[error("{}", .0.error)]
+    Stopped(Box<Stopped>),
     #[error("the guest trapped")]
     Trap(#[source] Box<dyn std::error::Error + Send + Sync>),
     #[error("host error")]
@@ -83,6 +136,7 @@ impl RunError {
         match self {
             RunError::Refused { code, .. } => Some(*code),
             RunError::Limit(hit) => Some(hit.code),
+            RunError::Stopped(s) => s.error.code(),
             _ => None,
         }
     }
@@ -107,10 +161,11 @@ pub fn execute(
     sandbox: &Sandbox,
     plan: &Plan,
     input: &str,
+    io: &RunIo,
     services: &RunServices,
 ) -> Result<RunReport, RunError> {
     if !plan.command().is_empty() {
-        return super::exec::run_command(plan, input, services);
+        return super::exec::run_command(plan, input, io, services);
     }
     let started = Instant::now();
     let path = plan.component();
@@ -169,8 +224,18 @@ pub fn execute(
         (!plan.exec_tools().is_empty()).then(|| super::exec::ExecBinding::new(plan, services));
 
     let limits = *plan.limits();
-    let stdout = CappedPipe::new(limits.output_bytes);
-    let stderr = CappedPipe::new(limits.output_bytes);
+    let (stdout, stderr) = if io.forward_output && is_command {
+        let cap = io.forward_cap.unwrap_or(usize::MAX);
+        (
+            CappedPipe::forwarding(cap, Forward::Stdout),
+            CappedPipe::forwarding(cap, Forward::Stderr),
+        )
+    } else {
+        (
+            CappedPipe::new(limits.output_bytes),
+            CappedPipe::new(limits.output_bytes),
+        )
+    };
     let mut b = WasiCtxBuilder::new();
     b.stdout(stdout.clone()).stderr(stderr.clone());
     b.allow_blocking_current_thread(true);
@@ -178,8 +243,16 @@ pub fn execute(
         .allow_udp(false)
         .allow_ip_name_lookup(false);
     if is_command {
-        b.stdin(MemoryInputPipe::new(input.to_string()));
+        match io.stdin {
+            StdinFrom::Input => {
+                b.stdin(MemoryInputPipe::new(input.to_string()));
+            }
+            StdinFrom::Inherit => {
+                b.stdin(std::io::stdin());
+            }
+        }
         b.arg(plan.executor());
+        b.args(&io.args);
     }
     linked.extend(fs::apply(&mut b, plan).map_err(host)?);
     for name in env::apply(&mut b, plan) {
@@ -269,20 +342,59 @@ pub fn execute(
     // What the turn left each touched path as, for undo (a run killed
     // before this still has its write-ahead journal).
     store.data_mut().fs.finish().map_err(host)?;
-    if stdout.cap_hit() || stderr.cap_hit() {
-        return Err(RunError::Limit(LimitHit::new(
+    let stopped = if stdout.cap_hit() || stderr.cap_hit() {
+        Some(RunError::Limit(LimitHit::new(
             DenyCode::LimitOutput,
             format!(
                 "the guest wrote more than {} bytes to {}",
-                limits.output_bytes,
+                if io.forward_output && is_command {
+                    io.forward_cap.unwrap_or(usize::MAX)
+                } else {
+                    limits.output_bytes
+                },
                 if stdout.cap_hit() { "stdout" } else { "stderr" }
             ),
-        )));
-    }
-    let result = outcome.map_err(|e| classify(e, &store, &limits, &services.cancel))?;
-    Ok(RunReport {
-        result,
-        stdout: String::from_utf8_lossy(&stdout.contents()).into_owned(),
+        )))
+    } else {
+        None
+    };
+    let output = || String::from_utf8_lossy(&stdout.contents()).into_owned();
+    let (result, stopped) = match (stopped, outcome) {
+        (Some(limit), _) => (None, Some(limit)),
+        (None, Ok(result)) => (Some(result), None),
+        (None, Err(e)) => match classify(e, &store, &limits, &services.cancel) {
+            // An exit is the guest's own status, not a failure of the run.
+            RunError::Exit(0) => (Some(GuestResult::Ok { output: output() }), None),
+            RunError::Exit(n) => (
+                Some(GuestResult::Err {
+                    error: serde_json::json!({
+                        "failed": format!("the guest exited with status {n}"),
+                        "exit_code": n,
+                    }),
+                }),
+                None,
+            ),
+            e => (None, Some(e)),
+        },
+    };
+    let exit_code = match &result {
+        Some(GuestResult::Ok { .. }) => Some(0),
+        Some(GuestResult::Err { error }) => Some(
+            error
+                .get("exit_code")
+                .and_then(serde_json::Value::as_i64)
+                .and_then(|n| i32::try_from(n).ok())
+                .unwrap_or(1),
+        ),
+        None => None,
+    };
+    let report = RunReport {
+        result: result.unwrap_or_else(|| GuestResult::Err {
+            error: serde_json::json!({
+                "stopped": stopped.as_ref().map(|e| e.to_string()).unwrap_or_default()
+            }),
+        }),
+        stdout: output(),
         stderr: String::from_utf8_lossy(&stderr.contents()).into_owned(),
         log: std::mem::take(&mut store.data_mut().log.lines),
         linked,
@@ -297,7 +409,13 @@ pub fn execute(
             .as_mut()
             .map(|b| std::mem::take(&mut b.records))
             .unwrap_or_default(),
-    })
+        exit_code,
+        command: is_command,
+    };
+    match stopped {
+        None => Ok(report),
+        Some(error) => Err(RunError::Stopped(Box::new(Stopped { error, report }))),
+    }
 }
 
 /// How the run report names a linked binding (with what the plan gave it).

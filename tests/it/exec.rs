@@ -735,7 +735,7 @@ fn the_exec_import_without_code_exec_is_refused_by_name() {
     assert_eq!(v["code"], "IMPORT_NOT_GRANTED", "{v:#}");
     assert_eq!(
         v["reason"],
-        "`gatehouse:executor/exec@0.1.0` needs `code:exec`, which this turn was not granted"
+        "`gatehouse:executor/exec@0.1.0` needs `code:exec`, which this turn was not granted (a manifest declares it as `[[capabilities]] name = \"code:exec\"`)"
     );
     // The shipped manifest validates.
     env.run(&["manifest", "check", s(&guest("run-tool"))])

@@ -655,10 +655,12 @@ fn refuse_all_refuses_a_pure_turn_that_refuse_critical_lets_run() {
     let a: Vec<&str> = a.iter().map(String::as_str).collect();
     let r = run(&env, how, &a);
     r.expect(2);
-    let last = *r.lines().last().unwrap();
+    // Refused before guest code: exactly one line on stderr.
+    let last = r.stderr.lines().last().unwrap_or_default();
+    assert_eq!(r.stderr.lines().count(), 1, "{r:#?}");
     assert!(
         last.starts_with(
-            "ISOLATION_DEGRADED: this host's isolation is degraded (linear_memory_guards partial"
+            "gatehouse: ISOLATION_DEGRADED: this host's isolation is degraded (linear_memory_guards partial"
         ) && last.ends_with("`isolation.on_degraded` is `refuse-all`"),
         "{r:#?}"
     );
