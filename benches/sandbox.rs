@@ -19,7 +19,7 @@ use std::time::Instant;
 
 use gatehouse::config::{HostConfig, StatePaths};
 use gatehouse::host::grants::{now_utc, NewGrant};
-use gatehouse::host::{GrantBook, Host, HostOptions, NoOne, TurnRequest};
+use gatehouse::host::{EngineKind, GrantBook, Host, HostOptions, NoOne, TurnRequest};
 use gatehouse::manifest::Manifest;
 use gatehouse::policy::Identity;
 use wasmtime::component::{Component, InstancePre, Linker, ResourceTable, Val};
@@ -155,20 +155,33 @@ fn main() {
     };
     let workspace = ws_canon.display().to_string();
 
-    // `cargo bench --bench sandbox -- --profile N [--two-threads]`: only N
-    // turns of (c) (on each of 2 threads), nothing timed (for `perf record`).
+    // `cargo bench --bench sandbox -- --profile N [--two-threads]
+    // [--one-shot]`: only N turns of (c) (on each of 2 threads), nothing
+    // timed (for `perf record`); `--one-shot` builds the one-shot engine,
+    // whose small pool fits in what valgrind can map (for
+    // `valgrind --tool=callgrind`: the turn's own costs are the same).
     let mut args = std::env::args().skip_while(|a| a != "--profile").skip(1);
     if let Some(n) = args.next().and_then(|n| n.parse::<usize>().ok()) {
         let config = HostConfig::safe_default("bench");
         let state = StatePaths::under(&tmp.join("state"), None, None);
-        let Ok(host) = Host::open(HostOptions::new(config, state, workspace, vec![hello])) else {
+        let mut options = HostOptions::new(config, state, workspace, vec![hello]);
+        if std::env::args().any(|a| a == "--one-shot") {
+            options.engine = EngineKind::OneShot;
+        }
+        let Ok(host) = Host::open(options) else {
             return;
         };
         let threads = std::env::args().any(|a| a == "--two-threads");
         let one = || {
             (0..n).all(|_| {
-                host.run(TurnRequest::new("hello", "main", "{}"), &NoOne)
-                    .is_ok()
+                let outcome = host.run(TurnRequest::new("hello", "main", "{}"), &NoOne);
+                if !outcome.is_ok() {
+                    eprintln!(
+                        "{}",
+                        serde_json::to_string(&outcome.end).unwrap_or_default()
+                    );
+                }
+                outcome.is_ok()
             })
         };
         let ok = if threads {

@@ -1,7 +1,10 @@
 //! `gatehouse isolation`: the degraded-mode report of this host, with the
-//! engine the configuration asks for (`[engine]`), built and read back.
+//! engine the configuration asks for (`[engine]`), built and read back: the
+//! engine of a one-shot host, as `gatehouse run` builds it (a long-lived
+//! host differs in its pool only: the `memory_limits` layer's details name
+//! the kind, the allocator and how its slots are reused).
 
-use gatehouse::host::{isolation_report, IsolationReport};
+use gatehouse::host::{isolation_report, EngineKind, IsolationReport};
 
 use super::{out, out_json, CmdResult, Context, Exit};
 
@@ -15,7 +18,9 @@ pub(super) fn line(report: &IsolationReport) -> String {
 /// whether full or degraded: the report is the answer.
 pub fn run(ctx: &Context) -> CmdResult {
     let config = ctx.config()?;
-    let report = &isolation_report(&config, &ctx.state).map_err(super::run::host_failure)?;
+    let (report, profile) = isolation_report(&config, &ctx.state, EngineKind::OneShot)
+        .map_err(super::run::host_failure)?;
+    let report = &report;
     report.log();
     if ctx.json {
         out_json(report);
@@ -27,6 +32,7 @@ pub fn run(ctx: &Context) -> CmdResult {
         report.version,
         config.on_degraded.as_str()
     ));
+    out(format!("engine   {}", profile.summary()));
     out("");
     let width = report
         .layers

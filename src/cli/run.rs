@@ -6,8 +6,9 @@ use std::path::Path;
 use serde_json::json;
 
 use gatehouse::host::{
-    Approver, CancelHandle, GuestResult, Host, HostError, HostOptions, Limits, NoOne, OnDegraded,
-    RunIo, RunReport, StdinFrom, Step, TerminalApprover, TurnEnd, TurnOutcome, TurnRequest,
+    Approver, CancelHandle, EngineKind, GuestResult, Host, HostError, HostOptions, Limits, NoOne,
+    OnDegraded, RunIo, RunReport, StdinFrom, Step, TerminalApprover, TurnEnd, TurnOutcome,
+    TurnRequest,
 };
 use gatehouse::manifest::{find_by_name, Manifest};
 use gatehouse::policy::DenyCode;
@@ -100,6 +101,8 @@ fn open_host(ctx: &Context, args: &RunArgs, manifest: &Manifest) -> Result<Host,
     options.level = level;
     options.on_degraded = on_degraded;
     options.max_memory_bytes = args.memory_mib.saturating_mul(1 << 20);
+    // One turn, then exit: the engine sized for one turn.
+    options.engine = EngineKind::OneShot;
     options.granted_by = ctx.env.login.clone();
     Host::open(options).map_err(host_failure)
 }

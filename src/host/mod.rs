@@ -41,7 +41,8 @@ use crate::config::{HostConfig, StatePaths};
 use crate::grants::{now_utc, GrantError};
 use crate::manifest::Manifest;
 use crate::policy::{Capability, DenyCode, Level, Snapshot};
-use crate::sandbox::{EngineProfile, Sandbox};
+use crate::sandbox::Sandbox;
+pub use crate::sandbox::{EngineKind, EngineProfile};
 // The sandbox's types a caller of the host handles: it needs nothing else
 // from the sandbox.
 pub use crate::sandbox::{
@@ -72,7 +73,8 @@ pub enum HostError {
 ///
 /// Defaults ([`HostOptions::new`]): the configuration's level, its
 /// `on_degraded`, the default limits' memory cap for the engine, no
-/// executors beyond the configuration's directories.
+/// executors beyond the configuration's directories, an engine for a
+/// long-lived host ([`EngineKind::LongLived`]).
 pub struct HostOptions {
     pub config: HostConfig,
     pub state: StatePaths,
@@ -90,6 +92,11 @@ pub struct HostOptions {
     pub on_degraded: Option<OnDegraded>,
     /// The largest linear memory any turn may ask for (sizes the engine).
     pub max_memory_bytes: usize,
+    /// The kind of host, which sizes the engine's pool: default
+    /// [`EngineKind::LongLived`] (many turns: slots kept resident and
+    /// reset in place); `gatehouse run` sets [`EngineKind::OneShot`] (one
+    /// turn: a pool just large enough for it and its nested turns).
+    pub engine: EngineKind,
     /// Who the record of a remembered grant names as its approver.
     pub granted_by: Option<String>,
     /// Whether turns journal their mutations for undo (default `true`).
@@ -116,6 +123,7 @@ impl HostOptions {
             manifests,
             on_degraded: None,
             max_memory_bytes: Limits::default().memory_bytes,
+            engine: EngineKind::LongLived,
             granted_by: None,
             journaled: true,
         }
@@ -263,6 +271,7 @@ struct Inner {
     manifests: Arc<Vec<Manifest>>,
     on_degraded: OnDegraded,
     max_memory_bytes: usize,
+    engine: EngineKind,
     granted_by: Option<String>,
     journaled: bool,
     /// The policy every turn is decided against, rebuilt when a grant is
@@ -319,6 +328,7 @@ impl Host {
             level: options.level,
             manifests: Arc::new(options.manifests),
             max_memory_bytes: options.max_memory_bytes,
+            engine: options.engine,
             granted_by: options.granted_by,
             journaled: options.journaled,
             snapshot: RwLock::new(Arc::new(Frozen::new(snap))),
@@ -433,17 +443,19 @@ fn build_snapshot(
     })?)
 }
 
-/// The isolation report of the engine `config` asks for (built, read
-/// back, nothing run, nothing written): what `gatehouse isolation` shows,
-/// without opening a host.
+/// The isolation report of the engine `config` asks for, for a `kind` of
+/// host (built, read back, nothing run, nothing written), and the profile
+/// it was built with: what `gatehouse isolation` shows, without opening a
+/// host.
 pub fn isolation_report(
     config: &HostConfig,
     state: &StatePaths,
-) -> Result<IsolationReport, HostError> {
-    let profile = EngineProfile::configured(&config.engine, Limits::default().memory_bytes);
+    kind: EngineKind,
+) -> Result<(IsolationReport, EngineProfile), HostError> {
+    let profile = EngineProfile::configured(&config.engine, kind, Limits::default().memory_bytes);
     let sandbox = Sandbox::with_profile(&state.cache_dir, &profile)
         .map_err(|e| HostError::Engine(Arc::new(e)))?;
-    Ok(sandbox.isolation().clone())
+    Ok((sandbox.isolation().clone(), *sandbox.profile()))
 }
 
 /// A new turn id: UTC time and a per-process counter with the pid.

@@ -91,6 +91,7 @@ impl Inner {
     pub(super) fn profile(&self) -> EngineProfile {
         EngineProfile::configured(
             &self.config.engine,
+            self.engine,
             self.max_memory_bytes.max(Limits::default().memory_bytes),
         )
     }

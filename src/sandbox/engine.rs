@@ -45,6 +45,66 @@ pub struct Sandbox {
     isolation: Arc<IsolationReport>,
 }
 
+/// The kind of host an engine serves: it decides how instances are
+/// allocated, and nothing else (the guards, the traps, the deadlines and
+/// the memory caps are the same for both).
+///
+/// [`HostOptions::new`](crate::host::HostOptions::new) picks
+/// [`EngineKind::LongLived`]; `gatehouse run` picks [`EngineKind::OneShot`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum EngineKind {
+    /// Many turns in one process (a library embedding, the benches, a
+    /// server): the pooling allocator with 128 linear-memory slots, each
+    /// slot's first 1 MiB of memory and 64 KiB of table kept resident
+    /// between instances and reset in place (`pagemap_scan` where the
+    /// kernel has it, Linux ≥ 6.7), so that a warm turn costs no page
+    /// faults, no `madvise` and no TLB shootdowns. The default.
+    #[default]
+    LongLived,
+    /// One turn, then the process exits (`gatehouse run`): the pooling
+    /// allocator sized for one turn and the nested turns it may delegate
+    /// to (`MAX_DEPTH` + 1 instances), nothing kept resident, no
+    /// `pagemap_scan` probe: less to reserve and set up at start, which is
+    /// most of what a one-shot process spends in the engine.
+    OneShot,
+}
+
+impl EngineKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EngineKind::LongLived => "long_lived",
+            EngineKind::OneShot => "one_shot",
+        }
+    }
+
+    /// What the pool holds at once: component instances, core instances,
+    /// linear memories, tables. A one-shot pool holds a turn and every
+    /// nested turn it may delegate to, each with as many core instances,
+    /// memories and tables as one component may have (the same
+    /// per-component bounds as a long-lived pool: a component that runs
+    /// in one runs in the other).
+    fn totals(self) -> (u32, u32, u32, u32) {
+        match self {
+            EngineKind::LongLived => (64, 256, 128, 256),
+            EngineKind::OneShot => {
+                let n = super::delegate::MAX_DEPTH + 1;
+                (
+                    n,
+                    n * PER_COMPONENT_CORE_INSTANCES,
+                    n * PER_COMPONENT_MEMORIES,
+                    n * PER_COMPONENT_TABLES,
+                )
+            }
+        }
+    }
+}
+
+/// What one component instance may have, in every pool.
+const PER_COMPONENT_CORE_INSTANCES: u32 = 32;
+const PER_COMPONENT_MEMORIES: u32 = 8;
+const PER_COMPONENT_TABLES: u32 = 32;
+
 /// The engine settings the isolation report depends on: what
 /// [`Sandbox::with_profile`] builds, and, through [`EngineProfile::of`],
 /// what a built engine reports it runs with (`Engine::get_*`).
@@ -64,6 +124,13 @@ pub struct EngineProfile {
     pub pool_max_memory_size: Option<usize>,
     pub pool_total_memories: Option<u32>,
     pub pool_table_elements: Option<usize>,
+    /// The kind of host the engine was built for.
+    pub kind: EngineKind,
+    /// How much of each memory slot stays resident between instances.
+    pub pool_memory_keep_resident: Option<usize>,
+    /// Whether slots are reset through `pagemap_scan` (asked for, and the
+    /// kernel has it).
+    pub pool_pagemap_scan: Option<bool>,
 }
 
 impl EngineProfile {
@@ -73,8 +140,16 @@ impl EngineProfile {
     /// The default guard region.
     pub const GUARD_BYTES: u64 = 32 << 20;
 
-    /// The default profile, the pool bounding every memory at `max_memory`.
+    /// The default profile (a long-lived host), the pool bounding every
+    /// memory at `max_memory`.
     pub fn new(max_memory: usize) -> EngineProfile {
+        EngineProfile::for_kind(EngineKind::LongLived, max_memory)
+    }
+
+    /// The default profile of a `kind` of host, the pool bounding every
+    /// memory at `max_memory`.
+    pub fn for_kind(kind: EngineKind, max_memory: usize) -> EngineProfile {
+        let long_lived = kind == EngineKind::LongLived;
         EngineProfile {
             signals_based_traps: true,
             memory_reservation: Self::RESERVATION,
@@ -82,8 +157,27 @@ impl EngineProfile {
             guard_before_linear_memory: true,
             epoch_interruption: true,
             pool_max_memory_size: Some(max_memory),
-            pool_total_memories: Some(128),
+            pool_total_memories: Some(kind.totals().2),
             pool_table_elements: Some(Limits::default().table_elements.max(20_000)),
+            kind,
+            pool_memory_keep_resident: Some(if long_lived { 1 << 20 } else { 0 }),
+            pool_pagemap_scan: Some(
+                long_lived && PoolingAllocationConfig::is_pagemap_scan_available(),
+            ),
+        }
+    }
+
+    /// One line: the kind, the allocator and how its slots are reused.
+    pub fn summary(&self) -> String {
+        match self.pool_max_memory_size {
+            None => format!("{}: on-demand allocator", self.kind.as_str()),
+            Some(_) => format!(
+                "{}: pooling allocator, {} memory slots, {} KiB of each kept resident, pagemap_scan {}",
+                self.kind.as_str(),
+                self.pool_total_memories.unwrap_or(0),
+                self.pool_memory_keep_resident.unwrap_or(0) >> 10,
+                if self.pool_pagemap_scan == Some(true) { "on" } else { "off" }
+            ),
         }
     }
 
@@ -96,8 +190,12 @@ impl EngineProfile {
     /// are `partial`.
     /// The engine `settings` (`[engine]` of `gatehouse.toml`) ask for,
     /// its pool bounding every memory at `max_memory`.
-    pub fn configured(settings: &crate::config::EngineConfig, max_memory: usize) -> EngineProfile {
-        let mut p = EngineProfile::new(max_memory);
+    pub fn configured(
+        settings: &crate::config::EngineConfig,
+        kind: EngineKind,
+        max_memory: usize,
+    ) -> EngineProfile {
+        let mut p = EngineProfile::for_kind(kind, max_memory);
         if let Some(on) = settings.signals_based_traps {
             p = p.signals_based_traps(on);
         }
@@ -123,8 +221,9 @@ impl EngineProfile {
         self
     }
 
-    /// What a built engine runs with, read back from it.
-    pub fn of(engine: &Engine) -> EngineProfile {
+    /// What a built engine runs with, read back from it (`kind`: what it
+    /// was built for).
+    pub fn of(engine: &Engine, kind: EngineKind) -> EngineProfile {
         let pool = engine.get_pooling_config();
         EngineProfile {
             signals_based_traps: engine.get_signals_based_traps(),
@@ -135,6 +234,12 @@ impl EngineProfile {
             pool_max_memory_size: pool.map(|p| p.get_max_memory_size()),
             pool_total_memories: pool.map(|p| p.get_total_memories()),
             pool_table_elements: pool.map(|p| p.get_table_elements()),
+            kind,
+            pool_memory_keep_resident: pool.map(|p| p.get_memory_keep_resident()),
+            pool_pagemap_scan: pool.map(|p| {
+                p.get_pagemap_scan() != wasmtime::Enabled::No
+                    && PoolingAllocationConfig::is_pagemap_scan_available()
+            }),
         }
     }
 }
@@ -249,27 +354,40 @@ impl Sandbox {
             .memory_guard_size(profile.memory_guard_size)
             .guard_before_linear_memory(profile.guard_before_linear_memory);
         if let Some(max_memory) = profile.pool_max_memory_size {
+            let kind = profile.kind;
+            let (components, cores, memories, tables) = kind.totals();
             let mut pool = PoolingAllocationConfig::default();
-            pool.total_component_instances(64)
-                .total_core_instances(256)
-                .total_memories(profile.pool_total_memories.unwrap_or(128))
-                .total_tables(256)
-                .max_memories_per_component(8)
-                .max_tables_per_component(32)
-                .max_core_instances_per_component(32)
+            pool.total_component_instances(components)
+                .total_core_instances(cores)
+                .total_memories(profile.pool_total_memories.unwrap_or(memories))
+                .total_tables(tables)
+                // No store is async: no fiber stacks (the default 1000
+                // would cost 1000 `mprotect` calls at every engine start).
+                .total_stacks(0)
+                .max_memories_per_component(PER_COMPONENT_MEMORIES)
+                .max_tables_per_component(PER_COMPONENT_TABLES)
+                .max_core_instances_per_component(PER_COMPONENT_CORE_INSTANCES)
                 .max_memory_size(max_memory)
                 .table_elements(
                     profile
                         .pool_table_elements
                         .unwrap_or(Limits::default().table_elements),
                 )
-                .linear_memory_keep_resident(1 << 20)
-                .table_keep_resident(1 << 16)
-                .pagemap_scan(wasmtime::Enabled::Auto);
+                .linear_memory_keep_resident(profile.pool_memory_keep_resident.unwrap_or(0))
+                .table_keep_resident(if kind == EngineKind::LongLived {
+                    1 << 16
+                } else {
+                    0
+                })
+                .pagemap_scan(if profile.pool_pagemap_scan == Some(true) {
+                    wasmtime::Enabled::Auto
+                } else {
+                    wasmtime::Enabled::No
+                });
             config.allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
         }
         let engine = Engine::new(&config)?;
-        let profile = EngineProfile::of(&engine);
+        let profile = EngineProfile::of(&engine, profile.kind);
         Ok(Sandbox {
             isolation: Arc::new(isolation::probe(&profile)),
             profile,

@@ -351,7 +351,10 @@ pub fn classify(engine: &EngineProfile, host: &HostFacts) -> IsolationReport {
         state,
         reason,
         json!({
+            "engine_kind": engine.kind.as_str(),
             "pooling_allocator": engine.pool_max_memory_size.is_some(),
+            "pool_memory_keep_resident": engine.pool_memory_keep_resident,
+            "pool_pagemap_scan": engine.pool_pagemap_scan,
             "pool_max_memory_size": engine.pool_max_memory_size,
             "pool_total_memories": engine.pool_total_memories,
             "pool_table_elements": engine.pool_table_elements,
@@ -764,6 +767,7 @@ mod tests {
             engine(),
             engine().signals_based_traps(false),
             engine().guard_bytes(0),
+            EngineProfile::for_kind(super::super::engine::EngineKind::OneShot, 64 << 20),
         ] {
             let sandbox = super::super::engine::Sandbox::with_profile(&cache, &p).unwrap();
             assert_eq!(sandbox.profile(), &p);

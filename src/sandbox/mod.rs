@@ -37,7 +37,7 @@ mod state;
 pub mod table;
 pub mod wasi;
 
-pub use engine::{Counters, EngineProfile, LoadError, Sandbox};
+pub use engine::{Counters, EngineKind, EngineProfile, LoadError, Sandbox};
 pub use isolation::{IsolationReport, OnDegraded};
 pub use limits::{LimitHit, Limits, DEFAULT_JOURNAL_BYTES};
 pub use plan::{Allowed, DirAccess, MemoryGrant, Plan, Preopen};

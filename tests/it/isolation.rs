@@ -305,6 +305,13 @@ fn the_report_of_this_host_names_every_layer_with_what_is_knowable() {
     let mem = layer(&v, "memory_limits");
     assert_eq!(mem["state"], "enforced");
     assert_eq!(mem["details"]["pool_max_memory_size"], 64u64 << 20);
+    // `gatehouse isolation` shows the engine `gatehouse run` builds: the
+    // one-shot pool, nothing kept resident.
+    assert_eq!(mem["details"]["engine_kind"], "one_shot");
+    assert_eq!(mem["details"]["pooling_allocator"], true);
+    assert_eq!(mem["details"]["pool_total_memories"], 40);
+    assert_eq!(mem["details"]["pool_memory_keep_resident"], 0);
+    assert_eq!(mem["details"]["pool_pagemap_scan"], false);
     assert_eq!(layer(&v, "hostcall_fuel")["state"], "enforced");
     assert_eq!(
         layer(&v, "hostcall_fuel")["details"]["default_hostcalls"],
@@ -349,6 +356,12 @@ fn the_report_of_this_host_names_every_layer_with_what_is_knowable() {
         table
             .stdout
             .starts_with(&format!("overall  {}", v["overall"].as_str().unwrap())),
+        "{table:#?}"
+    );
+    assert!(
+        table.lines().contains(
+            &"engine   one_shot: pooling allocator, 40 memory slots, 0 KiB of each kept resident, pagemap_scan off"
+        ),
         "{table:#?}"
     );
     for name in LAYERS {
