@@ -21,3 +21,4 @@ mod sandbox;
 mod support;
 mod undo;
 mod undo_fs;
+mod wasi_cli;
