@@ -633,3 +633,62 @@ fn ctrl_c_stops_the_program_with_130_and_keeps_what_it_wrote() {
         assert_eq!(rest, "", "{name}: nothing after the interrupt");
     }
 }
+
+#[test]
+fn the_prompt_shows_the_host_directory_and_its_mount() {
+    let env = Env::new();
+    let ws = env.mkdir("ws");
+    env.write("ws/data/f.txt", "in data\n");
+    let wasm = &twins()[0].1;
+    let m = manifest_toml(
+        &env,
+        "wasi-prog",
+        wasm,
+        "[[capabilities]]\nname = \"fs:read\"\ntarget = \"data/**\"\nmount = \"/data\"\n",
+    );
+    let wsc = s(&ws).to_string();
+    // Refused at the prompt: nothing ran.
+    let run = env.run_on_terminal(
+        &[
+            "run",
+            s(&m),
+            "--workspace",
+            &wsc,
+            "--",
+            "read",
+            "/data/f.txt",
+        ],
+        &[],
+        "d\n",
+    );
+    assert_eq!(run.code, 2, "{run:#?}");
+    assert!(
+        run.stdout.contains(&format!(
+            "executor `wasi-prog` asks for `fs:read` on `{wsc}/data/**`"
+        )),
+        "{run:#?}"
+    );
+    assert!(
+        run.stdout
+            .contains("in the guest its directory is mounted at `/data`"),
+        "{run:#?}"
+    );
+    assert!(run.stdout.contains("APPROVAL_REFUSED"), "{run:#?}");
+    assert!(!run.stdout.contains("in data"), "{run:#?}");
+    // Allowed once: the program reads it under its mount.
+    let run = env.run_on_terminal(
+        &[
+            "run",
+            s(&m),
+            "--workspace",
+            &wsc,
+            "--",
+            "read",
+            "/data/f.txt",
+        ],
+        &[],
+        "o\n",
+    );
+    assert_eq!(run.code, 0, "{run:#?}");
+    assert!(run.stdout.contains("in data"), "{run:#?}");
+}
