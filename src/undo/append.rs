@@ -14,7 +14,7 @@ use std::fs::{File, OpenOptions};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, Once, Weak};
+use std::sync::{Arc, Mutex, Once, OnceLock, Weak};
 use std::time::Duration;
 
 use super::journal::HistoryError;
@@ -25,7 +25,12 @@ pub const SYNC_EVERY: Duration = Duration::from_millis(5);
 /// One append-only log file.
 pub struct AppendLog {
     path: PathBuf,
-    file: Mutex<Option<File>>,
+    /// Opened once, at the first record, and never replaced: writers and
+    /// the syncer share it without a lock (an `O_APPEND` write places a
+    /// record whole; a sync never holds a writer back).
+    file: OnceLock<File>,
+    /// Held only while the file is first opened.
+    opening: Mutex<()>,
     dirty: AtomicBool,
     syncer: Once,
     this: Weak<AppendLog>,
@@ -37,7 +42,8 @@ impl AppendLog {
     pub fn new(path: &Path) -> Arc<AppendLog> {
         Arc::new_cyclic(|this| AppendLog {
             path: path.to_path_buf(),
-            file: Mutex::new(None),
+            file: OnceLock::new(),
+            opening: Mutex::new(()),
             dirty: AtomicBool::new(false),
             syncer: Once::new(),
             this: this.clone(),
@@ -65,25 +71,31 @@ impl AppendLog {
         self.append_line(line)
     }
 
+    /// The file, opened (and its directory created) at the first call.
+    fn file(&self) -> Result<&File, HistoryError> {
+        if let Some(file) = self.file.get() {
+            return Ok(file);
+        }
+        let _opening = self.opening.lock().map_err(|_| HistoryError::Poisoned {
+            path: self.path.clone(),
+        })?;
+        if let Some(file) = self.file.get() {
+            return Ok(file);
+        }
+        if let Some(parent) = self.path.parent() {
+            std::fs::create_dir_all(parent).map_err(|e| self.io("create", e))?;
+        }
+        let file = open_append(&self.path).map_err(|e| self.io("open", e))?;
+        Ok(self.file.get_or_init(|| file))
+    }
+
     /// Appends `line` (one JSON value, no newline), with one `write(2)`.
     pub fn append_line(&self, line: String) -> Result<(), HistoryError> {
         let mut line = line.into_bytes();
         line.push(b'\n');
-        let mut guard = self.file.lock().map_err(|_| HistoryError::Poisoned {
-            path: self.path.clone(),
-        })?;
-        if guard.is_none() {
-            if let Some(parent) = self.path.parent() {
-                std::fs::create_dir_all(parent).map_err(|e| self.io("create", e))?;
-            }
-            let file = open_append(&self.path).map_err(|e| self.io("open", e))?;
-            *guard = Some(file);
-        }
-        let Some(file) = guard.as_mut() else {
-            return Err(self.io("open", std::io::ErrorKind::NotFound.into()));
-        };
+        let mut file = self.file()?;
         // One write: O_APPEND places it whole at the end, even with other
-        // processes appending to the same log.
+        // threads and processes appending to the same log.
         let n = file.write(&line).map_err(|e| self.io("write", e))?;
         if n != line.len() {
             return Err(self.io(
@@ -91,21 +103,18 @@ impl AppendLog {
                 std::io::Error::new(std::io::ErrorKind::WriteZero, "short write"),
             ));
         }
-        drop(guard);
         self.dirty.store(true, Ordering::Release);
         self.start_syncer();
         Ok(())
     }
 
-    /// Syncs the file if something was written since the last sync.
+    /// Syncs the file if something was written since the last sync. Writers
+    /// go on meanwhile: what they add is synced now or at the next round.
     pub fn sync(&self) -> Result<(), HistoryError> {
         if !self.dirty.swap(false, Ordering::AcqRel) {
             return Ok(());
         }
-        let guard = self.file.lock().map_err(|_| HistoryError::Poisoned {
-            path: self.path.clone(),
-        })?;
-        match guard.as_ref() {
+        match self.file.get() {
             Some(f) => f.sync_data().map_err(|e| self.io("sync", e)),
             None => Ok(()),
         }
