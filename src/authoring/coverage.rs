@@ -47,9 +47,16 @@ pub struct Explained {
     /// How it is approved, in words.
     pub approval: String,
     /// The matrix's answer at each level, before grants.
-    pub levels: Vec<(&'static str, &'static str)>,
+    pub levels: Vec<LevelOutcome>,
     /// Whether the component imports an interface through which it acts.
     pub usable: bool,
+}
+
+/// The matrix's answer for a capability at one level.
+#[derive(Debug, Clone, Copy, Serialize)]
+pub struct LevelOutcome {
+    pub level: &'static str,
+    pub outcome: &'static str,
 }
 
 /// The whole check of a manifest against its component.
@@ -223,7 +230,10 @@ pub fn explain(cap: Capability, target: Option<String>, usable: bool) -> Explain
         approval: approval_words(spec.default_approval).to_string(),
         levels: Level::ALL
             .iter()
-            .map(|l| (l.as_str(), matrix(*l, cap).as_str()))
+            .map(|l| LevelOutcome {
+                level: l.as_str(),
+                outcome: matrix(*l, cap).as_str(),
+            })
             .collect(),
         usable,
     }
@@ -240,7 +250,7 @@ impl Explained {
         let levels = self
             .levels
             .iter()
-            .map(|(l, o)| format!("{l} {}", o.replace('_', " ")))
+            .map(|l| format!("{} {}", l.level, l.outcome.replace('_', " ")))
             .collect::<Vec<_>>()
             .join(", ");
         format!(
@@ -254,5 +264,42 @@ impl Explained {
             },
             self.approval
         )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_import_of_another_minor_version_is_not_covered() {
+        let needs = Needs::of("gatehouse:executor/log@0.2.0");
+        let x = import_check("gatehouse:executor/log@0.2.0", &needs, &[]);
+        assert_eq!(x.status, ImportStatus::Uncovered);
+        assert_eq!(
+            x.problem.as_deref(),
+            Some("imports `gatehouse:executor/log@0.2.0`, version `0.2.0`, but this gatehouse provides `gatehouse:executor@0.1.0`: the component cannot be linked")
+        );
+        // Another patch of 0.1 links by semver.
+        let x = import_check("gatehouse:executor/log@0.1.3", &needs, &[]);
+        assert_eq!(x.status, ImportStatus::Baseline);
+    }
+
+    #[test]
+    fn a_gated_import_is_covered_by_any_capability_that_links_it() {
+        let import = "gatehouse:executor/memory@0.1.0";
+        let needs = Needs::of(import);
+        let x = import_check(import, &needs, &[Capability::MemoryWrite]);
+        assert_eq!(x.covered_by, Some("memory:write"));
+        let x = import_check(import, &needs, &[Capability::FsRead]);
+        assert_eq!(
+            x.problem.as_deref(),
+            Some("imports `gatehouse:executor/memory@0.1.0` but declares no `memory:read` or `memory:write`: this executor will be refused with IMPORT_NOT_GRANTED")
+        );
+        assert_eq!(
+            interfaces_of(Capability::TimeRead),
+            ["wasi:clocks/wall-clock", "wasi:clocks/monotonic-clock"]
+        );
+        assert!(interfaces_of(Capability::SystemAdmin).is_empty());
     }
 }

@@ -153,6 +153,11 @@ fn authoring_manifest_check_names_an_import_no_capability_covers() {
         })
         .unwrap();
     assert_eq!(tcp["status"], "uncovered");
+    assert_eq!(v["explained"][0]["name"], "compute:pure");
+    assert_eq!(
+        v["explained"][0]["levels"][0],
+        json!({"level": "ReadOnly", "outcome": "allowed"})
+    );
 
     // And the run is refused exactly so.
     let ws = env.mkdir("ws");
