@@ -9,6 +9,19 @@ use serde_json::{json, Value};
 use crate::manifest::REVERSE_PATTERNS;
 use crate::policy::REGISTRY;
 
+const DESCRIPTIONS: [(&str, &str); 10] = [
+    ("name", "the executor's name: [a-z0-9][a-z0-9_-]{0,63}"),
+    ("description", "what the executor does, for people"),
+    ("component", "the wasm component (or preview 1 module), relative to this file; or `command`"),
+    ("command", "a host command instead of a component: the program and its arguments; needs `code:exec` on the program and the program in `tools`"),
+    ("sha256", "pins the component: 64 lowercase hex digits (DIGEST_MISMATCH otherwise)"),
+    ("revertible", "whether the executor's effects can be undone; needs `reverse_pattern`"),
+    ("reverse_pattern", "how undo reverses it, from the closed catalogue"),
+    ("tools", "the programs `code:exec` may run; exactly when `code:exec` is declared"),
+    ("input_schema", "the JSON Schema of the executor's input"),
+    ("capabilities", "what the executor needs, each with its target (`gatehouse policy registry` lists them)"),
+];
+
 /// The schema, as one JSON document.
 pub fn manifest_schema() -> Value {
     let mut schema = crate::manifest::json_schema();
@@ -27,6 +40,12 @@ pub fn manifest_schema() -> Value {
             name["enum"] = json!(names);
             name["description"] =
                 json!("a capability of the closed registry (gatehouse policy registry)");
+        }
+    }
+    // Words for editors; a field the types gain later appears without them.
+    for (field, words) in DESCRIPTIONS {
+        if let Some(p) = schema.get_mut("properties").and_then(|p| p.get_mut(field)) {
+            p["description"] = json!(words);
         }
     }
     if let Some(p) = schema
