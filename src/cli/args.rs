@@ -282,6 +282,11 @@ Output:
   stdout instead (the guest's stdout and stderr in `run.stdout` / `run.stderr`,
   also on failure), with `ran`, `exit_code` and `guest_exit_code`.
 
+Files:
+  A guest sees only the directories its fs:read / fs:write grants preopen, each
+  named by its capability's `mount` (`mount = \"/data\"`, as `wasmtime run --dir
+  HOST::/data`), or without one by its place in the workspace (`.`, `data`).
+
 Exit codes:
   Before guest code starts, gatehouse's own (stderr has one line
   `gatehouse: CODE: reason`):

@@ -190,9 +190,21 @@ pub(super) fn gather_manifests(
     dirs: &[PathBuf],
     extra: &[PathBuf],
 ) -> Result<Vec<Manifest>, Failure> {
-    let mut manifests = gatehouse::manifest::discover(dirs)?;
-    for p in extra {
-        let m = Manifest::load(p)?;
+    let loaded = extra
+        .iter()
+        .map(|p| Manifest::load(p))
+        .collect::<Result<Vec<_>, _>>()?;
+    merge_manifests(gatehouse::manifest::discover(dirs)?, loaded)
+}
+
+/// `found` plus `extra` (manifests already loaded, such as the one a bare
+/// `.wasm` stands for, which has no file): a name defined by two files is
+/// an error.
+pub(super) fn merge_manifests(
+    mut manifests: Vec<Manifest>,
+    extra: Vec<Manifest>,
+) -> Result<Vec<Manifest>, Failure> {
+    for m in extra {
         if let Some(other) = manifests
             .iter()
             .find(|o| o.name == m.name && o.path != m.path)

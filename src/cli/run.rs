@@ -14,7 +14,7 @@ use gatehouse::manifest::{find_by_name, Manifest};
 use gatehouse::policy::DenyCode;
 
 use super::args::RunArgs;
-use super::commands::{gather_manifests, parse_level};
+use super::commands::{gather_manifests, merge_manifests, parse_level};
 use super::{err, out, out_json, CmdResult, Context, Exit, Failure};
 
 fn find_manifest(ctx: &Context, executor: &str) -> Result<Manifest, Failure> {
@@ -92,10 +92,11 @@ fn open_host(ctx: &Context, args: &RunArgs, manifest: &Manifest) -> Result<Host,
         None => None,
     };
     let workspace = ctx.workspace(args.workspace.as_deref())?;
-    let extra: Vec<std::path::PathBuf> = std::iter::once(manifest.path.clone())
-        .chain(args.with.iter().cloned())
-        .collect();
-    let manifests = gather_manifests(&config.executor_dirs, &extra)?;
+    let with = gather_manifests(&[], &args.with)?;
+    let manifests = merge_manifests(
+        gatehouse::manifest::discover(&config.executor_dirs)?,
+        std::iter::once(manifest.clone()).chain(with).collect(),
+    )?;
     let mut options = HostOptions::new(config, ctx.state.clone(), workspace, manifests);
     options.home = ctx.env.home.clone();
     options.level = level;

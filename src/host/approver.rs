@@ -174,6 +174,13 @@ impl Approver for TerminalApprover {
                     shown(declared)
                 );
             }
+            if let Some(mount) = &p.mount {
+                let _ = writeln!(
+                    out,
+                    "  in the guest its directory is mounted at `{}`",
+                    shown(mount)
+                );
+            }
             let _ = writeln!(out, "  scope: {} on `{target}`; {critical}", p.capability);
             let _ = writeln!(out, "  why: {}", shown(&p.reason));
             let _ = if p.rememberable {

@@ -150,6 +150,9 @@ pub struct DenialRecord {
     pub component_sha256: Option<String>,
     pub input_sha256: String,
     pub input_bytes: usize,
+    /// A command's `argv[1..]`; absent when there were none.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub args: Vec<String>,
     pub code: DenyCode,
     pub reason: String,
     #[serde(flatten)]

@@ -44,6 +44,10 @@ pub struct Pending {
     /// (`WS/out/**` for `target` `WS/private/**`, `out` a link).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub declared_target: Option<String>,
+    /// For a path glob with a `mount`: the directory's name in the guest
+    /// (the prompt shows both names).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub mount: Option<String>,
     /// Whether the capability can change or destroy data.
     pub critical: bool,
     /// Whether "allow and remember" may record a grant for it (never for
@@ -92,17 +96,17 @@ fn deny(steps: Vec<Step>, code: DenyCode, reason: impl Into<String>) -> Gate {
     }
 }
 
-/// The guest name of a preopen: relative to the workspace, or absolute.
-fn guest_path(dir: &str, workspace: &str) -> String {
+/// The guest name of a directory in the workspace: relative to it.
+/// `None` when `dir` is not in the workspace.
+fn guest_path(dir: &str, workspace: &str) -> Option<String> {
     if dir == workspace {
-        ".".to_string()
-    } else if let Some(rest) = dir
-        .strip_prefix(workspace)
-        .and_then(|r| r.strip_prefix('/'))
-    {
-        rest.to_string()
+        Some(".".to_string())
+    } else if workspace == "/" {
+        Some(dir.trim_start_matches('/').to_string())
     } else {
-        dir.to_string()
+        dir.strip_prefix(workspace)
+            .and_then(|r| r.strip_prefix('/'))
+            .map(str::to_string)
     }
 }
 
@@ -150,7 +154,7 @@ pub(crate) fn gate(input: TurnInput<'_>) -> Gate {
     let mut write_globs = Vec::new();
     let mut read_globs = Vec::new();
 
-    for declared in &def.capabilities {
+    for (index, declared) in def.capabilities.iter().enumerate() {
         let cap = declared.capability;
         let target = declared.target.clone();
         // A path target is matched, asked about and allowed where it
@@ -195,6 +199,7 @@ pub(crate) fn gate(input: TurnInput<'_>) -> Gate {
                         capability: cap,
                         declared_target: target.clone().filter(|t| Some(t) != asked.as_ref()),
                         target: asked,
+                        mount: declared.mount.clone(),
                         critical: cap.critical(),
                         rememberable: cap.default_approval()
                             != crate::policy::ApprovalClass::Always,
@@ -274,6 +279,37 @@ pub(crate) fn gate(input: TurnInput<'_>) -> Gate {
                 } else {
                     DirAccess::ReadOnly
                 };
+                // The guest's name for it: the manifest's `mount`, else its
+                // place in the workspace. A directory that resolved out of
+                // the workspace (a link on the way) has no such place, and
+                // its host path is not the guest's to learn.
+                let guest = match (&declared.mount, guest_path(&canonical, &workspace)) {
+                    (Some(mount), _) => mount.clone(),
+                    (None, Some(relative)) => relative,
+                    (None, None) => {
+                        return deny(
+                            steps,
+                            DenyCode::TargetMismatch,
+                            format!(
+                                "capabilities[{index}].mount: `{canonical}` lies outside the workspace `{workspace}`; name it in the guest with `mount`"
+                            ),
+                        )
+                    }
+                };
+                if let Some(clash) = preopens
+                    .iter()
+                    .find(|p| (p.host == Path::new(&canonical)) != (p.guest == guest))
+                {
+                    return deny(
+                        steps,
+                        DenyCode::TargetMismatch,
+                        format!(
+                            "capabilities[{index}].mount: `{canonical}` as `{guest}` clashes with `{}` as `{}`: one directory has one name in the guest, and one name one directory",
+                            clash.host.display(),
+                            clash.guest
+                        ),
+                    );
+                }
                 match preopens
                     .iter_mut()
                     .find(|p| p.host == Path::new(&canonical))
@@ -281,7 +317,7 @@ pub(crate) fn gate(input: TurnInput<'_>) -> Gate {
                     Some(p) if access == DirAccess::ReadWrite => p.access = access,
                     Some(_) => {}
                     None => preopens.push(Preopen {
-                        guest: guest_path(&canonical, &workspace),
+                        guest,
                         host: PathBuf::from(&canonical),
                         access,
                     }),

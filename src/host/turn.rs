@@ -353,6 +353,7 @@ impl Inner {
                 finished_at: None,
                 status: "running".into(),
                 undo: "none".into(),
+                args: t.request.io.args.clone(),
             },
             Some(self.audit_log.clone()),
         );
@@ -466,6 +467,7 @@ impl Inner {
             }),
             input_sha256: sha256_hex(request.input.as_bytes()),
             input_bytes: request.input.len(),
+            args: request.io.args.clone(),
             code,
             reason: reason.clone(),
             hashes: (*t.frozen.hashes).clone(),

@@ -97,6 +97,11 @@ pub struct ManifestCapability {
     /// The target as written (a path glob may still be relative or `~/`);
     /// `None` exactly for capabilities whose target kind is `none`.
     pub target: Option<String>,
+    /// For `fs:read` / `fs:write`: the name the guest opens the glob's
+    /// directory by (`/data`, `/`), absolute and normalized. Without it a
+    /// directory in the workspace keeps its workspace-relative name (`.`,
+    /// `out`); a directory outside the workspace must have one.
+    pub mount: Option<String>,
 }
 
 /// The file's shape; everything is checked again in [`Manifest::parse`].
@@ -135,6 +140,8 @@ struct RawCapability {
     name: String,
     #[serde(default)]
     target: Option<String>,
+    #[serde(default)]
+    mount: Option<String>,
 }
 
 /// The JSON Schema of the file's shape, generated from the types that
@@ -274,11 +281,24 @@ impl Manifest {
                     target::check_other_target(kind, value).map_err(|why| invalid(&field, why))?;
                 }
             }
+            if let Some(mount) = &cap.mount {
+                let field = format!("capabilities[{i}].mount");
+                if !matches!(capability, Capability::FsRead | Capability::FsWrite) {
+                    return Err(invalid(
+                        &field,
+                        format!("`mount` names a directory in the guest: only `fs:read` and `fs:write` have one, not `{capability}`"),
+                    ));
+                }
+                target::check_mount(mount).map_err(|why| invalid(&field, why))?;
+            }
             capabilities.push(ManifestCapability {
                 capability,
                 target: cap.target,
+                mount: cap.mount,
             });
         }
+        target::check_mounts_agree(&capabilities)
+            .map_err(|(i, why)| invalid(&format!("capabilities[{i}].mount"), why))?;
         let declares = |c: Capability| capabilities.iter().any(|d| d.capability == c);
 
         let tools = match (declares(Capability::CodeExec), raw.tools) {
@@ -453,9 +473,24 @@ impl Manifest {
                 ),
                 (other, _) => other.clone(),
             };
+            // A directory outside the workspace has no workspace-relative
+            // name, and its host path would tell the guest the host's
+            // layout: the author names it.
+            if let (Some(resolved), None) = (&target, &cap.mount) {
+                if cap.capability.target_kind() == TargetKind::PathGlob {
+                    target::check_inside_workspace(resolved, workspace).map_err(|reason| {
+                        ManifestError::Invalid {
+                            file: file.clone(),
+                            field: format!("capabilities[{i}].mount"),
+                            reason,
+                        }
+                    })?;
+                }
+            }
             capabilities.push(DeclaredCapability {
                 capability: cap.capability,
                 target,
+                mount: cap.mount.clone(),
             });
         }
         Ok(ExecutorDef {

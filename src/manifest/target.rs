@@ -132,3 +132,117 @@ fn base_str<'a>(what: &str, dir: &'a Path) -> Result<&'a str, String> {
     }
     Ok(s)
 }
+
+/// Checks a `mount`: the absolute, normalized name of a directory in the
+/// guest (`/`, `/data`, `/data/in`): no empty, `.` or `..` segment, no
+/// trailing `/`, nothing a guest path could not spell.
+pub(crate) fn check_mount(mount: &str) -> Result<(), String> {
+    let bad = |why: &str| format!("invalid mount `{}`: {why}", mount.escape_default());
+    if !mount.starts_with('/') {
+        return Err(bad("it must be an absolute guest path such as `/data`"));
+    }
+    if mount == "/" {
+        return Ok(());
+    }
+    if mount.ends_with('/') {
+        return Err(bad("it must not end with `/`"));
+    }
+    if mount.chars().any(|c| c.is_control() || c == '\\') {
+        return Err(bad("it holds a control character or `\\`"));
+    }
+    for seg in mount[1..].split('/') {
+        match seg {
+            "" => return Err(bad("it holds an empty segment (`//`)")),
+            "." | ".." => return Err(bad("`.` and `..` segments are not allowed")),
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
+/// The directory a declared path glob preopens, as written: its base and
+/// the glob's longest literal directory below it.
+fn written_dir(value: &str) -> Option<(Base, String)> {
+    let target = parse_path_target(value).ok()?;
+    let glob = PathGlob::parse(&format!("/{}", target.rest)).ok()?;
+    Some((target.base, glob.literal_dir()))
+}
+
+/// Capabilities that preopen one directory share one preopen, so they
+/// must agree on its `mount`; two directories may not share a `mount`
+/// (nested mounts, `/` and `/data`, are fine: the guest's longest prefix
+/// wins). On error: the index of the capability at fault and why.
+pub(crate) fn check_mounts_agree(
+    capabilities: &[super::ManifestCapability],
+) -> Result<(), (usize, String)> {
+    let mut seen: Vec<((Base, String), Option<&str>, &str)> = Vec::new();
+    for (i, cap) in capabilities.iter().enumerate() {
+        let Some(target) = cap.target.as_deref() else {
+            continue;
+        };
+        if cap.capability.target_kind() != TargetKind::PathGlob {
+            continue;
+        }
+        let Some(dir) = written_dir(target) else {
+            continue;
+        };
+        let mount = cap.mount.as_deref();
+        for (other_dir, other_mount, other_target) in &seen {
+            if *other_dir == dir && *other_mount != mount {
+                return Err((
+                    i,
+                    format!(
+                        "`{target}` and `{other_target}` preopen the same directory, so they must agree on `mount` ({} and {})",
+                        show_mount(mount),
+                        show_mount(*other_mount)
+                    ),
+                ));
+            }
+            if *other_dir != dir && mount.is_some() && *other_mount == mount {
+                return Err((
+                    i,
+                    format!(
+                        "`{target}` and `{other_target}` preopen two directories, which may not share the mount {}",
+                        show_mount(mount)
+                    ),
+                ));
+            }
+        }
+        seen.push((dir, mount, target));
+    }
+    Ok(())
+}
+
+fn show_mount(mount: Option<&str>) -> String {
+    match mount {
+        Some(m) => format!("`{m}`"),
+        None => "none".to_string(),
+    }
+}
+
+/// Whether the directory a resolved (absolute) glob preopens lies in the
+/// workspace; the error says to give the capability a `mount`.
+pub(crate) fn check_inside_workspace(resolved: &str, workspace: &Path) -> Result<(), String> {
+    let Ok(glob) = PathGlob::parse(resolved) else {
+        return Ok(());
+    };
+    // A literal target may itself be the directory (`~`, `/srv/docs`).
+    let dir = if glob.is_literal() {
+        glob.as_str().to_string()
+    } else {
+        glob.literal_dir()
+    };
+    let ws = workspace.to_str().unwrap_or_default().trim_end_matches('/');
+    let inside = ws.is_empty()
+        || dir == ws
+        || dir
+            .strip_prefix(ws)
+            .is_some_and(|rest| rest.starts_with('/'));
+    if inside {
+        Ok(())
+    } else {
+        Err(format!(
+            "`{dir}` lies outside the workspace `{ws}`: name it in the guest with `mount` (for example `mount = \"/data\"`)"
+        ))
+    }
+}

@@ -50,6 +50,7 @@ target = "out/**"
 [[capabilities]]
 name = "fs:read"
 target = "~/notes/*.md"
+mount = "/notes"
 
 [[capabilities]]
 name = "network:sites"
@@ -82,18 +83,22 @@ name = "time:read"
                 ManifestCapability {
                     capability: Capability::FsWrite,
                     target: Some("out/**".into()),
+                    mount: None,
                 },
                 ManifestCapability {
                     capability: Capability::FsRead,
                     target: Some("~/notes/*.md".into()),
+                    mount: Some("/notes".into()),
                 },
                 ManifestCapability {
                     capability: Capability::NetworkSites,
                     target: Some("example.com:443".into()),
+                    mount: None,
                 },
                 ManifestCapability {
                     capability: Capability::TimeRead,
                     target: None,
+                    mount: None,
                 },
             ],
         }
@@ -112,18 +117,22 @@ name = "time:read"
                 DeclaredCapability {
                     capability: Capability::FsWrite,
                     target: Some("/ws/proj/out/**".into()),
+                    mount: None,
                 },
                 DeclaredCapability {
                     capability: Capability::FsRead,
                     target: Some("/home/a/notes/*.md".into()),
+                    mount: Some("/notes".into()),
                 },
                 DeclaredCapability {
                     capability: Capability::NetworkSites,
                     target: Some("example.com:443".into()),
+                    mount: None,
                 },
                 DeclaredCapability {
                     capability: Capability::TimeRead,
                     target: None,
+                    mount: None,
                 },
             ],
             revertible: true,
@@ -181,7 +190,7 @@ fn typo_in_capability_field_is_named() {
     ));
     assert_eq!(
         msg,
-        "`guests/x/executor.toml`: line 5, column 1: unknown field `targer`, expected `name` or `target`"
+        "`guests/x/executor.toml`: line 5, column 1: unknown field `targer`, expected one of `name`, `target`, `mount`"
     );
 }
 
@@ -321,8 +330,10 @@ fn dotdot_in_target() {
 fn path_target_forms() {
     let text = with(
         &(cap("fs:read", Some("/abs/**"))
+            + "mount = \"/abs\"\n"
             + &cap("fs:read", Some("./rel/*.txt"))
             + &cap("fs:read", Some("~"))
+            + "mount = \"/home\"\n"
             + &cap("fs:read", Some("**"))),
     );
     let m = parse(&text).unwrap();

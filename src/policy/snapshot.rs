@@ -52,6 +52,11 @@ pub struct Actor {
 pub struct DeclaredCapability {
     pub capability: Capability,
     pub target: Option<String>,
+    /// The guest's name for a path glob's directory (`mount` in the
+    /// manifest); absent when the manifest gives none, so definitions
+    /// without one hash as before.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mount: Option<String>,
 }
 
 /// An executor definition, as frozen from its manifest.

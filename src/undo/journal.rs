@@ -133,6 +133,10 @@ pub struct TurnRecord {
     pub status: String,
     /// `none`, `undone` or `partly_undone`.
     pub undo: String,
+    /// A command's `argv[1..]` (`gatehouse run X -- ARGS`); absent when
+    /// there were none.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub args: Vec<String>,
 }
 
 /// The writer of one turn's history, shared by the host interfaces of the

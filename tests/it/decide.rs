@@ -933,10 +933,12 @@ fn a_request_outside_what_the_executor_declares_is_target_mismatch() {
                 DeclaredCapability {
                     capability: Capability::FsWrite,
                     target: Some("/ws/out/**".into()),
+                    mount: None,
                 },
                 DeclaredCapability {
                     capability: Capability::TimeRead,
                     target: None,
+                    mount: None,
                 },
             ],
             revertible: false,
@@ -1829,6 +1831,7 @@ fn item08_grants_are_matched_on_the_canonical_target() {
             capabilities: vec![DeclaredCapability {
                 capability: Capability::FsWrite,
                 target: Some("/w/out/**".into()),
+                mount: None,
             }],
             revertible: false,
             reverse_pattern: None,

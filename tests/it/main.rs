@@ -22,3 +22,4 @@ mod sandbox;
 mod support;
 mod undo;
 mod undo_fs;
+mod wasi_cli;
