@@ -6,7 +6,7 @@ use std::path::Path;
 use serde_json::json;
 
 use gatehouse::authoring::coverage::{self, Coverage, ImportStatus};
-use gatehouse::authoring::inspect::{self, Inspection, WasmKind};
+use gatehouse::authoring::inspect::{self, Inspection, Needs, WasmKind};
 use gatehouse::authoring::template::{self, Kind};
 use gatehouse::authoring::{schema, wit, AuthoringError};
 use gatehouse::manifest::Manifest;
@@ -45,10 +45,15 @@ pub fn inspect(ctx: &Context, path: &Path) -> CmdResult {
         out(format!("wasi     {f}"));
     }
     for imp in &i.imports {
+        let needs = match imp.needs {
+            Needs::Unsupported => {
+                "not provided by gatehouse: refused with IMPORT_NOT_GRANTED".to_string()
+            }
+            _ => format!("needs {}", imp.needs.describe()),
+        };
         out(format!(
-            "import   {}  needs {}{}",
+            "import   {}  {needs}{}",
             imp.name,
-            imp.needs.describe(),
             functions(&imp.functions)
         ));
     }

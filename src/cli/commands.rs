@@ -445,11 +445,15 @@ fn manifest_check(ctx: &Context, path: &Path, workspace: Option<&Path>) -> CmdRe
             out(format!("warning: {w}"));
         }
     }
-    Ok(if uncovered.is_empty() {
-        Exit::Ok
+    if uncovered.is_empty() {
+        Ok(Exit::Ok)
     } else {
-        Exit::Denied
-    })
+        Err(Failure::denied(format!(
+            "IMPORT_NOT_GRANTED: no declared capability covers {} of the component's imports: a run of `{}` would be refused",
+            uncovered.len(),
+            m.name
+        )))
+    }
 }
 
 fn snapshot_cmd(ctx: &Context, cmd: SnapshotCmd) -> CmdResult {

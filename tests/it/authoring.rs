@@ -120,7 +120,10 @@ fn authoring_manifest_check_names_an_import_no_capability_covers() {
         &[("compute:pure", None)],
     );
     let run = env.run(&["manifest", "check", s(&m)]);
-    run.expect(2);
+    run.expect_err(
+        2,
+        &["gatehouse: IMPORT_NOT_GRANTED: no declared capability covers 7 of the component's imports: a run of `fetch` would be refused"],
+    );
     let errors: Vec<&str> = run
         .lines()
         .into_iter()
