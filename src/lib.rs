@@ -7,7 +7,10 @@
 //! - [`config`] — `gatehouse.toml`, actors, path resolution.
 //! - [`snapshot`] — `policy.json`: prepare and verify.
 //! - [`tier3`] — the deny-path suite.
+//! - [`authoring`] — for people who write executors: inspect, coverage,
+//!   the WIT package, the crate template, the manifest schema.
 
+pub mod authoring;
 pub mod config;
 pub mod exec;
 pub mod grants;

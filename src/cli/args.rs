@@ -66,6 +66,20 @@ pub enum Command {
     History(HistoryArgs),
     /// Reverse a turn's journaled operations (the last turn by default).
     Undo(UndoArgs),
+    /// A component's (or preview 1 module's) imports and exports, and for
+    /// each import the capability it needs, or "baseline".
+    Inspect {
+        /// The `.wasm` file.
+        component: PathBuf,
+    },
+    /// Print the `gatehouse:executor` WIT package, or write it with its WASI
+    /// dependencies (`DIR/executor.wit`, `DIR/deps/*.wit`) for wit-bindgen,
+    /// wasm-tools, componentize-py or jco.
+    Wit(WitArgs),
+    /// Write a new executor crate: Cargo.toml (pinned wit-bindgen),
+    /// Cargo.lock, src/lib.rs with `run` (src/main.rs with --command), the
+    /// WIT under wit/, executor.toml with compute:pure, a README.
+    New(NewArgs),
     /// Walk through the gate end to end on a temporary state directory and
     /// workspace: an allowed, a denied and an approval-required request, a
     /// remembered grant, a refused grant, and the tier-3 suite.
@@ -157,10 +171,39 @@ pub struct GrantAddArgs {
     pub granted_by: Option<String>,
 }
 
+#[derive(Debug, Args)]
+pub struct WitArgs {
+    /// Write the package and its dependencies beneath DIR instead of
+    /// printing `executor.wit`.
+    #[arg(long, value_name = "DIR")]
+    pub out: Option<PathBuf>,
+    /// Print the interfaces a guest may import as a Markdown table: what
+    /// each does and which capability links it.
+    #[arg(long, conflicts_with = "out")]
+    pub table: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct NewArgs {
+    /// The executor's and crate's name: `[a-z][a-z0-9_-]{0,63}`.
+    pub name: String,
+    /// A command (`fn main`: stdin, arguments, stdout) instead of a
+    /// component exporting `run`.
+    #[arg(long)]
+    pub command: bool,
+    /// Where to write it (default: `./NAME`); must not exist or be empty.
+    #[arg(long, value_name = "DIR")]
+    pub dir: Option<PathBuf>,
+}
+
 #[derive(Debug, Subcommand)]
 pub enum ManifestCmd {
-    /// Validate a manifest; verify the component's sha256 if it is pinned
-    /// and the component exists (DIGEST_MISMATCH: exit 2).
+    /// Validate a manifest, verify the component's sha256 if it is pinned
+    /// (DIGEST_MISMATCH: exit 2), and check the component's imports
+    /// against the declared capabilities: exit 2 when an import is not
+    /// covered (the run would be refused with IMPORT_NOT_GRANTED), 3 for an
+    /// invalid manifest or a missing component, 0 otherwise (warnings
+    /// included). Explains each declared capability.
     ///
     /// Warns when the component is neither pinned (`sha256`) nor outside
     /// every write root of the configured actors (an actor without
@@ -175,6 +218,9 @@ pub enum ManifestCmd {
         #[arg(long, value_name = "DIR")]
         workspace: Option<PathBuf>,
     },
+    /// Print the JSON Schema of executor.toml, generated from the manifest
+    /// types, for editors.
+    Schema,
 }
 
 #[derive(Debug, Args)]

@@ -37,6 +37,10 @@ pub fn run(ctx: &Context, command: Command) -> CmdResult {
         Command::Manifest(ManifestCmd::Check { path, workspace }) => {
             manifest_check(ctx, &path, workspace.as_deref())
         }
+        Command::Manifest(ManifestCmd::Schema) => super::authoring::manifest_schema(),
+        Command::Inspect { component } => super::authoring::inspect(ctx, &component),
+        Command::Wit(args) => super::authoring::wit_cmd(ctx, args),
+        Command::New(args) => super::authoring::new(ctx, args),
         Command::Snapshot(cmd) => snapshot_cmd(ctx, cmd),
         Command::Test(args) => test(ctx, args),
         Command::Run(args) => super::run::run(ctx, args),
@@ -380,35 +384,46 @@ fn component_warnings(
 
 fn manifest_check(ctx: &Context, path: &Path, workspace: Option<&Path>) -> CmdResult {
     let m = Manifest::load(path)?;
-    let warnings = component_warnings(ctx, &m, workspace)?;
+    let mut warnings = component_warnings(ctx, &m, workspace)?;
     let is_command = !m.command.is_empty();
-    let component = if is_command {
-        serde_json::Value::Null
-    } else if m.component.exists() {
-        let digest = m.verify_component()?;
-        json!({"path": m.component, "sha256": digest, "pinned": m.sha256.is_some()})
+    // A missing component is invalid input (exit 3), as a bad pin is a
+    // denial (exit 2), before anything is inspected.
+    let (component, checked) = if is_command {
+        (serde_json::Value::Null, None)
     } else {
-        json!({"path": m.component, "missing": true})
+        let digest = m.verify_component()?;
+        let (inspection, coverage) = super::authoring::component_check(&m)?;
+        warnings.extend(coverage.unusable.iter().cloned());
+        (
+            json!({"path": m.component, "sha256": digest, "pinned": m.sha256.is_some()}),
+            Some((inspection, coverage)),
+        )
     };
+    let uncovered: Vec<&str> = checked
+        .iter()
+        .flat_map(|(_, c)| c.uncovered().filter_map(|x| x.problem.as_deref()))
+        .collect();
     let caps: Vec<_> = m
         .capabilities
         .iter()
         .map(|c| json!({"name": c.capability.as_str(), "target": c.target}))
         .collect();
-    let summary = json!({
-        "manifest": m.path,
-        "name": m.name,
-        "valid": true,
-        "component": component,
-        "command": if is_command { json!(m.command) } else { serde_json::Value::Null },
-        "tools": m.tools,
-        "capabilities": caps,
-        "revertible": m.revertible,
-        "reverse_pattern": m.reverse_pattern,
-        "warnings": warnings,
-    });
     if ctx.json {
-        out_json(&summary);
+        out_json(&json!({
+            "manifest": m.path,
+            "name": m.name,
+            "valid": true,
+            "component": component,
+            "command": if is_command { json!(m.command) } else { serde_json::Value::Null },
+            "tools": m.tools,
+            "capabilities": caps,
+            "revertible": m.revertible,
+            "reverse_pattern": m.reverse_pattern,
+            "imports": checked.as_ref().map(|(_, c)| &c.imports),
+            "explained": checked.as_ref().map(|(_, c)| &c.capabilities),
+            "uncovered": uncovered,
+            "warnings": warnings,
+        }));
     } else {
         out(format!(
             "ok: `{}` is a valid manifest for executor `{}`",
@@ -420,17 +435,25 @@ fn manifest_check(ctx: &Context, path: &Path, workspace: Option<&Path>) -> CmdRe
                 "command: `{}`, run in the OS sandbox of `code:exec`",
                 m.command.join(" ")
             ));
-        } else if !m.component.exists() {
-            out(format!(
-                "note: component `{}` does not exist yet",
-                m.component.display()
-            ));
+        }
+        if let Some((i, c)) = &checked {
+            for line in super::authoring::coverage_lines(i, c) {
+                out(line);
+            }
         }
         for w in &warnings {
             out(format!("warning: {w}"));
         }
     }
-    Ok(Exit::Ok)
+    if uncovered.is_empty() {
+        Ok(Exit::Ok)
+    } else {
+        Err(Failure::denied(format!(
+            "IMPORT_NOT_GRANTED: no declared capability covers {} of the component's imports: a run of `{}` would be refused",
+            uncovered.len(),
+            m.name
+        )))
+    }
 }
 
 fn snapshot_cmd(ctx: &Context, cmd: SnapshotCmd) -> CmdResult {

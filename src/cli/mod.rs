@@ -3,6 +3,7 @@
 //! subcommand runs against the library. The library knows nothing of this.
 
 mod args;
+mod authoring;
 mod commands;
 mod demo;
 mod history;

@@ -299,6 +299,9 @@ pub(super) fn report(ctx: &Context, outcome: &TurnOutcome, verbose: bool) -> Cmd
             if let (false, Some(run)) = (command, run) {
                 print_output(run, say);
             }
+            if let Some(run) = run {
+                print_backtrace(run);
+            }
             Err(Failure {
                 exit,
                 message: message.clone(),
@@ -362,6 +365,17 @@ fn print_output(run: &RunReport, say: fn(String)) {
     }
     if !run.stderr.is_empty() {
         say(format!("stderr   {}", run.stderr.trim_end()));
+    }
+}
+
+/// A trapped guest's frames, innermost first, on stderr.
+fn print_backtrace(run: &RunReport) {
+    if run.backtrace.is_empty() {
+        return;
+    }
+    err("backtrace (innermost first):");
+    for (i, f) in run.backtrace.iter().enumerate() {
+        err(format!("  {i:>2}: {}", f.describe()));
     }
 }
 

@@ -105,7 +105,8 @@ pub struct ManifestCapability {
 }
 
 /// The file's shape; everything is checked again in [`Manifest::parse`].
-#[derive(Deserialize)]
+/// Its JSON Schema is [`json_schema`].
+#[derive(Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 struct RawManifest {
     name: String,
@@ -125,12 +126,13 @@ struct RawManifest {
     #[serde(default)]
     tools: Option<Vec<String>>,
     #[serde(default)]
+    #[schemars(with = "Option<serde_json::Map<String, serde_json::Value>>")]
     input_schema: Option<toml::Table>,
     #[serde(default)]
     capabilities: Vec<RawCapability>,
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 struct RawCapability {
     // A string rather than `Capability`, so an unknown name is reported with
@@ -140,6 +142,13 @@ struct RawCapability {
     target: Option<String>,
     #[serde(default)]
     mount: Option<String>,
+}
+
+/// The JSON Schema of the file's shape, generated from the types that
+/// parse it (so it cannot drift from them); `gatehouse manifest schema`
+/// adds what the validator knows besides.
+pub fn json_schema() -> serde_json::Value {
+    serde_json::to_value(schemars::schema_for!(RawManifest)).unwrap_or_default()
 }
 
 impl Manifest {

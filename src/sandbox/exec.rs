@@ -576,6 +576,7 @@ pub fn run_command(
             (None, signal) => Some(128 + signal.unwrap_or(0)),
         },
         command: true,
+        backtrace: Vec::new(),
     };
     if io.forward_output {
         use std::io::Write;

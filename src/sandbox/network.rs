@@ -45,6 +45,9 @@ mod generated {
     // (wasmtime-wasi 48's version) so that guests built against any 0.2.x
     // match by semver, as they do for the rest of WASI.
     wasmtime::component::bindgen!({
+        // One file, not the `wit/` directory, whose `deps/` would define
+        // these WASI packages a second time.
+        path: "wit/executor.wit",
         inline: "
             package gatehouse:network;
 

@@ -64,6 +64,53 @@ pub struct RunReport {
     /// Whether the executor was a command (`wasi:cli/command`, or a host
     /// command): its stdin, argv and stdout are its interface.
     pub command: bool,
+    /// Where the guest was when it trapped, innermost frame first (empty
+    /// unless it trapped).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub backtrace: Vec<TrapFrame>,
+}
+
+/// One frame of a trapped guest's stack.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct TrapFrame {
+    /// The function's name from the module's `name` section, demangled;
+    /// `None` when the module carries no names (a stripped build).
+    pub function: Option<String>,
+    /// Its index in the core module's function space.
+    pub func_index: u32,
+    /// The trapping or calling instruction's offset in the core module.
+    pub module_offset: Option<usize>,
+}
+
+impl TrapFrame {
+    /// `name` or `<wasm function N>`, and the offset when known.
+    pub fn describe(&self) -> String {
+        let name = self
+            .function
+            .clone()
+            .unwrap_or_else(|| format!("<wasm function {}>", self.func_index));
+        match self.module_offset {
+            Some(o) => format!("{name} (at {o:#x})"),
+            None => name,
+        }
+    }
+}
+
+/// The guest frames wasmtime captured with `e`, if any.
+fn frames_of(e: &wasmtime::Error) -> Vec<TrapFrame> {
+    let Some(bt) = e.downcast_ref::<wasmtime::WasmBacktrace>() else {
+        return Vec::new();
+    };
+    bt.frames()
+        .iter()
+        .map(|f| TrapFrame {
+            function: f
+                .func_name()
+                .map(|n| format!("{:#}", rustc_demangle::demangle(n))),
+            func_index: f.func_index(),
+            module_offset: f.module_offset(),
+        })
+        .collect()
 }
 
 /// A command's arguments and standard streams, as the caller wires them.
@@ -359,6 +406,10 @@ pub fn execute(
         None
     };
     let output = || String::from_utf8_lossy(&stdout.contents()).into_owned();
+    let frames = match &outcome {
+        Err(e) => frames_of(e),
+        Ok(_) => Vec::new(),
+    };
     let (result, stopped) = match (stopped, outcome) {
         (Some(limit), _) => (None, Some(limit)),
         (None, Ok(result)) => (Some(result), None),
@@ -411,6 +462,12 @@ pub fn execute(
             .unwrap_or_default(),
         exit_code,
         command: is_command,
+        // Only a trap's: a limit's or a cancel's stack says nothing wrong.
+        backtrace: if matches!(stopped, Some(RunError::Trap(_))) {
+            frames
+        } else {
+            Vec::new()
+        },
     };
     match stopped {
         None => Ok(report),
@@ -493,5 +550,12 @@ fn classify(
             format!("more than {} host resources", limits.resources),
         ));
     }
-    RunError::Trap(e.into_boxed_dyn_error())
+    // The message without wasmtime's multi-line backtrace context: the
+    // frames go to the report, each on its own line.
+    let message: Vec<String> = e
+        .chain()
+        .map(|c| c.to_string())
+        .filter(|t| !t.starts_with("error while executing at wasm backtrace"))
+        .collect();
+    RunError::Trap(message.join(": ").into())
 }

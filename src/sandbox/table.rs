@@ -41,6 +41,13 @@ pub struct Binding {
     /// `*` matches any name with that prefix.
     pub interfaces: &'static [&'static str],
     pub authority: Authority,
+    /// What it lets a guest do, in plain words (`gatehouse wit --table`,
+    /// the README).
+    pub about: &'static str,
+    /// For a baseline binding, the capabilities that give it something to
+    /// reach (a preopen, a variable, a real clock): a guest without the
+    /// import cannot use them (`manifest check` warns).
+    pub filled_by: &'static [Capability],
     link: fn(&mut Linker<HostState>) -> wasmtime::Result<()>,
 }
 
@@ -70,12 +77,16 @@ pub static BINDINGS: &[Binding] = &[
         name: "wasi:io",
         interfaces: &["wasi:io/error", "wasi:io/poll", "wasi:io/streams"],
         authority: Authority::Baseline,
+        about: "streams, pollables and their errors: the plumbing of every other interface",
+        filled_by: &[],
         link: |l| deadline_io::add_to_linker(l, HostState::io_view, HostState::table_mut),
     },
     Binding {
         name: "wasi:clocks",
         interfaces: &["wasi:clocks/wall-clock", "wasi:clocks/monotonic-clock"],
         authority: Authority::Baseline,
+        about: "wall and monotonic clocks; frozen (the epoch, never advancing) without `time:read`",
+        filled_by: &[C::TimeRead],
         link: wasi::link_clocks,
     },
     Binding {
@@ -86,6 +97,8 @@ pub static BINDINGS: &[Binding] = &[
             "wasi:random/insecure-seed",
         ],
         authority: Authority::Baseline,
+        about: "random bytes and hash seeds",
+        filled_by: &[],
         link: wasi::link_random,
     },
     Binding {
@@ -98,6 +111,8 @@ pub static BINDINGS: &[Binding] = &[
             "wasi:cli/terminal-*",
         ],
         authority: Authority::Baseline,
+        about: "exit with a status; stdin (a command's input), stdout and stderr into capped pipes; no terminal",
+        filled_by: &[],
         link: wasi::link_stdio,
     },
     Binding {
@@ -107,6 +122,8 @@ pub static BINDINGS: &[Binding] = &[
         name: "wasi:cli/environment",
         interfaces: &["wasi:cli/environment"],
         authority: Authority::Baseline,
+        about: "arguments (a command's argv) and environment variables: none without `env:read`, only the granted ones with it",
+        filled_by: &[C::EnvRead],
         link: wasi::link_environment,
     },
     Binding {
@@ -115,42 +132,56 @@ pub static BINDINGS: &[Binding] = &[
         name: "wasi:filesystem",
         interfaces: &["wasi:filesystem/types", "wasi:filesystem/preopens"],
         authority: Authority::Baseline,
+        about: "files and directories beneath the preopens; there are none without `fs:read` or `fs:write`",
+        filled_by: &[C::FsRead, C::FsWrite],
         link: link_filesystem,
     },
     Binding {
         name: "gatehouse:executor/log",
         interfaces: &["gatehouse:executor/log", "gatehouse:executor/types"],
         authority: Authority::Baseline,
+        about: "structured log lines kept with the turn",
+        filled_by: &[],
         link: |l| log::add_to_linker(l, HostState::log_view),
     },
     Binding {
         name: "gatehouse:executor/memory",
         interfaces: &["gatehouse:executor/memory"],
         authority: Authority::Needs(&[C::MemoryRead, C::MemoryWrite]),
+        about: "get, set, delete and list keys in the host's memory, in the one granted scope",
+        filled_by: &[],
         link: |l| memory::add_to_linker(l, HostState::memory_view),
     },
     Binding {
         name: "gatehouse:executor/human",
         interfaces: &["gatehouse:executor/human"],
         authority: Authority::Needs(&[C::HumanAsk]),
+        about: "ask the person behind the turn a question",
+        filled_by: &[],
         link: |l| human::add_to_linker(l, HostState::human_view),
     },
     Binding {
         name: "gatehouse:executor/delegate",
         interfaces: &["gatehouse:executor/delegate"],
         authority: Authority::Needs(&[C::DelegateCall]),
+        about: "run another executor by name, as its own turn",
+        filled_by: &[],
         link: |l| delegate::add_to_linker(l, HostState::delegate_view),
     },
     Binding {
         name: "gatehouse:executor/exec",
         interfaces: &["gatehouse:executor/exec"],
         authority: Authority::Needs(&[C::CodeExec]),
+        about: "run a granted host command in the OS sandbox",
+        filled_by: &[],
         link: |l| exec::add_to_linker(l, HostState::exec_view),
     },
     Binding {
         name: "wasi:sockets",
         interfaces: &["wasi:sockets/*"],
         authority: Authority::Needs(&[C::NetworkSites]),
+        about: "resolve the granted host names and connect to the addresses they resolved to",
+        filled_by: &[],
         link: network::add_to_linker,
     },
 ];

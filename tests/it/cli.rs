@@ -954,10 +954,15 @@ fn a_manifest_with_a_typo_in_a_field_name_is_invalid_input() {
         .expect_lowercase_message();
 }
 
+/// `(component)`: the magic, the component version and layer.
+const EMPTY_COMPONENT: &[u8] = b"\0asm\x0d\0\x01\0";
+
 #[test]
 fn a_manifest_pinning_the_wrong_digest_is_denied() {
     let env = Env::new();
-    env.write("exec/hello.wasm", "not really wasm, but bytes to hash");
+    // The smallest component (a header, no sections): it imports nothing.
+    std::fs::create_dir_all(env.root().join("exec")).unwrap();
+    std::fs::write(env.root().join("exec/hello.wasm"), EMPTY_COMPONENT).unwrap();
     let wrong = "0".repeat(64);
     let m = env.write(
         "exec/executor.toml",
@@ -967,7 +972,7 @@ fn a_manifest_pinning_the_wrong_digest_is_denied() {
         .expect_err(2, &["DIGEST_MISMATCH", &format!("`{wrong}`"), "hello.wasm"]);
 
     // The right digest passes.
-    let digest = gatehouse::policy::snapshot::sha256_hex(b"not really wasm, but bytes to hash");
+    let digest = gatehouse::policy::snapshot::sha256_hex(EMPTY_COMPONENT);
     let m = env.write(
         "exec/executor.toml",
         &format!("name = \"hello\"\ncomponent = \"hello.wasm\"\nsha256 = \"{digest}\"\n"),

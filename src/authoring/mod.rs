@@ -1,0 +1,59 @@
+//! For people who write executors: what a component imports and which
+//! capability each import needs ([`inspect`]), whether a manifest covers
+//! its component ([`coverage`]), the WIT package guests are written
+//! against ([`wit`]), a ready guest crate ([`template`]) and the JSON
+//! Schema of `executor.toml` ([`schema`]).
+//!
+//! What an interface needs is never written here: it comes from the one
+//! table of bindings (`crate::sandbox::table`), and what a capability
+//! means from the registry (`crate::policy::REGISTRY`).
+
+pub mod coverage;
+pub mod inspect;
+pub mod schema;
+pub mod template;
+pub mod wit;
+
+use std::path::PathBuf;
+
+/// Why an authoring command could not do its work.
+#[derive(Debug, thiserror::Error)]
+pub enum AuthoringError {
+    /// A file the command needs does not exist.
+    #[error("`{}` does not exist", path.display())]
+    Missing { path: PathBuf },
+    /// A file could not be read.
+    #[error("cannot read `{}`", path.display())]
+    Read {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    /// A file or directory could not be written.
+    #[error("cannot write `{}`", path.display())]
+    Write {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    /// The file is not a component or core module gatehouse can read.
+    #[error("`{}` is not a webassembly component or module: {reason}", path.display())]
+    NotWasm { path: PathBuf, reason: String },
+    /// `gatehouse new` was given a name no executor or crate may have.
+    #[error("invalid executor name `{name}`: {reason}")]
+    InvalidName { name: String, reason: String },
+    /// `gatehouse new` refuses to write into a directory that holds files.
+    #[error("directory `{}` exists and is not empty: give a new or empty directory", dir.display())]
+    NotEmpty { dir: PathBuf },
+}
+
+impl AuthoringError {
+    /// Whether the error is the user's input being wrong (exit 3) rather
+    /// than the host failing (exit 1).
+    pub fn is_invalid_input(&self) -> bool {
+        !matches!(
+            self,
+            AuthoringError::Read { .. } | AuthoringError::Write { .. }
+        )
+    }
+}
