@@ -198,6 +198,27 @@ fn main() {
         return;
     }
 
+    // `--profile-bare N`: only N calls of (b), untimed (its CPU per call,
+    // measured the same way as (c)'s, is the floor a turn is compared to).
+    let mut args = std::env::args()
+        .skip_while(|a| a != "--profile-bare")
+        .skip(1);
+    if let Some(n) = args.next().and_then(|n| n.parse::<usize>().ok()) {
+        let Ok(engine) = tuned_engine() else { return };
+        let Ok(pre) = Component::new(&engine, &bytes)
+            .and_then(|c| bare_linker(&engine).and_then(|l| l.instantiate_pre(&c)))
+        else {
+            return;
+        };
+        let ok = (0..n).all(|_| bare_call(&pre).is_ok());
+        let _ = std::fs::remove_dir_all(&tmp);
+        eprintln!(
+            "{n} bare calls: {}",
+            if ok { "ok" } else { "a call failed" }
+        );
+        return;
+    }
+
     // (a) naive.
     let Ok(naive_engine) = Engine::new(Config::new().wasm_component_model(true)) else {
         return;

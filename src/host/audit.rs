@@ -31,8 +31,8 @@ pub struct TurnAudit {
     /// `"turn":…,` encoded once.
     turn_field: String,
     /// `"actor":…,"identity":…,"snapshot":{…}}`: how every line of the
-    /// turn ends, encoded once per turn.
-    tail: String,
+    /// turn ends, encoded once per actor and snapshot ([`tail`]).
+    tail: std::sync::Arc<str>,
     journal: TurnJournal,
 }
 
@@ -51,6 +51,17 @@ struct AnswerLine<'a> {
     approval: &'a super::Answer,
 }
 
+/// How every audit line of a turn by `actor` (with `identity`) under the
+/// snapshot of `hashes` ends: `"actor":…,"identity":…,"snapshot":{…}}`.
+pub(crate) fn tail(actor: &str, identity: Option<&Identity>, hashes: &Hashes) -> String {
+    format!(
+        "\"actor\":{},\"identity\":{},\"snapshot\":{}}}",
+        encode(&actor),
+        encode(&identity),
+        encode(hashes)
+    )
+}
+
 fn encode(value: &impl Serialize) -> String {
     // Encoding these values cannot fail (string keys, no maps of other
     // keys); an empty object stands in rather than losing the line.
@@ -58,24 +69,13 @@ fn encode(value: &impl Serialize) -> String {
 }
 
 impl TurnAudit {
-    /// The audit of `turn` by `actor` (with `identity`) under the snapshot
-    /// of `hashes`, kept in `journal`.
-    pub(crate) fn new(
-        turn: &str,
-        actor: &str,
-        identity: Option<&Identity>,
-        hashes: &Hashes,
-        journal: TurnJournal,
-    ) -> TurnAudit {
+    /// The audit of `turn`, each line ending with `tail` (see [`tail`]),
+    /// kept in `journal`.
+    pub(crate) fn new(turn: &str, tail: std::sync::Arc<str>, journal: TurnJournal) -> TurnAudit {
         TurnAudit {
             turn: turn.to_string(),
             turn_field: format!("\"turn\":{},", encode(&turn)),
-            tail: format!(
-                "\"actor\":{},\"identity\":{},\"snapshot\":{}}}",
-                encode(&actor),
-                encode(&identity),
-                encode(hashes)
-            ),
+            tail,
             journal,
         }
     }
@@ -91,7 +91,11 @@ impl TurnAudit {
         } else {
             self.turn_field.as_str()
         };
-        let line = format!("{head}{sep}{turn}{}", self.tail);
+        let mut line = String::with_capacity(head.len() + 1 + turn.len() + self.tail.len());
+        line.push_str(head);
+        line.push_str(sep);
+        line.push_str(turn);
+        line.push_str(&self.tail);
         if let Err(e) = self.journal.decision_line(line) {
             tracing::warn!("the audit of turn `{}` lost a line: {e}", self.turn);
         }

@@ -433,6 +433,14 @@ pub(crate) fn gate(input: TurnInput<'_>) -> Gate {
                 .collect()
         })
         .unwrap_or_default();
+    // Protected paths matter only beneath a preopened directory (to the
+    // filesystem layer and a command's roots): a turn without one does not
+    // copy them.
+    let protected = if preopens.is_empty() {
+        Vec::new()
+    } else {
+        snap.roots.protected.clone()
+    };
     let plan = Plan::from_allowed(PlanParts {
         turn_id: input.turn_id,
         executor: name.to_string(),
@@ -450,7 +458,7 @@ pub(crate) fn gate(input: TurnInput<'_>) -> Gate {
         workspace: PathBuf::from(workspace),
         write_globs,
         read_globs,
-        protected: snap.roots.protected.clone(),
+        protected,
         nested_roots,
     });
     Gate::Ready {

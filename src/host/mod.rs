@@ -288,6 +288,8 @@ struct Inner {
 struct Frozen {
     snapshot: Snapshot,
     hashes: Arc<Hashes>,
+    /// Each actor's audit-line tail under this snapshot, encoded once.
+    tails: std::collections::BTreeMap<String, Arc<str>>,
 }
 
 impl Frozen {
@@ -296,7 +298,28 @@ impl Frozen {
             definition: snapshot.definition_hash(),
             policy: snapshot.policy_hash(),
         });
-        Frozen { snapshot, hashes }
+        let tails = snapshot
+            .actors
+            .iter()
+            .map(|(name, a)| {
+                let tail = audit::tail(name, a.identity.as_ref(), &hashes);
+                (name.clone(), Arc::from(tail))
+            })
+            .collect();
+        Frozen {
+            snapshot,
+            hashes,
+            tails,
+        }
+    }
+
+    /// The audit-line tail of `actor` (encoded now for an actor the
+    /// snapshot does not define, whose turn the gate refuses anyway).
+    fn tail(&self, actor: &str) -> Arc<str> {
+        match self.tails.get(actor) {
+            Some(t) => t.clone(),
+            None => Arc::from(audit::tail(actor, None, &self.hashes)),
+        }
     }
 }
 
@@ -460,16 +483,22 @@ pub fn isolation_report(
 
 /// A new turn id: UTC time and a per-process counter with the pid.
 pub fn new_turn_id(now: crate::policy::UtcTime) -> String {
+    use std::fmt::Write as _;
     use std::sync::atomic::{AtomicU32, Ordering};
     static SEQ: AtomicU32 = AtomicU32::new(0);
-    let compact: String = now
-        .to_string()
-        .chars()
-        .filter(|c| c.is_ascii_digit())
-        .collect();
-    format!(
-        "{compact}-{}-{}",
-        std::process::id(),
-        SEQ.fetch_add(1, Ordering::Relaxed)
-    )
+    // One `getpid` per process, not per turn.
+    static PID: OnceLock<u32> = OnceLock::new();
+    let mut id = String::with_capacity(40);
+    match now.to_ascii() {
+        Some(ascii) => id.extend(
+            ascii
+                .iter()
+                .filter(|b| b.is_ascii_digit())
+                .map(|&b| char::from(b)),
+        ),
+        None => id.extend(now.to_string().chars().filter(char::is_ascii_digit)),
+    }
+    let pid = *PID.get_or_init(std::process::id);
+    let _ = write!(id, "-{pid}-{}", SEQ.fetch_add(1, Ordering::Relaxed));
+    id
 }

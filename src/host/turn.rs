@@ -359,12 +359,7 @@ impl Inner {
         );
         let audit = Arc::new(TurnAudit::new(
             t.id,
-            &t.request.actor,
-            snapshot
-                .actors
-                .get(&t.request.actor)
-                .and_then(|a| a.identity.as_ref()),
-            &t.frozen.hashes,
+            t.frozen.tail(&t.request.actor),
             journal.clone(),
         ));
         audit.record_gate(None, &t.decisions, &t.approvals);

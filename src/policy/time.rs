@@ -105,8 +105,39 @@ impl UtcTime {
     }
 }
 
+impl UtcTime {
+    /// `YYYY-MM-DDTHH:MM:SSZ` as bytes, without the formatting machinery
+    /// (every turn's id and records use it); `None` outside years 0–9999.
+    pub fn to_ascii(self) -> Option<[u8; 20]> {
+        let days = self.0.div_euclid(86400);
+        let secs = self.0.rem_euclid(86400);
+        let (y, m, d) = civil_from_days(days);
+        if !(0..=9999).contains(&y) {
+            return None;
+        }
+        let mut out = *b"0000-00-00T00:00:00Z";
+        let mut put = |at: usize, width: usize, mut v: i64| {
+            for i in (0..width).rev() {
+                out[at + i] = b'0' + (v % 10) as u8;
+                v /= 10;
+            }
+        };
+        put(0, 4, y);
+        put(5, 2, m);
+        put(8, 2, d);
+        put(11, 2, secs / 3600);
+        put(14, 2, secs / 60 % 60);
+        put(17, 2, secs % 60);
+        Some(out)
+    }
+}
+
 impl fmt::Display for UtcTime {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if let Some(ascii) = self.to_ascii() {
+            // The bytes are ASCII digits and separators only.
+            return f.write_str(std::str::from_utf8(&ascii).map_err(|_| fmt::Error)?);
+        }
         let days = self.0.div_euclid(86400);
         let secs = self.0.rem_euclid(86400);
         let (y, m, d) = civil_from_days(days);
@@ -122,7 +153,13 @@ impl fmt::Display for UtcTime {
 
 impl Serialize for UtcTime {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.collect_str(self)
+        match self.to_ascii() {
+            Some(ascii) => match std::str::from_utf8(&ascii) {
+                Ok(text) => s.serialize_str(text),
+                Err(_) => s.collect_str(self),
+            },
+            None => s.collect_str(self),
+        }
     }
 }
 

@@ -309,7 +309,7 @@ pub(crate) struct Prepared {
     identity: FileIdentity,
     pub digest: String,
     pub component: Component,
-    pub imports: Vec<String>,
+    pub imports: Arc<[String]>,
     pub is_command: bool,
     pres: Mutex<HashMap<Vec<&'static str>, InstancePre<super::state::HostState>>>,
 }

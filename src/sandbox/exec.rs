@@ -564,7 +564,7 @@ pub fn run_command(
         stderr: String::from_utf8_lossy(&o.stderr).into_owned(),
         log: Vec::new(),
         linked,
-        imports: Vec::new(),
+        imports: Vec::new().into(),
         cache_hit: false,
         compiled: 0,
         sha256: String::new(),

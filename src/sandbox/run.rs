@@ -45,7 +45,7 @@ pub struct RunReport {
     pub log: Vec<LogLine>,
     /// The interfaces and preopens the sandbox was built with.
     pub linked: Vec<String>,
-    pub imports: Vec<String>,
+    pub imports: std::sync::Arc<[String]>,
     pub cache_hit: bool,
     /// Components this process compiled from wasm so far (0 on a cache hit
     /// in a fresh process).

@@ -91,7 +91,12 @@ impl AppendLog {
 
     /// Appends `line` (one JSON value, no newline), with one `write(2)`.
     pub fn append_line(&self, line: String) -> Result<(), HistoryError> {
-        let mut line = line.into_bytes();
+        self.append_bytes(line.into_bytes())
+    }
+
+    /// Appends `line` (the bytes of one JSON value, no newline), with one
+    /// `write(2)`.
+    pub fn append_bytes(&self, mut line: Vec<u8>) -> Result<(), HistoryError> {
         line.push(b'\n');
         let mut file = self.file()?;
         // One write: O_APPEND places it whole at the end, even with other

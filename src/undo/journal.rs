@@ -376,17 +376,28 @@ impl TurnJournal {
         };
         // The record's own fields, then its decisions, already encoded: one
         // `AuditRecord` line, with no decision decoded and encoded again.
-        let record = serde_json::to_string(&inner.record).map_err(|e| HistoryError::Encode {
+        let pending = std::mem::take(&mut inner.pending);
+        let size = 512 + pending.iter().map(|l| l.len() + 1).sum::<usize>();
+        let mut line = Vec::with_capacity(size);
+        serde_json::to_writer(&mut line, &inner.record).map_err(|e| HistoryError::Encode {
             path: audit.path().to_path_buf(),
             source: e,
         })?;
-        let head = record.strip_suffix('}').unwrap_or(&record);
-        let sep = if head.ends_with('{') { "" } else { "," };
-        let line = format!(
-            "{head}{sep}\"decisions\":[{}]}}",
-            std::mem::take(&mut inner.pending).join(",")
-        );
-        audit.append_line(line)
+        if line.last() == Some(&b'}') {
+            line.pop();
+        }
+        if line.last() != Some(&b'{') {
+            line.push(b',');
+        }
+        line.extend_from_slice(b"\"decisions\":[");
+        for (i, decision) in pending.iter().enumerate() {
+            if i > 0 {
+                line.push(b',');
+            }
+            line.extend_from_slice(decision.as_bytes());
+        }
+        line.extend_from_slice(b"]}");
+        audit.append_bytes(line)
     }
 
     /// Drops the turn's unrecorded decisions without writing anything: for
