@@ -83,17 +83,22 @@ impl TurnAudit {
     /// Keeps `body` (one encoded JSON object), completed with the turn
     /// (unless the body names its own, as a delegated turn's lines do),
     /// the actor, its identity and the snapshot's hashes.
-    fn keep(&self, body: &str, has_turn: bool) {
-        let head = body.strip_suffix('}').unwrap_or(body);
-        let sep = if head.ends_with('{') { "" } else { "," };
+    fn keep(&self, body: String, has_turn: bool) {
+        // The body's own buffer becomes the line: its closing brace goes,
+        // the turn and the tail follow.
+        let mut line = body;
+        if line.ends_with('}') {
+            line.pop();
+        }
         let turn = if has_turn {
             ""
         } else {
             self.turn_field.as_str()
         };
-        let mut line = String::with_capacity(head.len() + 1 + turn.len() + self.tail.len());
-        line.push_str(head);
-        line.push_str(sep);
+        line.reserve(1 + turn.len() + self.tail.len());
+        if !line.ends_with('{') {
+            line.push(',');
+        }
         line.push_str(turn);
         line.push_str(&self.tail);
         if let Err(e) = self.journal.decision_line(line) {
@@ -120,20 +125,20 @@ impl TurnAudit {
             match &nested {
                 Some(field) => {
                     let body = format!("{{{field}{}", body.strip_prefix('{').unwrap_or(&body));
-                    self.keep(&body, true);
+                    self.keep(body, true);
                 }
-                None => self.keep(&body, false),
+                None => self.keep(body, false),
             }
         }
         for a in answers {
-            self.keep(&encode(&AnswerLine { approval: a }), false);
+            self.keep(encode(&AnswerLine { approval: a }), false);
         }
     }
 }
 
 impl AuditSink for TurnAudit {
     fn decision(&self, line: serde_json::Value) {
-        self.keep(&encode(&line), line.get("turn").is_some());
+        self.keep(encode(&line), line.get("turn").is_some());
     }
 }
 
