@@ -14,7 +14,7 @@ for target in wasm32-wasip2 wasm32-wasip1; do
 done
 if [ -f guests/Cargo.toml ]; then
   cargo build --release --manifest-path guests/Cargo.toml --target-dir guests/target --target wasm32-wasip2 --workspace
-  cargo build --release --manifest-path guests/Cargo.toml --target-dir guests/target --target wasm32-wasip1 -p fs-cmd -p wasi-prog
+  cargo build --release --manifest-path guests/Cargo.toml --target-dir guests/target --target wasm32-wasip1 -p fs-cmd -p wasi-prog -p cf-attack
 fi
 # The C wasi-libc guest (issue 14): builds guests/c/target/wasi_fs_all.wasm, or says why not.
 bash guests/c/build.sh

@@ -7,8 +7,11 @@
 //! - [`config`] — `gatehouse.toml`, actors, path resolution.
 //! - [`snapshot`] — `policy.json`: prepare and verify.
 //! - [`tier3`] — the deny-path suite.
+//! - [`conformance`] — the sandbox suite: attacks that must hold, programs
+//!   that must succeed.
 
 pub mod config;
+pub mod conformance;
 pub mod exec;
 pub mod grants;
 pub mod host;

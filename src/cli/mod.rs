@@ -4,6 +4,7 @@
 
 mod args;
 mod commands;
+mod conformance;
 mod demo;
 mod history;
 mod isolation;
