@@ -70,6 +70,8 @@ fn base(name: String, half: Half, world: World, guest: &'static str) -> Case {
         deadline_ms: None,
         memory_mib: None,
         output_kib: None,
+        tools: Vec::new(),
+        hostcalls: None,
         layer: None,
         expect: output(""),
     }
@@ -511,6 +513,29 @@ fn p2_only(out: &mut Vec<Case>) {
     cut.special = Some(Special::Truncated);
     cut.expect = Expect::Invalid;
     out.push(cut);
+    let mut pre = base(
+        "malformed.precompiled-artifact.p2".to_string(),
+        Half::Holds,
+        p2,
+        ATTACK,
+    );
+    pre.special = Some(Special::Precompiled);
+    pre.expect = Expect::Invalid;
+    out.push(pre);
+    let mut fuel = base(
+        "exhaust.hostcall-fuel.p2".to_string(),
+        Half::Holds,
+        p2,
+        "hello.wasm",
+    );
+    fuel.input = "{}".to_string();
+    fuel.hostcalls = Some(0);
+    fuel.layer = Some("hostcall_fuel");
+    fuel.expect = Expect::Limit {
+        code: DenyCode::LimitHostcalls,
+    };
+    out.push(fuel);
+    exec_cases(out);
     let mut digest = base(
         "malformed.digest-mismatch.p2".to_string(),
         Half::Holds,
@@ -543,4 +568,84 @@ fn p2_only(out: &mut Vec<Case>) {
 /// `compute:pure`.
 pub(super) fn residue_part(guest: &'static str) -> Case {
     base(guest.to_string(), Half::Holds, World::P2, guest)
+}
+
+/// `code:exec` through `run-tool`: the command runs in the OS sandbox
+/// (Landlock, seccomp); its answer is the case's output.
+fn exec_cases(out: &mut Vec<Case>) {
+    let exec = |name: &str, caps: Vec<Cap>, tools: &[&'static str], input: &str, expect: Expect| {
+        let mut c = base(
+            format!("{name}.p2"),
+            Half::Holds,
+            World::P2,
+            "run_tool.wasm",
+        );
+        c.caps = caps;
+        c.tools = tools.to_vec();
+        c.input = input.to_string();
+        c.layer = Some("code_exec");
+        c.expect = expect;
+        c
+    };
+    let cat = || vec![cap("code:exec", "cat"), cap("fs:read", "**")];
+    let touch = || vec![cap("code:exec", "touch"), cap("fs:write", "out/**")];
+    let denied = || Expect::Command {
+        status: 1,
+        stdout: String::new(),
+        stderr_suffix: ": Permission denied\n".to_string(),
+    };
+    let not_granted = |program: &str| {
+        output(&format!(
+            "error {{\"denied\":{{\"code\":\"TOOL_NOT_GRANTED\",\"reason\":\"`code:exec` is granted for `cat`, not `{program}`\"}}}}"
+        ))
+    };
+    out.push(exec(
+        "exec.read-outside-roots",
+        cat(),
+        &["cat"],
+        r#"{"program":"cat","args":["/etc/hostname"]}"#,
+        denied(),
+    ));
+    out.push(exec(
+        "exec.write-outside-write-roots",
+        touch(),
+        &["touch"],
+        r#"{"program":"touch","args":["{outside}/made-by-touch"]}"#,
+        denied(),
+    ));
+    let mut ls = exec(
+        "exec.program-not-granted",
+        cat(),
+        &["cat"],
+        r#"{"program":"ls","args":["/"]}"#,
+        not_granted("ls"),
+    );
+    if let Expect::Output { exit, .. } = &mut ls.expect {
+        *exit = 1;
+    }
+    out.push(ls);
+    let mut sh = exec(
+        "exec.shell-not-granted",
+        cat(),
+        &["cat"],
+        r#"{"program":"sh","args":["-c","cat /etc/hostname"]}"#,
+        not_granted("sh"),
+    );
+    if let Expect::Output { exit, .. } = &mut sh.expect {
+        *exit = 1;
+    }
+    out.push(sh);
+    let mut ok = exec(
+        "ok.exec-granted-program",
+        cat(),
+        &["cat"],
+        r#"{"program":"cat","args":["a.txt"]}"#,
+        Expect::Command {
+            status: 0,
+            stdout: "workspace file".to_string(),
+            stderr_suffix: String::new(),
+        },
+    );
+    ok.half = Half::Correct;
+    out.push(ok);
 }

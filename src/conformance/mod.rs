@@ -102,6 +102,9 @@ pub enum Special {
     /// The workspace is the suite's temporary root, which holds the state
     /// directory (and its cache, audit log and grants).
     StateInWorkspace,
+    /// The component file is a module precompiled by another engine
+    /// (wasmtime's default configuration), not WebAssembly.
+    Precompiled,
 }
 
 /// The one outcome a case must end in.
@@ -121,6 +124,15 @@ pub enum Expect {
     OutputEnds { exit: i32, suffix: String },
     /// Refused as invalid input (an unreadable component): nothing ran.
     Invalid,
+    /// A host command (`code:exec`, through `run-tool`) ran and answered
+    /// with this status, exactly this stdout and stderr ending with
+    /// `stderr_suffix` (the program's own name in its message depends on
+    /// where the host keeps it).
+    Command {
+        status: i32,
+        stdout: String,
+        stderr_suffix: String,
+    },
 }
 
 impl Expect {
@@ -139,6 +151,13 @@ impl Expect {
                 )
             }
             Expect::Invalid => "refused as invalid".to_string(),
+            Expect::Command {
+                status,
+                stdout,
+                stderr_suffix,
+            } => format!(
+                "a command with status {status}, stdout {stdout:?}, stderr ending {stderr_suffix:?}"
+            ),
         }
     }
 }
@@ -167,6 +186,14 @@ pub struct Case {
     pub memory_mib: Option<usize>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub output_kib: Option<usize>,
+    /// Programs the manifest and the actor list in `tools` (a `code:exec`
+    /// case; its approval is given once, as a person at the terminal
+    /// would).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub tools: Vec<&'static str>,
+    /// Hostcall fuel, when not the default.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub hostcalls: Option<u64>,
     /// The isolation layer this case exercises: when the report says it
     /// is unavailable, the case is skipped with its reason.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -243,6 +270,17 @@ fn trap_reason(message: &str) -> String {
         .to_string()
 }
 
+/// `run-tool`'s answer: the command's status, stdout and stderr.
+fn command_answer(output: &str) -> Option<(i32, String, String)> {
+    let v: serde_json::Value = serde_json::from_str(output).ok()?;
+    let status = i32::try_from(v["status"].as_i64()?).ok()?;
+    Some((
+        status,
+        v["stdout"].as_str()?.to_string(),
+        v["stderr"].as_str()?.to_string(),
+    ))
+}
+
 /// A case's verdict.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
@@ -299,6 +337,18 @@ pub fn matches(expect: &Expect, observed: &Observed) -> bool {
             },
         ) => exit == e && s.ends_with(suffix.as_str()) && !s.lines().any(|l| l.starts_with("FAIL")),
         (Expect::Invalid, Observed::Invalid { .. }) => true,
+        (
+            Expect::Command {
+                status,
+                stdout,
+                stderr_suffix,
+            },
+            Observed::Ran {
+                exit: 0, stdout: s, ..
+            },
+        ) => command_answer(s).is_some_and(|(st, out, err)| {
+            st == *status && out == *stdout && err.ends_with(stderr_suffix.as_str())
+        }),
         _ => false,
     }
 }

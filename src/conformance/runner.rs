@@ -9,8 +9,8 @@ use serde::Serialize;
 
 use crate::config::{HostConfig, StatePaths};
 use crate::host::{
-    isolation_report, EngineKind, GuestResult, Host, HostOptions, IsolationReport, Limits, NoOne,
-    RunIo, StdinFrom, TurnEnd, TurnOutcome, TurnRequest,
+    isolation_report, Choice, EngineKind, GuestResult, Host, HostOptions, IsolationReport, Limits,
+    NoOne, RunIo, Scripted, StdinFrom, TurnEnd, TurnOutcome, TurnRequest,
 };
 use crate::manifest::Manifest;
 use crate::policy::Level;
@@ -362,6 +362,7 @@ impl Suite<'_> {
         for c in &mut case.caps {
             c.target = c.target.as_deref().and_then(filled);
         }
+        case.input = filled(&case.input).unwrap_or_default();
         if let super::Expect::Output { stdout, .. } = &mut case.expect {
             *stdout = filled(stdout).unwrap_or_default();
         }
@@ -396,6 +397,14 @@ impl Suite<'_> {
             q(name),
             q(&component.display().to_string())
         );
+        if !case.tools.is_empty() {
+            let tools: Vec<toml::Value> = case
+                .tools
+                .iter()
+                .map(|t| toml::Value::String(t.to_string()))
+                .collect();
+            text.push_str(&format!("tools = {}\n", toml::Value::Array(tools)));
+        }
         if let Some(d) = sha256 {
             text.push_str(&format!("sha256 = {}\n", q(d)));
         }
@@ -412,9 +421,18 @@ impl Suite<'_> {
         Manifest::parse(&path, &text).map_err(|e| format!("manifest: {}", crate::config::chain(&e)))
     }
 
-    fn host(&self, workspace: &Path, manifests: Vec<Manifest>) -> Result<Host, String> {
+    fn host(
+        &self,
+        workspace: &Path,
+        manifests: Vec<Manifest>,
+        tools: &[&str],
+    ) -> Result<Host, String> {
+        let mut config = self.config.clone();
+        if let Some(actor) = config.actors.get_mut("main") {
+            actor.tools = tools.iter().map(|t| t.to_string()).collect();
+        }
         let mut options = HostOptions::new(
-            self.config.clone(),
+            config,
             self.state.clone(),
             workspace.display().to_string(),
             manifests,
@@ -454,17 +472,29 @@ impl Suite<'_> {
                     .map_err(|e| format!("cannot write `{}`: {e}", component.display()))?;
             }
             Some(Special::DigestMismatch) => digest = Some("0".repeat(64)),
+            Some(Special::Precompiled) => {
+                // An empty module, precompiled by an engine of wasmtime's
+                // default configuration: bytes no host should run.
+                let engine = wasmtime::Engine::default();
+                let artifact = engine
+                    .precompile_module(b"\0asm\x01\0\0\0")
+                    .map_err(|e| format!("cannot precompile: {e}"))?;
+                component = self.root.join("guests").join(format!("{name}.cwasm"));
+                put(&component, &artifact)
+                    .map_err(|e| format!("cannot write `{}`: {e}", component.display()))?;
+            }
             Some(Special::Residue) => return self.residue(workspace),
             _ => {}
         }
         let manifest = self.manifest(&name, &component, case, digest.as_deref())?;
-        let host = self.host(workspace, vec![manifest])?;
+        let host = self.host(workspace, vec![manifest], &case.tools)?;
         let mut request = TurnRequest::new(&name, "main", case.input.clone());
         let defaults = Limits::default();
         request.limits = Limits {
             deadline_ms: case.deadline_ms.unwrap_or(defaults.deadline_ms),
             memory_bytes: case.memory_mib.map_or(defaults.memory_bytes, |m| m << 20),
             output_bytes: case.output_kib.map_or(defaults.output_bytes, |k| k << 10),
+            hostcalls: case.hostcalls.unwrap_or(defaults.hostcalls),
             ..defaults
         };
         request.io = RunIo {
@@ -473,7 +503,14 @@ impl Suite<'_> {
             forward_output: false,
             forward_cap: None,
         };
-        Ok(observe(host.run(request, &NoOne)))
+        // A `code:exec` case is approved once, as at the terminal; every
+        // other case needs no approval at level Full.
+        let outcome = if case.tools.is_empty() {
+            host.run(request, &NoOne)
+        } else {
+            host.run(request, &Scripted::new(vec![Choice::Once; 4]))
+        };
+        Ok(observe(outcome))
     }
 
     /// `plant-secret` then `scan-residue`, in one host, eight rounds.
@@ -490,7 +527,7 @@ impl Suite<'_> {
             case.name = guest.trim_end_matches(".wasm").replace('_', "-");
             manifests.push(self.manifest(&case.name, &path, &case, None)?);
         }
-        let host = self.host(workspace, manifests)?;
+        let host = self.host(workspace, manifests, &[])?;
         let turn = |executor: &str, input: String| -> Result<serde_json::Value, String> {
             let outcome = host.run(TurnRequest::new(executor, "main", input), &NoOne);
             match &outcome.end {
