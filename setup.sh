@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Set-up for a fresh machine: the wasm32-wasip2 and wasm32-wasip1 targets,
 # then the guests (guests/, its own cargo workspace): every guest for
-# wasm32-wasip2, and `fs-cmd` also for wasm32-wasip1 (the preview 1 twin).
+# wasm32-wasip2, and `fs-cmd`, `wasi-prog` and `cf-attack` (the conformance
+# suite's guest) also for wasm32-wasip1 (preview 1 twins).
 # Artifacts land in guests/target/<target>/release/*.wasm.
 # Safe to run again: every step is skipped (or a no-op) when already done.
 set -euo pipefail
