@@ -6,7 +6,7 @@
 use std::path::{Path, PathBuf};
 
 /// Every guest file the suite uses: (target, file, where it is built).
-const GUESTS: [(&str, &str, &str); 17] = [
+const GUESTS: &[(&str, &str, &str)] = &[
     (
         "wasm32-wasip2",
         "cf_attack.wasm",
@@ -20,6 +20,11 @@ const GUESTS: [(&str, &str, &str); 17] = [
     (
         "wasm32-wasip2",
         "cf_net.wasm",
+        "guests/target/wasm32-wasip2/release",
+    ),
+    (
+        "wasm32-wasip2",
+        "cf_fs_p2.wasm",
         "guests/target/wasm32-wasip2/release",
     ),
     ("wasm32-wasip1", "wasi_fs_all.wasm", "guests/c/target"),
@@ -94,7 +99,7 @@ fn main() {
     let root = PathBuf::from(std::env::var_os("CARGO_MANIFEST_DIR").unwrap_or_default());
     let out = PathBuf::from(std::env::var_os("OUT_DIR").unwrap_or_default());
     let mut text = String::from("pub static EMBEDDED: &[(&str, &str, &[u8])] = &[\n");
-    for (target, file, dir) in GUESTS {
+    for &(target, file, dir) in GUESTS {
         let path = root.join(dir).join(file);
         if path.is_file() {
             println!("cargo:rerun-if-changed={}", path.display());

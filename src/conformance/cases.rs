@@ -548,6 +548,17 @@ fn p2_only(out: &mut Vec<Case>) {
         code: DenyCode::DigestMismatch,
     };
     out.push(digest);
+    // Every wasi:filesystem function, called directly (30 of them).
+    let mut c = base(
+        "ok.wasi-filesystem-every-function.p2".to_string(),
+        Half::Correct,
+        p2,
+        "cf_fs_p2.wasm",
+    );
+    c.caps = write_out();
+    c.args = vec!["out".into()];
+    c.expect = output("ok fs-p2 30 functions\n");
+    out.push(c);
     // The wasi-libc program calling every preview 1 fd_*/path_* function.
     let mut c = base(
         "ok.wasi-libc-fs-all.p1".to_string(),

@@ -108,6 +108,10 @@ fn conformance_every_case_holds_or_is_correct_on_this_host() {
         ),
         ("ok.exit-code.p1", "exit 7, stdout \"exit 7\""),
         ("ok.filesystem.p2", "exit 0, stdout \"ok fs-all 22 steps\""),
+        (
+            "ok.wasi-filesystem-every-function.p2",
+            "exit 0, stdout \"ok fs-p2 30 functions\"",
+        ),
     ] {
         assert_eq!(by_name[name]["observed"], observed, "{name}");
     }
