@@ -259,6 +259,23 @@ fn both_worlds(w: World, out: &mut Vec<Case>) {
     );
     state_write.special = Some(Special::StateInWorkspace);
     out.push(state_write);
+    // The component this very case runs, and the configuration's place
+    // (protected before a file exists there).
+    let component = format!("guests/{}/{ATTACK}", w.target());
+    for (name, path) in [
+        ("state.write-own-component", component.as_str()),
+        ("state.write-configuration", "config/gatehouse.toml"),
+    ] {
+        let mut c = attack(
+            name,
+            w,
+            vec![cap("fs:write", "**")],
+            &["write", path],
+            held("EACCES"),
+        );
+        c.special = Some(Special::StateInWorkspace);
+        out.push(c);
+    }
     // Leakage.
     out.push(attack(
         "leak.host-environment",
@@ -548,6 +565,18 @@ fn p2_only(out: &mut Vec<Case>) {
         code: DenyCode::DigestMismatch,
     };
     out.push(digest);
+    // Pollables without end: host resources, capped.
+    let mut polls = base(
+        "exhaust.many-pollables.p2".to_string(),
+        Half::Holds,
+        p2,
+        "cf_fs_p2.wasm",
+    );
+    polls.args = vec!["pollables".into()];
+    polls.expect = Expect::Limit {
+        code: DenyCode::LimitResources,
+    };
+    out.push(polls);
     // Every wasi:filesystem function, called directly (30 of them).
     let mut c = base(
         "ok.wasi-filesystem-every-function.p2".to_string(),

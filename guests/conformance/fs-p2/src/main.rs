@@ -5,6 +5,10 @@
 //! failure and, when none failed, `ok fs-p2 N functions` (N distinct
 //! functions of `wasi:filesystem/types` and `preopens`).
 //! For `gatehouse conformance`'s correct half.
+//!
+//! `argv[1] = pollables` is an attack instead: it makes pollables without
+//! end (`subscribe-duration`), each a host resource, then polls them all;
+//! the host must stop it (a resource limit), never run out itself.
 
 wit_bindgen::generate!({ path: "wit", world: "cf:fs/fs-all", generate_all });
 
@@ -57,8 +61,22 @@ fn want(cond: bool, what: &str) -> Result<(), String> {
     }
 }
 
+fn pollables() {
+    use wasi::clocks::monotonic_clock::subscribe_duration;
+    let mut all = Vec::new();
+    for _ in 0..10_000_000u32 {
+        all.push(subscribe_duration(3_600_000_000_000));
+    }
+    let refs: Vec<&wasi::io::poll::Pollable> = all.iter().collect();
+    let ready = wasi::io::poll::poll(&refs);
+    say(&format!("BROKEN made {} pollables, {} ready", all.len(), ready.len()));
+}
+
 fn main() {
     let name = std::env::args().nth(1).unwrap_or_else(|| ".".to_string());
+    if name == "pollables" {
+        return pollables();
+    }
     let mut run = Run {
         called: BTreeSet::new(),
         failed: 0,
