@@ -623,7 +623,11 @@ fn exec_cases(out: &mut Vec<Case>) {
         c.caps = caps;
         c.tools = tools.to_vec();
         c.input = input.to_string();
-        c.layer = Some("code_exec");
+        // What confines a command's files is Landlock: without it, the
+        // file cases are skipped (the gate's refusals need no layer).
+        if matches!(expect, Expect::Command { status: 1, .. }) {
+            c.layer = Some("landlock");
+        }
         c.expect = expect;
         c
     };
