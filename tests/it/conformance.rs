@@ -498,3 +498,53 @@ fn conformance_classify_judges_by_the_exact_outcome() {
         Verdict::Incorrect
     );
 }
+
+#[test]
+fn conformance_skips_a_case_whose_layer_the_report_says_is_missing() {
+    // Landlock hidden for real (a seccomp filter on the child): the
+    // command cases that need it are skipped with the report's reason,
+    // the gate's refusals still hold, and a skip is not a failure.
+    let env = Env::new();
+    let dir = guests_dir();
+    let mut cmd = env.command();
+    cmd.args([
+        "--json",
+        "conformance",
+        "--guests",
+        s(&dir),
+        "--only",
+        "exec.",
+    ]);
+    crate::isolation::seccomp_errno(&mut cmd, libc::SYS_landlock_create_ruleset, libc::ENOSYS);
+    let out = cmd.output().unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(out.status.code(), Some(0), "{v:#}");
+    let verdicts: BTreeMap<&str, (&str, &str)> = v["records"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            (
+                r["name"].as_str().unwrap(),
+                (
+                    r["verdict"].as_str().unwrap(),
+                    r["observed"].as_str().unwrap(),
+                ),
+            )
+        })
+        .collect();
+    for name in [
+        "exec.read-outside-roots.p2",
+        "exec.write-outside-write-roots.p2",
+    ] {
+        let (verdict, why) = verdicts[name];
+        assert_eq!(verdict, "skipped", "{name}: {why}");
+        assert!(
+            why.starts_with("the isolation report says `landlock` is unavailable: "),
+            "{name}: {why}"
+        );
+    }
+    assert_eq!(verdicts["exec.program-not-granted.p2"].0, "held");
+    assert_eq!(verdicts["exec.shell-not-granted.p2"].0, "held");
+    assert_eq!(v["counts"]["skipped"], 2, "{v:#}");
+}
