@@ -13,7 +13,7 @@ use crate::host::{
     NoOne, RunIo, Scripted, StdinFrom, TurnEnd, TurnOutcome, TurnRequest,
 };
 use crate::manifest::Manifest;
-use crate::policy::Level;
+use crate::policy::{DenyCode, Level};
 
 use super::{classify, Case, GuestSet, Half, Observed, Special, Verdict, World};
 
@@ -381,6 +381,27 @@ impl Suite<'_> {
             Ok(o) => o,
             Err(message) => Observed::Error { message },
         };
+        // The operator's `[isolation] on_degraded` refused the turn on this
+        // degraded host, as it must: the case cannot say more here.
+        if let Observed::Refused {
+            code: DenyCode::IsolationDegraded,
+            reason,
+        } = &observed
+        {
+            if case.expect
+                != (super::Expect::Refused {
+                    code: DenyCode::IsolationDegraded,
+                })
+            {
+                return (
+                    Verdict::Skipped,
+                    format!(
+                        "`[isolation] on_degraded = \"{}\"` refused it on this degraded host: {reason}",
+                        self.config.on_degraded.as_str()
+                    ),
+                );
+            }
+        }
         classify(&case, &observed)
     }
 

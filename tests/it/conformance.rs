@@ -548,3 +548,33 @@ fn conformance_skips_a_case_whose_layer_the_report_says_is_missing() {
     assert_eq!(verdicts["exec.shell-not-granted.p2"].0, "held");
     assert_eq!(v["counts"]["skipped"], 2, "{v:#}");
 }
+
+#[test]
+fn conformance_under_refuse_all_skips_what_a_degraded_host_refuses() {
+    // The operator's `[isolation]` setting is the suite's: with
+    // `refuse-all`, a degraded host (running as root, say) refuses every
+    // turn, and the cases say so as skipped; a full host runs them.
+    let env = Env::new();
+    env.write(
+        "config/gatehouse/gatehouse.toml",
+        "[actors.main]\nskills = [\"*\"]\n[isolation]\non_degraded = \"refuse-all\"\n",
+    );
+    let dir = guests_dir();
+    let (code, v) = conformance_json(&env, &["--guests", s(&dir), "--only", "leak.host-argv"]);
+    assert_eq!(code, 0, "{v:#}");
+    let degraded = v["isolation"]["overall"] == "degraded";
+    for r in v["records"].as_array().unwrap() {
+        if degraded {
+            assert_eq!(r["verdict"], "skipped", "{r:#}");
+            let why = r["observed"].as_str().unwrap();
+            assert!(
+                why.starts_with(
+                    "`[isolation] on_degraded = \"refuse-all\"` refused it on this degraded host: "
+                ),
+                "{why}"
+            );
+        } else {
+            assert_eq!(r["verdict"], "held", "{r:#}");
+        }
+    }
+}
