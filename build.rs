@@ -27,6 +27,11 @@ const GUESTS: &[(&str, &str, &str)] = &[
         "cf_fs_p2.wasm",
         "guests/target/wasm32-wasip2/release",
     ),
+    (
+        "wasm32-wasip2",
+        "cf_version.wasm",
+        "guests/target/wasm32-wasip2/release",
+    ),
     ("wasm32-wasip1", "wasi_fs_all.wasm", "guests/c/target"),
     (
         "wasm32-wasip2",

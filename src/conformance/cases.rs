@@ -453,6 +453,17 @@ fn p2_only(out: &mut Vec<Case>) {
         };
         out.push(c);
     }
+    let mut version = base(
+        "imports.mismatched-version.p2".to_string(),
+        Half::Holds,
+        p2,
+        "cf_version.wasm",
+    );
+    // Not refused by name before the run (as IMPORT_NOT_GRANTED is): the
+    // linker finds no such version and instantiation fails, before any
+    // guest code runs.
+    version.expect = Expect::Trap;
+    out.push(version);
     let mut sockets = base("imports.sockets-std.p2".to_string(), Half::Holds, p2, NET);
     sockets.caps = Vec::new();
     sockets.args = vec!["tcp".into(), "127.0.0.1:{port}".into()];

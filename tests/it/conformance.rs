@@ -122,6 +122,10 @@ fn conformance_every_case_holds_or_is_correct_on_this_host() {
         ("malformed.truncated-component.p2", "invalid: "),
         ("exhaust.deep-recursion.p2", "trapped: "),
         ("malformed.precompiled-artifact.p2", "invalid: "),
+        (
+            "imports.mismatched-version.p2",
+            "trapped: host error: component imports instance `wasi:random/random@0.9.0`",
+        ),
         ("exhaust.hostcall-fuel.p2", "stopped LIMIT_HOSTCALLS"),
         (
             "exec.program-not-granted.p2",
