@@ -224,7 +224,19 @@ pub fn run(options: Options) -> Result<Report, RunError> {
     let mut records = Vec::new();
     for (i, case) in cases.iter().enumerate() {
         let t0 = Instant::now();
-        let (verdict, observed) = suite.case(i, case);
+        // A panic of the host is a finding, not the end of the suite.
+        let (verdict, observed) =
+            match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| suite.case(i, case))) {
+                Ok(v) => v,
+                Err(p) => {
+                    let what = p
+                        .downcast_ref::<String>()
+                        .cloned()
+                        .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
+                        .unwrap_or_default();
+                    (Verdict::Error, format!("the host panicked: {what}"))
+                }
+            };
         records.push(Record {
             name: case.name.clone(),
             half: case.half,
