@@ -9,9 +9,12 @@
 //! - [`tier3`] — the deny-path suite.
 //! - [`authoring`] — for people who write executors: inspect, coverage,
 //!   the WIT package, the crate template, the manifest schema.
+//! - [`conformance`] — the sandbox suite: attacks that must hold, programs
+//!   that must succeed.
 
 pub mod authoring;
 pub mod config;
+pub mod conformance;
 pub mod exec;
 pub mod grants;
 pub mod host;

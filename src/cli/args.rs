@@ -40,6 +40,17 @@ pub struct Cli {
     pub command: Command,
 }
 
+#[derive(Debug, Args)]
+pub struct ConformanceArgs {
+    /// Only the cases whose name contains PATTERN (such as `fs.` or `.p1`).
+    #[arg(long, value_name = "PATTERN")]
+    pub only: Option<String>,
+    /// The guests' directory (the source tree's `guests/target`) instead
+    /// of those embedded in this binary.
+    #[arg(long, value_name = "DIR")]
+    pub guests: Option<PathBuf>,
+}
+
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// The capability registry, the autonomy matrix, checks and deny codes.
@@ -62,6 +73,11 @@ pub enum Command {
     /// How well this host isolates, layer by layer: the degraded-mode
     /// report of the configured engine (`--json`: the document).
     Isolation,
+    /// Proof, on this host, that the sandbox holds and is correct: every
+    /// attack of the catalogue and every must-succeed program, each with
+    /// its one expected outcome (exit 0 only when nothing is broken,
+    /// incorrect or an error).
+    Conformance(ConformanceArgs),
     /// List turns (JSON Lines with --json), or one turn's audit log.
     History(HistoryArgs),
     /// Reverse a turn's journaled operations (the last turn by default).

@@ -45,6 +45,7 @@ pub fn run(ctx: &Context, command: Command) -> CmdResult {
         Command::Test(args) => test(ctx, args),
         Command::Run(args) => super::run::run(ctx, args),
         Command::Isolation => super::isolation::run(ctx),
+        Command::Conformance(args) => super::conformance::run(ctx, args),
         Command::History(args) => super::history::history(ctx, args),
         Command::Undo(args) => super::history::undo(ctx, args),
         Command::Demo => super::demo::run(ctx),

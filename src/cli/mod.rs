@@ -5,6 +5,7 @@
 mod args;
 mod authoring;
 mod commands;
+mod conformance;
 mod demo;
 mod history;
 mod isolation;

@@ -108,7 +108,7 @@ fn host_can_be_full() -> bool {
 
 /// Installs, in the child only, a seccomp filter under which `syscall`
 /// fails with `errno` and every other syscall is allowed.
-fn seccomp_errno(cmd: &mut Command, syscall: i64, errno: i32) {
+pub(crate) fn seccomp_errno(cmd: &mut Command, syscall: i64, errno: i32) {
     use seccompiler::{BpfProgram, SeccompAction, SeccompFilter};
     let filter = SeccompFilter::new(
         [(syscall, vec![])].into_iter().collect(),

@@ -2,6 +2,8 @@
 //! policy command line.
 //!
 //! - `cli`: the binary, end to end, in a sealed temporary environment.
+//! - `conformance`: `gatehouse conformance` on this host, and its guests
+//!   through a deliberately weak host built here (the cases turn `broken`).
 //! - `decide`: every deny code `decide` produces, by name.
 //! - `purity`: `src/policy/` names no I/O facility.
 //! - `isolation`: the degraded-mode report, degraded for real (seccomp,
@@ -12,6 +14,7 @@
 
 mod authoring;
 mod cli;
+mod conformance;
 mod decide;
 mod exec;
 mod fs_items;

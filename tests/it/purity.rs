@@ -147,6 +147,7 @@ const LAYERS: [(&str, &[&str]); 13] = [
             "sandbox",
         ],
     ),
+    ("conformance", &["host", "config", "manifest", "policy"]),
     (
         "cli",
         &[
@@ -159,6 +160,7 @@ const LAYERS: [(&str, &[&str]); 13] = [
             "undo",
             "grants",
             "authoring",
+            "conformance",
         ],
     ),
 ];
