@@ -459,10 +459,11 @@ fn p2_only(out: &mut Vec<Case>) {
         p2,
         "cf_version.wasm",
     );
-    // Not refused by name before the run (as IMPORT_NOT_GRANTED is): the
-    // linker finds no such version and instantiation fails, before any
-    // guest code runs.
-    version.expect = Expect::Trap;
+    // The name is one gatehouse provides, the version is not: refused
+    // when the component is linked, before any instance exists.
+    version.expect = Expect::Refused {
+        code: DenyCode::ImportNotGranted,
+    };
     out.push(version);
     let mut sockets = base("imports.sockets-std.p2".to_string(), Half::Holds, p2, NET);
     sockets.caps = Vec::new();

@@ -314,6 +314,16 @@ pub(crate) struct Prepared {
     pres: Mutex<HashMap<Vec<&'static str>, InstancePre<super::state::HostState>>>,
 }
 
+/// Why a component could not be prepared for instantiation.
+pub(crate) enum PreError {
+    /// Building the linker failed: a host error.
+    Link(wasmtime::Error),
+    /// The component's imports do not match what the linker provides (an
+    /// interface version no binding has, a function of another type):
+    /// refused before any instance exists.
+    Imports(wasmtime::Error),
+}
+
 impl Prepared {
     /// The instance-pre of this component linked with the bindings named
     /// by `key`, made by `link` the first time only.
@@ -321,11 +331,14 @@ impl Prepared {
         &self,
         key: Vec<&'static str>,
         link: impl FnOnce() -> wasmtime::Result<Linker<super::state::HostState>>,
-    ) -> wasmtime::Result<InstancePre<super::state::HostState>> {
+    ) -> Result<InstancePre<super::state::HostState>, PreError> {
         if let Some(pre) = self.pres.lock().ok().and_then(|m| m.get(&key).cloned()) {
             return Ok(pre);
         }
-        let pre = link()?.instantiate_pre(&self.component)?;
+        let pre = link()
+            .map_err(PreError::Link)?
+            .instantiate_pre(&self.component)
+            .map_err(PreError::Imports)?;
         if let Ok(mut m) = self.pres.lock() {
             m.insert(key, pre.clone());
         }

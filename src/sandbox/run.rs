@@ -13,7 +13,7 @@ use wasmtime_wasi::WasiCtxBuilder;
 
 use super::bindings::{ExecutorHostPre, GuestError};
 use super::delegate::DelegateBinding;
-use super::engine::{LoadError, Sandbox};
+use super::engine::{LoadError, PreError, Sandbox};
 use super::imports::{self, RefusedImport};
 use super::limits::LimitHit;
 use super::log::LogLine;
@@ -245,7 +245,16 @@ pub fn execute(
             table::link(&mut linker, &bindings)?;
             Ok(linker)
         })
-        .map_err(host)?;
+        .map_err(|e| match e {
+            PreError::Link(e) => host(e),
+            PreError::Imports(e) => RunError::Refused {
+                code: DenyCode::ImportNotGranted,
+                reason: format!(
+                    "the component's imports do not match what gatehouse provides: {}",
+                    crate::config::lower(&e.to_string())
+                ),
+            },
+        })?;
     let mut linked: Vec<String> = bindings.iter().map(|b| describe(b.name, plan)).collect();
     // Each linked binding's state, built from the same plan.
     let memory_binding = match plan.memory() {

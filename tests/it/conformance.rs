@@ -124,7 +124,7 @@ fn conformance_every_case_holds_or_is_correct_on_this_host() {
         ("malformed.precompiled-artifact.p2", "invalid: "),
         (
             "imports.mismatched-version.p2",
-            "trapped: host error: component imports instance `wasi:random/random@0.9.0`",
+            "refused IMPORT_NOT_GRANTED: the component's imports do not match what gatehouse provides: component imports instance `wasi:random/random@0.9.0`",
         ),
         ("exhaust.hostcall-fuel.p2", "stopped LIMIT_HOSTCALLS"),
         (
