@@ -66,6 +66,11 @@ pub enum Command {
     History(HistoryArgs),
     /// Reverse a turn's journaled operations (the last turn by default).
     Undo(UndoArgs),
+    /// The pending-approval queue: approvals asked where no one could
+    /// answer (`run` without a terminal, an MCP client without
+    /// elicitation), answered here by the person.
+    #[command(subcommand)]
+    Approvals(ApprovalsCmd),
     /// Walk through the gate end to end on a temporary state directory and
     /// workspace: an allowed, a denied and an approval-required request, a
     /// remembered grant, a refused grant, and the tier-3 suite.
@@ -332,4 +337,42 @@ pub struct UndoArgs {
     /// Say what would be done, change nothing.
     #[arg(long)]
     pub dry_run: bool,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum ApprovalsCmd {
+    /// List the pending approvals not yet expired (JSON Lines); answered
+    /// ones wait for their turn, consumed ones only with --all.
+    List {
+        /// Include entries already consumed by a turn.
+        #[arg(long)]
+        all: bool,
+    },
+    /// Allow a pending approval: once, for the first turn that matches it
+    /// exactly (same actor and identity, executor digest, capabilities and
+    /// canonical targets, input and arguments, configuration and grants),
+    /// or with --remember as grants for the identity. Asks for
+    /// confirmation on /dev/tty unless --yes.
+    Allow {
+        /// The pending approval's id (from `approvals list`, or the
+        /// `APPROVAL_REQUIRED` message).
+        id: String,
+        /// Record a grant per item instead (refused for an always-class
+        /// capability: code:exec, system:admin).
+        #[arg(long)]
+        remember: bool,
+        /// With --remember: the grants expire after this long (30s, 10m,
+        /// 2h, 7d); default: until revoked.
+        #[arg(long, requires = "remember", value_name = "DURATION")]
+        expires_in: Option<String>,
+        /// Do not ask for confirmation on the terminal.
+        #[arg(long)]
+        yes: bool,
+    },
+    /// Deny a pending approval: the first turn that matches it ends with
+    /// APPROVAL_REFUSED.
+    Deny {
+        /// The pending approval's id.
+        id: String,
+    },
 }

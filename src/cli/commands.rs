@@ -44,6 +44,7 @@ pub fn run(ctx: &Context, command: Command) -> CmdResult {
         Command::History(args) => super::history::history(ctx, args),
         Command::Undo(args) => super::history::undo(ctx, args),
         Command::Demo => super::demo::run(ctx),
+        Command::Approvals(cmd) => super::approvals::run(ctx, cmd),
     }
 }
 
@@ -393,6 +394,7 @@ fn manifest_check(ctx: &Context, path: &Path, workspace: Option<&Path>) -> CmdRe
         "capabilities": caps,
         "revertible": m.revertible,
         "reverse_pattern": m.reverse_pattern,
+        "input_schema": m.input_schema,
         "warnings": warnings,
     });
     if ctx.json {

@@ -2,6 +2,7 @@
 //! once into a [`Context`] (configuration, state paths, workspace), then a
 //! subcommand runs against the library. The library knows nothing of this.
 
+mod approvals;
 mod args;
 mod commands;
 mod demo;

@@ -30,6 +30,7 @@ pub mod audit;
 pub(crate) mod gate;
 pub mod grants;
 mod nested;
+pub mod queue;
 mod turn;
 
 use std::path::PathBuf;
@@ -55,6 +56,7 @@ pub use approver::{ApprovalRequest, Approver, Choice, NoOne, Scripted, TerminalA
 pub use audit::{DenialRecord, Hashes};
 pub use gate::{Pending, Step};
 pub use grants::GrantBook;
+pub use queue::{ApprovalQueue, QueueAnswer, QueueEntry, QueueError};
 
 /// Why a host could not be opened or could not keep its state.
 #[derive(Debug, thiserror::Error)]
@@ -74,7 +76,7 @@ pub enum HostError {
 /// Defaults ([`HostOptions::new`]): the configuration's level, its
 /// `on_degraded`, the default limits' memory cap for the engine, no
 /// executors beyond the configuration's directories, an engine for a
-/// long-lived host ([`EngineKind::LongLived`]).
+/// long-lived host ([`EngineKind::LongLived`]), no pending-approval queue.
 pub struct HostOptions {
     pub config: HostConfig,
     pub state: StatePaths,
@@ -103,6 +105,12 @@ pub struct HostOptions {
     /// `false` is for measuring the journal's cost only: such a host's
     /// turns cannot be undone.
     pub journaled: bool,
+    /// Whether approvals no one gave go to the pending-approval queue
+    /// (`<state>/approvals.db`, see [`queue`]) and answers given there
+    /// are taken by the turn they match (default `false`: the turn just
+    /// ends with `APPROVAL_REQUIRED`). `gatehouse run` and `gatehouse
+    /// serve` set it.
+    pub approval_queue: bool,
 }
 
 impl HostOptions {
@@ -126,6 +134,7 @@ impl HostOptions {
             engine: EngineKind::LongLived,
             granted_by: None,
             journaled: true,
+            approval_queue: false,
         }
     }
 }
@@ -174,6 +183,10 @@ pub struct Answer {
     /// The grant "allow and remember" recorded.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub grant: Option<i64>,
+    /// The pending approval (`gatehouse approvals allow`) the answer was
+    /// given in.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub queued: Option<String>,
 }
 
 /// How a turn ended.
@@ -212,6 +225,10 @@ pub struct TurnOutcome {
     /// What still needs an approval (`APPROVAL_REQUIRED`).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub pending: Vec<Pending>,
+    /// The pending-approval queue entry the turn left (`APPROVAL_REQUIRED`
+    /// with the queue on) or was answered by.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pending_id: Option<String>,
     pub limits: Limits,
     /// The isolation report; absent when the turn ended before the probe
     /// (a policy denial never probes).
@@ -274,6 +291,7 @@ struct Inner {
     engine: EngineKind,
     granted_by: Option<String>,
     journaled: bool,
+    approval_queue: bool,
     /// The policy every turn is decided against, rebuilt when a grant is
     /// remembered.
     snapshot: RwLock<Arc<Frozen>>,
@@ -331,6 +349,7 @@ impl Host {
             engine: options.engine,
             granted_by: options.granted_by,
             journaled: options.journaled,
+            approval_queue: options.approval_queue,
             snapshot: RwLock::new(Arc::new(Frozen::new(snap))),
             sandbox: OnceLock::new(),
             audit_log,
@@ -391,13 +410,18 @@ impl Host {
         request.limits.journal_bytes = self.inner.config.journal_bytes;
         request.limits.memory_keys = self.inner.config.memory_keys;
         let turn = new_turn_id(now_utc());
-        match self.inner.advance(&request, &turn, Vec::new()) {
+        match self.inner.advance(&request, &turn, Vec::new(), None) {
             turn::Advance::Done(outcome) => Begun::Done(outcome),
-            turn::Advance::Parked(approval) => Begun::Parked(Box::new(Parked {
-                request,
-                turn,
-                approval,
-            })),
+            turn::Advance::Parked(approval) => {
+                if let Some(outcome) = self.inner.answered_by_queue(&request, &turn, &approval) {
+                    return Begun::Done(Box::new(outcome));
+                }
+                Begun::Parked(Box::new(Parked {
+                    request,
+                    turn,
+                    approval,
+                }))
+            }
         }
     }
 
@@ -413,7 +437,13 @@ impl Host {
             .enumerate()
             .map(|(i, p)| (p.clone(), answers.get(i).copied().unwrap_or(Choice::Queue)))
             .collect();
-        self.inner.answered(&parked.request, &parked.turn, given)
+        self.inner
+            .answered(&parked.request, &parked.turn, given, None)
+    }
+
+    /// The pending-approval queue of this host's state directory.
+    pub fn queue(&self) -> ApprovalQueue {
+        ApprovalQueue::new(&self.inner.state)
     }
 }
 

@@ -10,6 +10,7 @@
 // Tests fail by panicking: unwrap and expect are how they say what broke.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod approvals;
 mod cli;
 mod decide;
 mod exec;
