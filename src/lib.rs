@@ -7,6 +7,7 @@
 //! - [`config`] — `gatehouse.toml`, actors, path resolution.
 //! - [`snapshot`] — `policy.json`: prepare and verify.
 //! - [`tier3`] — the deny-path suite.
+//! - [`serve`] — executors as MCP tools (`gatehouse serve --mcp`).
 
 pub mod config;
 pub mod exec;
@@ -16,6 +17,7 @@ pub mod manifest;
 pub mod memory;
 pub mod policy;
 pub mod sandbox;
+pub mod serve;
 pub mod snapshot;
 pub mod tier3;
 pub mod undo;

@@ -71,6 +71,12 @@ pub enum Command {
     /// elicitation), answered here by the person.
     #[command(subcommand)]
     Approvals(ApprovalsCmd),
+    /// Serve the executors the actor may run as MCP tools to an agent
+    /// runtime, over stdio (nothing but JSON-RPC on stdout, logs on
+    /// stderr). Approvals are asked of the person by elicitation when the
+    /// client supports it, else queued (`gatehouse approvals`).
+    #[command(after_help = SERVE_AFTER_HELP)]
+    Serve(ServeArgs),
     /// Walk through the gate end to end on a temporary state directory and
     /// workspace: an allowed, a denied and an approval-required request, a
     /// remembered grant, a refused grant, and the tier-3 suite.
@@ -375,4 +381,51 @@ pub enum ApprovalsCmd {
         /// The pending approval's id.
         id: String,
     },
+}
+
+/// How an agent runtime starts `gatehouse serve`.
+pub const SERVE_AFTER_HELP: &str = "\
+Identity:
+  Every call runs as --actor (default main) with the configuration's level,
+  the grants of that actor's identity and --workspace (default: the current
+  directory). Nothing in a call (its arguments, the client's info) can change
+  them; the server offers no tool that changes grants, configuration or
+  approvals.
+
+Approvals:
+  A call that needs approval asks the person through MCP elicitation (allow
+  once / allow and remember / deny), once per call, when the client supports
+  it; otherwise, or when no one answers within --elicitation-timeout, it ends
+  with APPROVAL_REQUIRED and a pending id, which the person answers with
+  `gatehouse approvals allow ID` before the agent retries the same call.
+
+Example (an agent runtime's MCP configuration):
+  {\"mcpServers\": {\"gatehouse\": {\"command\": \"gatehouse\",
+     \"args\": [\"serve\", \"--mcp\", \"--actor\", \"main\", \"--workspace\", \"/home/me/project\"]}}}";
+
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    /// Speak the Model Context Protocol (the only protocol served).
+    #[arg(long, required = true)]
+    pub mcp: bool,
+    /// The actor every call runs as.
+    #[arg(long, default_value = "main")]
+    pub actor: String,
+    /// The workspace of every call (default: the current directory).
+    #[arg(long, value_name = "DIR")]
+    pub workspace: Option<PathBuf>,
+    /// Decide at this level instead of the configured one.
+    #[arg(long)]
+    pub level: Option<String>,
+    /// An executor's manifest to serve besides those in the executor
+    /// directories (repeatable).
+    #[arg(long = "executor", value_name = "MANIFEST")]
+    pub executors: Vec<PathBuf>,
+    /// How long an elicitation waits for the person before the approval
+    /// is queued (30s, 10m; default 2m).
+    #[arg(long, value_name = "DURATION", default_value = "2m")]
+    pub elicitation_timeout: String,
+    /// Wall-clock deadline of every call in milliseconds (default 5000).
+    #[arg(long, default_value_t = 5000)]
+    pub deadline_ms: u64,
 }

@@ -45,6 +45,7 @@ pub fn run(ctx: &Context, command: Command) -> CmdResult {
         Command::Undo(args) => super::history::undo(ctx, args),
         Command::Demo => super::demo::run(ctx),
         Command::Approvals(cmd) => super::approvals::run(ctx, cmd),
+        Command::Serve(args) => super::serve::run(ctx, args),
     }
 }
 

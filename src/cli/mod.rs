@@ -9,6 +9,7 @@ mod demo;
 mod history;
 mod isolation;
 mod run;
+mod serve;
 
 use std::io::Write;
 use std::path::{Path, PathBuf};

@@ -19,6 +19,7 @@ mod host;
 mod isolation;
 mod purity;
 mod sandbox;
+mod serve;
 mod support;
 mod undo;
 mod undo_fs;

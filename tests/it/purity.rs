@@ -128,7 +128,7 @@ fn the_checks_would_catch_a_violation() {
 /// The library's layers, lowest first, and what each may name. A module
 /// may use only the modules listed for it: no import cycles, the sandbox
 /// never reaches the gate or the host, the policy core nothing at all.
-const LAYERS: [(&str, &[&str]); 12] = [
+const LAYERS: [(&str, &[&str]); 13] = [
     ("policy", &[]),
     ("memory", &[]),
     ("config", &["policy"]),
@@ -146,10 +146,11 @@ const LAYERS: [(&str, &[&str]); 12] = [
             "sandbox",
         ],
     ),
+    ("serve", &["host", "manifest", "policy"]),
     (
         "cli",
         &[
-            "host", "config", "manifest", "policy", "snapshot", "tier3", "undo", "grants",
+            "host", "config", "manifest", "policy", "snapshot", "tier3", "undo", "grants", "serve",
         ],
     ),
 ];

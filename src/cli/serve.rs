@@ -1,0 +1,50 @@
+//! `gatehouse serve --mcp`: parse, open the host, hand it to the server.
+
+use std::time::Duration;
+
+use gatehouse::host::grants::parse_duration;
+use gatehouse::host::{Host, HostOptions, Limits};
+use gatehouse::serve::{ServeError, ServeOptions, Server};
+
+use super::args::ServeArgs;
+use super::commands::{gather_manifests, parse_level};
+use super::{CmdResult, Context, Exit, Failure};
+
+impl From<ServeError> for Failure {
+    fn from(e: ServeError) -> Failure {
+        Failure::of(&e, e.is_invalid_input())
+    }
+}
+
+/// The server's host: the configuration, its executors and those named,
+/// the workspace, the pending-approval queue on.
+fn open_host(ctx: &Context, args: &ServeArgs) -> Result<Host, Failure> {
+    let config = ctx.config()?;
+    let workspace = ctx.workspace(args.workspace.as_deref())?;
+    let manifests = gather_manifests(&config.executor_dirs, &args.executors)?;
+    let mut options = HostOptions::new(config, ctx.state.clone(), workspace, manifests);
+    options.home = ctx.env.home.clone();
+    options.level = args.level.as_deref().map(parse_level).transpose()?;
+    options.granted_by = ctx.env.login.clone();
+    options.approval_queue = true;
+    Host::open(options).map_err(super::run::host_failure)
+}
+
+pub fn run(ctx: &Context, args: ServeArgs) -> CmdResult {
+    let timeout = parse_duration(&args.elicitation_timeout)?;
+    let host = open_host(ctx, &args)?;
+    let mut options = ServeOptions::new(&args.actor);
+    options.elicitation_timeout = Duration::from_secs(u64::try_from(timeout).unwrap_or(0));
+    options.limits = Limits {
+        deadline_ms: args.deadline_ms,
+        ..Limits::default()
+    };
+    let server = Server::new(host, options)?;
+    tracing::info!(
+        "serving {} tools to actor `{}` over stdio",
+        server.tool_names().len(),
+        args.actor
+    );
+    server.serve_stdio()?;
+    Ok(Exit::Ok)
+}

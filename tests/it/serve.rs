@@ -1,0 +1,402 @@
+//! Issue 15: `gatehouse serve --mcp`, driven over stdio by a hand-written
+//! MCP client (JSON-RPC lines): the tools and their schemas, a call, a
+//! refusal, approvals by elicitation and through the queue.
+
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdin, Stdio};
+use std::sync::mpsc::{Receiver, RecvTimeoutError};
+use std::time::Duration;
+
+use serde_json::{json, Value};
+
+use crate::sandbox::{component, guest};
+use crate::support::{s, Env};
+
+/// A client of one `gatehouse serve --mcp` child.
+pub(crate) struct Client {
+    child: Child,
+    stdin: Option<ChildStdin>,
+    rx: Receiver<Value>,
+    next: u64,
+}
+
+/// How a test answers an elicitation: the `result` to send back (`null`:
+/// no answer at all).
+type Answer<'a> = &'a mut dyn FnMut(&Value) -> Value;
+
+impl Client {
+    /// Starts the server with `args` after `serve --mcp` and initializes a
+    /// session; `elicitation`: whether the client declares it.
+    pub(crate) fn start(env: &Env, args: &[&str], elicitation: bool) -> Client {
+        let mut cmd = env.command();
+        cmd.args(["serve", "--mcp"])
+            .args(args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null());
+        let mut child = cmd.spawn().expect("start gatehouse serve");
+        let stdout = child.stdout.take().unwrap();
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines() {
+                let Ok(line) = line else { break };
+                // Nothing but JSON-RPC on stdout.
+                let v: Value = serde_json::from_str(&line)
+                    .unwrap_or_else(|e| panic!("stdout line is not json ({e}): {line:?}"));
+                if tx.send(v).is_err() {
+                    break;
+                }
+            }
+        });
+        let stdin = child.stdin.take();
+        let mut c = Client {
+            child,
+            stdin,
+            rx,
+            next: 1,
+        };
+        let capabilities = if elicitation {
+            json!({"elicitation": {}})
+        } else {
+            json!({})
+        };
+        let init = c.request(
+            "initialize",
+            json!({"protocolVersion": "2025-06-18", "capabilities": capabilities,
+                   "clientInfo": {"name": "it", "version": "0"}}),
+            &mut |_| panic!("asked before initialized"),
+        );
+        assert_eq!(init["serverInfo"]["name"], "gatehouse", "{init:#}");
+        assert_eq!(init["capabilities"]["tools"], json!({"listChanged": false}));
+        c.send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+        c
+    }
+
+    fn send(&mut self, v: Value) {
+        let stdin = self.stdin.as_mut().unwrap();
+        writeln!(stdin, "{v}").unwrap();
+        stdin.flush().unwrap();
+    }
+
+    fn recv(&mut self) -> Value {
+        // A safety net against a hung server, not a measurement.
+        match self.rx.recv_timeout(Duration::from_secs(120)) {
+            Ok(v) => v,
+            Err(RecvTimeoutError::Timeout) => panic!("no message from the server"),
+            Err(RecvTimeoutError::Disconnected) => panic!("the server closed stdout"),
+        }
+    }
+
+    /// Sends a request and returns its result, answering elicitations on
+    /// the way with `answer`.
+    pub(crate) fn request(&mut self, method: &str, params: Value, answer: Answer<'_>) -> Value {
+        let id = self.next;
+        self.next += 1;
+        self.send(json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}));
+        loop {
+            let msg = self.recv();
+            if msg["method"] == "elicitation/create" {
+                // `null`: the person never answers.
+                let result = answer(&msg["params"]);
+                if !result.is_null() {
+                    self.send(json!({"jsonrpc": "2.0", "id": msg["id"], "result": result}));
+                }
+                continue;
+            }
+            if msg.get("method").is_some() {
+                // A notification: not what these tests look at.
+                continue;
+            }
+            if msg["id"] == id {
+                if let Some(e) = msg.get("error") {
+                    return json!({"error": e});
+                }
+                return msg["result"].clone();
+            }
+        }
+    }
+
+    pub(crate) fn call(&mut self, tool: &str, arguments: Value, answer: Answer<'_>) -> Value {
+        self.request(
+            "tools/call",
+            json!({"name": tool, "arguments": arguments}),
+            answer,
+        )
+    }
+
+    pub(crate) fn tools(&mut self) -> Value {
+        self.request("tools/list", json!({}), &mut |_| panic!("elicited"))
+    }
+
+    /// Closes stdin and waits for the server to end.
+    pub(crate) fn finish(mut self) -> i32 {
+        drop(self.stdin.take());
+        self.child.wait().unwrap().code().unwrap_or(-1)
+    }
+}
+
+fn no_elicitation(_: &Value) -> Value {
+    panic!("the server asked the client, which does not support elicitation")
+}
+
+/// The text of a result's single content block.
+fn text(r: &Value) -> &str {
+    assert_eq!(r["content"].as_array().map(Vec::len), Some(1), "{r:#}");
+    r["content"][0]["text"].as_str().unwrap()
+}
+
+fn turn(r: &Value) -> String {
+    r["_meta"]["gatehouse/turn"].as_str().unwrap().to_string()
+}
+
+/// The servers' executors: hello, write-file and `greet` (hello's code
+/// with an input schema, reaching one site).
+fn executors(env: &Env) -> Vec<PathBuf> {
+    let greet = env.write(
+        "manifests/greet.toml",
+        &format!(
+            "name = \"greet\"\ndescription = \"greets\"\ncomponent = \"{}\"\n\
+             input_schema = {{ type = \"object\", required = [\"text\"], properties = {{ text = {{ type = \"string\" }} }} }}\n\
+             [[capabilities]]\nname = \"network:sites\"\ntarget = \"example.com\"\n",
+            s(&component("hello"))
+        ),
+    );
+    vec![greet, guest("hello"), guest("write-file")]
+}
+
+fn args<'a>(ws: &'a Path, executors: &'a [PathBuf], level: &'a str) -> Vec<&'a str> {
+    let mut a = vec!["--workspace", s(ws), "--level", level];
+    for e in executors {
+        a.push("--executor");
+        a.push(s(e));
+    }
+    a
+}
+
+#[test]
+fn serve_lists_tools_calls_hello_and_refuses_with_the_deny_code() {
+    let env = Env::new();
+    let ws = env.mkdir("ws");
+    env.mkdir("ws/out");
+    let ex = executors(&env);
+    let mut c = Client::start(&env, &args(&ws, &ex, "ReadOnly"), false);
+    assert_eq!(
+        c.tools(),
+        json!({"tools": [
+            {"name": "greet", "description": "greets",
+             "inputSchema": {"type": "object", "required": ["text"],
+                             "properties": {"text": {"type": "string"}}},
+             "annotations": {"readOnlyHint": true, "destructiveHint": false, "openWorldHint": true}},
+            {"name": "hello",
+             "description": "Echoes its input as {\"echo\": ...} and logs one line",
+             "inputSchema": {"type": "object"},
+             "annotations": {"readOnlyHint": true, "destructiveHint": false, "openWorldHint": false}},
+            {"name": "write-file", "description": "Writes a file under out/ in the workspace",
+             "inputSchema": {"type": "object"},
+             "annotations": {"readOnlyHint": false, "destructiveHint": true, "openWorldHint": false}},
+        ]})
+    );
+
+    let r = c.call("hello", json!({"text": "hi"}), &mut no_elicitation);
+    assert_eq!(
+        r,
+        json!({
+            "content": [{"type": "text", "text": "{\"echo\":{\"text\":\"hi\"}}"}],
+            "structuredContent": {"echo": {"text": "hi"}},
+            "isError": false,
+            "_meta": {"gatehouse/turn": turn(&r)},
+        })
+    );
+
+    // ReadOnly denies fs:write: a tool error led by the code. Whatever the
+    // arguments say about actor, level or workspace is input, nothing else.
+    let r = c.call(
+        "write-file",
+        json!({"path": "out/a.txt", "content": "x", "actor": "root", "level": "Full",
+               "workspace": "/", "grants": ["fs:write"]}),
+        &mut no_elicitation,
+    );
+    let reason = r["structuredContent"]["reason"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert_eq!(
+        r,
+        json!({
+            "content": [{"type": "text", "text": format!("CAPABILITY_DENIED: {reason}")}],
+            "structuredContent": {"code": "CAPABILITY_DENIED", "reason": reason},
+            "isError": true,
+            "_meta": {"gatehouse/turn": turn(&r)},
+        })
+    );
+    assert!(!ws.join("out/a.txt").exists());
+    let r = c.call(
+        "hello",
+        json!({"actor": "root", "level": "Full", "workspace": "/"}),
+        &mut no_elicitation,
+    );
+    assert_eq!(
+        r["structuredContent"],
+        json!({"echo": {"actor": "root", "level": "Full", "workspace": "/"}})
+    );
+    // The turns ran as the server's actor, in its workspace.
+    let audit: Vec<Value> = std::fs::read_to_string(env.state_dir().join("audit.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert!(audit.iter().all(|a| a["actor"] == "main"), "{audit:#?}");
+    let denial: Value = serde_json::from_str(
+        std::fs::read_to_string(env.state_dir().join("denials.jsonl"))
+            .unwrap()
+            .trim(),
+    )
+    .unwrap();
+    assert_eq!(denial["actor"], "main");
+    assert_eq!(denial["code"], "CAPABILITY_DENIED");
+    // An unknown tool is a protocol error, not a turn.
+    let r = c.call("grants-add", json!({}), &mut no_elicitation);
+    assert_eq!(r["error"]["message"], "unknown tool `grants-add`");
+    assert_eq!(c.finish(), 0);
+}
+
+#[test]
+fn serve_without_elicitation_queues_and_the_retry_after_allow_runs_once() {
+    let env = Env::new();
+    let ws = env.mkdir("ws");
+    env.mkdir("ws/out");
+    let ex = executors(&env);
+    let mut c = Client::start(&env, &args(&ws, &ex, "Supervised"), false);
+    let one = json!({"path": "out/a.txt", "content": "one"});
+    let r = c.call("write-file", one.clone(), &mut no_elicitation);
+    let id = r["structuredContent"]["pending_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert_eq!(r["isError"], true);
+    assert_eq!(r["structuredContent"]["code"], "APPROVAL_REQUIRED");
+    assert!(
+        text(&r).starts_with("APPROVAL_REQUIRED: approval needed for `fs:write` on "),
+        "{r:#}"
+    );
+    assert!(
+        text(&r).ends_with(&format!("(`gatehouse approvals allow {id}`)")),
+        "{r:#}"
+    );
+    assert_eq!(r["_meta"]["gatehouse/pending_id"], id.as_str());
+    assert!(!ws.join("out/a.txt").exists());
+
+    env.run(&["approvals", "allow", &id, "--yes"]).expect(0);
+    // Another input does not match the approval.
+    let two = json!({"path": "out/a.txt", "content": "two"});
+    let r = c.call("write-file", two, &mut no_elicitation);
+    assert_eq!(r["structuredContent"]["code"], "APPROVAL_REQUIRED");
+    assert_ne!(r["structuredContent"]["pending_id"], id.as_str());
+    assert!(!ws.join("out/a.txt").exists());
+    // The approved call runs, once.
+    let r = c.call("write-file", one.clone(), &mut no_elicitation);
+    assert_eq!(r["isError"], false, "{r:#}");
+    assert_eq!(
+        r["structuredContent"],
+        json!({"path": "out/a.txt", "bytes": 3})
+    );
+    assert_eq!(std::fs::read(ws.join("out/a.txt")).unwrap(), b"one");
+    let r = c.call("write-file", one, &mut no_elicitation);
+    assert_eq!(r["structuredContent"]["code"], "APPROVAL_REQUIRED");
+    assert_eq!(c.finish(), 0);
+}
+
+#[test]
+fn serve_asks_by_elicitation_and_remembers_or_refuses() {
+    let env = Env::new();
+    let ws = env.mkdir("ws");
+    env.mkdir("ws/out");
+    let ex = executors(&env);
+    let mut c = Client::start(&env, &args(&ws, &ex, "Supervised"), true);
+    let out_glob = format!("{}/out/**", s(&ws));
+
+    // Decline: refused.
+    let mut asked = Vec::new();
+    let r = c.call(
+        "write-file",
+        json!({"path": "out/a.txt", "content": "no"}),
+        &mut |p| {
+            asked.push(p.clone());
+            json!({"action": "decline"})
+        },
+    );
+    assert_eq!(asked.len(), 1);
+    assert_eq!(r["structuredContent"]["code"], "APPROVAL_REFUSED", "{r:#}");
+    assert!(!ws.join("out/a.txt").exists());
+    let p = &asked[0];
+    assert_eq!(p["mode"], "form");
+    let message = p["message"].as_str().unwrap();
+    assert!(
+        message.starts_with("executor `write-file` (actor `main`, turn `")
+            && message.contains(&format!("\n- `fs:write` on `{out_glob}` (critical): ")),
+        "{message}"
+    );
+    assert_eq!(
+        p["requestedSchema"]["properties"]["decision"]["enum"],
+        json!(["allow_once", "allow_and_remember", "deny"])
+    );
+    assert_eq!(p["requestedSchema"]["required"], json!(["decision"]));
+
+    // Allow and remember, for an hour: the grant is in the store.
+    let r = c.call(
+        "write-file",
+        json!({"path": "out/a.txt", "content": "yes"}),
+        &mut |_| json!({"action": "accept", "content": {"decision": "allow_and_remember", "expires_in": "1h"}}),
+    );
+    assert_eq!(r["isError"], false, "{r:#}");
+    assert_eq!(std::fs::read(ws.join("out/a.txt")).unwrap(), b"yes");
+    let grants = env.run(&["grants", "list"]).json_lines();
+    assert_eq!(grants.len(), 1, "{grants:#?}");
+    assert_eq!(grants[0]["capability"], "fs:write");
+    assert_eq!(grants[0]["target"], out_glob.as_str());
+    assert_eq!(grants[0]["channel"], "cli");
+    assert_eq!(grants[0]["sender_id"], "tester");
+    assert!(grants[0]["expires_at"].is_string());
+    // The grant answers the next call: nobody is asked.
+    let r = c.call(
+        "write-file",
+        json!({"path": "out/b.txt", "content": "again"}),
+        &mut no_elicitation,
+    );
+    assert_eq!(r["isError"], false, "{r:#}");
+    assert_eq!(c.finish(), 0);
+    // Nothing was queued on the way.
+    assert!(env.run(&["approvals", "list"]).json_lines().is_empty());
+}
+
+#[test]
+fn serve_an_unanswered_elicitation_is_queued() {
+    let env = Env::new();
+    let ws = env.mkdir("ws");
+    env.mkdir("ws/out");
+    let ex = executors(&env);
+    let mut a = args(&ws, &ex, "Supervised");
+    a.extend(["--elicitation-timeout", "1s"]);
+    let mut c = Client::start(&env, &a, true);
+    // The client dismisses the question: queued, as with no answer.
+    let r = c.call(
+        "write-file",
+        json!({"path": "out/a.txt", "content": "later"}),
+        &mut |_| json!({"action": "cancel"}),
+    );
+    assert_eq!(r["structuredContent"]["code"], "APPROVAL_REQUIRED", "{r:#}");
+    let id = r["structuredContent"]["pending_id"].as_str().unwrap();
+    // No answer at all: after the timeout, queued.
+    let r = c.call(
+        "write-file",
+        json!({"path": "out/b.txt", "content": "later"}),
+        &mut |_| Value::Null,
+    );
+    assert_eq!(r["structuredContent"]["code"], "APPROVAL_REQUIRED", "{r:#}");
+    let other = r["structuredContent"]["pending_id"].as_str().unwrap();
+    let queued = env.run(&["approvals", "list"]).json_lines();
+    let ids: Vec<&str> = queued.iter().map(|e| e["id"].as_str().unwrap()).collect();
+    assert_eq!(ids, vec![id, other]);
+    assert_eq!(c.finish(), 0);
+}
