@@ -399,6 +399,11 @@ Approvals:
   with APPROVAL_REQUIRED and a pending id, which the person answers with
   `gatehouse approvals allow ID` before the agent retries the same call.
 
+HTTP (--listen 127.0.0.1:PORT):
+  Streamable HTTP at http://127.0.0.1:PORT/mcp. Every request carries
+  `Authorization: Bearer $(cat <state>/serve.token)` unless --no-auth; a
+  request whose Origin is not a loopback origin is refused (403).
+
 Example (an agent runtime's MCP configuration):
   {\"mcpServers\": {\"gatehouse\": {\"command\": \"gatehouse\",
      \"args\": [\"serve\", \"--mcp\", \"--actor\", \"main\", \"--workspace\", \"/home/me/project\"]}}}";
@@ -428,4 +433,13 @@ pub struct ServeArgs {
     /// Wall-clock deadline of every call in milliseconds (default 5000).
     #[arg(long, default_value_t = 5000)]
     pub deadline_ms: u64,
+    /// Serve streamable HTTP on this loopback address (127.0.0.1:PORT;
+    /// port 0 picks one, logged on stderr) at `/mcp` instead of stdio.
+    /// Any other address is refused (exit 3).
+    #[arg(long, value_name = "ADDR")]
+    pub listen: Option<std::net::SocketAddr>,
+    /// With --listen: accept requests without the bearer token of
+    /// `<state>/serve.token` (created with mode 0600 on first use).
+    #[arg(long, requires = "listen")]
+    pub no_auth: bool,
 }

@@ -4,7 +4,9 @@ use std::time::Duration;
 
 use gatehouse::host::grants::parse_duration;
 use gatehouse::host::{Host, HostOptions, Limits};
-use gatehouse::serve::{ServeError, ServeOptions, Server};
+use gatehouse::serve::{
+    serve_http, serve_token, HttpOptions, ServeError, ServeHttpError, ServeOptions, Server,
+};
 
 use super::args::ServeArgs;
 use super::commands::{gather_manifests, parse_level};
@@ -41,10 +43,24 @@ pub fn run(ctx: &Context, args: ServeArgs) -> CmdResult {
     };
     let server = Server::new(host, options)?;
     tracing::info!(
-        "serving {} tools to actor `{}` over stdio",
+        "serving {} tools to actor `{}`",
         server.tool_names().len(),
         args.actor
     );
-    server.serve_stdio()?;
+    match args.listen {
+        None => server.serve_stdio()?,
+        Some(listen) => {
+            // Refused before the token file is made.
+            if !listen.ip().is_loopback() {
+                return Err(ServeError::from(ServeHttpError::NotLoopback(listen)).into());
+            }
+            let token = if args.no_auth {
+                None
+            } else {
+                Some(serve_token(&ctx.state.state_dir).map_err(ServeError::from)?)
+            };
+            serve_http(server, HttpOptions { listen, token })?;
+        }
+    }
     Ok(Exit::Ok)
 }

@@ -21,6 +21,8 @@
 //! The server offers nothing that changes grants, configuration or
 //! approvals: those are the person's, on the command line.
 
+mod http;
+
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -39,6 +41,8 @@ use crate::host::{
 };
 use crate::manifest::Manifest;
 use crate::policy::{Capability, Outcome};
+
+pub use http::{serve_http, serve_token, HttpOptions, ServeHttpError};
 
 /// How a server serves.
 ///
@@ -85,12 +89,18 @@ pub enum ServeError {
     Runtime(String),
     #[error("the mcp session failed: {0}")]
     Session(String),
+    #[error(transparent)]
+    Http(#[from] ServeHttpError),
 }
 
 impl ServeError {
     /// Whether the error is the caller's input (exit 3).
     pub fn is_invalid_input(&self) -> bool {
-        matches!(self, ServeError::UnknownActor(_))
+        match self {
+            ServeError::UnknownActor(_) => true,
+            ServeError::Http(e) => e.is_invalid_input(),
+            ServeError::Runtime(_) | ServeError::Session(_) => false,
+        }
     }
 }
 

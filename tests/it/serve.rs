@@ -400,3 +400,267 @@ fn serve_an_unanswered_elicitation_is_queued() {
     assert_eq!(ids, vec![id, other]);
     assert_eq!(c.finish(), 0);
 }
+
+// ---------------------------------------------------------------------------
+// Streamable HTTP on loopback
+
+/// A `gatehouse serve --mcp --listen 127.0.0.1:0` child and its address.
+struct HttpServer {
+    child: Child,
+    addr: String,
+}
+
+impl HttpServer {
+    fn start(env: &Env, args: &[&str]) -> HttpServer {
+        let mut child = env
+            .command()
+            .args(["serve", "--mcp", "--listen", "127.0.0.1:0"])
+            .args(args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut stderr = BufReader::new(child.stderr.take().unwrap());
+        let mut line = String::new();
+        let addr = loop {
+            line.clear();
+            assert!(stderr.read_line(&mut line).unwrap() > 0, "no address");
+            if let Some(rest) = line
+                .trim()
+                .strip_prefix("gatehouse: serving mcp on http://")
+            {
+                break rest.strip_suffix("/mcp").unwrap().to_string();
+            }
+        };
+        std::thread::spawn(move || std::io::copy(&mut stderr, &mut std::io::sink()));
+        HttpServer { child, addr }
+    }
+
+    /// POSTs `body` to /mcp with `headers`: the status, the response
+    /// headers (lowercase names) and the JSON-RPC message answering
+    /// `want_id` (from a JSON body or the SSE stream), if any.
+    fn post(&self, headers: &[(&str, &str)], body: &Value, want_id: Option<u64>) -> HttpReply {
+        use std::io::Read;
+        let mut stream = std::net::TcpStream::connect(&self.addr).unwrap();
+        let body = body.to_string();
+        let mut req = format!(
+            "POST /mcp HTTP/1.1\r\nHost: {}\r\nContent-Type: application/json\r\n\
+             Accept: application/json, text/event-stream\r\nContent-Length: {}\r\n",
+            self.addr,
+            body.len()
+        );
+        for (k, v) in headers {
+            req.push_str(&format!("{k}: {v}\r\n"));
+        }
+        req.push_str("\r\n");
+        req.push_str(&body);
+        stream.write_all(req.as_bytes()).unwrap();
+        let mut r = BufReader::new(stream);
+        let mut status_line = String::new();
+        r.read_line(&mut status_line).unwrap();
+        let status: u16 = status_line.split(' ').nth(1).unwrap().parse().unwrap();
+        let mut head = std::collections::BTreeMap::new();
+        loop {
+            let mut l = String::new();
+            r.read_line(&mut l).unwrap();
+            let l = l.trim_end();
+            if l.is_empty() {
+                break;
+            }
+            let (k, v) = l.split_once(':').unwrap();
+            head.insert(k.to_lowercase(), v.trim().to_string());
+        }
+        let chunked = head
+            .get("transfer-encoding")
+            .is_some_and(|v| v == "chunked");
+        let mut text = String::new();
+        let mut message = None;
+        let mut content_left: Option<usize> =
+            head.get("content-length").map(|v| v.parse().unwrap());
+        loop {
+            // One piece of the body: a chunk, or all of a sized body.
+            let piece = if chunked {
+                let mut size = String::new();
+                if r.read_line(&mut size).unwrap() == 0 {
+                    break;
+                }
+                let n = usize::from_str_radix(size.trim(), 16).unwrap();
+                if n == 0 {
+                    break;
+                }
+                let mut buf = vec![0; n + 2];
+                r.read_exact(&mut buf).unwrap();
+                buf.truncate(n);
+                buf
+            } else {
+                let n = content_left.take().unwrap_or(0);
+                if n == 0 {
+                    break;
+                }
+                let mut buf = vec![0; n];
+                r.read_exact(&mut buf).unwrap();
+                buf
+            };
+            text.push_str(&String::from_utf8(piece).unwrap());
+            if head
+                .get("content-type")
+                .is_some_and(|c| c.starts_with("application/json"))
+            {
+                continue;
+            }
+            for l in text.lines() {
+                if let Some(data) = l.strip_prefix("data:") {
+                    if let Ok(v) = serde_json::from_str::<Value>(data.trim()) {
+                        if want_id.is_some_and(|id| v["id"] == id) {
+                            message = Some(v);
+                        }
+                    }
+                }
+            }
+            if message.is_some() {
+                break;
+            }
+        }
+        if message.is_none()
+            && head
+                .get("content-type")
+                .is_some_and(|c| c.starts_with("application/json"))
+        {
+            message = serde_json::from_str(&text).ok();
+        }
+        HttpReply {
+            status,
+            head,
+            text,
+            message,
+        }
+    }
+}
+
+impl Drop for HttpServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[derive(Debug)]
+struct HttpReply {
+    status: u16,
+    head: std::collections::BTreeMap<String, String>,
+    text: String,
+    message: Option<Value>,
+}
+
+fn init_body() -> Value {
+    json!({"jsonrpc": "2.0", "id": 1, "method": "initialize",
+           "params": {"protocolVersion": "2025-06-18", "capabilities": {},
+                      "clientInfo": {"name": "it", "version": "0"}}})
+}
+
+#[test]
+fn serve_http_needs_the_token_refuses_foreign_origins_and_calls_a_tool() {
+    let env = Env::new();
+    let ws = env.mkdir("ws");
+    env.mkdir("ws/out");
+    let ex = executors(&env);
+    let server = HttpServer::start(&env, &args(&ws, &ex, "ReadOnly"));
+    let token_file = env.state_dir().join("serve.token");
+    let token = std::fs::read_to_string(&token_file)
+        .unwrap()
+        .trim()
+        .to_string();
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(&token_file).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o600);
+    }
+    let bearer = format!("Bearer {token}");
+
+    // No token, a wrong one: 401.
+    let r = server.post(&[], &init_body(), None);
+    assert_eq!(r.status, 401, "{r:#?}");
+    assert_eq!(
+        r.head.get("www-authenticate").map(String::as_str),
+        Some("Bearer")
+    );
+    let r = server.post(
+        &[("Authorization", &format!("Bearer {}", "0".repeat(64)))],
+        &init_body(),
+        None,
+    );
+    assert_eq!(r.status, 401, "{r:#?}");
+    // A foreign Origin, even with the token: 403.
+    let r = server.post(
+        &[
+            ("Authorization", &bearer),
+            ("Origin", "http://evil.example"),
+        ],
+        &init_body(),
+        None,
+    );
+    assert_eq!(r.status, 403, "{r:#?}");
+    assert!(r.text.starts_with("forbidden: "), "{r:#?}");
+
+    // With the token (and a loopback origin): a session and a call.
+    let origin = format!("http://{}", server.addr);
+    let r = server.post(
+        &[("Authorization", &bearer), ("Origin", &origin)],
+        &init_body(),
+        Some(1),
+    );
+    assert_eq!(r.status, 200, "{r:#?}");
+    let init = r.message.clone().unwrap();
+    assert_eq!(init["result"]["serverInfo"]["name"], "gatehouse", "{r:#?}");
+    let session = r.head.get("mcp-session-id").cloned().unwrap();
+    let with = [
+        ("Authorization", bearer.as_str()),
+        ("Mcp-Session-Id", session.as_str()),
+        ("MCP-Protocol-Version", "2025-06-18"),
+    ];
+    let r = server.post(
+        &with,
+        &json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+        None,
+    );
+    assert_eq!(r.status, 202, "{r:#?}");
+    let r = server.post(
+        &with,
+        &json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+                "params": {"name": "hello", "arguments": {"text": "over http"}}}),
+        Some(2),
+    );
+    assert_eq!(r.status, 200, "{r:#?}");
+    let result = &r.message.as_ref().unwrap()["result"];
+    assert_eq!(result["isError"], false, "{r:#?}");
+    assert_eq!(
+        result["structuredContent"],
+        json!({"echo": {"text": "over http"}})
+    );
+    let r = server.post(
+        &with,
+        &json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call",
+                "params": {"name": "write-file", "arguments": {"path": "out/a", "content": "x"}}}),
+        Some(3),
+    );
+    assert_eq!(
+        r.message.as_ref().unwrap()["result"]["structuredContent"]["code"],
+        "CAPABILITY_DENIED",
+        "{r:#?}"
+    );
+}
+
+#[test]
+fn serve_http_refuses_an_address_that_is_not_loopback() {
+    let env = Env::new();
+    let run = env.run(&["serve", "--mcp", "--listen", "0.0.0.0:0"]);
+    run.expect_err(
+        3,
+        &["refusing to listen on `0.0.0.0:0`: only a loopback address (127.0.0.1, ::1) may be served"],
+    );
+    let run = env.run(&["serve", "--mcp", "--listen", "192.168.1.10:8080"]);
+    run.expect(3);
+    // Refused before anything was made: no token file.
+    assert!(!env.state_dir().join("serve.token").exists());
+}
