@@ -47,7 +47,8 @@ pub use crate::sandbox::{EngineKind, EngineProfile};
 // The sandbox's types a caller of the host handles: it needs nothing else
 // from the sandbox.
 pub use crate::sandbox::{
-    CancelHandle, GuestResult, IsolationReport, Limits, OnDegraded, RunIo, RunReport, StdinFrom,
+    Asker, AskerRef, CancelHandle, GuestResult, IsolationReport, Limits, OnDegraded, RunIo,
+    RunReport, StdinFrom,
 };
 use crate::snapshot::{self, SnapshotError, Sources};
 use crate::undo::{AppendLog, HistoryError};
@@ -153,6 +154,9 @@ pub struct TurnRequest {
     /// A command's arguments (recorded in the audit) and standard streams;
     /// by default no arguments, stdin the input, output kept.
     pub io: RunIo,
+    /// Who answers the guest's `human:ask` questions (default `None`: the
+    /// person at the controlling terminal, if any).
+    pub asker: Option<AskerRef>,
 }
 
 impl TurnRequest {
@@ -170,6 +174,7 @@ impl TurnRequest {
             limits: Limits::default(),
             cancel: CancelHandle::new(),
             io: RunIo::default(),
+            asker: None,
         }
     }
 }

@@ -36,11 +36,11 @@ use rmcp::ServerHandler;
 use serde_json::{json, Value};
 
 use crate::host::{
-    ApprovalRequest, Begun, Choice, GuestResult, Host, Limits, RunIo, TurnEnd, TurnOutcome,
-    TurnRequest,
+    ApprovalRequest, Asker, AskerRef, Begun, Choice, GuestResult, Host, Limits, RunIo, TurnEnd,
+    TurnOutcome, TurnRequest,
 };
 use crate::manifest::Manifest;
-use crate::policy::{Capability, Outcome};
+use crate::policy::{Capability, DenyCode, Outcome};
 
 pub use http::{serve_http, serve_token, HttpOptions, ServeHttpError};
 
@@ -275,6 +275,14 @@ impl Server {
         } else {
             request.input = Value::Object(arguments).to_string();
         }
+        // The guest's questions (`human:ask`) go to the client too.
+        request.asker = Some(AskerRef(Arc::new(ElicitAsker {
+            peer: context.peer.clone(),
+            runtime: tokio::runtime::Handle::current(),
+            timeout: shared.options.elicitation_timeout,
+            supported: supports_elicitation(context),
+            executor: offered.name.clone(),
+        })));
         // A cancel from the client (or its going away) stops the turn.
         let cancel = request.cancel.clone();
         let ct = context.ct.clone();
@@ -324,11 +332,7 @@ impl Server {
         context: &RequestContext<RoleServer>,
     ) -> Vec<Choice> {
         let queued = vec![Choice::Queue; approval.pending.len()];
-        let supported = context
-            .peer
-            .peer_info()
-            .is_some_and(|i| i.capabilities.elicitation.is_some());
-        if !supported {
+        if !supports_elicitation(context) {
             return queued;
         }
         let Ok(params) = serde_json::from_value::<ElicitRequestParams>(elicitation(approval))
@@ -379,6 +383,65 @@ impl Server {
             _ => Choice::Queue,
         };
         vec![choice; approval.pending.len()]
+    }
+}
+
+/// Whether the client declared elicitation when it connected.
+fn supports_elicitation(context: &RequestContext<RoleServer>) -> bool {
+    context
+        .peer
+        .peer_info()
+        .is_some_and(|i| i.capabilities.elicitation.is_some())
+}
+
+/// A guest's questions (`human:ask`) asked of the person through the
+/// client's elicitation, from the turn's blocking thread.
+struct ElicitAsker {
+    peer: rmcp::service::Peer<RoleServer>,
+    runtime: tokio::runtime::Handle,
+    timeout: Duration,
+    supported: bool,
+    executor: String,
+}
+
+impl Asker for ElicitAsker {
+    fn ask(&self, question: &str, left: Duration) -> Result<String, (DenyCode, String)> {
+        if !self.supported {
+            return Err((
+                DenyCode::ApprovalRequired,
+                "there is no one to ask: the mcp client does not support elicitation".into(),
+            ));
+        }
+        let params = serde_json::from_value::<ElicitRequestParams>(json!({
+            "mode": "form",
+            "message": format!("executor `{}` asks: {question}", self.executor),
+            "requestedSchema": {"type": "object",
+                                "properties": {"answer": {"type": "string", "title": "Answer"}},
+                                "required": ["answer"]}
+        }))
+        .map_err(|e| (DenyCode::ApprovalRequired, format!("cannot ask: {e}")))?;
+        let wait = self.timeout.min(left);
+        let answer = self.runtime.block_on(
+            self.peer
+                .create_elicitation_with_timeout(params, Some(wait)),
+        );
+        match answer {
+            Ok(r) if r.action == ElicitationAction::Accept => Ok(r
+                .content
+                .as_ref()
+                .and_then(|c| c.get("answer"))
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_string()),
+            Ok(_) => Err((
+                DenyCode::ApprovalRefused,
+                "the person declined to answer".into(),
+            )),
+            Err(e) => Err((
+                DenyCode::ApprovalRequired,
+                format!("no answer from the person: {e}"),
+            )),
+        }
     }
 }
 

@@ -664,3 +664,87 @@ fn serve_http_refuses_an_address_that_is_not_loopback() {
     // Refused before anything was made: no token file.
     assert!(!env.state_dir().join("serve.token").exists());
 }
+
+#[test]
+fn serve_human_ask_goes_through_elicitation_or_is_denied() {
+    let env = Env::new();
+    let ws = env.mkdir("ws");
+    let ask = guest("ask");
+    let a = ["--workspace", s(&ws), "--executor", s(&ask)];
+    let mut c = Client::start(&env, &a, true);
+    let mut asked = Vec::new();
+    let r = c.call("ask", json!({"question": "colour?"}), &mut |p| {
+        asked.push(p["message"].clone());
+        json!({"action": "accept", "content": {"answer": "blue"}})
+    });
+    assert_eq!(asked, vec![json!("executor `ask` asks: colour?")]);
+    assert_eq!(r["isError"], false, "{r:#}");
+    assert_eq!(r["structuredContent"], json!({"answer": "blue"}));
+    // Declined: the interface's `denied` error.
+    let r = c.call(
+        "ask",
+        json!({"question": "again?"}),
+        &mut |_| json!({"action": "decline"}),
+    );
+    assert_eq!(r["isError"], true, "{r:#}");
+    assert_eq!(
+        r["structuredContent"]["denied"]["code"], "APPROVAL_REFUSED",
+        "{r:#}"
+    );
+    assert_eq!(c.finish(), 0);
+    // A client without elicitation: denied, nobody asked on any terminal.
+    let mut c = Client::start(&env, &a, false);
+    let r = c.call("ask", json!({"question": "colour?"}), &mut no_elicitation);
+    assert_eq!(
+        r["structuredContent"]["denied"]["code"], "APPROVAL_REQUIRED",
+        "{r:#}"
+    );
+    assert_eq!(c.finish(), 0);
+}
+
+#[test]
+fn serve_a_cancelled_call_stops_its_spinning_guest() {
+    let env = Env::new();
+    let ws = env.mkdir("ws");
+    let spin = guest("spin");
+    let hello = guest("hello");
+    let a = [
+        "--workspace",
+        s(&ws),
+        "--executor",
+        s(&spin),
+        "--executor",
+        s(&hello),
+        "--deadline-ms",
+        "600000",
+    ];
+    let mut c = Client::start(&env, &a, false);
+    let id = c.next;
+    c.next += 1;
+    c.send(json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+                  "params": {"name": "spin", "arguments": {}}}));
+    c.send(
+        json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
+                  "params": {"requestId": id, "reason": "the agent changed its mind"}}),
+    );
+    // The turn ends as cancelled (before or after its guest started), long
+    // before its ten-minute deadline: its record says so.
+    let audit = env.state_dir().join("audit.jsonl");
+    let denials = env.state_dir().join("denials.jsonl");
+    let mut waited = 0;
+    let ended = loop {
+        let text = std::fs::read_to_string(&audit).unwrap_or_default()
+            + &std::fs::read_to_string(&denials).unwrap_or_default();
+        if !text.is_empty() {
+            break text;
+        }
+        waited += 1;
+        assert!(waited < 1200, "the spinning turn was not stopped");
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert!(ended.contains("TURN_CANCELLED"), "{ended}");
+    // The server goes on serving.
+    let r = c.call("hello", json!({}), &mut no_elicitation);
+    assert_eq!(r["isError"], false, "{r:#}");
+    assert_eq!(c.finish(), 0);
+}
