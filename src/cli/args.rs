@@ -427,10 +427,10 @@ pub struct ServeArgs {
     #[arg(long = "executor", value_name = "MANIFEST")]
     pub executors: Vec<PathBuf>,
     /// How long an elicitation waits for the person before the approval
-    /// is queued (30s, 10m; default 2m).
+    /// is queued (30s, 10m).
     #[arg(long, value_name = "DURATION", default_value = "2m")]
     pub elicitation_timeout: String,
-    /// Wall-clock deadline of every call in milliseconds (default 5000).
+    /// Wall-clock deadline of every call in milliseconds.
     #[arg(long, default_value_t = 5000)]
     pub deadline_ms: u64,
     /// Serve streamable HTTP on this loopback address (127.0.0.1:PORT;
