@@ -300,6 +300,11 @@ struct Inner {
     /// The policy every turn is decided against, rebuilt when a grant is
     /// remembered.
     snapshot: RwLock<Arc<Frozen>>,
+    /// What the grants database looked like when the snapshot was built
+    /// (see [`turn::grants_stamp`]): a turn that finds it changed (a
+    /// `grants revoke` or `add` by another process) rebuilds the snapshot
+    /// first, so grants are read at each decision.
+    grants_stamp: std::sync::Mutex<turn::GrantsStamp>,
     /// The engine, built (and its isolation probed) at the first turn that
     /// gets past the policy and its approvals.
     sandbox: OnceLock<Result<Arc<Sandbox>, Arc<wasmtime::Error>>>,
@@ -333,6 +338,7 @@ impl Host {
     /// store is written only by an "allow and remember" answer.
     pub fn open(options: HostOptions) -> Result<Host, HostError> {
         let audit_log = AppendLog::new(&options.state.state_dir.join("audit.jsonl"));
+        let stamp = turn::grants_stamp(&options.state);
         let denials_log = AppendLog::new(&options.state.state_dir.join("denials.jsonl"));
         let snap = build_snapshot(
             &options.config,
@@ -356,6 +362,7 @@ impl Host {
             journaled: options.journaled,
             approval_queue: options.approval_queue,
             snapshot: RwLock::new(Arc::new(Frozen::new(snap))),
+            grants_stamp: std::sync::Mutex::new(stamp),
             sandbox: OnceLock::new(),
             audit_log,
             denials_log,
@@ -414,6 +421,7 @@ impl Host {
     pub fn begin(&self, mut request: TurnRequest) -> Begun {
         request.limits.journal_bytes = self.inner.config.journal_bytes;
         request.limits.memory_keys = self.inner.config.memory_keys;
+        self.inner.reread_grants();
         let turn = new_turn_id(now_utc());
         match self.inner.advance(&request, &turn, Vec::new(), None) {
             turn::Advance::Done(outcome) => Begun::Done(outcome),

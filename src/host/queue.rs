@@ -356,7 +356,7 @@ impl ApprovalQueue {
                      AND expires_at > ?1 AND actor = ?2 AND channel IS ?3 AND sender_id IS ?4 \
                      AND executor = ?5 AND executor_sha256 = ?6 AND scope = ?7 \
                      AND input_sha256 = ?8 AND args_sha256 = ?9 AND definition_hash = ?10 \
-                     AND policy_hash = ?11 ORDER BY queued_at, id",
+                     AND policy_hash = ?11 ORDER BY queued_at, rowid",
                 )
                 .map_err(&err)?;
             let rows = stmt
@@ -407,7 +407,7 @@ impl ApprovalQueue {
         let err = sqlite(&self.path);
         let mut stmt = conn
             .prepare(&format!(
-                "SELECT {COLUMNS} FROM pending WHERE expires_at > ?1 ORDER BY queued_at, id"
+                "SELECT {COLUMNS} FROM pending WHERE expires_at > ?1 ORDER BY queued_at, rowid"
             ))
             .map_err(&err)?;
         let rows = stmt

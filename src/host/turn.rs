@@ -21,6 +21,22 @@ use crate::sandbox::{
 };
 use crate::undo::{TurnJournal, TurnRecord};
 
+/// The grants database as `stat` sees it: size and modification time of
+/// the file and of its write-ahead log (where SQLite commits first).
+pub(super) type GrantsStamp = [Option<(u64, std::time::SystemTime)>; 2];
+
+/// The [`GrantsStamp`] of `state`'s grants database now.
+pub(super) fn grants_stamp(state: &crate::config::StatePaths) -> GrantsStamp {
+    let of = |p: &std::path::Path| {
+        std::fs::metadata(p)
+            .ok()
+            .and_then(|m| Some((m.len(), m.modified().ok()?)))
+    };
+    let mut wal = state.grants_db.clone().into_os_string();
+    wal.push("-wal");
+    [of(&state.grants_db), of(std::path::Path::new(&wal))]
+}
+
 /// Where [`Inner::advance`] got to.
 pub(super) enum Advance {
     Done(Box<TurnOutcome>),
@@ -74,7 +90,26 @@ impl Inner {
         }
     }
 
+    /// Rebuilds the snapshot when the grants database changed since it
+    /// was built; a database that cannot be read keeps the snapshot
+    /// (logged).
+    pub(super) fn reread_grants(&self) {
+        let now = grants_stamp(&self.state);
+        let changed = match self.grants_stamp.lock() {
+            Ok(s) => *s != now,
+            Err(_) => true,
+        };
+        if changed {
+            if let Err(e) = self.refresh_snapshot() {
+                tracing::warn!("cannot reread the grants: {}", chain(&e));
+            }
+        }
+    }
+
     fn refresh_snapshot(&self) -> Result<(), HostError> {
+        // Stamped before reading: a change made while reading shows up as
+        // a change at the next turn.
+        let stamp = grants_stamp(&self.state);
         let snap = build_snapshot(
             &self.config,
             &self.state,
@@ -88,6 +123,11 @@ impl Inner {
             Err(poisoned) => poisoned.into_inner(),
         };
         *guard = Arc::new(Frozen::new(snap));
+        drop(guard);
+        match self.grants_stamp.lock() {
+            Ok(mut s) => *s = stamp,
+            Err(poisoned) => *poisoned.into_inner() = stamp,
+        }
         Ok(())
     }
 

@@ -748,3 +748,36 @@ fn serve_a_cancelled_call_stops_its_spinning_guest() {
     assert_eq!(r["isError"], false, "{r:#}");
     assert_eq!(c.finish(), 0);
 }
+
+#[test]
+fn serve_a_grant_added_or_revoked_elsewhere_applies_from_the_next_call() {
+    let env = Env::new();
+    let ws = env.mkdir("ws");
+    env.mkdir("ws/out");
+    let ex = executors(&env);
+    let mut c = Client::start(&env, &args(&ws, &ex, "Supervised"), false);
+    let write = |n: u32| json!({"path": format!("out/{n}.txt"), "content": "x"});
+    let r = c.call("write-file", write(1), &mut no_elicitation);
+    assert_eq!(r["structuredContent"]["code"], "APPROVAL_REQUIRED");
+    let glob = format!("{}/out/**", s(&ws));
+    let run = env.run(&[
+        "grants",
+        "add",
+        "--channel",
+        "cli",
+        "--sender",
+        "tester",
+        "fs:write",
+        &glob,
+    ]);
+    run.expect(0);
+    let id = run.json_lines()[0]["id"].to_string();
+    let r = c.call("write-file", write(2), &mut no_elicitation);
+    assert_eq!(r["isError"], false, "{r:#}");
+    assert!(ws.join("out/2.txt").exists());
+    env.run(&["grants", "revoke", &id]).expect(0);
+    let r = c.call("write-file", write(3), &mut no_elicitation);
+    assert_eq!(r["structuredContent"]["code"], "APPROVAL_REQUIRED", "{r:#}");
+    assert!(!ws.join("out/3.txt").exists());
+    assert_eq!(c.finish(), 0);
+}
