@@ -31,6 +31,7 @@ pub(crate) mod gate;
 pub mod grants;
 mod nested;
 pub mod queue;
+mod roots;
 mod turn;
 
 use std::path::PathBuf;
@@ -305,6 +306,9 @@ struct Inner {
     /// `grants revoke` or `add` by another process) rebuilds the snapshot
     /// first, so grants are read at each decision.
     grants_stamp: std::sync::Mutex<turn::GrantsStamp>,
+    /// The write roots of the turns running now: turns that may write the
+    /// same place run one after the other.
+    write_roots: roots::WriteRoots,
     /// The engine, built (and its isolation probed) at the first turn that
     /// gets past the policy and its approvals.
     sandbox: OnceLock<Result<Arc<Sandbox>, Arc<wasmtime::Error>>>,
@@ -363,6 +367,7 @@ impl Host {
             approval_queue: options.approval_queue,
             snapshot: RwLock::new(Arc::new(Frozen::new(snap))),
             grants_stamp: std::sync::Mutex::new(stamp),
+            write_roots: roots::WriteRoots::default(),
             sandbox: OnceLock::new(),
             audit_log,
             denials_log,

@@ -489,6 +489,17 @@ impl Inner {
     /// Runs the plan: the turn's journal and audit, the services, the run,
     /// and the journal's end.
     fn run_plan(&self, t: Turn<'_>, sandbox: &Arc<Sandbox>, plan: &Plan) -> TurnOutcome {
+        // One writer per place at a time (see `roots`).
+        let write_roots = plan
+            .preopens()
+            .iter()
+            .filter(|p| p.access == crate::sandbox::DirAccess::ReadWrite)
+            .map(|p| p.host.clone())
+            .collect();
+        let Some(_held) = self.write_roots.enter(write_roots, &t.request.cancel) else {
+            let reason = "the turn was cancelled before it started".to_string();
+            return self.refuse(t, DenyCode::TurnCancelled, reason, None);
+        };
         let snapshot = &t.frozen.snapshot;
         let journal = TurnJournal::lazy(
             &self.state.history_dir,

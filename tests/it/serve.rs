@@ -781,3 +781,59 @@ fn serve_a_grant_added_or_revoked_elsewhere_applies_from_the_next_call() {
     assert!(!ws.join("out/3.txt").exists());
     assert_eq!(c.finish(), 0);
 }
+
+#[test]
+fn serve_two_writing_calls_on_one_root_run_one_after_the_other() {
+    let env = Env::new();
+    let ws = env.mkdir("ws");
+    env.mkdir("ws/out");
+    let ex = executors(&env);
+    let mut a = args(&ws, &ex, "Full");
+    a.extend(["--deadline-ms", "120000"]);
+    let mut c = Client::start(&env, &a, false);
+    // A: 30 files with busy work between them; B, sent once A has written
+    // its first file: what is in out/, then one file of its own.
+    // Serialized, B waits for A and sees all of A's files, never some.
+    let (ida, idb) = (c.next, c.next + 1);
+    c.next += 2;
+    c.send(
+        json!({"jsonrpc": "2.0", "id": ida, "method": "tools/call", "params": {
+        "name": "write-file",
+        "arguments": {"op": "many", "dir": "out", "count": 30, "size": 16,
+                      "spin": 3_000_000, "sync": true}}}),
+    );
+    let mut waited = 0;
+    while !ws.join("out/f0.txt").exists() {
+        waited += 1;
+        assert!(waited < 6000, "A never wrote its first file");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    c.send(
+        json!({"jsonrpc": "2.0", "id": idb, "method": "tools/call", "params": {
+        "name": "write-file",
+        "arguments": {"op": "batch", "ops": [{"op": "list", "path": "out"},
+                                             {"path": "out/b.txt", "content": "b"}]}}}),
+    );
+    let mut results = std::collections::BTreeMap::new();
+    while results.len() < 2 {
+        let m = c.recv();
+        if let Some(id) = m["id"].as_u64() {
+            results.insert(id, m["result"].clone());
+        }
+    }
+    assert_eq!(results[&ida]["isError"], false, "{results:#?}");
+    assert_eq!(results[&idb]["isError"], false, "{results:#?}");
+    let seen: Vec<String> = results[&idb]["structuredContent"]["results"][0]["ok"]["entries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e.as_str().unwrap().to_string())
+        .filter(|n| n.starts_with('f'))
+        .collect();
+    assert_eq!(
+        seen.len(),
+        30,
+        "B saw {seen:?} of A's 30 files: the turns overlapped"
+    );
+    assert_eq!(c.finish(), 0);
+}
