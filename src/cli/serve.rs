@@ -41,6 +41,7 @@ pub fn run(ctx: &Context, args: ServeArgs) -> CmdResult {
         deadline_ms: args.deadline_ms,
         ..Limits::default()
     };
+    let served = host.snapshot().definition_hash();
     let server = Server::new(host, options)?;
     tracing::info!(
         "serving {} tools to actor `{}`",
@@ -61,6 +62,20 @@ pub fn run(ctx: &Context, args: ServeArgs) -> CmdResult {
             };
             serve_http(server, HttpOptions { listen, token })?;
         }
+    }
+    // The configuration and executor definitions served were frozen at
+    // start: say whether the files still say the same.
+    match open_host(ctx, &args).map(|h| h.snapshot().definition_hash()) {
+        Ok(now) if now == served => {
+            tracing::info!("the configuration and definitions served are unchanged ({served})")
+        }
+        Ok(now) => super::err(format!(
+            "gatehouse: the configuration or executor definitions changed while serving (served {served}, now {now}); the session kept the ones it started with"
+        )),
+        Err(f) => super::err(format!(
+            "gatehouse: cannot reread the configuration after serving: {}",
+            f.message
+        )),
     }
     Ok(Exit::Ok)
 }

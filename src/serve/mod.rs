@@ -224,21 +224,46 @@ impl Server {
     }
 
     /// Serves one MCP session over this process's stdin and stdout until
-    /// the client closes stdin; nothing but JSON-RPC is written to stdout.
+    /// the client closes stdin or the process gets SIGTERM; nothing but
+    /// JSON-RPC is written to stdout. Either way the session ends as a
+    /// client's disconnect does: running turns are cancelled (each ends
+    /// within one epoch tick, its journal finished and its audit written)
+    /// and waited for before this returns.
     pub fn serve_stdio(self) -> Result<(), ServeError> {
         let rt = runtime()?;
-        rt.block_on(async move {
+        let self_deadline_ms = self.inner.options.limits.deadline_ms;
+        let result = rt.block_on(async move {
             use rmcp::ServiceExt;
+            use tokio::signal::unix::{signal, SignalKind};
+            // Installed before the session starts: a SIGTERM from then on
+            // is kept until the task below reads it.
+            let term = signal(SignalKind::terminate()).ok();
             let running = self
                 .serve(rmcp::transport::stdio())
                 .await
                 .map_err(|e| ServeError::Session(e.to_string()))?;
-            running
+            let stop = running.cancellation_token();
+            let term = tokio::spawn(async move {
+                if let Some(mut s) = term {
+                    s.recv().await;
+                    tracing::info!("SIGTERM: ending the session");
+                    stop.cancel();
+                }
+            });
+            let quit = running
                 .waiting()
                 .await
-                .map_err(|e| ServeError::Session(e.to_string()))?;
-            Ok(())
-        })
+                .map_err(|e| ServeError::Session(e.to_string()));
+            term.abort();
+            quit.map(|_| ())
+        });
+        // The turns still on blocking threads were cancelled with the
+        // session: each ends within its deadline. The thread blocked
+        // reading stdin (after a SIGTERM, stdin may still be open) is not
+        // waited for.
+        let deadline = Duration::from_millis(self_deadline_ms.saturating_add(1000));
+        rt.shutdown_timeout(deadline);
+        result
     }
 
     /// Runs one call: the turn, asking the person if it needs approval.

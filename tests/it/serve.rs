@@ -19,6 +19,7 @@ pub(crate) struct Client {
     stdin: Option<ChildStdin>,
     rx: Receiver<Value>,
     next: u64,
+    stderr: std::sync::Arc<std::sync::Mutex<String>>,
 }
 
 /// How a test answers an elicitation: the `result` to send back (`null`:
@@ -34,9 +35,17 @@ impl Client {
             .args(args)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
-            .stderr(Stdio::null());
+            .stderr(Stdio::piped());
         let mut child = cmd.spawn().expect("start gatehouse serve");
         let stdout = child.stdout.take().unwrap();
+        let stderr = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
+        let mut pipe = child.stderr.take().unwrap();
+        let keep = stderr.clone();
+        std::thread::spawn(move || {
+            let mut text = String::new();
+            let _ = std::io::Read::read_to_string(&mut pipe, &mut text);
+            keep.lock().unwrap().push_str(&text);
+        });
         let (tx, rx) = std::sync::mpsc::channel();
         std::thread::spawn(move || {
             for line in BufReader::new(stdout).lines() {
@@ -55,6 +64,7 @@ impl Client {
             stdin,
             rx,
             next: 1,
+            stderr,
         };
         let capabilities = if elicitation {
             json!({"elicitation": {}})
@@ -133,6 +143,23 @@ impl Client {
     pub(crate) fn finish(mut self) -> i32 {
         drop(self.stdin.take());
         self.child.wait().unwrap().code().unwrap_or(-1)
+    }
+
+    /// Sends SIGTERM and waits for the server to end: its exit code and
+    /// what it wrote on stderr.
+    pub(crate) fn terminate(mut self) -> (i32, String) {
+        let pid = i32::try_from(self.child.id()).unwrap();
+        // SAFETY: kill(2) on our own child's pid.
+        assert_eq!(unsafe { libc::kill(pid, libc::SIGTERM) }, 0);
+        let code = self.child.wait().unwrap().code().unwrap_or(-1);
+        // The stderr thread ends with the process.
+        let mut tries = 0;
+        while std::sync::Arc::strong_count(&self.stderr) > 1 && tries < 1000 {
+            tries += 1;
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let text = self.stderr.lock().unwrap().clone();
+        (code, text)
     }
 }
 
@@ -836,4 +863,33 @@ fn serve_two_writing_calls_on_one_root_run_one_after_the_other() {
         "B saw {seen:?} of A's 30 files: the turns overlapped"
     );
     assert_eq!(c.finish(), 0);
+}
+
+#[test]
+fn serve_ends_on_sigterm_and_says_when_the_definitions_changed_meanwhile() {
+    let env = Env::new();
+    let ws = env.mkdir("ws");
+    let ex = executors(&env);
+    let c = Client::start(&env, &args(&ws, &ex, "ReadOnly"), false);
+    let (code, stderr) = c.terminate();
+    assert_eq!(code, 0, "{stderr}");
+    assert!(!stderr.contains("changed while serving"), "{stderr}");
+    // The same, with greet's manifest edited while serving.
+    let mut c = Client::start(&env, &args(&ws, &ex, "ReadOnly"), false);
+    let text = std::fs::read_to_string(&ex[0]).unwrap();
+    std::fs::write(
+        &ex[0],
+        text.replace("greets", "greets loudly")
+            .replace("example.com", "example.org"),
+    )
+    .unwrap();
+    // Still the definitions it started with.
+    assert_eq!(c.tools()["tools"][0]["description"], "greets");
+    let (code, stderr) = c.terminate();
+    assert_eq!(code, 0, "{stderr}");
+    assert!(
+        stderr
+            .contains("gatehouse: the configuration or executor definitions changed while serving"),
+        "{stderr}"
+    );
 }
