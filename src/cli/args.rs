@@ -438,6 +438,12 @@ pub struct ServeArgs {
     /// Any other address is refused (exit 3).
     #[arg(long, value_name = "ADDR")]
     pub listen: Option<std::net::SocketAddr>,
+    /// Start only from this snapshot (`gatehouse snapshot prepare`): the
+    /// configuration, executors, level, grants in force and workspace
+    /// must rebuild it byte for byte (SNAPSHOT_MISMATCH, exit 2
+    /// otherwise); elicitation then offers only allow once and deny.
+    #[arg(long, value_name = "FILE")]
+    pub snapshot: Option<PathBuf>,
     /// With --listen: accept requests without the bearer token of
     /// `<state>/serve.token` (created with mode 0600 on first use).
     #[arg(long, requires = "listen")]

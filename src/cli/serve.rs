@@ -41,6 +41,12 @@ pub fn run(ctx: &Context, args: ServeArgs) -> CmdResult {
         deadline_ms: args.deadline_ms,
         ..Limits::default()
     };
+    if let Some(file) = &args.snapshot {
+        // The snapshot the person verified is the one served: no grant
+        // may be added by this server ("remember" is not offered).
+        gatehouse::snapshot::verify(file, host.snapshot())?;
+        options.remember = false;
+    }
     let served = host.snapshot().definition_hash();
     let server = Server::new(host, options)?;
     tracing::info!(

@@ -48,7 +48,8 @@ pub use http::{serve_http, serve_token, HttpOptions, ServeHttpError};
 ///
 /// Defaults ([`ServeOptions::new`]): the limits of [`Limits::default`]
 /// for every call, elicitation answered within 120 s, results cut at
-/// 64 KiB of text, as many calls at once as the machine has cores.
+/// 64 KiB of text, as many calls at once as the machine has cores, "allow
+/// and remember" offered.
 #[derive(Debug, Clone)]
 pub struct ServeOptions {
     /// The serving actor: every call runs as it.
@@ -63,6 +64,10 @@ pub struct ServeOptions {
     pub text_cap: usize,
     /// How many calls run at once.
     pub concurrency: usize,
+    /// Whether an elicitation offers "allow and remember" (off for a
+    /// server started from a verified snapshot: its policy, grants
+    /// included, must stay the one verified).
+    pub remember: bool,
 }
 
 impl ServeOptions {
@@ -76,6 +81,7 @@ impl ServeOptions {
             concurrency: std::thread::available_parallelism()
                 .map(usize::from)
                 .unwrap_or(2),
+            remember: true,
         }
     }
 }
@@ -360,8 +366,10 @@ impl Server {
         if !supports_elicitation(context) {
             return queued;
         }
-        let Ok(params) = serde_json::from_value::<ElicitRequestParams>(elicitation(approval))
-        else {
+        let Ok(params) = serde_json::from_value::<ElicitRequestParams>(elicitation(
+            approval,
+            self.inner.options.remember,
+        )) else {
             return queued;
         };
         let answer = context
@@ -383,6 +391,7 @@ impl Server {
                 let content = result.content.unwrap_or_default();
                 match content.get("decision").and_then(Value::as_str) {
                     Some("allow_once") => Choice::Once,
+                    Some("allow_and_remember") if !self.inner.options.remember => Choice::Queue,
                     Some("allow_and_remember") => {
                         match content
                             .get("expires_in")
@@ -472,8 +481,9 @@ impl Asker for ElicitAsker {
 
 /// The elicitation that asks about `approval`: every item with its
 /// capability, canonical target, whether it is critical and why; "allow
-/// and remember" offered only when every item may be remembered.
-pub fn elicitation(approval: &ApprovalRequest) -> Value {
+/// and remember" offered only when `remember` and every item may be
+/// remembered.
+pub fn elicitation(approval: &ApprovalRequest, remember: bool) -> Value {
     let mut message = format!(
         "executor `{}` (actor `{}`, turn `{}`) needs your approval for:",
         approval.executor, approval.actor, approval.turn
@@ -494,7 +504,8 @@ pub fn elicitation(approval: &ApprovalRequest) -> Value {
             message.push_str(&format!(" (declared as `{d}`)"));
         }
     }
-    let rememberable = approval.pending.iter().all(|p| p.rememberable);
+    let all_rememberable = approval.pending.iter().all(|p| p.rememberable);
+    let rememberable = remember && all_rememberable;
     let mut properties = serde_json::Map::new();
     if rememberable {
         properties.insert(
@@ -509,7 +520,9 @@ pub fn elicitation(approval: &ApprovalRequest) -> Value {
                    "description": "with allow and remember: 30s, 10m, 2h, 7d; empty: until revoked"}),
         );
     } else {
-        message.push_str("\n(an always-class capability: it cannot be remembered)");
+        if !all_rememberable {
+            message.push_str("\n(an always-class capability: it cannot be remembered)");
+        }
         properties.insert(
             "decision".into(),
             json!({"type": "string", "title": "Decision",

@@ -146,7 +146,7 @@ const LAYERS: [(&str, &[&str]); 13] = [
             "sandbox",
         ],
     ),
-    ("serve", &["host", "manifest", "policy"]),
+    ("serve", &["host", "config", "manifest", "policy"]),
     (
         "cli",
         &[

@@ -893,3 +893,48 @@ fn serve_ends_on_sigterm_and_says_when_the_definitions_changed_meanwhile() {
         "{stderr}"
     );
 }
+
+#[test]
+fn serve_from_a_verified_snapshot_offers_no_remember_and_refuses_another() {
+    let env = Env::new();
+    let ws = env.mkdir("ws");
+    env.mkdir("ws/out");
+    let ex = executors(&env);
+    let policy = env.path("policy.json");
+    let mut prepare = vec![
+        "snapshot",
+        "prepare",
+        "--out",
+        s(&policy),
+        "--workspace",
+        s(&ws),
+        "--level",
+        "Supervised",
+    ];
+    for e in &ex {
+        prepare.extend(["--executor", s(e)]);
+    }
+    env.run(&prepare).expect(0);
+    let mut a = args(&ws, &ex, "Supervised");
+    a.extend(["--snapshot", s(&policy)]);
+    let mut c = Client::start(&env, &a, true);
+    let mut offered = Vec::new();
+    let r = c.call(
+        "write-file",
+        json!({"path": "out/a.txt", "content": "x"}),
+        &mut |p| {
+            offered.push(p["requestedSchema"]["properties"]["decision"]["enum"].clone());
+            json!({"action": "accept", "content": {"decision": "allow_once"}})
+        },
+    );
+    assert_eq!(r["isError"], false, "{r:#}");
+    assert_eq!(offered, vec![json!(["allow_once", "deny"])]);
+    assert_eq!(c.finish(), 0);
+    assert!(env.run(&["grants", "list"]).json_lines().is_empty());
+    // Another level, another policy: refused before anything is served.
+    let mut a = args(&ws, &ex, "Full");
+    a.extend(["--snapshot", s(&policy)]);
+    let mut cmd = vec!["serve", "--mcp"];
+    cmd.extend(a);
+    env.run(&cmd).expect_err(2, &["SNAPSHOT_MISMATCH"]);
+}
