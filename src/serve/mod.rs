@@ -244,8 +244,11 @@ impl Server {
             // Installed before the session starts: a SIGTERM from then on
             // is kept until the task below reads it.
             let term = signal(SignalKind::terminate()).ok();
+            // Pipes (as an agent runtime spawns the server) are driven by
+            // the reactor, not a blocking thread: one hand-off less per
+            // message.
             let running = self
-                .serve(rmcp::transport::stdio())
+                .serve(rmcp::transport::stdio_pipes())
                 .await
                 .map_err(|e| ServeError::Session(e.to_string()))?;
             let stop = running.cancellation_token();
@@ -264,9 +267,9 @@ impl Server {
             quit.map(|_| ())
         });
         // The turns still on blocking threads were cancelled with the
-        // session: each ends within its deadline. The thread blocked
-        // reading stdin (after a SIGTERM, stdin may still be open) is not
-        // waited for.
+        // session: each ends within its deadline. A thread blocked reading
+        // stdin (when stdin is not a pipe and still open after a SIGTERM)
+        // is not waited for.
         let deadline = Duration::from_millis(self_deadline_ms.saturating_add(1000));
         rt.shutdown_timeout(deadline);
         result
