@@ -341,9 +341,9 @@ impl Server {
         let host = shared.host.clone();
         let begun = {
             let _slot = shared.slots.acquire().await.map_err(|e| e.to_string())?;
-            tokio::task::spawn_blocking(move || host.begin(request))
-                .await
-                .map_err(|e| format!("the turn failed: {e}"))?
+            // Run here, the worker thread handed over to blocking work
+            // for the turn (no hop to another thread).
+            tokio::task::block_in_place(move || host.begin(request))
         };
         let parked = match begun {
             Begun::Done(outcome) => return Ok(*outcome),
@@ -352,9 +352,9 @@ impl Server {
         let answers = self.ask(&parked.approval, context).await;
         let host = shared.host.clone();
         let _slot = shared.slots.acquire().await.map_err(|e| e.to_string())?;
-        tokio::task::spawn_blocking(move || host.resume(*parked, answers))
-            .await
-            .map_err(|e| format!("the turn failed: {e}"))
+        Ok(tokio::task::block_in_place(move || {
+            host.resume(*parked, answers)
+        }))
     }
 
     /// Asks the person through elicitation, if the client declared it:
