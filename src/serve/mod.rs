@@ -8,9 +8,10 @@
 //! its manifest's description, its input schema and annotations derived
 //! from its capabilities ([`tool_json`]).
 //!
-//! A call runs as one turn ([`Host::begin`] / [`Host::resume`]) on a
-//! blocking thread: the sandbox's deadline I/O must not run inside the
-//! async runtime. A turn that needs approval asks the person through MCP
+//! A call runs as one turn ([`Host::begin`] / [`Host::resume`]) inside
+//! `block_in_place` on a worker of a multi-thread runtime: the thread is
+//! handed over to blocking work for the turn (the sandbox's deadline I/O
+//! must not run as async code), without a hop to another thread. A turn that needs approval asks the person through MCP
 //! elicitation, once with the whole pending set, when the client declared
 //! it; otherwise, or when no one answers within the timeout, the approval
 //! goes to the pending queue (`gatehouse approvals`) and the call fails
@@ -266,10 +267,10 @@ impl Server {
             term.abort();
             quit.map(|_| ())
         });
-        // The turns still on blocking threads were cancelled with the
-        // session: each ends within its deadline. A thread blocked reading
-        // stdin (when stdin is not a pipe and still open after a SIGTERM)
-        // is not waited for.
+        // The turns still running were cancelled with the session: each
+        // ends within its deadline. A thread blocked reading stdin (when
+        // stdin is not a pipe and still open after a SIGTERM) is not
+        // waited for.
         let deadline = Duration::from_millis(self_deadline_ms.saturating_add(1000));
         rt.shutdown_timeout(deadline);
         result
@@ -629,7 +630,7 @@ pub fn result_of(outcome: &TurnOutcome, cap: usize) -> CallToolResult {
     }
 }
 
-/// A multi-thread runtime: turns run on its blocking threads.
+/// A multi-thread runtime: turns run on its workers in `block_in_place`.
 pub(crate) fn runtime() -> Result<tokio::runtime::Runtime, ServeError> {
     tokio::runtime::Builder::new_multi_thread()
         .enable_all()
