@@ -11,6 +11,7 @@
 //!   the WIT package, the crate template, the manifest schema.
 //! - [`conformance`] — the sandbox suite: attacks that must hold, programs
 //!   that must succeed.
+//! - [`serve`] — executors as MCP tools (`gatehouse serve --mcp`).
 
 pub mod authoring;
 pub mod config;
@@ -22,6 +23,7 @@ pub mod manifest;
 pub mod memory;
 pub mod policy;
 pub mod sandbox;
+pub mod serve;
 pub mod snapshot;
 pub mod tier3;
 pub mod undo;

@@ -51,8 +51,8 @@ fn protect(out: &mut Vec<ProtectedPath>, path: &Path, kind: ProtectedKind) {
 
 /// The paths no executor may write: the configuration file and every
 /// place configuration is discovered from, the state directory (grants
-/// and memory databases, history, cache), the grants database and
-/// history wherever they are, every place state is discovered from (these
+/// and memory databases, history, cache), the grants database, the
+/// pending-approval queue and history wherever they are, every place state is discovered from (these
 /// are [`ProtectedKind::State`]: hidden from reads too), executor
 /// directories, manifests and their components (issue 12, items 3, 14
 /// and 17). Canonical even when they do not exist yet.
@@ -72,6 +72,13 @@ pub fn protected_paths(
     protect(&mut out, &state.state_dir, ProtectedKind::State);
     for suffix in ["", "-wal", "-shm", "-journal"] {
         let mut p = state.grants_db.clone().into_os_string();
+        p.push(suffix);
+        protect(&mut out, Path::new(&p), ProtectedKind::State);
+    }
+    // The pending-approval queue: an executor that could write it could
+    // approve its own turn.
+    for suffix in ["", "-wal", "-shm", "-journal"] {
+        let mut p = state.approvals_db.clone().into_os_string();
         p.push(suffix);
         protect(&mut out, Path::new(&p), ProtectedKind::State);
     }

@@ -96,6 +96,17 @@ pub enum Command {
     /// Cargo.lock, src/lib.rs with `run` (src/main.rs with --command), the
     /// WIT under wit/, executor.toml with compute:pure, a README.
     New(NewArgs),
+    /// The pending-approval queue: approvals asked where no one could
+    /// answer (`run` without a terminal, an MCP client without
+    /// elicitation), answered here by the person.
+    #[command(subcommand)]
+    Approvals(ApprovalsCmd),
+    /// Serve the executors the actor may run as MCP tools to an agent
+    /// runtime, over stdio (nothing but JSON-RPC on stdout, logs on
+    /// stderr). Approvals are asked of the person by elicitation when the
+    /// client supports it, else queued (`gatehouse approvals`).
+    #[command(after_help = SERVE_AFTER_HELP)]
+    Serve(ServeArgs),
     /// Walk through the gate end to end on a temporary state directory and
     /// workspace: an allowed, a denied and an approval-required request, a
     /// remembered grant, a refused grant, and the tier-3 suite.
@@ -399,4 +410,109 @@ pub struct UndoArgs {
     /// Say what would be done, change nothing.
     #[arg(long)]
     pub dry_run: bool,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum ApprovalsCmd {
+    /// List the pending approvals not yet expired (JSON Lines); answered
+    /// ones wait for their turn, consumed ones only with --all.
+    List {
+        /// Include entries already consumed by a turn.
+        #[arg(long)]
+        all: bool,
+    },
+    /// Allow a pending approval: once, for the first turn that matches it
+    /// exactly (same actor and identity, executor digest, capabilities and
+    /// canonical targets, input and arguments, configuration and grants),
+    /// or with --remember as grants for the identity. Asks for
+    /// confirmation on /dev/tty unless --yes.
+    Allow {
+        /// The pending approval's id (from `approvals list`, or the
+        /// `APPROVAL_REQUIRED` message).
+        id: String,
+        /// Record a grant per item instead (refused for an always-class
+        /// capability: code:exec, system:admin).
+        #[arg(long)]
+        remember: bool,
+        /// With --remember: the grants expire after this long (30s, 10m,
+        /// 2h, 7d); default: until revoked.
+        #[arg(long, requires = "remember", value_name = "DURATION")]
+        expires_in: Option<String>,
+        /// Do not ask for confirmation on the terminal.
+        #[arg(long)]
+        yes: bool,
+    },
+    /// Deny a pending approval: the first turn that matches it ends with
+    /// APPROVAL_REFUSED.
+    Deny {
+        /// The pending approval's id.
+        id: String,
+    },
+}
+
+/// How an agent runtime starts `gatehouse serve`.
+pub const SERVE_AFTER_HELP: &str = "\
+Identity:
+  Every call runs as --actor (default main) with the configuration's level,
+  the grants of that actor's identity and --workspace (default: the current
+  directory). Nothing in a call (its arguments, the client's info) can change
+  them; the server offers no tool that changes grants, configuration or
+  approvals.
+
+Approvals:
+  A call that needs approval asks the person through MCP elicitation (allow
+  once / allow and remember / deny), once per call, when the client supports
+  it; otherwise, or when no one answers within --elicitation-timeout, it ends
+  with APPROVAL_REQUIRED and a pending id, which the person answers with
+  `gatehouse approvals allow ID` before the agent retries the same call.
+
+HTTP (--listen 127.0.0.1:PORT):
+  Streamable HTTP at http://127.0.0.1:PORT/mcp. Every request carries
+  `Authorization: Bearer $(cat <state>/serve.token)` unless --no-auth; a
+  request whose Origin is not a loopback origin is refused (403).
+
+Example (an agent runtime's MCP configuration):
+  {\"mcpServers\": {\"gatehouse\": {\"command\": \"gatehouse\",
+     \"args\": [\"serve\", \"--mcp\", \"--actor\", \"main\", \"--workspace\", \"/home/me/project\"]}}}";
+
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    /// Speak the Model Context Protocol (the only protocol served).
+    #[arg(long, required = true)]
+    pub mcp: bool,
+    /// The actor every call runs as.
+    #[arg(long, default_value = "main")]
+    pub actor: String,
+    /// The workspace of every call (default: the current directory).
+    #[arg(long, value_name = "DIR")]
+    pub workspace: Option<PathBuf>,
+    /// Decide at this level instead of the configured one.
+    #[arg(long)]
+    pub level: Option<String>,
+    /// An executor's manifest to serve besides those in the executor
+    /// directories (repeatable).
+    #[arg(long = "executor", value_name = "MANIFEST")]
+    pub executors: Vec<PathBuf>,
+    /// How long an elicitation waits for the person before the approval
+    /// is queued (30s, 10m).
+    #[arg(long, value_name = "DURATION", default_value = "2m")]
+    pub elicitation_timeout: String,
+    /// Wall-clock deadline of every call in milliseconds.
+    #[arg(long, default_value_t = 5000)]
+    pub deadline_ms: u64,
+    /// Serve streamable HTTP on this loopback address (127.0.0.1:PORT;
+    /// port 0 picks one, logged on stderr) at `/mcp` instead of stdio.
+    /// Any other address is refused (exit 3).
+    #[arg(long, value_name = "ADDR")]
+    pub listen: Option<std::net::SocketAddr>,
+    /// Start only from this snapshot (`gatehouse snapshot prepare`): the
+    /// configuration, executors, level, grants in force and workspace
+    /// must rebuild it byte for byte (SNAPSHOT_MISMATCH, exit 2
+    /// otherwise); elicitation then offers only allow once and deny.
+    #[arg(long, value_name = "FILE")]
+    pub snapshot: Option<PathBuf>,
+    /// With --listen: accept requests without the bearer token of
+    /// `<state>/serve.token` (created with mode 0600 on first use).
+    #[arg(long, requires = "listen")]
+    pub no_auth: bool,
 }

@@ -49,6 +49,8 @@ pub fn run(ctx: &Context, command: Command) -> CmdResult {
         Command::History(args) => super::history::history(ctx, args),
         Command::Undo(args) => super::history::undo(ctx, args),
         Command::Demo => super::demo::run(ctx),
+        Command::Approvals(cmd) => super::approvals::run(ctx, cmd),
+        Command::Serve(args) => super::serve::run(ctx, args),
     }
 }
 
@@ -420,6 +422,7 @@ fn manifest_check(ctx: &Context, path: &Path, workspace: Option<&Path>) -> CmdRe
             "capabilities": caps,
             "revertible": m.revertible,
             "reverse_pattern": m.reverse_pattern,
+            "input_schema": m.input_schema,
             "imports": checked.as_ref().map(|(_, c)| &c.imports),
             "explained": checked.as_ref().map(|(_, c)| &c.capabilities),
             "uncovered": uncovered,

@@ -2,6 +2,7 @@
 //! once into a [`Context`] (configuration, state paths, workspace), then a
 //! subcommand runs against the library. The library knows nothing of this.
 
+mod approvals;
 mod args;
 mod authoring;
 mod commands;
@@ -10,6 +11,7 @@ mod demo;
 mod history;
 mod isolation;
 mod run;
+mod serve;
 
 use std::io::Write;
 use std::path::{Path, PathBuf};

@@ -105,6 +105,10 @@ fn open_host(ctx: &Context, args: &RunArgs, manifest: &Manifest) -> Result<Host,
     // One turn, then exit: the engine sized for one turn.
     options.engine = EngineKind::OneShot;
     options.granted_by = ctx.env.login.clone();
+    // Approvals no one can give now wait in the queue for `gatehouse
+    // approvals allow`; an answer given there is taken by the turn it
+    // matches.
+    options.approval_queue = true;
     Host::open(options).map_err(host_failure)
 }
 
@@ -239,6 +243,10 @@ pub(super) fn report(ctx: &Context, outcome: &TurnOutcome, verbose: bool) -> Cmd
         }
         if !outcome.approvals.is_empty() {
             v["approvals"] = json!(outcome.approvals);
+        }
+        // The pending approval the turn left, or was answered by.
+        if let Some(id) = &outcome.pending_id {
+            v["pending_id"] = json!(id);
         }
         match &outcome.end {
             TurnEnd::Refused { code, reason } => {

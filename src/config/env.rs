@@ -93,13 +93,16 @@ impl HostEnv {
 ///
 /// Defaults: `$GATEHOUSE_STATE_DIR`, else `$XDG_STATE_HOME/gatehouse`, else
 /// `~/.local/state/gatehouse`; `grants.db` (`$GATEHOUSE_GRANTS_DB`),
-/// `history/` (`$GATEHOUSE_HISTORY_DIR`) and `cache/` inside it.
+/// `history/` (`$GATEHOUSE_HISTORY_DIR`), `cache/` and the pending-approval
+/// queue `approvals.db` inside it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StatePaths {
     pub state_dir: PathBuf,
     pub grants_db: PathBuf,
     pub history_dir: PathBuf,
     pub cache_dir: PathBuf,
+    /// The pending-approval queue, always in the state directory.
+    pub approvals_db: PathBuf,
 }
 
 impl StatePaths {
@@ -113,6 +116,7 @@ impl StatePaths {
             grants_db: grants_db.unwrap_or_else(|| state_dir.join("grants.db")),
             history_dir: history_dir.unwrap_or_else(|| state_dir.join("history")),
             cache_dir: state_dir.join("cache"),
+            approvals_db: state_dir.join("approvals.db"),
         }
     }
 }

@@ -164,6 +164,10 @@ pub struct DenialRecord {
     pub args: Vec<String>,
     pub code: DenyCode,
     pub reason: String,
+    /// The pending approval the request left in the queue, or that
+    /// answered it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pending_id: Option<String>,
     #[serde(flatten)]
     pub hashes: Hashes,
 }

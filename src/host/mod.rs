@@ -30,6 +30,8 @@ pub mod audit;
 pub(crate) mod gate;
 pub mod grants;
 mod nested;
+pub mod queue;
+mod roots;
 mod turn;
 
 use std::path::PathBuf;
@@ -46,7 +48,8 @@ pub use crate::sandbox::{EngineKind, EngineProfile};
 // The sandbox's types a caller of the host handles: it needs nothing else
 // from the sandbox.
 pub use crate::sandbox::{
-    CancelHandle, GuestResult, IsolationReport, Limits, OnDegraded, RunIo, RunReport, StdinFrom,
+    Asker, AskerRef, CancelHandle, GuestResult, IsolationReport, Limits, OnDegraded, RunIo,
+    RunReport, StdinFrom,
 };
 use crate::snapshot::{self, SnapshotError, Sources};
 use crate::undo::{AppendLog, HistoryError};
@@ -55,6 +58,7 @@ pub use approver::{ApprovalRequest, Approver, Choice, NoOne, Scripted, TerminalA
 pub use audit::{DenialRecord, Hashes};
 pub use gate::{Pending, Step};
 pub use grants::GrantBook;
+pub use queue::{ApprovalQueue, QueueAnswer, QueueEntry, QueueError};
 
 /// Why a host could not be opened or could not keep its state.
 #[derive(Debug, thiserror::Error)]
@@ -74,7 +78,7 @@ pub enum HostError {
 /// Defaults ([`HostOptions::new`]): the configuration's level, its
 /// `on_degraded`, the default limits' memory cap for the engine, no
 /// executors beyond the configuration's directories, an engine for a
-/// long-lived host ([`EngineKind::LongLived`]).
+/// long-lived host ([`EngineKind::LongLived`]), no pending-approval queue.
 pub struct HostOptions {
     pub config: HostConfig,
     pub state: StatePaths,
@@ -103,6 +107,12 @@ pub struct HostOptions {
     /// `false` is for measuring the journal's cost only: such a host's
     /// turns cannot be undone.
     pub journaled: bool,
+    /// Whether approvals no one gave go to the pending-approval queue
+    /// (`<state>/approvals.db`, see [`queue`]) and answers given there
+    /// are taken by the turn they match (default `false`: the turn just
+    /// ends with `APPROVAL_REQUIRED`). `gatehouse run` and `gatehouse
+    /// serve` set it.
+    pub approval_queue: bool,
 }
 
 impl HostOptions {
@@ -126,6 +136,7 @@ impl HostOptions {
             engine: EngineKind::LongLived,
             granted_by: None,
             journaled: true,
+            approval_queue: false,
         }
     }
 }
@@ -144,6 +155,9 @@ pub struct TurnRequest {
     /// A command's arguments (recorded in the audit) and standard streams;
     /// by default no arguments, stdin the input, output kept.
     pub io: RunIo,
+    /// Who answers the guest's `human:ask` questions (default `None`: the
+    /// person at the controlling terminal, if any).
+    pub asker: Option<AskerRef>,
 }
 
 impl TurnRequest {
@@ -161,6 +175,7 @@ impl TurnRequest {
             limits: Limits::default(),
             cancel: CancelHandle::new(),
             io: RunIo::default(),
+            asker: None,
         }
     }
 }
@@ -174,6 +189,10 @@ pub struct Answer {
     /// The grant "allow and remember" recorded.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub grant: Option<i64>,
+    /// The pending approval (`gatehouse approvals allow`) the answer was
+    /// given in.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub queued: Option<String>,
 }
 
 /// How a turn ended.
@@ -212,6 +231,10 @@ pub struct TurnOutcome {
     /// What still needs an approval (`APPROVAL_REQUIRED`).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub pending: Vec<Pending>,
+    /// The pending-approval queue entry the turn left (`APPROVAL_REQUIRED`
+    /// with the queue on) or was answered by.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pending_id: Option<String>,
     pub limits: Limits,
     /// The isolation report; absent when the turn ended before the probe
     /// (a policy denial never probes).
@@ -274,9 +297,18 @@ struct Inner {
     engine: EngineKind,
     granted_by: Option<String>,
     journaled: bool,
+    approval_queue: bool,
     /// The policy every turn is decided against, rebuilt when a grant is
     /// remembered.
     snapshot: RwLock<Arc<Frozen>>,
+    /// What the grants database looked like when the snapshot was built
+    /// (see [`turn::grants_stamp`]): a turn that finds it changed (a
+    /// `grants revoke` or `add` by another process) rebuilds the snapshot
+    /// first, so grants are read at each decision.
+    grants_stamp: std::sync::Mutex<turn::GrantsStamp>,
+    /// The write roots of the turns running now: turns that may write the
+    /// same place run one after the other.
+    write_roots: roots::WriteRoots,
     /// The engine, built (and its isolation probed) at the first turn that
     /// gets past the policy and its approvals.
     sandbox: OnceLock<Result<Arc<Sandbox>, Arc<wasmtime::Error>>>,
@@ -333,6 +365,7 @@ impl Host {
     /// store is written only by an "allow and remember" answer.
     pub fn open(options: HostOptions) -> Result<Host, HostError> {
         let audit_log = AppendLog::new(&options.state.state_dir.join("audit.jsonl"));
+        let stamp = turn::grants_stamp(&options.state);
         let denials_log = AppendLog::new(&options.state.state_dir.join("denials.jsonl"));
         let snap = build_snapshot(
             &options.config,
@@ -354,7 +387,10 @@ impl Host {
             engine: options.engine,
             granted_by: options.granted_by,
             journaled: options.journaled,
+            approval_queue: options.approval_queue,
             snapshot: RwLock::new(Arc::new(Frozen::new(snap))),
+            grants_stamp: std::sync::Mutex::new(stamp),
+            write_roots: roots::WriteRoots::default(),
             sandbox: OnceLock::new(),
             audit_log,
             denials_log,
@@ -413,14 +449,20 @@ impl Host {
     pub fn begin(&self, mut request: TurnRequest) -> Begun {
         request.limits.journal_bytes = self.inner.config.journal_bytes;
         request.limits.memory_keys = self.inner.config.memory_keys;
+        self.inner.reread_grants();
         let turn = new_turn_id(now_utc());
-        match self.inner.advance(&request, &turn, Vec::new()) {
+        match self.inner.advance(&request, &turn, Vec::new(), None) {
             turn::Advance::Done(outcome) => Begun::Done(outcome),
-            turn::Advance::Parked(approval) => Begun::Parked(Box::new(Parked {
-                request,
-                turn,
-                approval,
-            })),
+            turn::Advance::Parked(approval) => {
+                if let Some(outcome) = self.inner.answered_by_queue(&request, &turn, &approval) {
+                    return Begun::Done(Box::new(outcome));
+                }
+                Begun::Parked(Box::new(Parked {
+                    request,
+                    turn,
+                    approval,
+                }))
+            }
         }
     }
 
@@ -436,7 +478,13 @@ impl Host {
             .enumerate()
             .map(|(i, p)| (p.clone(), answers.get(i).copied().unwrap_or(Choice::Queue)))
             .collect();
-        self.inner.answered(&parked.request, &parked.turn, given)
+        self.inner
+            .answered(&parked.request, &parked.turn, given, None)
+    }
+
+    /// The pending-approval queue of this host's state directory.
+    pub fn queue(&self) -> ApprovalQueue {
+        ApprovalQueue::new(&self.inner.state)
     }
 }
 

@@ -43,6 +43,7 @@ pub(super) fn services(scope: Scope, depth: u32, journal: Option<TurnJournal>) -
             actor: scope.request.actor.clone(),
         }),
         cancel: scope.request.cancel.clone(),
+        asker: scope.request.asker.clone(),
         nested: Some(Arc::new(Nested(scope))),
     }
 }

@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use super::audit::TurnAudit;
 use super::gate::{gate, Gate, TurnInput};
+use super::queue::{self, ApprovalQueue, TurnKey, Verdict};
 use super::{
     build_snapshot, nested, Answer, ApprovalRequest, Choice, DenialRecord, Frozen, HostError,
     Inner, Pending, Step, TurnEnd, TurnOutcome, TurnRequest,
@@ -19,6 +20,22 @@ use crate::sandbox::{
     execute, EngineProfile, GuestResult, IsolationReport, Limits, Plan, RunError, Sandbox, Stopped,
 };
 use crate::undo::{TurnJournal, TurnRecord};
+
+/// The grants database as `stat` sees it: size and modification time of
+/// the file and of its write-ahead log (where SQLite commits first).
+pub(super) type GrantsStamp = [Option<(u64, std::time::SystemTime)>; 2];
+
+/// The [`GrantsStamp`] of `state`'s grants database now.
+pub(super) fn grants_stamp(state: &crate::config::StatePaths) -> GrantsStamp {
+    let of = |p: &std::path::Path| {
+        std::fs::metadata(p)
+            .ok()
+            .and_then(|m| Some((m.len(), m.modified().ok()?)))
+    };
+    let mut wal = state.grants_db.clone().into_os_string();
+    wal.push("-wal");
+    [of(&state.grants_db), of(std::path::Path::new(&wal))]
+}
 
 /// Where [`Inner::advance`] got to.
 pub(super) enum Advance {
@@ -36,6 +53,7 @@ struct Turn<'a> {
     decisions: Vec<Step>,
     approvals: Vec<Answer>,
     pending: Vec<Pending>,
+    pending_id: Option<String>,
     isolation: Option<Arc<IsolationReport>>,
 }
 
@@ -49,6 +67,7 @@ impl Turn<'_> {
             decisions: self.decisions,
             approvals: self.approvals,
             pending: self.pending,
+            pending_id: self.pending_id,
             limits: self.request.limits,
             isolation: self.isolation,
             end,
@@ -71,7 +90,26 @@ impl Inner {
         }
     }
 
+    /// Rebuilds the snapshot when the grants database changed since it
+    /// was built; a database that cannot be read keeps the snapshot
+    /// (logged).
+    pub(super) fn reread_grants(&self) {
+        let now = grants_stamp(&self.state);
+        let changed = match self.grants_stamp.lock() {
+            Ok(s) => *s != now,
+            Err(_) => true,
+        };
+        if changed {
+            if let Err(e) = self.refresh_snapshot() {
+                tracing::warn!("cannot reread the grants: {}", chain(&e));
+            }
+        }
+    }
+
     fn refresh_snapshot(&self) -> Result<(), HostError> {
+        // Stamped before reading: a change made while reading shows up as
+        // a change at the next turn.
+        let stamp = grants_stamp(&self.state);
         let snap = build_snapshot(
             &self.config,
             &self.state,
@@ -85,6 +123,11 @@ impl Inner {
             Err(poisoned) => poisoned.into_inner(),
         };
         *guard = Arc::new(Frozen::new(snap));
+        drop(guard);
+        match self.grants_stamp.lock() {
+            Ok(mut s) => *s = stamp,
+            Err(poisoned) => *poisoned.into_inner() = stamp,
+        }
         Ok(())
     }
 
@@ -121,8 +164,9 @@ impl Inner {
         request: &TurnRequest,
         id: &str,
         given: Vec<(Pending, Choice)>,
+        queued: Option<&str>,
     ) -> TurnOutcome {
-        match self.advance(request, id, given) {
+        match self.advance(request, id, given, queued) {
             Advance::Done(outcome) => *outcome,
             // Unreachable with answers given (the gate then ends the turn
             // itself); ended the same way rather than trusted.
@@ -147,7 +191,98 @@ impl Inner {
             decisions: Vec::new(),
             approvals: Vec::new(),
             pending: Vec::new(),
+            pending_id: None,
             isolation: None,
+        }
+    }
+
+    /// What a queued answer is matched on, for `request` under the
+    /// current snapshot.
+    fn turn_key(&self, request: &TurnRequest) -> TurnKey {
+        let frozen = self.frozen();
+        let executor_sha256 = match self.manifest(&request.executor) {
+            Some(m) if m.sha256.is_some() => m.sha256.clone().unwrap_or_default(),
+            Some(m) if !m.command.is_empty() => {
+                sha256_hex(crate::policy::snapshot::canonical_json(&m.command).as_bytes())
+            }
+            Some(m) => std::fs::read(&m.component)
+                .map(|b| sha256_hex(&b))
+                .unwrap_or_else(|_| "unreadable".into()),
+            None => String::new(),
+        };
+        TurnKey {
+            actor: request.actor.clone(),
+            identity: frozen
+                .snapshot
+                .actors
+                .get(&request.actor)
+                .and_then(|a| a.identity.clone()),
+            executor: request.executor.clone(),
+            executor_sha256,
+            input_sha256: sha256_hex(request.input.as_bytes()),
+            args_sha256: queue::args_sha256(&request.io.args),
+            definition_hash: frozen.hashes.definition.clone(),
+            policy_hash: frozen.hashes.policy.clone(),
+        }
+    }
+
+    /// A parked turn answered from the pending-approval queue: an entry
+    /// the person allowed (once) or denied that matches this turn
+    /// exactly, consumed by it. `None`: the queue is off or holds no such
+    /// answer (a queue that cannot be read counts as empty, logged).
+    pub(super) fn answered_by_queue(
+        &self,
+        request: &TurnRequest,
+        id: &str,
+        approval: &ApprovalRequest,
+    ) -> Option<TurnOutcome> {
+        if !self.approval_queue {
+            return None;
+        }
+        let key = self.turn_key(request);
+        let verdict =
+            match ApprovalQueue::new(&self.state).take(id, &key, &approval.pending, now_utc()) {
+                Ok(v) => v?,
+                Err(e) => {
+                    tracing::warn!("turn `{id}`: cannot read the approval queue: {}", chain(&e));
+                    return None;
+                }
+            };
+        match verdict {
+            Verdict::Allowed(entry) => {
+                let given = approval
+                    .pending
+                    .iter()
+                    .map(|p| (p.clone(), Choice::Once))
+                    .collect();
+                let mut outcome = self.answered(request, id, given, Some(&entry));
+                outcome.pending_id = Some(entry);
+                Some(outcome)
+            }
+            Verdict::Denied(entry) => {
+                let mut t = self.turn(request, id);
+                t.pending = approval.pending.clone();
+                t.pending_id = Some(entry.clone());
+                let reason = format!("pending approval `{entry}` was denied by the person asked");
+                Some(self.refuse(t, DenyCode::ApprovalRefused, reason, None))
+            }
+        }
+    }
+
+    /// Queues what `pending` needs, for a turn that ends with
+    /// `APPROVAL_REQUIRED`; the entry's id, or `None` (the queue is off or
+    /// cannot be written, logged).
+    fn enqueue(&self, request: &TurnRequest, id: &str, pending: &[Pending]) -> Option<String> {
+        if !self.approval_queue || pending.is_empty() {
+            return None;
+        }
+        let key = self.turn_key(request);
+        match ApprovalQueue::new(&self.state).enqueue(id, &key, pending, now_utc()) {
+            Ok(entry) => Some(entry.id),
+            Err(e) => {
+                tracing::warn!("turn `{id}`: cannot queue the approval: {}", chain(&e));
+                None
+            }
         }
     }
 
@@ -157,6 +292,7 @@ impl Inner {
         request: &TurnRequest,
         id: &str,
         given: Vec<(Pending, Choice)>,
+        queued: Option<&str>,
     ) -> Advance {
         let mut t = self.turn(request, id);
         let Some(manifest) = self.manifest(&request.executor) else {
@@ -166,7 +302,7 @@ impl Inner {
             );
             return Advance::Done(Box::new(t.end(TurnEnd::Invalid { message })));
         };
-        let answered = match self.take_answers(&mut t, &given) {
+        let answered = match self.take_answers(&mut t, &given, queued) {
             Ok(a) => a,
             Err(message) => return Advance::Done(Box::new(t.end(TurnEnd::Failed { message }))),
         };
@@ -218,7 +354,17 @@ impl Inner {
                         )
                     })
                     .collect();
-                let reason = format!("approval needed for {} and no one gave it", what.join(", "));
+                let mut reason =
+                    format!("approval needed for {} and no one gave it", what.join(", "));
+                // The whole set the person was asked about goes to the
+                // queue: a retry of the same turn needs all of it again.
+                let asked: Vec<Pending> = given.iter().map(|(p, _)| p.clone()).collect();
+                t.pending_id = self.enqueue(request, id, &asked);
+                if let Some(entry) = &t.pending_id {
+                    reason.push_str(&format!(
+                        "; queued as pending approval `{entry}` (`gatehouse approvals allow {entry}`)"
+                    ));
+                }
                 t.decisions = steps;
                 t.pending = pending;
                 return Advance::Done(Box::new(self.refuse(
@@ -272,6 +418,7 @@ impl Inner {
         &self,
         t: &mut Turn<'_>,
         given: &[(Pending, Choice)],
+        queued: Option<&str>,
     ) -> Result<Answered, String> {
         let mut answered = Answered::default();
         let mut remembered = false;
@@ -281,6 +428,7 @@ impl Inner {
                 target: p.target.clone(),
                 choice: choice.as_str(),
                 grant: None,
+                queued: queued.map(str::to_string),
             };
             match choice {
                 Choice::Once => answered.once.push((p.capability, p.target.clone())),
@@ -341,6 +489,17 @@ impl Inner {
     /// Runs the plan: the turn's journal and audit, the services, the run,
     /// and the journal's end.
     fn run_plan(&self, t: Turn<'_>, sandbox: &Arc<Sandbox>, plan: &Plan) -> TurnOutcome {
+        // One writer per place at a time (see `roots`).
+        let write_roots = plan
+            .preopens()
+            .iter()
+            .filter(|p| p.access == crate::sandbox::DirAccess::ReadWrite)
+            .map(|p| p.host.clone())
+            .collect();
+        let Some(_held) = self.write_roots.enter(write_roots, &t.request.cancel) else {
+            let reason = "the turn was cancelled before it started".to_string();
+            return self.refuse(t, DenyCode::TurnCancelled, reason, None);
+        };
         let snapshot = &t.frozen.snapshot;
         let journal = TurnJournal::lazy(
             &self.state.history_dir,
@@ -465,6 +624,7 @@ impl Inner {
             args: request.io.args.clone(),
             code,
             reason: reason.clone(),
+            pending_id: t.pending_id.clone(),
             hashes: (*t.frozen.hashes).clone(),
         };
         if let Err(e) = self.denials_log.append(&line) {

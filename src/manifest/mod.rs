@@ -39,6 +39,7 @@
 
 mod error;
 mod find;
+mod schema;
 mod target;
 
 use std::fs::File;
@@ -85,7 +86,8 @@ pub struct Manifest {
     /// Tools the executor may run; non-empty exactly when `code:exec` is
     /// declared.
     pub tools: Vec<String>,
-    /// The input's JSON Schema (a JSON object), not validated further.
+    /// The input's JSON Schema: an object schema (`type = "object"`),
+    /// its known keywords checked (see `schema.rs`); a tool's `inputSchema`.
     pub input_schema: Option<serde_json::Value>,
     pub capabilities: Vec<ManifestCapability>,
 }
@@ -382,10 +384,12 @@ impl Manifest {
 
         let input_schema = match raw.input_schema {
             None => None,
-            Some(table) => Some(
-                toml_to_json(toml::Value::Table(table), "input_schema")
-                    .map_err(|(field, reason)| invalid(&field, reason))?,
-            ),
+            Some(table) => {
+                let schema = toml_to_json(toml::Value::Table(table), "input_schema")
+                    .map_err(|(field, reason)| invalid(&field, reason))?;
+                schema::check(&schema).map_err(|(field, reason)| invalid(&field, reason))?;
+                Some(schema)
+            }
         };
 
         Ok(Manifest {

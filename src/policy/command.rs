@@ -27,6 +27,37 @@
 /// they are the tool's name or appear anywhere in its command.
 pub const RAW_RUNTIME_TOOLS: [&str; 4] = ["herdr", "paseo", "create_agent", "spawn_agent"];
 
+/// The host's own program: a command that runs it could answer its own
+/// approvals (`gatehouse approvals allow`), record grants or change the
+/// configuration; refused for every actor, as a tool or anywhere in a
+/// command.
+pub const HOST_PROGRAMS: [&str; 1] = ["gatehouse"];
+
+/// Whether `tool` is the host's own program (by name or any path).
+pub fn is_host_program(tool: &str) -> bool {
+    HOST_PROGRAMS.contains(&basename(tool))
+}
+
+/// The host's own program if `command` runs it anywhere (looked through
+/// wrappers and paths; when the command cannot be split, any word).
+pub fn host_program_in(
+    command: &str,
+    screened: &Result<ScreenedCommand, LexError>,
+) -> Option<String> {
+    match screened {
+        Ok(screened) => screened
+            .invocations
+            .iter()
+            .find(|inv| HOST_PROGRAMS.contains(&inv.name.as_str()))
+            .map(|inv| inv.name.clone()),
+        Err(_) => command
+            .split(|c: char| c.is_whitespace() || c.is_control() || ";&|'\"`()#".contains(c))
+            .map(basename)
+            .find(|w| HOST_PROGRAMS.contains(w))
+            .map(str::to_string),
+    }
+}
+
 /// Programs whose whole purpose is to run text as a command or decode it.
 const INDIRECT_PROGRAMS: [&str; 5] = ["eval", "base64", "xxd", "xargs", "source"];
 

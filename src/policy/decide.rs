@@ -357,8 +357,25 @@ fn tool_request(actor: &Actor, tool: &str, cmd: Option<&str>) -> Decision {
             format!("`{tool}` is a raw runtime tool"),
         );
     }
+    // The host's own program, whatever the actor's tools say: it could
+    // approve its own turns or change grants and configuration.
+    if command::is_host_program(tool) {
+        return Decision::deny(
+            DenyCode::PolicyMutationDenied,
+            format!("`{tool}` is this host's own program: no command may run it"),
+        );
+    }
     // Split and looked through once; every layer reads the same result.
     let screened = cmd.map(|c| (c, command::screen(c)));
+    if let Some(host) = screened
+        .as_ref()
+        .and_then(|(c, s)| command::host_program_in(c, s))
+    {
+        return Decision::deny(
+            DenyCode::PolicyMutationDenied,
+            format!("the command runs `{host}`, this host's own program"),
+        );
+    }
     if let Some(raw) = screened
         .as_ref()
         .and_then(|(c, s)| command::raw_runtime_in(c, s))

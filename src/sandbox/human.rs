@@ -1,6 +1,7 @@
-//! `human:ask` → `gatehouse:executor/human`: a question to the person at
-//! the controlling terminal (`/dev/tty`, never the turn's stdin). Without a
-//! terminal the answer is a denial value.
+//! `human:ask` → `gatehouse:executor/human`: a question to the person,
+//! through the run's [`Asker`](super::services::Asker) when it has one (an
+//! MCP client's elicitation), else at the controlling terminal (`/dev/tty`,
+//! never the turn's stdin). Without either the answer is a denial value.
 
 use std::io::{BufRead, BufReader, IsTerminal, Write};
 
@@ -20,11 +21,15 @@ pub const MAX_QUESTIONS: u32 = 64;
 #[derive(Debug, Default)]
 pub struct HumanState {
     pub asked: u32,
+    /// Who answers instead of the terminal.
+    pub asker: Option<super::services::AskerRef>,
 }
 
 /// What the binding works on.
 pub struct HumanView<'a> {
     pub state: &'a mut HumanState,
+    /// When the run ends: a question waits no longer.
+    pub deadline: std::time::Instant,
 }
 
 fn cut(mut s: String) -> String {
@@ -47,6 +52,21 @@ impl human::Host for HumanView<'_> {
             }));
         }
         self.state.asked += 1;
+        if let Some(asker) = &self.state.asker {
+            let left = self
+                .deadline
+                .saturating_duration_since(std::time::Instant::now());
+            return asker
+                .0
+                .ask(&cut(question), left)
+                .map(cut)
+                .map_err(|(code, reason)| {
+                    Error::Denied(Denial {
+                        code: code.as_str().into(),
+                        reason,
+                    })
+                });
+        }
         // Asked on the controlling terminal, never through the turn's own
         // stdin (which may be the command's input, or a protocol stream).
         let tty = std::io::stderr()

@@ -42,4 +42,6 @@ pub use isolation::{IsolationReport, OnDegraded};
 pub use limits::{LimitHit, Limits, DEFAULT_JOURNAL_BYTES};
 pub use plan::{Allowed, DirAccess, MemoryGrant, Plan, Preopen};
 pub use run::{execute, GuestResult, RunError, RunIo, RunReport, StdinFrom, Stopped, TrapFrame};
-pub use services::{AuditSink, CancelHandle, CommandScreen, NestedError, NestedTurn, RunServices};
+pub use services::{
+    Asker, AskerRef, AuditSink, CancelHandle, CommandScreen, NestedError, NestedTurn, RunServices,
+};

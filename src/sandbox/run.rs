@@ -335,7 +335,10 @@ pub fn execute(
         network,
         limits: super::limits::GuardedLimits::new(&limits),
         log: Default::default(),
-        human: Default::default(),
+        human: super::human::HumanState {
+            asked: 0,
+            asker: services.asker.clone(),
+        },
         memory: memory_binding,
         delegate: delegate_binding,
         exec: exec_binding,

@@ -33,6 +33,25 @@ pub trait CommandScreen: Send + Sync {
     fn screen(&self, tool: &str, command: &str) -> Result<(), (DenyCode, String)>;
 }
 
+/// Who answers a guest's question (`human:ask`) when the person is not at
+/// the controlling terminal: an MCP client's elicitation, say.
+pub trait Asker: Send + Sync {
+    /// The person's answer to `question` (the guest's text, cut to
+    /// [`super::human::MAX_TEXT`]), waiting at most `left`; or the denial
+    /// the guest gets (`code`, `reason`).
+    fn ask(&self, question: &str, left: std::time::Duration) -> Result<String, (DenyCode, String)>;
+}
+
+/// A shared [`Asker`], as a request carries it.
+#[derive(Clone)]
+pub struct AskerRef(pub Arc<dyn Asker>);
+
+impl std::fmt::Debug for AskerRef {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("AskerRef")
+    }
+}
+
 /// How a delegated call ended when it produced no output.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum NestedError {
@@ -94,4 +113,7 @@ pub struct RunServices {
     pub screen: Arc<dyn CommandScreen>,
     pub nested: Option<Arc<dyn NestedTurn>>,
     pub cancel: CancelHandle,
+    /// Who answers `human:ask`; `None`: the person at the controlling
+    /// terminal, if there is one.
+    pub asker: Option<AskerRef>,
 }

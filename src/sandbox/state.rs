@@ -66,6 +66,7 @@ impl HostState {
     pub(super) fn human_view(&mut self) -> super::human::HumanView<'_> {
         super::human::HumanView {
             state: &mut self.human,
+            deadline: self.deadline,
         }
     }
 

@@ -1891,3 +1891,33 @@ fn item08_grants_are_matched_on_the_canonical_target() {
         "TARGET_MISMATCH",
     );
 }
+
+#[test]
+fn the_host_program_is_refused_as_a_tool_and_inside_commands() {
+    let mut s = base();
+    // Even granted as a tool, and behind wrappers and paths: an executor
+    // that could run `gatehouse` could approve its own pending turns.
+    s.actors.get_mut("main").unwrap().tools = strings(&["gatehouse", "shell", "ls", "env", "sudo"]);
+    for (t, c) in [
+        ("gatehouse", None),
+        ("/usr/local/bin/gatehouse", None),
+        ("gatehouse", Some("gatehouse approvals allow p-1 --yes")),
+        ("shell", Some("ls; gatehouse grants add fs:write /**")),
+        (
+            "shell",
+            Some("/usr/bin/env LANG=C /home/a/.cargo/bin/gatehouse run x"),
+        ),
+        ("shell", Some("sudo gatehouse approvals list")),
+        ("shell", Some("echo 'unterminated; gatehouse")),
+    ] {
+        let d = decide(&s, &tool("main", t, c));
+        assert_code(&d, "POLICY_MUTATION_DENIED");
+    }
+    let d = decide(&s, &tool("main", "shell", Some("ls && gatehouse undo")));
+    assert_eq!(
+        d.reason(),
+        "the command runs `gatehouse`, this host's own program"
+    );
+    // A mention as an argument is not an invocation; other tools still run.
+    assert_allow(&decide(&s, &tool("main", "ls", Some("ls gatehouse"))));
+}

@@ -12,6 +12,7 @@
 // Tests fail by panicking: unwrap and expect are how they say what broke.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod approvals;
 mod authoring;
 mod cli;
 mod conformance;
@@ -22,6 +23,7 @@ mod host;
 mod isolation;
 mod purity;
 mod sandbox;
+mod serve;
 mod support;
 mod undo;
 mod undo_fs;

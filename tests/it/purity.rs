@@ -128,7 +128,7 @@ fn the_checks_would_catch_a_violation() {
 /// The library's layers, lowest first, and what each may name. A module
 /// may use only the modules listed for it: no import cycles, the sandbox
 /// never reaches the gate or the host, the policy core nothing at all.
-const LAYERS: [(&str, &[&str]); 14] = [
+const LAYERS: [(&str, &[&str]); 15] = [
     ("policy", &[]),
     ("memory", &[]),
     ("config", &["policy"]),
@@ -148,6 +148,7 @@ const LAYERS: [(&str, &[&str]); 14] = [
         ],
     ),
     ("conformance", &["host", "config", "manifest", "policy"]),
+    ("serve", &["host", "config", "manifest", "policy"]),
     (
         "cli",
         &[
@@ -161,6 +162,7 @@ const LAYERS: [(&str, &[&str]); 14] = [
             "grants",
             "authoring",
             "conformance",
+            "serve",
         ],
     ),
 ];

@@ -1,0 +1,80 @@
+//! Turns that may write the same place run one after the other.
+//!
+//! A turn's write roots are its read-write preopens (canonical). Before
+//! its guest starts, a turn waits until no running turn of this host has
+//! a write root equal to, inside or above one of its own, so undo's
+//! "never destroys newer data" holds when a server runs calls in
+//! parallel: a turn's journal never interleaves with another's on the
+//! same files. Turns that only read, or write elsewhere, run at once.
+
+use std::path::PathBuf;
+use std::sync::{Condvar, Mutex};
+use std::time::Duration;
+
+use crate::sandbox::CancelHandle;
+
+/// The write roots of the running turns.
+#[derive(Default)]
+pub(super) struct WriteRoots {
+    active: Mutex<Vec<PathBuf>>,
+    freed: Condvar,
+}
+
+/// Held while a turn runs: its roots are released when it drops.
+pub(super) struct Held<'a> {
+    owner: &'a WriteRoots,
+    roots: Vec<PathBuf>,
+}
+
+fn overlap(a: &std::path::Path, b: &std::path::Path) -> bool {
+    a.starts_with(b) || b.starts_with(a)
+}
+
+impl WriteRoots {
+    /// Waits until none of `roots` overlaps a running turn's, then holds
+    /// them. `None` when `cancel` is set while waiting.
+    pub(super) fn enter(&self, roots: Vec<PathBuf>, cancel: &CancelHandle) -> Option<Held<'_>> {
+        if roots.is_empty() {
+            return Some(Held { owner: self, roots });
+        }
+        let mut active = match self.active.lock() {
+            Ok(a) => a,
+            Err(p) => p.into_inner(),
+        };
+        while active
+            .iter()
+            .any(|held| roots.iter().any(|r| overlap(r, held)))
+        {
+            if cancel.is_cancelled() {
+                return None;
+            }
+            // Woken when a turn ends; the timeout only rechecks the cancel
+            // switch.
+            active = match self.freed.wait_timeout(active, Duration::from_millis(50)) {
+                Ok((a, _)) => a,
+                Err(p) => p.into_inner().0,
+            };
+        }
+        active.extend(roots.iter().cloned());
+        Some(Held { owner: self, roots })
+    }
+}
+
+impl Drop for Held<'_> {
+    fn drop(&mut self) {
+        if self.roots.is_empty() {
+            return;
+        }
+        let mut active = match self.owner.active.lock() {
+            Ok(a) => a,
+            Err(p) => p.into_inner(),
+        };
+        for r in &self.roots {
+            if let Some(i) = active.iter().position(|a| a == r) {
+                active.swap_remove(i);
+            }
+        }
+        drop(active);
+        self.owner.freed.notify_all();
+    }
+}

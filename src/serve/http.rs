@@ -1,0 +1,283 @@
+//! `gatehouse serve --mcp --listen 127.0.0.1:PORT`: the same server over
+//! MCP's streamable HTTP, for an agent runtime that connects rather than
+//! spawns.
+//!
+//! Loopback only: any other address is refused before anything is bound.
+//! Every request must carry `Authorization: Bearer <token>`, the token in
+//! `<state>/serve.token` (mode 0600, created on first use; the state
+//! directory is hidden from every executor), unless auth is switched off;
+//! a request with an `Origin` that is not a loopback origin is refused
+//! (a web page the person visits cannot drive the server), and rmcp
+//! checks `Host` against loopback names (DNS rebinding).
+
+use std::convert::Infallible;
+use std::io::Read;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full};
+use hyper::body::Incoming;
+use hyper::{Request, Response, StatusCode};
+use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
+
+use super::{runtime, ServeError, Server};
+
+/// How the HTTP server listens.
+///
+/// Defaults: none; `token` `None` means no authentication (`--no-auth`).
+#[derive(Debug, Clone)]
+pub struct HttpOptions {
+    /// A loopback address (`127.0.0.1:PORT`, `[::1]:PORT`).
+    pub listen: SocketAddr,
+    /// The bearer token every request must carry.
+    pub token: Option<String>,
+}
+
+/// Why the HTTP server could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum ServeHttpError {
+    #[error("refusing to listen on `{0}`: only a loopback address (127.0.0.1, ::1) may be served")]
+    NotLoopback(SocketAddr),
+    #[error("cannot listen on `{addr}`: {reason}")]
+    Bind { addr: SocketAddr, reason: String },
+    #[error("token file `{path}`: {reason}")]
+    Token { path: PathBuf, reason: String },
+}
+
+impl ServeHttpError {
+    /// Whether the error is the caller's input (exit 3).
+    pub fn is_invalid_input(&self) -> bool {
+        matches!(self, ServeHttpError::NotLoopback(_))
+    }
+}
+
+/// The bearer token of `state_dir`: `serve.token`, read, or created with
+/// 32 random bytes (hex) and mode 0600 when missing. A token file others
+/// may read is refused.
+///
+/// # Security
+/// Whoever holds the token can run every tool of the server as its
+/// actor: keep it to the agent runtime's user.
+pub fn serve_token(state_dir: &Path) -> Result<String, ServeHttpError> {
+    use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+    let path = state_dir.join("serve.token");
+    let err = |reason: String| ServeHttpError::Token {
+        path: path.clone(),
+        reason,
+    };
+    let lower = |e: std::io::Error| crate::config::lower(&e.to_string());
+    match std::fs::metadata(&path) {
+        Ok(meta) => {
+            if meta.permissions().mode() & 0o077 != 0 {
+                return Err(err(format!(
+                    "mode {:o} lets others read it: `chmod 600` it",
+                    meta.permissions().mode() & 0o777
+                )));
+            }
+            let text = std::fs::read_to_string(&path).map_err(|e| err(lower(e)))?;
+            let token = text.trim().to_string();
+            if token.len() < 32 {
+                return Err(err("it holds no token of at least 32 characters".into()));
+            }
+            Ok(token)
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            std::fs::create_dir_all(state_dir).map_err(|e| err(lower(e)))?;
+            let mut random = [0u8; 32];
+            std::fs::File::open("/dev/urandom")
+                .and_then(|mut f| f.read_exact(&mut random))
+                .map_err(|e| err(lower(e)))?;
+            let token: String = random.iter().map(|b| format!("{b:02x}")).collect();
+            let mut file = std::fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .mode(0o600)
+                .open(&path)
+                .map_err(|e| err(lower(e)))?;
+            std::io::Write::write_all(&mut file, format!("{token}\n").as_bytes())
+                .map_err(|e| err(lower(e)))?;
+            Ok(token)
+        }
+        Err(e) => Err(err(lower(e))),
+    }
+}
+
+/// Whether `origin` (an `Origin` header) names this machine's loopback.
+fn loopback_origin(origin: &str) -> bool {
+    let Some(rest) = origin
+        .strip_prefix("http://")
+        .or_else(|| origin.strip_prefix("https://"))
+    else {
+        return false;
+    };
+    let host = if let Some(v6) = rest.strip_prefix('[') {
+        v6.split(']').next().unwrap_or_default()
+    } else {
+        rest.split(':').next().unwrap_or_default()
+    };
+    matches!(host, "127.0.0.1" | "localhost" | "::1")
+}
+
+/// Compares without stopping at the first difference.
+fn same(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+type Body = http_body_util::combinators::BoxBody<Bytes, Infallible>;
+
+fn refusal(status: StatusCode, text: &str) -> Response<Body> {
+    let mut r = Response::new(Full::new(Bytes::from(format!("{text}\n"))).boxed());
+    *r.status_mut() = status;
+    if status == StatusCode::UNAUTHORIZED {
+        r.headers_mut().insert(
+            hyper::header::WWW_AUTHENTICATE,
+            hyper::header::HeaderValue::from_static("Bearer"),
+        );
+    }
+    r
+}
+
+/// The gate in front of rmcp: `Origin`, then the bearer token; the
+/// refusal, if any.
+fn check(request: &Request<Incoming>, token: Option<&str>) -> Option<Response<Body>> {
+    if let Some(origin) = request.headers().get(hyper::header::ORIGIN) {
+        if !origin.to_str().is_ok_and(loopback_origin) {
+            return Some(refusal(
+                StatusCode::FORBIDDEN,
+                "forbidden: the request's origin is not this machine's loopback",
+            ));
+        }
+    }
+    if let Some(token) = token {
+        let given = request
+            .headers()
+            .get(hyper::header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.strip_prefix("Bearer "))
+            .unwrap_or_default();
+        if !same(given.as_bytes(), token.as_bytes()) {
+            return Some(refusal(
+                StatusCode::UNAUTHORIZED,
+                "unauthorized: give the token of `<state>/serve.token` as `Authorization: Bearer`",
+            ));
+        }
+    }
+    None
+}
+
+/// Serves `server` over streamable HTTP on `options.listen` until the
+/// process ends. Logs the address it listens on to stderr.
+///
+/// # Security
+/// Anyone who can reach the address and holds the token runs tools as
+/// the server's actor: the address must be loopback, and the token file
+/// is the user's own.
+pub fn serve_http(server: Server, options: HttpOptions) -> Result<(), ServeError> {
+    if !options.listen.ip().is_loopback() {
+        return Err(ServeHttpError::NotLoopback(options.listen).into());
+    }
+    let rt = runtime()?;
+    rt.block_on(async move {
+        let listener = tokio::net::TcpListener::bind(options.listen)
+            .await
+            .map_err(|e| ServeHttpError::Bind {
+                addr: options.listen,
+                reason: crate::config::lower(&e.to_string()),
+            })?;
+        let addr = listener.local_addr().unwrap_or(options.listen);
+        // The one line a caller waits for: where to connect.
+        eprintln!("gatehouse: serving mcp on http://{addr}/mcp");
+        let config = StreamableHttpServerConfig::default();
+        let service = Arc::new(StreamableHttpService::new(
+            move || Ok(server.clone()),
+            Arc::new(LocalSessionManager::default()),
+            config,
+        ));
+        let token: Option<Arc<str>> = options.token.map(Arc::from);
+        loop {
+            let (stream, _) = match listener.accept().await {
+                Ok(s) => s,
+                Err(e) => {
+                    tracing::warn!("accept failed: {e}");
+                    continue;
+                }
+            };
+            let service = service.clone();
+            let token = token.clone();
+            tokio::spawn(async move {
+                let handler = hyper::service::service_fn(move |request: Request<Incoming>| {
+                    let service = service.clone();
+                    let token = token.clone();
+                    async move {
+                        if let Some(refused) = check(&request, token.as_deref()) {
+                            return Ok::<_, Infallible>(refused);
+                        }
+                        if request.uri().path() != "/mcp" {
+                            return Ok(refusal(
+                                StatusCode::NOT_FOUND,
+                                "not found: the endpoint is /mcp",
+                            ));
+                        }
+                        Ok(service.handle(request).await)
+                    }
+                });
+                let io = hyper_util::rt::TokioIo::new(stream);
+                if let Err(e) = hyper::server::conn::http1::Builder::new()
+                    .serve_connection(io, handler)
+                    .await
+                {
+                    tracing::debug!("connection ended: {e}");
+                }
+            });
+        }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_loopback_origins_pass() {
+        for o in [
+            "http://127.0.0.1:8080",
+            "http://localhost",
+            "https://localhost:3000",
+            "http://[::1]:9",
+        ] {
+            assert!(loopback_origin(o), "{o}");
+        }
+        for o in [
+            "http://evil.example",
+            "http://127.0.0.1.evil.example",
+            "null",
+            "http://localhost.evil:80",
+            "file://",
+        ] {
+            assert!(!loopback_origin(o), "{o}");
+        }
+    }
+
+    #[test]
+    fn the_token_file_is_created_private_and_reused() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let t = serve_token(dir.path()).unwrap();
+        assert_eq!(t.len(), 64);
+        let mode = std::fs::metadata(dir.path().join("serve.token"))
+            .unwrap()
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o777, 0o600);
+        assert_eq!(serve_token(dir.path()).unwrap(), t);
+        std::fs::set_permissions(
+            dir.path().join("serve.token"),
+            std::fs::Permissions::from_mode(0o644),
+        )
+        .unwrap();
+        assert!(serve_token(dir.path()).is_err());
+    }
+}

@@ -1,0 +1,693 @@
+//! `gatehouse serve --mcp`: executors as MCP tools, for agent runtimes.
+//!
+//! One long-lived [`Host`] serves every call; its workspace, actor,
+//! level, grants and configuration come from the server's own command
+//! line and configuration, never from a call: a call's arguments are the
+//! executor's input and nothing else. The tools are the executors the
+//! serving actor may run (the policy's `skill` answer at start), each with
+//! its manifest's description, its input schema and annotations derived
+//! from its capabilities ([`tool_json`]).
+//!
+//! A call runs as one turn ([`Host::begin`] / [`Host::resume`]) inside
+//! `block_in_place` on a worker of a multi-thread runtime: the thread is
+//! handed over to blocking work for the turn (the sandbox's deadline I/O
+//! must not run as async code), without a hop to another thread. A turn that needs approval asks the person through MCP
+//! elicitation, once with the whole pending set, when the client declared
+//! it; otherwise, or when no one answers within the timeout, the approval
+//! goes to the pending queue (`gatehouse approvals`) and the call fails
+//! with `APPROVAL_REQUIRED` and the pending id. A refusal is a tool error
+//! whose text starts with the deny code and whose structured content has
+//! `code` and `reason`.
+//!
+//! The server offers nothing that changes grants, configuration or
+//! approvals: those are the person's, on the command line.
+
+mod http;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, ElicitRequestParams,
+    ElicitationAction, ErrorData, ListToolsResult, PaginatedRequestParams, ServerCapabilities,
+    ServerConfig, Tool,
+};
+use rmcp::service::{RequestContext, RoleServer};
+use rmcp::ServerHandler;
+use serde_json::{json, Value};
+
+use crate::host::{
+    ApprovalRequest, Asker, AskerRef, Begun, Choice, GuestResult, Host, Limits, RunIo, TurnEnd,
+    TurnOutcome, TurnRequest,
+};
+use crate::manifest::Manifest;
+use crate::policy::{Capability, DenyCode, Outcome};
+
+pub use http::{serve_http, serve_token, HttpOptions, ServeHttpError};
+
+/// How a server serves.
+///
+/// Defaults ([`ServeOptions::new`]): the limits of [`Limits::default`]
+/// for every call, elicitation answered within 120 s, results cut at
+/// 64 KiB of text, as many calls at once as the machine has cores, "allow
+/// and remember" offered.
+#[derive(Debug, Clone)]
+pub struct ServeOptions {
+    /// The serving actor: every call runs as it.
+    pub actor: String,
+    /// The limits of every call.
+    pub limits: Limits,
+    /// How long the person has to answer an elicitation before the
+    /// approval goes to the queue.
+    pub elicitation_timeout: Duration,
+    /// The largest text a result carries; longer output is cut and ends
+    /// with a truncation marker.
+    pub text_cap: usize,
+    /// How many calls run at once.
+    pub concurrency: usize,
+    /// Whether an elicitation offers "allow and remember" (off for a
+    /// server started from a verified snapshot: its policy, grants
+    /// included, must stay the one verified).
+    pub remember: bool,
+}
+
+impl ServeOptions {
+    /// The options for `actor`, everything else at its default.
+    pub fn new(actor: impl Into<String>) -> ServeOptions {
+        ServeOptions {
+            actor: actor.into(),
+            limits: Limits::default(),
+            elicitation_timeout: Duration::from_secs(120),
+            text_cap: 64 << 10,
+            concurrency: std::thread::available_parallelism()
+                .map(usize::from)
+                .unwrap_or(2),
+            remember: true,
+        }
+    }
+}
+
+/// Why a server could not start or stopped.
+#[derive(Debug, thiserror::Error)]
+pub enum ServeError {
+    #[error("unknown actor `{0}`: the configuration does not define it")]
+    UnknownActor(String),
+    #[error("cannot start the async runtime: {0}")]
+    Runtime(String),
+    #[error("the mcp session failed: {0}")]
+    Session(String),
+    #[error(transparent)]
+    Http(#[from] ServeHttpError),
+}
+
+impl ServeError {
+    /// Whether the error is the caller's input (exit 3).
+    pub fn is_invalid_input(&self) -> bool {
+        match self {
+            ServeError::UnknownActor(_) => true,
+            ServeError::Http(e) => e.is_invalid_input(),
+            ServeError::Runtime(_) | ServeError::Session(_) => false,
+        }
+    }
+}
+
+/// One offered tool: the executor and its MCP definition.
+struct Offered {
+    name: String,
+    command: bool,
+    tool: Tool,
+}
+
+/// The MCP server: a host, the serving actor and the tools it offers.
+/// Cheap to clone (one shared state); every HTTP session clones it.
+#[derive(Clone)]
+pub struct Server {
+    inner: Arc<Shared>,
+}
+
+struct Shared {
+    host: Host,
+    options: ServeOptions,
+    tools: Vec<Offered>,
+    slots: tokio::sync::Semaphore,
+}
+
+/// Whether `m` declares `cap`.
+fn declares(m: &Manifest, cap: Capability) -> bool {
+    m.capabilities.iter().any(|c| c.capability == cap)
+}
+
+/// The MCP tool definition of executor `m`: its description, its input
+/// schema (the manifest's `input_schema`; without one, an object with any
+/// fields, or for a command `input` (its stdin) and `args` (its argv)),
+/// and annotations from its capabilities: `readOnlyHint` when it declares
+/// no write (`fs:write`, `memory:write`, `code:exec`, `system:admin`),
+/// `destructiveHint` for `fs:write`, `memory:write` or `code:exec`,
+/// `openWorldHint` for `network:sites`.
+pub fn tool_json(m: &Manifest) -> Value {
+    let command = !m.command.is_empty();
+    let schema = match &m.input_schema {
+        Some(s) => s.clone(),
+        None if command => json!({
+            "type": "object",
+            "properties": {
+                "input": {"type": "string", "description": "the command's standard input"},
+                "args": {"type": "array", "items": {"type": "string"},
+                         "description": "the command's arguments (argv after its name)"}
+            }
+        }),
+        None => json!({"type": "object"}),
+    };
+    let writes = [
+        Capability::FsWrite,
+        Capability::MemoryWrite,
+        Capability::CodeExec,
+        Capability::SystemAdmin,
+    ]
+    .iter()
+    .any(|c| declares(m, *c));
+    let destructive = [
+        Capability::FsWrite,
+        Capability::MemoryWrite,
+        Capability::CodeExec,
+    ]
+    .iter()
+    .any(|c| declares(m, *c));
+    json!({
+        "name": m.name,
+        "description": m.description.clone().unwrap_or_default(),
+        "inputSchema": schema,
+        "annotations": {
+            "readOnlyHint": !writes,
+            "destructiveHint": destructive,
+            "openWorldHint": declares(m, Capability::NetworkSites),
+        }
+    })
+}
+
+impl Server {
+    /// A server of `host` for `options.actor`: the tools are the
+    /// executors the policy lets the actor run now (decided once, at
+    /// start; the definitions are the host's, frozen when it opened).
+    ///
+    /// # Security
+    /// Every call runs as `options.actor` with the host's workspace,
+    /// level and grants: give it the actor the agent runtime stands for.
+    pub fn new(host: Host, options: ServeOptions) -> Result<Server, ServeError> {
+        if !host.snapshot().actors.contains_key(&options.actor) {
+            return Err(ServeError::UnknownActor(options.actor));
+        }
+        let mut tools = Vec::new();
+        for m in host.manifests() {
+            let decision = host
+                .decide_json(&json!({"kind": "skill", "actor": options.actor, "skill": m.name}));
+            if decision.outcome() != Outcome::Allowed {
+                continue;
+            }
+            let Ok(tool) = serde_json::from_value::<Tool>(tool_json(m)) else {
+                tracing::warn!("executor `{}`: its tool definition is not valid", m.name);
+                continue;
+            };
+            tools.push(Offered {
+                name: m.name.clone(),
+                command: !m.command.is_empty(),
+                tool,
+            });
+        }
+        let slots = tokio::sync::Semaphore::new(options.concurrency.max(1));
+        Ok(Server {
+            inner: Arc::new(Shared {
+                host,
+                options,
+                tools,
+                slots,
+            }),
+        })
+    }
+
+    /// The names of the tools offered, in order.
+    pub fn tool_names(&self) -> Vec<String> {
+        self.inner.tools.iter().map(|t| t.name.clone()).collect()
+    }
+
+    /// Serves one MCP session over this process's stdin and stdout until
+    /// the client closes stdin or the process gets SIGTERM; nothing but
+    /// JSON-RPC is written to stdout. Either way the session ends as a
+    /// client's disconnect does: running turns are cancelled (each ends
+    /// within one epoch tick, its journal finished and its audit written)
+    /// and waited for before this returns.
+    pub fn serve_stdio(self) -> Result<(), ServeError> {
+        let rt = runtime()?;
+        let self_deadline_ms = self.inner.options.limits.deadline_ms;
+        let result = rt.block_on(async move {
+            use rmcp::ServiceExt;
+            use tokio::signal::unix::{signal, SignalKind};
+            // Installed before the session starts: a SIGTERM from then on
+            // is kept until the task below reads it.
+            let term = signal(SignalKind::terminate()).ok();
+            // Pipes (as an agent runtime spawns the server) are driven by
+            // the reactor, not a blocking thread: one hand-off less per
+            // message.
+            let running = self
+                .serve(rmcp::transport::stdio_pipes())
+                .await
+                .map_err(|e| ServeError::Session(e.to_string()))?;
+            let stop = running.cancellation_token();
+            let term = tokio::spawn(async move {
+                if let Some(mut s) = term {
+                    s.recv().await;
+                    tracing::info!("SIGTERM: ending the session");
+                    stop.cancel();
+                }
+            });
+            let quit = running
+                .waiting()
+                .await
+                .map_err(|e| ServeError::Session(e.to_string()));
+            term.abort();
+            quit.map(|_| ())
+        });
+        // The turns still running were cancelled with the session: each
+        // ends within its deadline. A thread blocked reading stdin (when
+        // stdin is not a pipe and still open after a SIGTERM) is not
+        // waited for.
+        let deadline = Duration::from_millis(self_deadline_ms.saturating_add(1000));
+        rt.shutdown_timeout(deadline);
+        result
+    }
+
+    /// Runs one call: the turn, asking the person if it needs approval.
+    async fn call(
+        &self,
+        offered: &Offered,
+        arguments: serde_json::Map<String, Value>,
+        context: &RequestContext<RoleServer>,
+    ) -> CallToolResult {
+        let shared = &self.inner;
+        let mut request = TurnRequest::new(&offered.name, &shared.options.actor, String::new());
+        request.limits = shared.options.limits;
+        if offered.command {
+            request.input = arguments
+                .get("input")
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_string();
+            request.io = RunIo {
+                args: arguments
+                    .get("args")
+                    .and_then(Value::as_array)
+                    .map(|a| {
+                        a.iter()
+                            .map(|v| match v {
+                                Value::String(s) => s.clone(),
+                                other => other.to_string(),
+                            })
+                            .collect()
+                    })
+                    .unwrap_or_default(),
+                ..RunIo::default()
+            };
+        } else {
+            request.input = Value::Object(arguments).to_string();
+        }
+        // The guest's questions (`human:ask`) go to the client too.
+        request.asker = Some(AskerRef(Arc::new(ElicitAsker {
+            peer: context.peer.clone(),
+            runtime: tokio::runtime::Handle::current(),
+            timeout: shared.options.elicitation_timeout,
+            supported: supports_elicitation(context),
+            executor: offered.name.clone(),
+        })));
+        // A cancel from the client (or its going away) stops the turn.
+        let cancel = request.cancel.clone();
+        let ct = context.ct.clone();
+        let watcher = tokio::spawn(async move {
+            ct.cancelled().await;
+            cancel.cancel();
+        });
+        let outcome = self.turn(request, context).await;
+        watcher.abort();
+        match outcome {
+            Ok(outcome) => result_of(&outcome, shared.options.text_cap),
+            Err(message) => error_result(None, &message, None),
+        }
+    }
+
+    async fn turn(
+        &self,
+        request: TurnRequest,
+        context: &RequestContext<RoleServer>,
+    ) -> Result<TurnOutcome, String> {
+        let shared = &self.inner;
+        let host = shared.host.clone();
+        let begun = {
+            let _slot = shared.slots.acquire().await.map_err(|e| e.to_string())?;
+            // Run here, the worker thread handed over to blocking work
+            // for the turn (no hop to another thread).
+            tokio::task::block_in_place(move || host.begin(request))
+        };
+        let parked = match begun {
+            Begun::Done(outcome) => return Ok(*outcome),
+            Begun::Parked(parked) => parked,
+        };
+        let answers = self.ask(&parked.approval, context).await;
+        let host = shared.host.clone();
+        let _slot = shared.slots.acquire().await.map_err(|e| e.to_string())?;
+        Ok(tokio::task::block_in_place(move || {
+            host.resume(*parked, answers)
+        }))
+    }
+
+    /// Asks the person through elicitation, if the client declared it:
+    /// one question for the whole pending set. No answer (no elicitation,
+    /// a dismissal, the timeout, a malformed answer): every item queued.
+    async fn ask(
+        &self,
+        approval: &ApprovalRequest,
+        context: &RequestContext<RoleServer>,
+    ) -> Vec<Choice> {
+        let queued = vec![Choice::Queue; approval.pending.len()];
+        if !supports_elicitation(context) {
+            return queued;
+        }
+        let Ok(params) = serde_json::from_value::<ElicitRequestParams>(elicitation(
+            approval,
+            self.inner.options.remember,
+        )) else {
+            return queued;
+        };
+        let answer = context
+            .peer
+            .create_elicitation_with_timeout(params, Some(self.inner.options.elicitation_timeout))
+            .await;
+        let result = match answer {
+            Ok(r) => r,
+            Err(e) => {
+                tracing::info!(
+                    "turn `{}`: no answer to the elicitation: {e}",
+                    approval.turn
+                );
+                return queued;
+            }
+        };
+        let choice = match result.action {
+            ElicitationAction::Accept => {
+                let content = result.content.unwrap_or_default();
+                match content.get("decision").and_then(Value::as_str) {
+                    Some("allow_once") => Choice::Once,
+                    Some("allow_and_remember") if !self.inner.options.remember => Choice::Queue,
+                    Some("allow_and_remember") => {
+                        match content
+                            .get("expires_in")
+                            .and_then(Value::as_str)
+                            .filter(|s| !s.trim().is_empty())
+                        {
+                            None => Choice::Remember {
+                                expires_in_secs: None,
+                            },
+                            Some(d) => match crate::host::grants::parse_duration(d.trim()) {
+                                Ok(secs) => Choice::Remember {
+                                    expires_in_secs: u64::try_from(secs).ok(),
+                                },
+                                Err(_) => Choice::Queue,
+                            },
+                        }
+                    }
+                    Some("deny") => Choice::Deny,
+                    _ => Choice::Queue,
+                }
+            }
+            ElicitationAction::Decline => Choice::Deny,
+            _ => Choice::Queue,
+        };
+        vec![choice; approval.pending.len()]
+    }
+}
+
+/// Whether the client declared elicitation when it connected.
+fn supports_elicitation(context: &RequestContext<RoleServer>) -> bool {
+    context
+        .peer
+        .peer_info()
+        .is_some_and(|i| i.capabilities.elicitation.is_some())
+}
+
+/// A guest's questions (`human:ask`) asked of the person through the
+/// client's elicitation, from the turn's blocking thread.
+struct ElicitAsker {
+    peer: rmcp::service::Peer<RoleServer>,
+    runtime: tokio::runtime::Handle,
+    timeout: Duration,
+    supported: bool,
+    executor: String,
+}
+
+impl Asker for ElicitAsker {
+    fn ask(&self, question: &str, left: Duration) -> Result<String, (DenyCode, String)> {
+        if !self.supported {
+            return Err((
+                DenyCode::ApprovalRequired,
+                "there is no one to ask: the mcp client does not support elicitation".into(),
+            ));
+        }
+        let params = serde_json::from_value::<ElicitRequestParams>(json!({
+            "mode": "form",
+            "message": format!("executor `{}` asks: {question}", self.executor),
+            "requestedSchema": {"type": "object",
+                                "properties": {"answer": {"type": "string", "title": "Answer"}},
+                                "required": ["answer"]}
+        }))
+        .map_err(|e| (DenyCode::ApprovalRequired, format!("cannot ask: {e}")))?;
+        let wait = self.timeout.min(left);
+        let answer = self.runtime.block_on(
+            self.peer
+                .create_elicitation_with_timeout(params, Some(wait)),
+        );
+        match answer {
+            Ok(r) if r.action == ElicitationAction::Accept => Ok(r
+                .content
+                .as_ref()
+                .and_then(|c| c.get("answer"))
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_string()),
+            Ok(_) => Err((
+                DenyCode::ApprovalRefused,
+                "the person declined to answer".into(),
+            )),
+            Err(e) => Err((
+                DenyCode::ApprovalRequired,
+                format!("no answer from the person: {e}"),
+            )),
+        }
+    }
+}
+
+/// The elicitation that asks about `approval`: every item with its
+/// capability, canonical target, whether it is critical and why; "allow
+/// and remember" offered only when `remember` and every item may be
+/// remembered.
+pub fn elicitation(approval: &ApprovalRequest, remember: bool) -> Value {
+    let mut message = format!(
+        "executor `{}` (actor `{}`, turn `{}`) needs your approval for:",
+        approval.executor, approval.actor, approval.turn
+    );
+    for p in &approval.pending {
+        message.push_str(&format!(
+            "\n- `{}` on `{}` ({}): {}",
+            p.capability,
+            p.target.as_deref().unwrap_or("-"),
+            if p.critical {
+                "critical"
+            } else {
+                "not critical"
+            },
+            p.reason
+        ));
+        if let Some(d) = &p.declared_target {
+            message.push_str(&format!(" (declared as `{d}`)"));
+        }
+    }
+    let all_rememberable = approval.pending.iter().all(|p| p.rememberable);
+    let rememberable = remember && all_rememberable;
+    let mut properties = serde_json::Map::new();
+    if rememberable {
+        properties.insert(
+            "decision".into(),
+            json!({"type": "string", "title": "Decision",
+                   "enum": ["allow_once", "allow_and_remember", "deny"],
+                   "enumNames": ["Allow once", "Allow and remember (writes a grant)", "Deny"]}),
+        );
+        properties.insert(
+            "expires_in".into(),
+            json!({"type": "string", "title": "Remember for",
+                   "description": "with allow and remember: 30s, 10m, 2h, 7d; empty: until revoked"}),
+        );
+    } else {
+        if !all_rememberable {
+            message.push_str("\n(an always-class capability: it cannot be remembered)");
+        }
+        properties.insert(
+            "decision".into(),
+            json!({"type": "string", "title": "Decision",
+                   "enum": ["allow_once", "deny"],
+                   "enumNames": ["Allow once", "Deny"]}),
+        );
+    }
+    json!({
+        "mode": "form",
+        "message": message,
+        "requestedSchema": {"type": "object", "properties": properties, "required": ["decision"]}
+    })
+}
+
+/// `text` cut at `cap` bytes (on a character boundary), with a marker
+/// saying how much was kept.
+fn capped(text: &str, cap: usize) -> String {
+    if text.len() <= cap {
+        return text.to_string();
+    }
+    let mut end = cap;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!(
+        "{}\n[gatehouse: output truncated: {end} of {} bytes shown]",
+        &text[..end],
+        text.len()
+    )
+}
+
+fn meta(outcome: Option<&TurnOutcome>) -> Value {
+    let mut m = serde_json::Map::new();
+    if let Some(o) = outcome {
+        m.insert("gatehouse/turn".into(), json!(o.turn));
+        if let Some(id) = &o.pending_id {
+            m.insert("gatehouse/pending_id".into(), json!(id));
+        }
+    }
+    Value::Object(m)
+}
+
+fn build(result: Value) -> CallToolResult {
+    serde_json::from_value(result).unwrap_or_else(|e| {
+        CallToolResult::error(vec![rmcp::model::ContentBlock::text(format!(
+            "cannot encode the result: {e}"
+        ))])
+    })
+}
+
+/// A tool error: its text `CODE: reason` (or the reason alone), its
+/// structured content `code` and `reason` (and the pending id).
+fn error_result(outcome: Option<&TurnOutcome>, reason: &str, code: Option<&str>) -> CallToolResult {
+    let text = match code {
+        Some(c) => format!("{c}: {reason}"),
+        None => reason.to_string(),
+    };
+    let mut structured = json!({"code": code, "reason": reason});
+    if let Some(id) = outcome.and_then(|o| o.pending_id.as_ref()) {
+        structured["pending_id"] = json!(id);
+    }
+    build(json!({
+        "content": [{"type": "text", "text": text}],
+        "structuredContent": structured,
+        "isError": true,
+        "_meta": meta(outcome),
+    }))
+}
+
+/// The MCP result of a turn.
+pub fn result_of(outcome: &TurnOutcome, cap: usize) -> CallToolResult {
+    match &outcome.end {
+        TurnEnd::Refused { code, reason } => {
+            error_result(Some(outcome), reason, Some(code.as_str()))
+        }
+        TurnEnd::Stopped { code, message, .. } => {
+            error_result(Some(outcome), message, code.map(|c| c.as_str()))
+        }
+        TurnEnd::Invalid { message } | TurnEnd::Failed { message } => {
+            error_result(Some(outcome), message, None)
+        }
+        TurnEnd::Ran { run } => {
+            let (text, is_error) = match &run.result {
+                GuestResult::Ok { output } => (output.clone(), false),
+                GuestResult::Err { error } => (error.to_string(), true),
+            };
+            let mut result = json!({
+                "content": [{"type": "text", "text": capped(&text, cap)}],
+                "isError": is_error,
+                "_meta": meta(Some(outcome)),
+            });
+            let structured = match &run.result {
+                GuestResult::Ok { output } => serde_json::from_str::<Value>(output).ok(),
+                GuestResult::Err { error } => Some(error.clone()),
+            };
+            if let Some(v) = structured.filter(Value::is_object) {
+                result["structuredContent"] = v;
+            }
+            build(result)
+        }
+    }
+}
+
+/// A multi-thread runtime: turns run on its workers in `block_in_place`.
+pub(crate) fn runtime() -> Result<tokio::runtime::Runtime, ServeError> {
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| ServeError::Runtime(e.to_string()))
+}
+
+impl ServerHandler for Server {
+    fn get_info(&self) -> ServerConfig {
+        let capabilities: ServerCapabilities =
+            serde_json::from_value(json!({"tools": {"listChanged": false}})).unwrap_or_default();
+        let mut info = ServerConfig::new(capabilities);
+        info.server_info.name = "gatehouse".into();
+        info.server_info.version = env!("CARGO_PKG_VERSION").into();
+        info.server_info.title = None;
+        info.server_info.description = None;
+        info.server_info.website_url = None;
+        info.server_info.icons = None;
+        info.instructions = Some(format!(
+            "Each tool runs a gatehouse executor as actor `{}` in a sandbox built from its policy; \
+             a tool error starting with a deny code (CAPABILITY_DENIED, APPROVAL_REQUIRED, ...) is \
+             the policy's answer, not a fault.",
+            self.inner.options.actor
+        ));
+        info
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, ErrorData> {
+        Ok(ListToolsResult::with_all_items(
+            self.inner.tools.iter().map(|t| t.tool.clone()).collect(),
+        ))
+    }
+
+    fn get_tool(&self, name: &str) -> Option<Tool> {
+        self.inner
+            .tools
+            .iter()
+            .find(|t| t.name == name)
+            .map(|t| t.tool.clone())
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let Some(offered) = self.inner.tools.iter().find(|t| t.name == request.name) else {
+            return Err(ErrorData::invalid_params(
+                format!("unknown tool `{}`", request.name),
+                None,
+            ));
+        };
+        let arguments = request.arguments.unwrap_or_default();
+        Ok(self.call(offered, arguments, &context).await.into())
+    }
+}

@@ -1,0 +1,289 @@
+//! Issue 15, part 1: the pending-approval queue. `gatehouse run` without a
+//! terminal queues what needs approval (exit 4, `APPROVAL_REQUIRED`, the
+//! pending id); `gatehouse approvals allow ID` lets the next turn that
+//! matches it exactly run once; a swapped input matches nothing.
+
+use serde_json::{json, Value};
+
+use crate::sandbox::{component, guest, manifest, output, run_json};
+use crate::support::{s, Env};
+
+fn sha(text: &str) -> String {
+    gatehouse::policy::snapshot::sha256_hex(text.as_bytes())
+}
+
+fn list(env: &Env, all: bool) -> Vec<Value> {
+    let mut args = vec!["approvals", "list"];
+    if all {
+        args.push("--all");
+    }
+    let run = env.run(&args);
+    run.expect(0);
+    run.json_lines()
+}
+
+fn denials(env: &Env) -> Vec<Value> {
+    std::fs::read_to_string(env.state_dir().join("denials.jsonl"))
+        .unwrap_or_default()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+const A: &str = r#"{"path":"out/a.txt","content":"approved"}"#;
+const B: &str = r#"{"path":"out/a.txt","content":"swapped!"}"#;
+
+/// A queued `write-file` turn under Supervised: its pending id.
+fn queued(env: &Env, ws: &std::path::Path, input: &str) -> String {
+    let (run, v) = run_json(env, &guest("write-file"), ws, "Supervised", input, &[]);
+    run.expect(4);
+    assert_eq!(v["code"], "APPROVAL_REQUIRED", "{v:#}");
+    let id = v["pending_id"].as_str().unwrap().to_string();
+    assert!(
+        v["reason"]
+            .as_str()
+            .unwrap()
+            .ends_with(&format!("(`gatehouse approvals allow {id}`)")),
+        "{v:#}"
+    );
+    id
+}
+
+#[test]
+fn approvals_a_run_without_a_terminal_is_queued_and_an_allow_runs_it_once() {
+    let env = Env::new();
+    let ws = env.mkdir("ws");
+    env.mkdir("ws/out");
+    let id = queued(&env, &ws, A);
+    assert!(!ws.join("out/a.txt").exists());
+
+    // The entry, exactly: who, what, which input, under which policy.
+    let entries = list(&env, false);
+    assert_eq!(entries.len(), 1, "{entries:#?}");
+    let e = &entries[0];
+    let d = &denials(&env)[0];
+    assert_eq!(d["code"], "APPROVAL_REQUIRED");
+    assert_eq!(d["pending_id"], id.as_str());
+    let out_glob = format!("{}/out/**", s(&ws));
+    let component_sha =
+        gatehouse::policy::snapshot::sha256_hex(&std::fs::read(component("write-file")).unwrap());
+    let mut fixed = e.clone();
+    for k in ["queued_at", "expires_at"] {
+        fixed.as_object_mut().unwrap().remove(k);
+    }
+    fixed["items"][0]
+        .as_object_mut()
+        .unwrap()
+        .remove("reason")
+        .unwrap();
+    assert_eq!(
+        fixed,
+        json!({
+            "id": id,
+            "turn": d["turn"],
+            "actor": "main",
+            "identity": {"channel": "cli", "sender_id": "tester"},
+            "executor": "write-file",
+            "executor_sha256": component_sha,
+            "items": [{"capability": "fs:write", "target": out_glob,
+                       "critical": true, "rememberable": true}],
+            "input_sha256": sha(A),
+            "args_sha256": sha("[]"),
+            "definitionHash": d["definitionHash"],
+            "policyHash": d["policyHash"],
+            "status": "pending",
+            "answered_at": null,
+            "answered_by": null,
+            "consumed_by": null,
+        })
+    );
+    // Expires 24 h after it was queued.
+    let queued_at = gatehouse::policy::UtcTime::parse(e["queued_at"].as_str().unwrap()).unwrap();
+    let expires_at = gatehouse::policy::UtcTime::parse(e["expires_at"].as_str().unwrap()).unwrap();
+    assert_eq!(expires_at.0 - queued_at.0, 86_400);
+
+    // Without a terminal and without --yes nothing is allowed.
+    env.run(&["approvals", "allow", &id])
+        .expect_err(3, &["give `--yes`"]);
+    // On a terminal, "n" leaves it pending.
+    let r = env.run_on_terminal(&["approvals", "allow", &id], &[], "n\n");
+    assert_eq!(r.code, 1, "{r:#?}");
+    assert!(r.stdout.contains("allow once? [y/N]"), "{r:#?}");
+    assert_eq!(list(&env, false)[0]["status"], "pending");
+    // "y" allows it.
+    let r = env.run_on_terminal(&["approvals", "allow", &id], &[], "y\n");
+    assert_eq!(r.code, 0, "{r:#?}");
+    let e = &list(&env, false)[0];
+    assert_eq!(e["status"], "allowed");
+    assert_eq!(e["answered_by"], "tester");
+
+    // The input swapped after the approval: no match, queued anew, and
+    // the approval is not consumed.
+    let other = queued(&env, &ws, B);
+    assert_ne!(other, id);
+    assert!(!ws.join("out/a.txt").exists());
+    let entries = list(&env, false);
+    assert_eq!(entries.len(), 2);
+    assert_eq!(entries[0]["id"], id.as_str());
+    assert_eq!(entries[0]["status"], "allowed");
+
+    // The approved input runs, once.
+    let (run, v) = run_json(&env, &guest("write-file"), &ws, "Supervised", A, &[]);
+    run.expect(0);
+    assert_eq!(v["pending_id"], id.as_str(), "{v:#}");
+    assert_eq!(std::fs::read(ws.join("out/a.txt")).unwrap(), b"approved");
+    assert_eq!(output(&v)["path"], "out/a.txt");
+    let turn = v["turn"].as_str().unwrap();
+    let audit = env.run(&["history", "--turn", turn, "--decisions"]);
+    let approvals: Vec<Value> = audit
+        .json_lines()
+        .into_iter()
+        .filter_map(|l| l.get("approval").filter(|a| a.is_object()).cloned())
+        .collect();
+    assert_eq!(
+        approvals,
+        vec![
+            json!({"capability": "fs:write", "target": format!("{}/out/**", s(&ws)),
+                    "choice": "allow_once", "queued": id})
+        ]
+    );
+    let all = list(&env, true);
+    let consumed = all.iter().find(|e| e["id"] == id.as_str()).unwrap();
+    assert_eq!(consumed["status"], "consumed");
+    assert_eq!(consumed["consumed_by"], turn);
+    // Consumed: the same turn again needs a new approval.
+    let again = queued(&env, &ws, A);
+    assert_ne!(again, id);
+}
+
+#[test]
+fn approvals_deny_refuses_the_matching_turn_once() {
+    let env = Env::new();
+    let ws = env.mkdir("ws");
+    env.mkdir("ws/out");
+    let id = queued(&env, &ws, A);
+    let run = env.run(&["approvals", "deny", &id]);
+    run.expect(0);
+    assert_eq!(run.json_lines()[0]["status"], "denied");
+    // Answered once: no second answer.
+    env.run(&["approvals", "allow", &id, "--yes"])
+        .expect_err(3, &["already answered (`denied`)"]);
+    let (run, v) = run_json(&env, &guest("write-file"), &ws, "Supervised", A, &[]);
+    run.expect(2);
+    assert_eq!(v["code"], "APPROVAL_REFUSED", "{v:#}");
+    assert_eq!(v["pending_id"], id.as_str(), "{v:#}");
+    assert!(!ws.join("out/a.txt").exists());
+    // The refusal was consumed: the next try is queued again.
+    queued(&env, &ws, A);
+    // An unknown id is invalid input.
+    env.run(&["approvals", "deny", "p-000000000000"])
+        .expect_err(3, &["no pending approval `p-000000000000`"]);
+}
+
+#[test]
+fn approvals_remember_records_grants_but_never_for_an_always_class_capability() {
+    let env = Env::new();
+    let ws = env.mkdir("ws");
+    env.mkdir("ws/out");
+    let id = queued(&env, &ws, A);
+    let run = env.run(&[
+        "approvals",
+        "allow",
+        &id,
+        "--remember",
+        "--expires-in",
+        "1h",
+        "--yes",
+    ]);
+    run.expect(0);
+    let e = &run.json_lines()[0];
+    assert_eq!(e["status"], "remembered");
+    let grants = env.run(&["grants", "list"]).json_lines();
+    assert_eq!(grants.len(), 1, "{grants:#?}");
+    assert_eq!(e["grants"], json!([grants[0]["id"]]));
+    assert_eq!(grants[0]["capability"], "fs:write");
+    assert_eq!(grants[0]["target"], format!("{}/out/**", s(&ws)));
+    assert_eq!(grants[0]["channel"], "cli");
+    assert_eq!(grants[0]["sender_id"], "tester");
+    // The grant covers any input now.
+    let (run, _) = run_json(&env, &guest("write-file"), &ws, "Supervised", B, &[]);
+    run.expect(0);
+    assert_eq!(std::fs::read(ws.join("out/a.txt")).unwrap(), b"swapped!");
+
+    // code:exec is always-class: "remember" is refused, nothing written.
+    let env = Env::new();
+    let ws = env.mkdir("ws");
+    let config = env.write(
+        "gatehouse.toml",
+        "[actors.main]\nskills = [\"*\"]\ntools = [\"cat\"]\n",
+    );
+    let m = env.write(
+        "manifests/cat.toml",
+        &format!(
+            "name = \"cat\"\ncomponent = \"{}\"\ntools = [\"cat\"]\n\
+             [[capabilities]]\nname = \"code:exec\"\ntarget = \"cat\"\n",
+            s(&component("run-tool"))
+        ),
+    );
+    let (run, v) = run_json(&env, &m, &ws, "Full", "{}", &["--config", s(&config)]);
+    run.expect(4);
+    let id = v["pending_id"].as_str().unwrap();
+    assert_eq!(v["pending"][0]["rememberable"], false);
+    env.run(&["approvals", "allow", id, "--remember", "--yes"])
+        .expect_err(3, &["`code:exec` is an always-class capability"]);
+    assert!(!env.grants_db().exists());
+    assert_eq!(list(&env, false)[0]["status"], "pending");
+    env.run(&["approvals", "allow", id, "--yes"]).expect(0);
+    assert_eq!(list(&env, false)[0]["status"], "allowed");
+}
+
+#[test]
+fn approvals_the_queue_is_host_state_no_executor_reads_or_writes() {
+    let env = Env::new();
+    let ws = env.mkdir("ws");
+    env.mkdir("ws/out");
+    queued(&env, &ws, A);
+    assert!(env.state_dir().join("approvals.db").is_file());
+    // A turn whose read and write root holds the state directory.
+    let m = manifest(
+        &env,
+        "rw-all",
+        &component("write-file"),
+        &[("fs:write", Some("**")), ("fs:read", Some("**"))],
+    );
+    let ops = json!({"op": "batch", "ops": [
+        {"op": "read", "path": "state/approvals.db"},
+        {"path": "state/approvals.db", "content": "approved"},
+        {"path": "state/approvals.db-wal", "content": "approved"},
+        {"path": "state/approvals.db-journal", "content": "approved"},
+        // The control: the rest of the root is written.
+        {"path": "cwd/fine.txt", "content": "fine"},
+    ]});
+    let (run, v) = run_json(&env, &m, &env.root(), "Full", &ops.to_string(), &[]);
+    run.expect(0);
+    let results = output(&v)["results"].as_array().unwrap().clone();
+    let oks: Vec<bool> = results.iter().map(|r| r.get("ok").is_some()).collect();
+    assert_eq!(oks, vec![false, false, false, false, true], "{v:#}");
+    let turn = v["turn"].as_str().unwrap();
+    let codes: Vec<String> = env
+        .run(&["history", "--turn", turn, "--decisions"])
+        .json_lines()
+        .into_iter()
+        .filter(|d| d["request"]["kind"] == "filesystem")
+        .map(|d| d["decision"]["code"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(
+        codes,
+        vec![
+            "HOST_STATE_HIDDEN",
+            "POLICY_MUTATION_DENIED",
+            "POLICY_MUTATION_DENIED",
+            "POLICY_MUTATION_DENIED"
+        ]
+    );
+    assert_eq!(list(&env, false)[0]["status"], "pending");
+    assert_eq!(
+        std::fs::read(env.root().join("cwd/fine.txt")).unwrap(),
+        b"fine"
+    );
+}

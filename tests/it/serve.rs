@@ -1,0 +1,940 @@
+//! Issue 15: `gatehouse serve --mcp`, driven over stdio by a hand-written
+//! MCP client (JSON-RPC lines): the tools and their schemas, a call, a
+//! refusal, approvals by elicitation and through the queue.
+
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdin, Stdio};
+use std::sync::mpsc::{Receiver, RecvTimeoutError};
+use std::time::Duration;
+
+use serde_json::{json, Value};
+
+use crate::sandbox::{component, guest};
+use crate::support::{s, Env};
+
+/// A client of one `gatehouse serve --mcp` child.
+pub(crate) struct Client {
+    child: Child,
+    stdin: Option<ChildStdin>,
+    rx: Receiver<Value>,
+    next: u64,
+    stderr: std::sync::Arc<std::sync::Mutex<String>>,
+}
+
+/// How a test answers an elicitation: the `result` to send back (`null`:
+/// no answer at all).
+type Answer<'a> = &'a mut dyn FnMut(&Value) -> Value;
+
+impl Client {
+    /// Starts the server with `args` after `serve --mcp` and initializes a
+    /// session; `elicitation`: whether the client declares it.
+    pub(crate) fn start(env: &Env, args: &[&str], elicitation: bool) -> Client {
+        let mut cmd = env.command();
+        cmd.args(["serve", "--mcp"])
+            .args(args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        let mut child = cmd.spawn().expect("start gatehouse serve");
+        let stdout = child.stdout.take().unwrap();
+        let stderr = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
+        let mut pipe = child.stderr.take().unwrap();
+        let keep = stderr.clone();
+        std::thread::spawn(move || {
+            let mut text = String::new();
+            let _ = std::io::Read::read_to_string(&mut pipe, &mut text);
+            keep.lock().unwrap().push_str(&text);
+        });
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines() {
+                let Ok(line) = line else { break };
+                // Nothing but JSON-RPC on stdout.
+                let v: Value = serde_json::from_str(&line)
+                    .unwrap_or_else(|e| panic!("stdout line is not json ({e}): {line:?}"));
+                if tx.send(v).is_err() {
+                    break;
+                }
+            }
+        });
+        let stdin = child.stdin.take();
+        let mut c = Client {
+            child,
+            stdin,
+            rx,
+            next: 1,
+            stderr,
+        };
+        let capabilities = if elicitation {
+            json!({"elicitation": {}})
+        } else {
+            json!({})
+        };
+        let init = c.request(
+            "initialize",
+            json!({"protocolVersion": "2025-06-18", "capabilities": capabilities,
+                   "clientInfo": {"name": "it", "version": "0"}}),
+            &mut |_| panic!("asked before initialized"),
+        );
+        assert_eq!(init["serverInfo"]["name"], "gatehouse", "{init:#}");
+        assert_eq!(init["capabilities"]["tools"], json!({"listChanged": false}));
+        c.send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+        c
+    }
+
+    fn send(&mut self, v: Value) {
+        let stdin = self.stdin.as_mut().unwrap();
+        writeln!(stdin, "{v}").unwrap();
+        stdin.flush().unwrap();
+    }
+
+    fn recv(&mut self) -> Value {
+        // A safety net against a hung server, not a measurement.
+        match self.rx.recv_timeout(Duration::from_secs(120)) {
+            Ok(v) => v,
+            Err(RecvTimeoutError::Timeout) => panic!("no message from the server"),
+            Err(RecvTimeoutError::Disconnected) => panic!("the server closed stdout"),
+        }
+    }
+
+    /// Sends a request and returns its result, answering elicitations on
+    /// the way with `answer`.
+    pub(crate) fn request(&mut self, method: &str, params: Value, answer: Answer<'_>) -> Value {
+        let id = self.next;
+        self.next += 1;
+        self.send(json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}));
+        loop {
+            let msg = self.recv();
+            if msg["method"] == "elicitation/create" {
+                // `null`: the person never answers.
+                let result = answer(&msg["params"]);
+                if !result.is_null() {
+                    self.send(json!({"jsonrpc": "2.0", "id": msg["id"], "result": result}));
+                }
+                continue;
+            }
+            if msg.get("method").is_some() {
+                // A notification: not what these tests look at.
+                continue;
+            }
+            if msg["id"] == id {
+                if let Some(e) = msg.get("error") {
+                    return json!({"error": e});
+                }
+                return msg["result"].clone();
+            }
+        }
+    }
+
+    pub(crate) fn call(&mut self, tool: &str, arguments: Value, answer: Answer<'_>) -> Value {
+        self.request(
+            "tools/call",
+            json!({"name": tool, "arguments": arguments}),
+            answer,
+        )
+    }
+
+    pub(crate) fn tools(&mut self) -> Value {
+        self.request("tools/list", json!({}), &mut |_| panic!("elicited"))
+    }
+
+    /// Closes stdin and waits for the server to end.
+    pub(crate) fn finish(mut self) -> i32 {
+        drop(self.stdin.take());
+        self.child.wait().unwrap().code().unwrap_or(-1)
+    }
+
+    /// Sends SIGTERM and waits for the server to end: its exit code and
+    /// what it wrote on stderr.
+    pub(crate) fn terminate(mut self) -> (i32, String) {
+        let pid = i32::try_from(self.child.id()).unwrap();
+        // SAFETY: kill(2) on our own child's pid.
+        assert_eq!(unsafe { libc::kill(pid, libc::SIGTERM) }, 0);
+        let code = self.child.wait().unwrap().code().unwrap_or(-1);
+        // The stderr thread ends with the process.
+        let mut tries = 0;
+        while std::sync::Arc::strong_count(&self.stderr) > 1 && tries < 1000 {
+            tries += 1;
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let text = self.stderr.lock().unwrap().clone();
+        (code, text)
+    }
+}
+
+fn no_elicitation(_: &Value) -> Value {
+    panic!("the server asked the client, which does not support elicitation")
+}
+
+/// The text of a result's single content block.
+fn text(r: &Value) -> &str {
+    assert_eq!(r["content"].as_array().map(Vec::len), Some(1), "{r:#}");
+    r["content"][0]["text"].as_str().unwrap()
+}
+
+fn turn(r: &Value) -> String {
+    r["_meta"]["gatehouse/turn"].as_str().unwrap().to_string()
+}
+
+/// The servers' executors: hello, write-file and `greet` (hello's code
+/// with an input schema, reaching one site).
+fn executors(env: &Env) -> Vec<PathBuf> {
+    let greet = env.write(
+        "manifests/greet.toml",
+        &format!(
+            "name = \"greet\"\ndescription = \"greets\"\ncomponent = \"{}\"\n\
+             input_schema = {{ type = \"object\", required = [\"text\"], properties = {{ text = {{ type = \"string\" }} }} }}\n\
+             [[capabilities]]\nname = \"network:sites\"\ntarget = \"example.com\"\n",
+            s(&component("hello"))
+        ),
+    );
+    vec![greet, guest("hello"), guest("write-file")]
+}
+
+fn args<'a>(ws: &'a Path, executors: &'a [PathBuf], level: &'a str) -> Vec<&'a str> {
+    let mut a = vec!["--workspace", s(ws), "--level", level];
+    for e in executors {
+        a.push("--executor");
+        a.push(s(e));
+    }
+    a
+}
+
+#[test]
+fn serve_lists_tools_calls_hello_and_refuses_with_the_deny_code() {
+    let env = Env::new();
+    let ws = env.mkdir("ws");
+    env.mkdir("ws/out");
+    let ex = executors(&env);
+    let mut c = Client::start(&env, &args(&ws, &ex, "ReadOnly"), false);
+    assert_eq!(
+        c.tools(),
+        json!({"tools": [
+            {"name": "greet", "description": "greets",
+             "inputSchema": {"type": "object", "required": ["text"],
+                             "properties": {"text": {"type": "string"}}},
+             "annotations": {"readOnlyHint": true, "destructiveHint": false, "openWorldHint": true}},
+            {"name": "hello",
+             "description": "Echoes its input as {\"echo\": ...} and logs one line",
+             "inputSchema": {"type": "object"},
+             "annotations": {"readOnlyHint": true, "destructiveHint": false, "openWorldHint": false}},
+            {"name": "write-file", "description": "Writes a file under out/ in the workspace",
+             "inputSchema": {"type": "object"},
+             "annotations": {"readOnlyHint": false, "destructiveHint": true, "openWorldHint": false}},
+        ]})
+    );
+
+    let r = c.call("hello", json!({"text": "hi"}), &mut no_elicitation);
+    assert_eq!(
+        r,
+        json!({
+            "content": [{"type": "text", "text": "{\"echo\":{\"text\":\"hi\"}}"}],
+            "structuredContent": {"echo": {"text": "hi"}},
+            "isError": false,
+            "_meta": {"gatehouse/turn": turn(&r)},
+        })
+    );
+
+    // ReadOnly denies fs:write: a tool error led by the code. Whatever the
+    // arguments say about actor, level or workspace is input, nothing else.
+    let r = c.call(
+        "write-file",
+        json!({"path": "out/a.txt", "content": "x", "actor": "root", "level": "Full",
+               "workspace": "/", "grants": ["fs:write"]}),
+        &mut no_elicitation,
+    );
+    let reason = r["structuredContent"]["reason"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert_eq!(
+        r,
+        json!({
+            "content": [{"type": "text", "text": format!("CAPABILITY_DENIED: {reason}")}],
+            "structuredContent": {"code": "CAPABILITY_DENIED", "reason": reason},
+            "isError": true,
+            "_meta": {"gatehouse/turn": turn(&r)},
+        })
+    );
+    assert!(!ws.join("out/a.txt").exists());
+    let r = c.call(
+        "hello",
+        json!({"actor": "root", "level": "Full", "workspace": "/"}),
+        &mut no_elicitation,
+    );
+    assert_eq!(
+        r["structuredContent"],
+        json!({"echo": {"actor": "root", "level": "Full", "workspace": "/"}})
+    );
+    // The turns ran as the server's actor, in its workspace.
+    let audit: Vec<Value> = std::fs::read_to_string(env.state_dir().join("audit.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert!(audit.iter().all(|a| a["actor"] == "main"), "{audit:#?}");
+    let denial: Value = serde_json::from_str(
+        std::fs::read_to_string(env.state_dir().join("denials.jsonl"))
+            .unwrap()
+            .trim(),
+    )
+    .unwrap();
+    assert_eq!(denial["actor"], "main");
+    assert_eq!(denial["code"], "CAPABILITY_DENIED");
+    // An unknown tool is a protocol error, not a turn.
+    let r = c.call("grants-add", json!({}), &mut no_elicitation);
+    assert_eq!(r["error"]["message"], "unknown tool `grants-add`");
+    assert_eq!(c.finish(), 0);
+}
+
+#[test]
+fn serve_without_elicitation_queues_and_the_retry_after_allow_runs_once() {
+    let env = Env::new();
+    let ws = env.mkdir("ws");
+    env.mkdir("ws/out");
+    let ex = executors(&env);
+    let mut c = Client::start(&env, &args(&ws, &ex, "Supervised"), false);
+    let one = json!({"path": "out/a.txt", "content": "one"});
+    let r = c.call("write-file", one.clone(), &mut no_elicitation);
+    let id = r["structuredContent"]["pending_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert_eq!(r["isError"], true);
+    assert_eq!(r["structuredContent"]["code"], "APPROVAL_REQUIRED");
+    assert!(
+        text(&r).starts_with("APPROVAL_REQUIRED: approval needed for `fs:write` on "),
+        "{r:#}"
+    );
+    assert!(
+        text(&r).ends_with(&format!("(`gatehouse approvals allow {id}`)")),
+        "{r:#}"
+    );
+    assert_eq!(r["_meta"]["gatehouse/pending_id"], id.as_str());
+    assert!(!ws.join("out/a.txt").exists());
+
+    env.run(&["approvals", "allow", &id, "--yes"]).expect(0);
+    // Another input does not match the approval.
+    let two = json!({"path": "out/a.txt", "content": "two"});
+    let r = c.call("write-file", two, &mut no_elicitation);
+    assert_eq!(r["structuredContent"]["code"], "APPROVAL_REQUIRED");
+    assert_ne!(r["structuredContent"]["pending_id"], id.as_str());
+    assert!(!ws.join("out/a.txt").exists());
+    // The approved call runs, once.
+    let r = c.call("write-file", one.clone(), &mut no_elicitation);
+    assert_eq!(r["isError"], false, "{r:#}");
+    assert_eq!(
+        r["structuredContent"],
+        json!({"path": "out/a.txt", "bytes": 3})
+    );
+    assert_eq!(std::fs::read(ws.join("out/a.txt")).unwrap(), b"one");
+    let r = c.call("write-file", one, &mut no_elicitation);
+    assert_eq!(r["structuredContent"]["code"], "APPROVAL_REQUIRED");
+    assert_eq!(c.finish(), 0);
+}
+
+#[test]
+fn serve_asks_by_elicitation_and_remembers_or_refuses() {
+    let env = Env::new();
+    let ws = env.mkdir("ws");
+    env.mkdir("ws/out");
+    let ex = executors(&env);
+    let mut c = Client::start(&env, &args(&ws, &ex, "Supervised"), true);
+    let out_glob = format!("{}/out/**", s(&ws));
+
+    // Decline: refused.
+    let mut asked = Vec::new();
+    let r = c.call(
+        "write-file",
+        json!({"path": "out/a.txt", "content": "no"}),
+        &mut |p| {
+            asked.push(p.clone());
+            json!({"action": "decline"})
+        },
+    );
+    assert_eq!(asked.len(), 1);
+    assert_eq!(r["structuredContent"]["code"], "APPROVAL_REFUSED", "{r:#}");
+    assert!(!ws.join("out/a.txt").exists());
+    let p = &asked[0];
+    assert_eq!(p["mode"], "form");
+    let message = p["message"].as_str().unwrap();
+    assert!(
+        message.starts_with("executor `write-file` (actor `main`, turn `")
+            && message.contains(&format!("\n- `fs:write` on `{out_glob}` (critical): ")),
+        "{message}"
+    );
+    assert_eq!(
+        p["requestedSchema"]["properties"]["decision"]["enum"],
+        json!(["allow_once", "allow_and_remember", "deny"])
+    );
+    assert_eq!(p["requestedSchema"]["required"], json!(["decision"]));
+
+    // Allow and remember, for an hour: the grant is in the store.
+    let r = c.call(
+        "write-file",
+        json!({"path": "out/a.txt", "content": "yes"}),
+        &mut |_| json!({"action": "accept", "content": {"decision": "allow_and_remember", "expires_in": "1h"}}),
+    );
+    assert_eq!(r["isError"], false, "{r:#}");
+    assert_eq!(std::fs::read(ws.join("out/a.txt")).unwrap(), b"yes");
+    let grants = env.run(&["grants", "list"]).json_lines();
+    assert_eq!(grants.len(), 1, "{grants:#?}");
+    assert_eq!(grants[0]["capability"], "fs:write");
+    assert_eq!(grants[0]["target"], out_glob.as_str());
+    assert_eq!(grants[0]["channel"], "cli");
+    assert_eq!(grants[0]["sender_id"], "tester");
+    assert!(grants[0]["expires_at"].is_string());
+    // The grant answers the next call: nobody is asked.
+    let r = c.call(
+        "write-file",
+        json!({"path": "out/b.txt", "content": "again"}),
+        &mut no_elicitation,
+    );
+    assert_eq!(r["isError"], false, "{r:#}");
+    assert_eq!(c.finish(), 0);
+    // Nothing was queued on the way.
+    assert!(env.run(&["approvals", "list"]).json_lines().is_empty());
+}
+
+#[test]
+fn serve_an_unanswered_elicitation_is_queued() {
+    let env = Env::new();
+    let ws = env.mkdir("ws");
+    env.mkdir("ws/out");
+    let ex = executors(&env);
+    let mut a = args(&ws, &ex, "Supervised");
+    a.extend(["--elicitation-timeout", "1s"]);
+    let mut c = Client::start(&env, &a, true);
+    // The client dismisses the question: queued, as with no answer.
+    let r = c.call(
+        "write-file",
+        json!({"path": "out/a.txt", "content": "later"}),
+        &mut |_| json!({"action": "cancel"}),
+    );
+    assert_eq!(r["structuredContent"]["code"], "APPROVAL_REQUIRED", "{r:#}");
+    let id = r["structuredContent"]["pending_id"].as_str().unwrap();
+    // No answer at all: after the timeout, queued.
+    let r = c.call(
+        "write-file",
+        json!({"path": "out/b.txt", "content": "later"}),
+        &mut |_| Value::Null,
+    );
+    assert_eq!(r["structuredContent"]["code"], "APPROVAL_REQUIRED", "{r:#}");
+    let other = r["structuredContent"]["pending_id"].as_str().unwrap();
+    let queued = env.run(&["approvals", "list"]).json_lines();
+    let ids: Vec<&str> = queued.iter().map(|e| e["id"].as_str().unwrap()).collect();
+    assert_eq!(ids, vec![id, other]);
+    assert_eq!(c.finish(), 0);
+}
+
+// ---------------------------------------------------------------------------
+// Streamable HTTP on loopback
+
+/// A `gatehouse serve --mcp --listen 127.0.0.1:0` child and its address.
+struct HttpServer {
+    child: Child,
+    addr: String,
+}
+
+impl HttpServer {
+    fn start(env: &Env, args: &[&str]) -> HttpServer {
+        let mut child = env
+            .command()
+            .args(["serve", "--mcp", "--listen", "127.0.0.1:0"])
+            .args(args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut stderr = BufReader::new(child.stderr.take().unwrap());
+        let mut line = String::new();
+        let addr = loop {
+            line.clear();
+            assert!(stderr.read_line(&mut line).unwrap() > 0, "no address");
+            if let Some(rest) = line
+                .trim()
+                .strip_prefix("gatehouse: serving mcp on http://")
+            {
+                break rest.strip_suffix("/mcp").unwrap().to_string();
+            }
+        };
+        std::thread::spawn(move || std::io::copy(&mut stderr, &mut std::io::sink()));
+        HttpServer { child, addr }
+    }
+
+    /// POSTs `body` to /mcp with `headers`: the status, the response
+    /// headers (lowercase names) and the JSON-RPC message answering
+    /// `want_id` (from a JSON body or the SSE stream), if any.
+    fn post(&self, headers: &[(&str, &str)], body: &Value, want_id: Option<u64>) -> HttpReply {
+        use std::io::Read;
+        let mut stream = std::net::TcpStream::connect(&self.addr).unwrap();
+        let body = body.to_string();
+        let mut req = format!(
+            "POST /mcp HTTP/1.1\r\nHost: {}\r\nContent-Type: application/json\r\n\
+             Accept: application/json, text/event-stream\r\nContent-Length: {}\r\n",
+            self.addr,
+            body.len()
+        );
+        for (k, v) in headers {
+            req.push_str(&format!("{k}: {v}\r\n"));
+        }
+        req.push_str("\r\n");
+        req.push_str(&body);
+        stream.write_all(req.as_bytes()).unwrap();
+        let mut r = BufReader::new(stream);
+        let mut status_line = String::new();
+        r.read_line(&mut status_line).unwrap();
+        let status: u16 = status_line.split(' ').nth(1).unwrap().parse().unwrap();
+        let mut head = std::collections::BTreeMap::new();
+        loop {
+            let mut l = String::new();
+            r.read_line(&mut l).unwrap();
+            let l = l.trim_end();
+            if l.is_empty() {
+                break;
+            }
+            let (k, v) = l.split_once(':').unwrap();
+            head.insert(k.to_lowercase(), v.trim().to_string());
+        }
+        let chunked = head
+            .get("transfer-encoding")
+            .is_some_and(|v| v == "chunked");
+        let mut text = String::new();
+        let mut message = None;
+        let mut content_left: Option<usize> =
+            head.get("content-length").map(|v| v.parse().unwrap());
+        loop {
+            // One piece of the body: a chunk, or all of a sized body.
+            let piece = if chunked {
+                let mut size = String::new();
+                if r.read_line(&mut size).unwrap() == 0 {
+                    break;
+                }
+                let n = usize::from_str_radix(size.trim(), 16).unwrap();
+                if n == 0 {
+                    break;
+                }
+                let mut buf = vec![0; n + 2];
+                r.read_exact(&mut buf).unwrap();
+                buf.truncate(n);
+                buf
+            } else {
+                let n = content_left.take().unwrap_or(0);
+                if n == 0 {
+                    break;
+                }
+                let mut buf = vec![0; n];
+                r.read_exact(&mut buf).unwrap();
+                buf
+            };
+            text.push_str(&String::from_utf8(piece).unwrap());
+            if head
+                .get("content-type")
+                .is_some_and(|c| c.starts_with("application/json"))
+            {
+                continue;
+            }
+            for l in text.lines() {
+                if let Some(data) = l.strip_prefix("data:") {
+                    if let Ok(v) = serde_json::from_str::<Value>(data.trim()) {
+                        if want_id.is_some_and(|id| v["id"] == id) {
+                            message = Some(v);
+                        }
+                    }
+                }
+            }
+            if message.is_some() {
+                break;
+            }
+        }
+        if message.is_none()
+            && head
+                .get("content-type")
+                .is_some_and(|c| c.starts_with("application/json"))
+        {
+            message = serde_json::from_str(&text).ok();
+        }
+        HttpReply {
+            status,
+            head,
+            text,
+            message,
+        }
+    }
+}
+
+impl Drop for HttpServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[derive(Debug)]
+struct HttpReply {
+    status: u16,
+    head: std::collections::BTreeMap<String, String>,
+    text: String,
+    message: Option<Value>,
+}
+
+fn init_body() -> Value {
+    json!({"jsonrpc": "2.0", "id": 1, "method": "initialize",
+           "params": {"protocolVersion": "2025-06-18", "capabilities": {},
+                      "clientInfo": {"name": "it", "version": "0"}}})
+}
+
+#[test]
+fn serve_http_needs_the_token_refuses_foreign_origins_and_calls_a_tool() {
+    let env = Env::new();
+    let ws = env.mkdir("ws");
+    env.mkdir("ws/out");
+    let ex = executors(&env);
+    let server = HttpServer::start(&env, &args(&ws, &ex, "ReadOnly"));
+    let token_file = env.state_dir().join("serve.token");
+    let token = std::fs::read_to_string(&token_file)
+        .unwrap()
+        .trim()
+        .to_string();
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(&token_file).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o600);
+    }
+    let bearer = format!("Bearer {token}");
+
+    // No token, a wrong one: 401.
+    let r = server.post(&[], &init_body(), None);
+    assert_eq!(r.status, 401, "{r:#?}");
+    assert_eq!(
+        r.head.get("www-authenticate").map(String::as_str),
+        Some("Bearer")
+    );
+    let r = server.post(
+        &[("Authorization", &format!("Bearer {}", "0".repeat(64)))],
+        &init_body(),
+        None,
+    );
+    assert_eq!(r.status, 401, "{r:#?}");
+    // A foreign Origin, even with the token: 403.
+    let r = server.post(
+        &[
+            ("Authorization", &bearer),
+            ("Origin", "http://evil.example"),
+        ],
+        &init_body(),
+        None,
+    );
+    assert_eq!(r.status, 403, "{r:#?}");
+    assert!(r.text.starts_with("forbidden: "), "{r:#?}");
+
+    // With the token (and a loopback origin): a session and a call.
+    let origin = format!("http://{}", server.addr);
+    let r = server.post(
+        &[("Authorization", &bearer), ("Origin", &origin)],
+        &init_body(),
+        Some(1),
+    );
+    assert_eq!(r.status, 200, "{r:#?}");
+    let init = r.message.clone().unwrap();
+    assert_eq!(init["result"]["serverInfo"]["name"], "gatehouse", "{r:#?}");
+    let session = r.head.get("mcp-session-id").cloned().unwrap();
+    let with = [
+        ("Authorization", bearer.as_str()),
+        ("Mcp-Session-Id", session.as_str()),
+        ("MCP-Protocol-Version", "2025-06-18"),
+    ];
+    let r = server.post(
+        &with,
+        &json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+        None,
+    );
+    assert_eq!(r.status, 202, "{r:#?}");
+    let r = server.post(
+        &with,
+        &json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+                "params": {"name": "hello", "arguments": {"text": "over http"}}}),
+        Some(2),
+    );
+    assert_eq!(r.status, 200, "{r:#?}");
+    let result = &r.message.as_ref().unwrap()["result"];
+    assert_eq!(result["isError"], false, "{r:#?}");
+    assert_eq!(
+        result["structuredContent"],
+        json!({"echo": {"text": "over http"}})
+    );
+    let r = server.post(
+        &with,
+        &json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call",
+                "params": {"name": "write-file", "arguments": {"path": "out/a", "content": "x"}}}),
+        Some(3),
+    );
+    assert_eq!(
+        r.message.as_ref().unwrap()["result"]["structuredContent"]["code"],
+        "CAPABILITY_DENIED",
+        "{r:#?}"
+    );
+}
+
+#[test]
+fn serve_http_refuses_an_address_that_is_not_loopback() {
+    let env = Env::new();
+    let run = env.run(&["serve", "--mcp", "--listen", "0.0.0.0:0"]);
+    run.expect_err(
+        3,
+        &["refusing to listen on `0.0.0.0:0`: only a loopback address (127.0.0.1, ::1) may be served"],
+    );
+    let run = env.run(&["serve", "--mcp", "--listen", "192.168.1.10:8080"]);
+    run.expect(3);
+    // Refused before anything was made: no token file.
+    assert!(!env.state_dir().join("serve.token").exists());
+}
+
+#[test]
+fn serve_human_ask_goes_through_elicitation_or_is_denied() {
+    let env = Env::new();
+    let ws = env.mkdir("ws");
+    let ask = guest("ask");
+    let a = ["--workspace", s(&ws), "--executor", s(&ask)];
+    let mut c = Client::start(&env, &a, true);
+    let mut asked = Vec::new();
+    let r = c.call("ask", json!({"question": "colour?"}), &mut |p| {
+        asked.push(p["message"].clone());
+        json!({"action": "accept", "content": {"answer": "blue"}})
+    });
+    assert_eq!(asked, vec![json!("executor `ask` asks: colour?")]);
+    assert_eq!(r["isError"], false, "{r:#}");
+    assert_eq!(r["structuredContent"], json!({"answer": "blue"}));
+    // Declined: the interface's `denied` error.
+    let r = c.call(
+        "ask",
+        json!({"question": "again?"}),
+        &mut |_| json!({"action": "decline"}),
+    );
+    assert_eq!(r["isError"], true, "{r:#}");
+    assert_eq!(
+        r["structuredContent"]["denied"]["code"], "APPROVAL_REFUSED",
+        "{r:#}"
+    );
+    assert_eq!(c.finish(), 0);
+    // A client without elicitation: denied, nobody asked on any terminal.
+    let mut c = Client::start(&env, &a, false);
+    let r = c.call("ask", json!({"question": "colour?"}), &mut no_elicitation);
+    assert_eq!(
+        r["structuredContent"]["denied"]["code"], "APPROVAL_REQUIRED",
+        "{r:#}"
+    );
+    assert_eq!(c.finish(), 0);
+}
+
+#[test]
+fn serve_a_cancelled_call_stops_its_spinning_guest() {
+    let env = Env::new();
+    let ws = env.mkdir("ws");
+    let spin = guest("spin");
+    let hello = guest("hello");
+    let a = [
+        "--workspace",
+        s(&ws),
+        "--executor",
+        s(&spin),
+        "--executor",
+        s(&hello),
+        "--deadline-ms",
+        "600000",
+    ];
+    let mut c = Client::start(&env, &a, false);
+    let id = c.next;
+    c.next += 1;
+    c.send(json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+                  "params": {"name": "spin", "arguments": {}}}));
+    c.send(
+        json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
+                  "params": {"requestId": id, "reason": "the agent changed its mind"}}),
+    );
+    // The turn ends as cancelled (before or after its guest started), long
+    // before its ten-minute deadline: its record says so.
+    let audit = env.state_dir().join("audit.jsonl");
+    let denials = env.state_dir().join("denials.jsonl");
+    let mut waited = 0;
+    let ended = loop {
+        let text = std::fs::read_to_string(&audit).unwrap_or_default()
+            + &std::fs::read_to_string(&denials).unwrap_or_default();
+        if !text.is_empty() {
+            break text;
+        }
+        waited += 1;
+        assert!(waited < 1200, "the spinning turn was not stopped");
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert!(ended.contains("TURN_CANCELLED"), "{ended}");
+    // The server goes on serving.
+    let r = c.call("hello", json!({}), &mut no_elicitation);
+    assert_eq!(r["isError"], false, "{r:#}");
+    assert_eq!(c.finish(), 0);
+}
+
+#[test]
+fn serve_a_grant_added_or_revoked_elsewhere_applies_from_the_next_call() {
+    let env = Env::new();
+    let ws = env.mkdir("ws");
+    env.mkdir("ws/out");
+    let ex = executors(&env);
+    let mut c = Client::start(&env, &args(&ws, &ex, "Supervised"), false);
+    let write = |n: u32| json!({"path": format!("out/{n}.txt"), "content": "x"});
+    let r = c.call("write-file", write(1), &mut no_elicitation);
+    assert_eq!(r["structuredContent"]["code"], "APPROVAL_REQUIRED");
+    let glob = format!("{}/out/**", s(&ws));
+    let run = env.run(&[
+        "grants",
+        "add",
+        "--channel",
+        "cli",
+        "--sender",
+        "tester",
+        "fs:write",
+        &glob,
+    ]);
+    run.expect(0);
+    let id = run.json_lines()[0]["id"].to_string();
+    let r = c.call("write-file", write(2), &mut no_elicitation);
+    assert_eq!(r["isError"], false, "{r:#}");
+    assert!(ws.join("out/2.txt").exists());
+    env.run(&["grants", "revoke", &id]).expect(0);
+    let r = c.call("write-file", write(3), &mut no_elicitation);
+    assert_eq!(r["structuredContent"]["code"], "APPROVAL_REQUIRED", "{r:#}");
+    assert!(!ws.join("out/3.txt").exists());
+    assert_eq!(c.finish(), 0);
+}
+
+#[test]
+fn serve_two_writing_calls_on_one_root_run_one_after_the_other() {
+    let env = Env::new();
+    let ws = env.mkdir("ws");
+    env.mkdir("ws/out");
+    let ex = executors(&env);
+    let mut a = args(&ws, &ex, "Full");
+    a.extend(["--deadline-ms", "120000"]);
+    let mut c = Client::start(&env, &a, false);
+    // A: 30 files with busy work between them; B, sent once A has written
+    // its first file: what is in out/, then one file of its own.
+    // Serialized, B waits for A and sees all of A's files, never some.
+    let (ida, idb) = (c.next, c.next + 1);
+    c.next += 2;
+    c.send(
+        json!({"jsonrpc": "2.0", "id": ida, "method": "tools/call", "params": {
+        "name": "write-file",
+        "arguments": {"op": "many", "dir": "out", "count": 30, "size": 16,
+                      "spin": 3_000_000, "sync": true}}}),
+    );
+    let mut waited = 0;
+    while !ws.join("out/f0.txt").exists() {
+        waited += 1;
+        assert!(waited < 6000, "A never wrote its first file");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    c.send(
+        json!({"jsonrpc": "2.0", "id": idb, "method": "tools/call", "params": {
+        "name": "write-file",
+        "arguments": {"op": "batch", "ops": [{"op": "list", "path": "out"},
+                                             {"path": "out/b.txt", "content": "b"}]}}}),
+    );
+    let mut results = std::collections::BTreeMap::new();
+    while results.len() < 2 {
+        let m = c.recv();
+        if let Some(id) = m["id"].as_u64() {
+            results.insert(id, m["result"].clone());
+        }
+    }
+    assert_eq!(results[&ida]["isError"], false, "{results:#?}");
+    assert_eq!(results[&idb]["isError"], false, "{results:#?}");
+    let seen: Vec<String> = results[&idb]["structuredContent"]["results"][0]["ok"]["entries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e.as_str().unwrap().to_string())
+        .filter(|n| n.starts_with('f'))
+        .collect();
+    assert_eq!(
+        seen.len(),
+        30,
+        "B saw {seen:?} of A's 30 files: the turns overlapped"
+    );
+    assert_eq!(c.finish(), 0);
+}
+
+#[test]
+fn serve_ends_on_sigterm_and_says_when_the_definitions_changed_meanwhile() {
+    let env = Env::new();
+    let ws = env.mkdir("ws");
+    let ex = executors(&env);
+    let c = Client::start(&env, &args(&ws, &ex, "ReadOnly"), false);
+    let (code, stderr) = c.terminate();
+    assert_eq!(code, 0, "{stderr}");
+    assert!(!stderr.contains("changed while serving"), "{stderr}");
+    // The same, with greet's manifest edited while serving.
+    let mut c = Client::start(&env, &args(&ws, &ex, "ReadOnly"), false);
+    let text = std::fs::read_to_string(&ex[0]).unwrap();
+    std::fs::write(
+        &ex[0],
+        text.replace("greets", "greets loudly")
+            .replace("example.com", "example.org"),
+    )
+    .unwrap();
+    // Still the definitions it started with.
+    assert_eq!(c.tools()["tools"][0]["description"], "greets");
+    let (code, stderr) = c.terminate();
+    assert_eq!(code, 0, "{stderr}");
+    assert!(
+        stderr
+            .contains("gatehouse: the configuration or executor definitions changed while serving"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn serve_from_a_verified_snapshot_offers_no_remember_and_refuses_another() {
+    let env = Env::new();
+    let ws = env.mkdir("ws");
+    env.mkdir("ws/out");
+    let ex = executors(&env);
+    let policy = env.path("policy.json");
+    let mut prepare = vec![
+        "snapshot",
+        "prepare",
+        "--out",
+        s(&policy),
+        "--workspace",
+        s(&ws),
+        "--level",
+        "Supervised",
+    ];
+    for e in &ex {
+        prepare.extend(["--executor", s(e)]);
+    }
+    env.run(&prepare).expect(0);
+    let mut a = args(&ws, &ex, "Supervised");
+    a.extend(["--snapshot", s(&policy)]);
+    let mut c = Client::start(&env, &a, true);
+    let mut offered = Vec::new();
+    let r = c.call(
+        "write-file",
+        json!({"path": "out/a.txt", "content": "x"}),
+        &mut |p| {
+            offered.push(p["requestedSchema"]["properties"]["decision"]["enum"].clone());
+            json!({"action": "accept", "content": {"decision": "allow_once"}})
+        },
+    );
+    assert_eq!(r["isError"], false, "{r:#}");
+    assert_eq!(offered, vec![json!(["allow_once", "deny"])]);
+    assert_eq!(c.finish(), 0);
+    assert!(env.run(&["grants", "list"]).json_lines().is_empty());
+    // Another level, another policy: refused before anything is served.
+    let mut a = args(&ws, &ex, "Full");
+    a.extend(["--snapshot", s(&policy)]);
+    let mut cmd = vec!["serve", "--mcp"];
+    cmd.extend(a);
+    env.run(&cmd).expect_err(2, &["SNAPSHOT_MISMATCH"]);
+}
