@@ -626,3 +626,56 @@ fn conformance_under_refuse_all_skips_what_a_degraded_host_refuses() {
         }
     }
 }
+
+#[test]
+fn conformance_ptrace_is_skipped_where_the_native_probe_is_not_installed() {
+    // The same binary, alone in a directory of its own (a hard link: no
+    // `gatehouse-exec-probe` beside it): the case that needs the probe is
+    // skipped with the reason, never `held` without having tried.
+    let env = Env::new();
+    let dir = guests_dir();
+    let bin = env.mkdir("lonely-bin");
+    let lonely = bin.join("gatehouse");
+    if std::fs::hard_link(env!("CARGO_BIN_EXE_gatehouse"), &lonely).is_err() {
+        std::fs::copy(env!("CARGO_BIN_EXE_gatehouse"), &lonely).unwrap();
+    }
+    let base = env.command();
+    let mut cmd = std::process::Command::new(&lonely);
+    if let Some(cwd) = base.get_current_dir() {
+        cmd.current_dir(cwd);
+    }
+    for (k, v) in base.get_envs() {
+        match v {
+            Some(v) => cmd.env(k, v),
+            None => cmd.env_remove(k),
+        };
+    }
+    cmd.args([
+        "--json",
+        "conformance",
+        "--guests",
+        s(&dir),
+        "--only",
+        "exec.",
+    ]);
+    let out = cmd.output().unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(out.status.code(), Some(0), "{v:#}");
+    let records = v["records"].as_array().unwrap();
+    let ptrace = records
+        .iter()
+        .find(|r| r["name"] == "exec.ptrace.p2")
+        .unwrap();
+    assert_eq!(ptrace["verdict"], "skipped", "{ptrace:#}");
+    assert_eq!(
+        ptrace["observed"],
+        "the native probe `gatehouse-exec-probe` is not installed next to this gatehouse (a build from the source tree puts it there): no program of a stock system can try this"
+    );
+    // The cases that need no probe still ran.
+    assert_eq!(v["counts"]["skipped"], 1, "{v:#}");
+    assert_eq!(
+        v["counts"]["held"].as_u64().unwrap(),
+        records.len() as u64 - 1,
+        "{v:#}"
+    );
+}
