@@ -749,7 +749,7 @@ fn exec_cases(out: &mut Vec<Case>) {
             stderr_suffix: "unshare: unshare failed: Operation not permitted\n".to_string(),
         },
     );
-    ns.layer = Some("code_exec");
+    ns.layer = Some("seccomp");
     out.push(ns);
     let mut unix = exec(
         "exec.unix-socket",
@@ -763,7 +763,7 @@ fn exec_cases(out: &mut Vec<Case>) {
             stderr_suffix: "/outside/log.sock: Operation not permitted\n".to_string(),
         },
     );
-    unix.layer = Some("code_exec");
+    unix.layer = Some("seccomp");
     out.push(unix);
     // `ptrace` has no program on a stock system that tries it: the
     // native probe built with gatehouse does (skipped where it is not
@@ -779,7 +779,7 @@ fn exec_cases(out: &mut Vec<Case>) {
             stderr_suffix: String::new(),
         },
     );
-    ptrace.layer = Some("code_exec");
+    ptrace.layer = Some("seccomp");
     out.push(ptrace);
     let mut ok = exec(
         "ok.exec-granted-program",

@@ -197,7 +197,9 @@ pub struct Case {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub hostcalls: Option<u64>,
     /// The isolation layer this case exercises: when the report says it
-    /// is unavailable, the case is skipped with its reason.
+    /// is unavailable, the case is skipped with its reason. `seccomp`
+    /// names the `code_exec` layer's seccomp filter (skipped when the
+    /// report's details say it cannot be installed).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub layer: Option<&'static str>,
     pub expect: Expect,

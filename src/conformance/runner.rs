@@ -357,6 +357,23 @@ impl Suite<'_> {
                     ),
                 );
             }
+            // Not a layer of its own: the `code_exec` layer's seccomp
+            // filter, which the report details.
+            if layer == "seccomp" {
+                if let Some(l) =
+                    self.isolation.layers.iter().find(|l| {
+                        l.name == "code_exec" && l.details["seccomp"].as_str() != Some("ok")
+                    })
+                {
+                    return (
+                        Verdict::Skipped,
+                        format!(
+                            "the isolation report says a command's seccomp filter cannot be installed: {}",
+                            l.reason
+                        ),
+                    );
+                }
+            }
         }
         let Some(bytes) = self.guests.get(case.world.target(), case.guest) else {
             return (

@@ -679,3 +679,63 @@ fn conformance_ptrace_is_skipped_where_the_native_probe_is_not_installed() {
         "{v:#}"
     );
 }
+
+#[test]
+fn conformance_skips_the_seccomp_cases_where_no_filter_can_be_installed() {
+    // seccomp(2) hidden from a child `gatehouse conformance` for real (a
+    // filter of its own): the report says a command's filter cannot be
+    // installed, and the cases that only it refuses (a namespace, a UNIX
+    // socket, ptrace) are skipped with that reason; Landlock's still hold.
+    let env = Env::new();
+    let dir = guests_dir();
+    let mut cmd = env.command();
+    cmd.args([
+        "--json",
+        "conformance",
+        "--guests",
+        s(&dir),
+        "--only",
+        "exec.",
+    ]);
+    crate::isolation::seccomp_errno(&mut cmd, libc::SYS_seccomp, libc::ENOSYS);
+    let out = cmd.output().unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(out.status.code(), Some(0), "{v:#}");
+    let verdicts: BTreeMap<&str, (&str, &str)> = v["records"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            (
+                r["name"].as_str().unwrap(),
+                (
+                    r["verdict"].as_str().unwrap(),
+                    r["observed"].as_str().unwrap(),
+                ),
+            )
+        })
+        .collect();
+    for name in [
+        "exec.namespace-unshare.p2",
+        "exec.unix-socket.p2",
+        "exec.ptrace.p2",
+    ] {
+        let (verdict, why) = verdicts[name];
+        assert_eq!(verdict, "skipped", "{name}: {why}");
+        assert!(
+            why.starts_with(
+                "the isolation report says a command's seccomp filter cannot be installed: seccomp filters cannot be installed (enosys): "
+            ),
+            "{name}: {why}"
+        );
+    }
+    for name in [
+        "exec.read-outside-roots.p2",
+        "exec.write-outside-write-roots.p2",
+        "exec.program-not-granted.p2",
+        "exec.shell-not-granted.p2",
+    ] {
+        assert_eq!(verdicts[name].0, "held", "{name}: {}", verdicts[name].1);
+    }
+    assert_eq!(v["counts"]["skipped"], 3, "{v:#}");
+}
