@@ -97,10 +97,19 @@ pub(super) const TABLE_GROW: &str = "cf_table_grow.wasm";
 
 /// The guests the suite makes itself: [`TABLE_GROW`], as a core module
 /// (preview 1: the host componentizes it, as any preview 1 module) and
-/// as the component gatehouse's own componentizer makes of it (preview 2).
+/// as a component (preview 2), wrapped with the same preview 1 adapter.
 fn add_generated(files: &mut BTreeMap<(String, String), Vec<u8>>) {
     let module = table_grow_module();
-    if let Ok(component) = crate::sandbox::p1::componentize(&module) {
+    let component = wit_component::ComponentEncoder::default()
+        .module(&module)
+        .and_then(|e| {
+            e.adapter(
+                "wasi_snapshot_preview1",
+                wasi_preview1_component_adapter_provider::WASI_SNAPSHOT_PREVIEW1_COMMAND_ADAPTER,
+            )
+        })
+        .and_then(|e| e.validate(true).encode());
+    if let Ok(component) = component {
         files.insert(
             ("wasm32-wasip2".to_string(), TABLE_GROW.to_string()),
             component,
