@@ -91,6 +91,12 @@ fn attack(name: &str, world: World, caps: Vec<Cap>, args: &[&str], expect: Expec
     c
 }
 
+/// The outcomes of `exhaust.huge-list-to-host`.
+const HUGE_LIST_P1: Expect = Expect::Limit {
+    code: DenyCode::LimitOutput,
+};
+const HUGE_LIST_P2: Expect = Expect::Trap;
+
 /// Every case, in report order.
 pub fn cases() -> Vec<Case> {
     let mut out = Vec::new();
@@ -373,6 +379,32 @@ fn both_worlds(w: World, out: &mut Vec<Case>) {
         &["random-huge"],
         Expect::Trap,
     ));
+    // A table grown 1 000 elements at a time: the store's table cap
+    // (20 000 elements) stops it. The guest is made by the suite itself
+    // (no Rust program can grow a table).
+    let mut table = base(
+        format!("exhaust.table-grow.{}", w.as_str()),
+        Half::Holds,
+        w,
+        super::guests::TABLE_GROW,
+    );
+    table.layer = Some("memory_limits");
+    table.expect = limit(DenyCode::LimitTable);
+    out.push(table);
+    // One list of 32 MiB handed to a host import in one call (preview 1:
+    // `fd_write` on stdout; preview 2: `blocking-write-and-flush`, below).
+    let mut huge = attack(
+        "exhaust.huge-list-to-host",
+        w,
+        pure(),
+        &["huge-write"],
+        HUGE_LIST_P1,
+    );
+    if w == World::P2 {
+        huge.guest = "cf_fs_p2.wasm";
+        huge.expect = HUGE_LIST_P2;
+    }
+    out.push(huge);
     // The correct half.
     let correct = |name: &str, caps: Vec<Cap>, args: &[&str], expect: Expect| {
         let mut c = attack(name, w, caps, args, expect);
@@ -495,6 +527,18 @@ fn p2_only(out: &mut Vec<Case>) {
         };
         out.push(c);
     }
+    // A `string` that is not UTF-8, built in the guest and passed to
+    // `open-at`: lifting it fails, the guest traps; the host never panics.
+    let mut utf8 = base(
+        "malformed.invalid-utf8-across-the-boundary.p2".to_string(),
+        Half::Holds,
+        p2,
+        "cf_fs_p2.wasm",
+    );
+    utf8.caps = write_out();
+    utf8.args = vec!["invalid-utf8".into(), "out".into()];
+    utf8.expect = Expect::Trap;
+    out.push(utf8);
     let mut ok = base("ok.tcp-granted-port.p2".to_string(), Half::Correct, p2, NET);
     ok.caps = granted();
     ok.args = vec!["tcp-ok".into(), "127.0.0.1:{port}".into()];
@@ -633,7 +677,7 @@ fn exec_cases(out: &mut Vec<Case>) {
             "run_tool.wasm",
         );
         c.caps = caps;
-        c.tools = tools.to_vec();
+        c.tools = tools.iter().map(|t| t.to_string()).collect();
         c.input = input.to_string();
         // What confines a command's files is Landlock: without it, the
         // file cases are skipped (the gate's refusals need no layer).
@@ -691,6 +735,52 @@ fn exec_cases(out: &mut Vec<Case>) {
         *exit = 1;
     }
     out.push(sh);
+    // The OS sandbox's refusals of what no command needs: a new
+    // namespace (util-linux's `unshare`), a UNIX socket (`logger` sending
+    // to a socket path).
+    let mut ns = exec(
+        "exec.namespace-unshare",
+        vec![cap("code:exec", "unshare")],
+        &["unshare"],
+        r#"{"program":"unshare","args":["-U","true"]}"#,
+        Expect::Command {
+            status: 1,
+            stdout: String::new(),
+            stderr_suffix: "unshare: unshare failed: Operation not permitted\n".to_string(),
+        },
+    );
+    ns.layer = Some("seccomp");
+    out.push(ns);
+    let mut unix = exec(
+        "exec.unix-socket",
+        vec![cap("code:exec", "logger")],
+        &["logger"],
+        r#"{"program":"logger","args":["--socket-errors=on","-u","{outside}/log.sock","probe"]}"#,
+        // Not `ENOENT` (no socket is there): the socket is refused first.
+        Expect::Command {
+            status: 1,
+            stdout: String::new(),
+            stderr_suffix: "/outside/log.sock: Operation not permitted\n".to_string(),
+        },
+    );
+    unix.layer = Some("seccomp");
+    out.push(unix);
+    // `ptrace` has no program on a stock system that tries it: the
+    // native probe built with gatehouse does (skipped where it is not
+    // installed beside the binary).
+    let mut ptrace = exec(
+        "exec.ptrace",
+        vec![cap("code:exec", "{probe}"), cap("fs:read", "**")],
+        &["{probe}"],
+        r#"{"program":"{probe}","args":["ptrace"]}"#,
+        Expect::Command {
+            status: 12,
+            stdout: "ptrace: Operation not permitted (os error 1)\n".to_string(),
+            stderr_suffix: String::new(),
+        },
+    );
+    ptrace.layer = Some("seccomp");
+    out.push(ptrace);
     let mut ok = exec(
         "ok.exec-granted-program",
         cat(),

@@ -37,6 +37,8 @@ impl GuestSet {
         if !files.contains_key(&("wasm32-wasip2".to_string(), "cf_attack.wasm".to_string())) {
             return Err(GuestsError::NotEmbedded);
         }
+        let mut files = files;
+        add_generated(&mut files);
         Ok(GuestSet {
             files,
             source: "embedded".to_string(),
@@ -75,6 +77,7 @@ impl GuestSet {
         if files.is_empty() {
             return Err(GuestsError::NoneInDir(dir.to_path_buf()));
         }
+        add_generated(&mut files);
         Ok(GuestSet {
             files,
             source: dir.display().to_string(),
@@ -87,4 +90,92 @@ impl GuestSet {
             .get(&(target.to_string(), file.to_string()))
             .map(Vec::as_slice)
     }
+}
+
+/// The guest no Rust program can be: `table.grow` has no stable intrinsic.
+pub(super) const TABLE_GROW: &str = "cf_table_grow.wasm";
+
+/// The guests the suite makes itself: [`TABLE_GROW`], as a core module
+/// (preview 1: the host componentizes it, as any preview 1 module) and
+/// as a component (preview 2), wrapped with the same preview 1 adapter.
+fn add_generated(files: &mut BTreeMap<(String, String), Vec<u8>>) {
+    let module = table_grow_module();
+    let component = wit_component::ComponentEncoder::default()
+        .module(&module)
+        .and_then(|e| {
+            e.adapter(
+                "wasi_snapshot_preview1",
+                wasi_preview1_component_adapter_provider::WASI_SNAPSHOT_PREVIEW1_COMMAND_ADAPTER,
+            )
+        })
+        .and_then(|e| e.validate(true).encode());
+    if let Ok(component) = component {
+        files.insert(
+            ("wasm32-wasip2".to_string(), TABLE_GROW.to_string()),
+            component,
+        );
+    }
+    files.insert(
+        ("wasm32-wasip1".to_string(), TABLE_GROW.to_string()),
+        module,
+    );
+}
+
+/// A command that imports nothing: `_start` grows a `funcref` table with
+/// no maximum by 1 000 elements at a time until a growth fails
+/// (`table.grow` returns -1); the host must stop it at its table cap
+/// first. When it is not stopped it returns normally, with no output.
+pub fn table_grow_module() -> Vec<u8> {
+    use wasm_encoder::{
+        AbstractHeapType, BlockType, CodeSection, ExportKind, ExportSection, Function,
+        FunctionSection, HeapType, Instruction, MemorySection, MemoryType, Module, RefType,
+        TableSection, TableType, TypeSection,
+    };
+    let mut module = Module::new();
+    let mut types = TypeSection::new();
+    types.ty().function([], []);
+    module.section(&types);
+    let mut functions = FunctionSection::new();
+    functions.function(0);
+    module.section(&functions);
+    let mut tables = TableSection::new();
+    tables.table(TableType {
+        element_type: RefType::FUNCREF,
+        table64: false,
+        minimum: 1,
+        maximum: None,
+        shared: false,
+    });
+    module.section(&tables);
+    let mut memories = MemorySection::new();
+    memories.memory(MemoryType {
+        minimum: 1,
+        maximum: None,
+        memory64: false,
+        shared: false,
+        page_size_log2: None,
+    });
+    module.section(&memories);
+    let mut exports = ExportSection::new();
+    exports.export("memory", ExportKind::Memory, 0);
+    exports.export("_start", ExportKind::Func, 0);
+    module.section(&exports);
+    let mut start = Function::new([]);
+    start
+        .instruction(&Instruction::Loop(BlockType::Empty))
+        .instruction(&Instruction::RefNull(HeapType::Abstract {
+            shared: false,
+            ty: AbstractHeapType::Func,
+        }))
+        .instruction(&Instruction::I32Const(1_000))
+        .instruction(&Instruction::TableGrow(0))
+        .instruction(&Instruction::I32Const(-1))
+        .instruction(&Instruction::I32Ne)
+        .instruction(&Instruction::BrIf(0))
+        .instruction(&Instruction::End)
+        .instruction(&Instruction::End);
+    let mut code = CodeSection::new();
+    code.function(&start);
+    module.section(&code);
+    module.finish()
 }

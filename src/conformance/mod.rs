@@ -173,7 +173,9 @@ pub struct Case {
     pub guest: &'static str,
     pub caps: Vec<Cap>,
     /// argv after argv[0]; `{outside}`, `{port}`, `{port6}` and
-    /// `{neighbour}` are replaced when the case runs.
+    /// `{neighbour}` (and, in `input`, cap targets and `tools`, `{probe}`:
+    /// the native probe `gatehouse-exec-probe` copied into the workspace)
+    /// are replaced when the case runs.
     pub args: Vec<String>,
     /// stdin (a command), or `run`'s argument (a component).
     pub input: String,
@@ -190,12 +192,14 @@ pub struct Case {
     /// case; its approval is given once, as a person at the terminal
     /// would).
     #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub tools: Vec<&'static str>,
+    pub tools: Vec<String>,
     /// Hostcall fuel, when not the default.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub hostcalls: Option<u64>,
     /// The isolation layer this case exercises: when the report says it
-    /// is unavailable, the case is skipped with its reason.
+    /// is unavailable, the case is skipped with its reason. `seccomp`
+    /// names the `code_exec` layer's seccomp filter (skipped when the
+    /// report's details say it cannot be installed).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub layer: Option<&'static str>,
     pub expect: Expect,

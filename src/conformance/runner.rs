@@ -177,6 +177,22 @@ fn fill(text: &str, outside: &Path, ports: Option<&Ports>) -> Option<String> {
     Some(t)
 }
 
+/// The native probe's file name (`tests/helper/exec_probe.rs`).
+const PROBE: &str = "gatehouse-exec-probe";
+
+/// The native probe, when it was built beside this binary (or, for a test
+/// binary in `deps/`, beside its parent directory).
+fn exec_probe() -> Option<PathBuf> {
+    let exe = std::env::current_exe().ok()?;
+    let dir = exe.parent()?;
+    let found = [Some(dir), dir.parent()]
+        .into_iter()
+        .flatten()
+        .map(|d| d.join(PROBE))
+        .find(|p| p.is_file());
+    found
+}
+
 /// Runs every case (or those `--only` names) and returns the report.
 pub fn run(options: Options) -> Result<Report, RunError> {
     let started = Instant::now();
@@ -341,6 +357,23 @@ impl Suite<'_> {
                     ),
                 );
             }
+            // Not a layer of its own: the `code_exec` layer's seccomp
+            // filter, which the report details.
+            if layer == "seccomp" {
+                if let Some(l) =
+                    self.isolation.layers.iter().find(|l| {
+                        l.name == "code_exec" && l.details["seccomp"].as_str() != Some("ok")
+                    })
+                {
+                    return (
+                        Verdict::Skipped,
+                        format!(
+                            "the isolation report says a command's seccomp filter cannot be installed: {}",
+                            l.reason
+                        ),
+                    );
+                }
+            }
         }
         let Some(bytes) = self.guests.get(case.world.target(), case.guest) else {
             return (
@@ -375,6 +408,29 @@ impl Suite<'_> {
             c.target = c.target.as_deref().and_then(filled);
         }
         case.input = filled(&case.input).unwrap_or_default();
+        if case.input.contains("{probe}") {
+            let Some(probe) = exec_probe() else {
+                return (
+                    Verdict::Skipped,
+                    format!("the native probe `{PROBE}` is not installed next to this gatehouse (a build from the source tree puts it there): no program of a stock system can try this"),
+                );
+            };
+            let copy = ws.join(PROBE);
+            if let Err(e) = std::fs::copy(&probe, &copy) {
+                return (
+                    Verdict::Error,
+                    format!("cannot copy `{}`: {e}", probe.display()),
+                );
+            }
+            let at = copy.display().to_string();
+            case.input = case.input.replace("{probe}", &at);
+            for t in &mut case.tools {
+                *t = t.replace("{probe}", &at);
+            }
+            for c in &mut case.caps {
+                c.target = c.target.as_ref().map(|t| t.replace("{probe}", &at));
+            }
+        }
         if let super::Expect::Output { stdout, .. } = &mut case.expect {
             *stdout = filled(stdout).unwrap_or_default();
         }
@@ -520,7 +576,8 @@ impl Suite<'_> {
             _ => {}
         }
         let manifest = self.manifest(&name, &component, case, digest.as_deref())?;
-        let host = self.host(workspace, vec![manifest], &case.tools)?;
+        let tools: Vec<&str> = case.tools.iter().map(String::as_str).collect();
+        let host = self.host(workspace, vec![manifest], &tools)?;
         let mut request = TurnRequest::new(&name, "main", case.input.clone());
         let defaults = Limits::default();
         request.limits = Limits {

@@ -249,7 +249,14 @@ impl ExecBinding {
         }
         let mut argv = vec![program.to_string()];
         argv.extend(args.iter().cloned());
-        self.screen.screen(name, &quote_argv(&argv))
+        // A tool granted by full path is screened as that path (the
+        // policy grants such a tool only by its path, never its name).
+        let tool = if self.tools.iter().any(|t| t == program) && program.contains('/') {
+            program
+        } else {
+            name
+        };
+        self.screen.screen(tool, &quote_argv(&argv))
     }
 }
 

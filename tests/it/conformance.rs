@@ -98,6 +98,9 @@ fn conformance_every_case_holds_or_is_correct_on_this_host() {
         ("exhaust.memory-grow.p2", "stopped LIMIT_MEMORY"),
         ("exhaust.unbounded-stdout.p2", "stopped LIMIT_OUTPUT"),
         ("exhaust.many-descriptors.p2", "stopped LIMIT_RESOURCES"),
+        ("exhaust.table-grow.p1", "stopped LIMIT_TABLE"),
+        ("exhaust.table-grow.p2", "stopped LIMIT_TABLE"),
+        ("exhaust.huge-list-to-host.p1", "stopped LIMIT_OUTPUT"),
         (
             "net.tcp-neighbour-port.p2",
             "exit 0, stdout \"held EACCES\"",
@@ -127,6 +130,16 @@ fn conformance_every_case_holds_or_is_correct_on_this_host() {
             "refused IMPORT_NOT_GRANTED: the component's imports do not match what gatehouse provides: component imports instance `wasi:random/random@0.9.0`",
         ),
         ("exhaust.hostcall-fuel.p2", "stopped LIMIT_HOSTCALLS"),
+        // The list is refused whole (wasmtime-wasi's cap of 4 096 bytes a
+        // call), not written in part.
+        (
+            "exhaust.huge-list-to-host.p2",
+            "trapped: the guest trapped: Buffer too large for blocking-write-and-flush (expected at most 4096)",
+        ),
+        (
+            "malformed.invalid-utf8-across-the-boundary.p2",
+            "trapped: the guest trapped: invalid utf-8 sequence of 1 bytes from index 4",
+        ),
         (
             "exec.program-not-granted.p2",
             "exit 1, stdout \"error {\\\"denied\\\":{\\\"code\\\":\\\"TOOL_NOT_GRANTED\\\"",
@@ -144,6 +157,37 @@ fn conformance_every_case_holds_or_is_correct_on_this_host() {
         let o = by_name[name]["observed"].as_str().unwrap();
         assert!(
             o.contains("\\\"status\\\":1,") && o.contains("Permission denied"),
+            "{name}: {o}"
+        );
+    }
+    // What no command needs, refused by the OS sandbox (seccomp): a new
+    // namespace, a UNIX socket (not `ENOENT`: none is there), `ptrace`
+    // (the native probe, built beside the binary here).
+    for (name, status, stream, line) in [
+        (
+            "exec.namespace-unshare.p2",
+            1,
+            "stderr",
+            "unshare: unshare failed: Operation not permitted\\\\n",
+        ),
+        (
+            "exec.unix-socket.p2",
+            1,
+            "stderr",
+            "/outside/log.sock: Operation not permitted\\\\n",
+        ),
+        (
+            "exec.ptrace.p2",
+            12,
+            "stdout",
+            "ptrace: Operation not permitted (os error 1)\\\\n",
+        ),
+    ] {
+        let o = by_name[name]["observed"].as_str().unwrap();
+        assert!(
+            o.contains(&format!("\\\"status\\\":{status},"))
+                && o.contains(&format!("\\\"{stream}\\\":\\\""))
+                && o.contains(line),
             "{name}: {o}"
         );
     }
@@ -581,4 +625,117 @@ fn conformance_under_refuse_all_skips_what_a_degraded_host_refuses() {
             assert_eq!(r["verdict"], "held", "{r:#}");
         }
     }
+}
+
+#[test]
+fn conformance_ptrace_is_skipped_where_the_native_probe_is_not_installed() {
+    // The same binary, alone in a directory of its own (a hard link: no
+    // `gatehouse-exec-probe` beside it): the case that needs the probe is
+    // skipped with the reason, never `held` without having tried.
+    let env = Env::new();
+    let dir = guests_dir();
+    let bin = env.mkdir("lonely-bin");
+    let lonely = bin.join("gatehouse");
+    if std::fs::hard_link(env!("CARGO_BIN_EXE_gatehouse"), &lonely).is_err() {
+        std::fs::copy(env!("CARGO_BIN_EXE_gatehouse"), &lonely).unwrap();
+    }
+    let base = env.command();
+    let mut cmd = std::process::Command::new(&lonely);
+    if let Some(cwd) = base.get_current_dir() {
+        cmd.current_dir(cwd);
+    }
+    for (k, v) in base.get_envs() {
+        match v {
+            Some(v) => cmd.env(k, v),
+            None => cmd.env_remove(k),
+        };
+    }
+    cmd.args([
+        "--json",
+        "conformance",
+        "--guests",
+        s(&dir),
+        "--only",
+        "exec.",
+    ]);
+    let out = cmd.output().unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(out.status.code(), Some(0), "{v:#}");
+    let records = v["records"].as_array().unwrap();
+    let ptrace = records
+        .iter()
+        .find(|r| r["name"] == "exec.ptrace.p2")
+        .unwrap();
+    assert_eq!(ptrace["verdict"], "skipped", "{ptrace:#}");
+    assert_eq!(
+        ptrace["observed"],
+        "the native probe `gatehouse-exec-probe` is not installed next to this gatehouse (a build from the source tree puts it there): no program of a stock system can try this"
+    );
+    // The cases that need no probe still ran.
+    assert_eq!(v["counts"]["skipped"], 1, "{v:#}");
+    assert_eq!(
+        v["counts"]["held"].as_u64().unwrap(),
+        records.len() as u64 - 1,
+        "{v:#}"
+    );
+}
+
+#[test]
+fn conformance_skips_the_seccomp_cases_where_no_filter_can_be_installed() {
+    // seccomp(2) hidden from a child `gatehouse conformance` for real (a
+    // filter of its own): the report says a command's filter cannot be
+    // installed, and the cases that only it refuses (a namespace, a UNIX
+    // socket, ptrace) are skipped with that reason; Landlock's still hold.
+    let env = Env::new();
+    let dir = guests_dir();
+    let mut cmd = env.command();
+    cmd.args([
+        "--json",
+        "conformance",
+        "--guests",
+        s(&dir),
+        "--only",
+        "exec.",
+    ]);
+    crate::isolation::seccomp_errno(&mut cmd, libc::SYS_seccomp, libc::ENOSYS);
+    let out = cmd.output().unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(out.status.code(), Some(0), "{v:#}");
+    let verdicts: BTreeMap<&str, (&str, &str)> = v["records"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            (
+                r["name"].as_str().unwrap(),
+                (
+                    r["verdict"].as_str().unwrap(),
+                    r["observed"].as_str().unwrap(),
+                ),
+            )
+        })
+        .collect();
+    for name in [
+        "exec.namespace-unshare.p2",
+        "exec.unix-socket.p2",
+        "exec.ptrace.p2",
+    ] {
+        let (verdict, why) = verdicts[name];
+        assert_eq!(verdict, "skipped", "{name}: {why}");
+        assert!(
+            why.starts_with(
+                "the isolation report says a command's seccomp filter cannot be installed: seccomp filters cannot be installed (enosys): "
+            ),
+            "{name}: {why}"
+        );
+    }
+    for name in [
+        "exec.read-outside-roots.p2",
+        "exec.write-outside-write-roots.p2",
+        "exec.program-not-granted.p2",
+        "exec.shell-not-granted.p2",
+    ] {
+        assert_eq!(verdicts[name].0, "held", "{name}: {}", verdicts[name].1);
+    }
+    assert_eq!(v["counts"]["skipped"], 3, "{v:#}");
 }

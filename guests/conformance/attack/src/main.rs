@@ -306,6 +306,17 @@ fn main() {
             drop(out);
             say("held stdout closed");
         }
+        // One write of 32 MiB: on preview 1 a single `fd_write` (std hands
+        // a buffer this large to the host whole).
+        "huge-write" => {
+            let big = vec![b'x'; 32 << 20];
+            let r = std::io::stdout().lock().write(&big);
+            match r {
+                Ok(n) if n == big.len() => say(&format!("BROKEN wrote {n} bytes in one call")),
+                Ok(n) => say(&format!("held wrote {n} of {} bytes", big.len())),
+                Err(e) => say(&format!("held {}", ename(&e))),
+            }
+        }
         "fds" => {
             let mut held = Vec::new();
             for _ in 0..1_000_000 {

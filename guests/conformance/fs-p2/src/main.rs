@@ -9,6 +9,11 @@
 //! `argv[1] = pollables` is an attack instead: it makes pollables without
 //! end (`subscribe-duration`), each a host resource, then polls them all;
 //! the host must stop it (a resource limit), never run out itself.
+//! `huge-write` passes one list of 32 MiB to `blocking-write-and-flush` on
+//! stdout (the host must refuse it, never copy past the guest's memory);
+//! `invalid-utf8 NAME` passes a `string` that is not UTF-8 (a path for
+//! `open-at` in the preopen NAME): the host must trap the guest, never
+//! panic.
 
 wit_bindgen::generate!({ path: "wit", world: "cf:fs/fs-all", generate_all });
 
@@ -72,10 +77,47 @@ fn pollables() {
     say(&format!("BROKEN made {} pollables, {} ready", all.len(), ready.len()));
 }
 
+fn huge_write() {
+    let stdout = wasi::cli::stdout::get_stdout();
+    let big = vec![b'x'; 32 << 20];
+    match stdout.blocking_write_and_flush(&big) {
+        Ok(()) => say(&format!("BROKEN wrote {} bytes in one call", big.len())),
+        Err(StreamError::Closed) => say("held stream closed"),
+        Err(StreamError::LastOperationFailed(e)) => say(&format!("held {}", e.to_debug_string())),
+    }
+}
+
+fn invalid_utf8(name: &str) {
+    let Some((root, _)) = get_directories().into_iter().find(|(_, n)| n == name) else {
+        say(&format!("FAIL get-directories: no preopen named `{name}`"));
+        return;
+    };
+    let bytes: &[u8] = std::hint::black_box(b"bad-\xff\xfe-name");
+    // SAFETY: deliberately not UTF-8: the attack is a `string` the
+    // canonical ABI must refuse. The guest itself never reads it as a
+    // `str` (only its bytes cross the boundary).
+    let path = unsafe { std::str::from_utf8_unchecked(bytes) };
+    match root.open_at(
+        PathFlags::empty(),
+        path,
+        OpenFlags::CREATE,
+        DescriptorFlags::READ | DescriptorFlags::WRITE,
+    ) {
+        Ok(_) => say("BROKEN opened a file whose name is not UTF-8"),
+        Err(e) => say(&format!("held {}", code(e))),
+    }
+}
+
 fn main() {
     let name = std::env::args().nth(1).unwrap_or_else(|| ".".to_string());
     if name == "pollables" {
         return pollables();
+    }
+    if name == "huge-write" {
+        return huge_write();
+    }
+    if name == "invalid-utf8" {
+        return invalid_utf8(&std::env::args().nth(2).unwrap_or_default());
     }
     let mut run = Run {
         called: BTreeSet::new(),
