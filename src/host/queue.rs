@@ -610,6 +610,7 @@ mod tests {
             capability: cap,
             target: Some(target.into()),
             declared_target: None,
+            mount: None,
             critical: cap.critical(),
             rememberable: cap.default_approval() != crate::policy::ApprovalClass::Always,
             reason: "why".into(),
