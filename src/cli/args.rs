@@ -500,6 +500,10 @@ pub struct ServeArgs {
     /// Wall-clock deadline of every call in milliseconds.
     #[arg(long, default_value_t = 5000)]
     pub deadline_ms: u64,
+    /// How many calls run at once (default: the number of cores). A call
+    /// the policy denies takes no slot.
+    #[arg(long, value_name = "N")]
+    pub concurrency: Option<usize>,
     /// Serve streamable HTTP on this loopback address (127.0.0.1:PORT;
     /// port 0 picks one, logged on stderr) at `/mcp` instead of stdio.
     /// Any other address is refused (exit 3).

@@ -41,6 +41,14 @@ pub fn run(ctx: &Context, args: ServeArgs) -> CmdResult {
         deadline_ms: args.deadline_ms,
         ..Limits::default()
     };
+    if let Some(n) = args.concurrency {
+        if n == 0 {
+            return Err(Failure::invalid(
+                "`--concurrency` must be at least 1".to_string(),
+            ));
+        }
+        options.concurrency = n;
+    }
     if let Some(file) = &args.snapshot {
         // The snapshot the person verified is the one served: no grant
         // may be added by this server ("remember" is not offered).

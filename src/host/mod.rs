@@ -466,6 +466,17 @@ impl Host {
         }
     }
 
+    /// The turn's end if the policy denies it outright (the gate, asked
+    /// with no approvals): recorded as [`Host::begin`] would (one denial
+    /// line), and nothing else is done. `None` when the policy does not
+    /// deny it (it may still need approvals): run it with
+    /// [`Host::begin`]. A server calls this before taking a concurrency
+    /// slot, so a denied call takes none and costs no instantiation.
+    pub fn refusal(&self, request: &TurnRequest) -> Option<TurnOutcome> {
+        let turn = new_turn_id(now_utc());
+        self.inner.refused_by_gate(request, &turn)
+    }
+
     /// Finishes a parked turn with the person's `answers` (one per pending
     /// item, in order; missing ones count as [`Choice::Queue`]). Nobody is
     /// asked twice: what the answers leave pending ends the turn with

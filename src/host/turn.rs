@@ -411,6 +411,31 @@ impl Inner {
         Advance::Done(Box::new(self.run_plan(t, &sandbox, &plan)))
     }
 
+    /// The turn's end when the gate denies it with no approvals given;
+    /// `None` otherwise (an unknown executor is left to `advance`).
+    pub(super) fn refused_by_gate(&self, request: &TurnRequest, id: &str) -> Option<TurnOutcome> {
+        let mut t = self.turn(request, id);
+        let manifest = self.manifest(&request.executor)?;
+        match gate(TurnInput {
+            snapshot: &t.frozen.snapshot,
+            actor: &request.actor,
+            manifest,
+            turn_id: id.to_string(),
+            limits: request.limits,
+            approved_once: &[],
+        }) {
+            Gate::Denied {
+                steps,
+                code,
+                reason,
+            } => {
+                t.decisions = steps;
+                Some(self.refuse(t, code, reason, None))
+            }
+            Gate::ApprovalRequired { .. } | Gate::Ready { .. } => None,
+        }
+    }
+
     /// Records the answers `given`: "allow once" for this turn, "allow and
     /// remember" as a grant (the snapshot is then rebuilt), the first
     /// refusal. Fails only when a grant cannot be recorded.

@@ -340,6 +340,11 @@ impl Server {
     ) -> Result<TurnOutcome, String> {
         let shared = &self.inner;
         let host = shared.host.clone();
+        // A call the policy denies takes no slot: its one denial line is
+        // written and it ends here, whatever else is running.
+        if let Some(outcome) = tokio::task::block_in_place(|| host.refusal(&request)) {
+            return Ok(outcome);
+        }
         let begun = {
             let _slot = shared.slots.acquire().await.map_err(|e| e.to_string())?;
             // Run here, the worker thread handed over to blocking work

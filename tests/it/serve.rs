@@ -938,3 +938,71 @@ fn serve_from_a_verified_snapshot_offers_no_remember_and_refuses_another() {
     cmd.extend(a);
     env.run(&cmd).expect_err(2, &["SNAPSHOT_MISMATCH"]);
 }
+
+#[test]
+fn serve_a_denied_call_takes_no_slot() {
+    let env = Env::new();
+    let ws = env.mkdir("ws");
+    env.mkdir("ws/out");
+    let spin = guest("spin");
+    let write = guest("write-file");
+    // One slot, held by a spinning guest for up to a minute.
+    let a = [
+        "--workspace",
+        s(&ws),
+        "--level",
+        "ReadOnly",
+        "--executor",
+        s(&spin),
+        "--executor",
+        s(&write),
+        "--deadline-ms",
+        "60000",
+        "--concurrency",
+        "1",
+    ];
+    let mut c = Client::start(&env, &a, false);
+    let spin_id = c.next;
+    c.next += 1;
+    c.send(
+        json!({"jsonrpc": "2.0", "id": spin_id, "method": "tools/call",
+                  "params": {"name": "spin", "arguments": {}}}),
+    );
+    // Wait until the spinning turn holds the slot (its guest is running).
+    std::thread::sleep(Duration::from_millis(1500));
+    // A write the policy denies at ReadOnly is answered at once, while
+    // the only slot is still taken.
+    let r = c.call(
+        "write-file",
+        json!({"path": "out/a.txt", "content": "x"}),
+        &mut no_elicitation,
+    );
+    assert_eq!(r["isError"], true, "{r:#}");
+    assert_eq!(r["structuredContent"]["code"], "CAPABILITY_DENIED", "{r:#}");
+    // The spinning turn was still running then: a cancel stops it (had the
+    // denied call waited for the slot, the spin would have ended at its
+    // deadline instead).
+    c.send(
+        json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
+                  "params": {"requestId": spin_id, "reason": "done"}}),
+    );
+    let audit = env.state_dir().join("audit.jsonl");
+    let mut waited = 0;
+    let ended = loop {
+        let text = std::fs::read_to_string(&audit).unwrap_or_default();
+        if !text.is_empty() {
+            break text;
+        }
+        waited += 1;
+        assert!(waited < 300, "the spinning turn was not stopped");
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert!(ended.contains("TURN_CANCELLED"), "{ended}");
+    assert!(!ended.contains("LIMIT_DEADLINE"), "{ended}");
+    // The denial left its one line, and no write happened.
+    let denials = std::fs::read_to_string(env.state_dir().join("denials.jsonl")).unwrap();
+    assert_eq!(denials.lines().count(), 1, "{denials}");
+    assert!(denials.contains("CAPABILITY_DENIED"), "{denials}");
+    assert!(!ws.join("out/a.txt").exists());
+    assert_eq!(c.finish(), 0);
+}
