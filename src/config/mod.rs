@@ -12,6 +12,8 @@
 //! `[isolation] on_degraded = "warn" | "refuse-critical" | "refuse-all"`
 //! (default `warn`), and `[engine] signals_based_traps = false` /
 //! `guard_bytes = 0`, which build a weaker engine (the report says so).
+//! `[serve] tools = ["history", "undo"]` lets `gatehouse serve` offer
+//! those two of its own tools, for the serving actor's own turns only.
 
 mod env;
 mod on_degraded;
@@ -71,6 +73,34 @@ struct RawConfig {
     isolation: Option<RawIsolation>,
     engine: Option<EngineConfig>,
     limits: Option<RawLimits>,
+    serve: Option<RawServe>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawServe {
+    #[serde(default)]
+    tools: Vec<String>,
+}
+
+/// One of gatehouse's own tools a server may offer beside the executors
+/// (`[serve] tools`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum ServeTool {
+    /// `gatehouse_history`: the serving actor's own turns.
+    History,
+    /// `gatehouse_undo`: undoes one of the serving actor's own turns.
+    Undo,
+}
+
+impl ServeTool {
+    /// The name in `[serve] tools`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ServeTool::History => "history",
+            ServeTool::Undo => "undo",
+        }
+    }
 }
 
 #[derive(Debug, Deserialize)]
@@ -160,6 +190,10 @@ pub struct HostConfig {
     /// (default 10000); a new key past it is refused with
     /// `LIMIT_MEMORY_KEYS`.
     pub memory_keys: u64,
+    /// `[serve] tools`: which of gatehouse's own tools (`history`,
+    /// `undo`) `gatehouse serve` offers beside the executors. Default:
+    /// none, so an agent sees only executors unless the person says so.
+    pub serve_tools: Vec<ServeTool>,
     /// Every place a later invocation would find configuration or state
     /// in (set by [`HostConfig::discover`]): protected like the
     /// configuration, whether or not it exists yet.
@@ -218,6 +252,7 @@ impl HostConfig {
             engine: EngineConfig::default(),
             journal_bytes: DEFAULT_JOURNAL_BYTES,
             memory_keys: DEFAULT_MEMORY_KEYS,
+            serve_tools: vec![],
             places: Places::default(),
         }
     }
@@ -301,6 +336,28 @@ impl HostConfig {
                 ))
             }
         };
+        let mut serve_tools = Vec::new();
+        for (i, t) in raw
+            .serve
+            .map(|s| s.tools)
+            .unwrap_or_default()
+            .iter()
+            .enumerate()
+        {
+            let tool = match t.as_str() {
+                "history" => ServeTool::History,
+                "undo" => ServeTool::Undo,
+                other => {
+                    return Err(invalid(
+                        format!("serve.tools[{i}]"),
+                        format!("`{other}` is not a tool gatehouse serves (history, undo)"),
+                    ))
+                }
+            };
+            if !serve_tools.contains(&tool) {
+                serve_tools.push(tool);
+            }
+        }
         let engine = raw.engine.unwrap_or_default();
         if engine.guard_bytes.is_some_and(|g| g > 1 << 32) {
             return Err(invalid(
@@ -413,6 +470,7 @@ impl HostConfig {
             engine,
             journal_bytes,
             memory_keys,
+            serve_tools,
             places: Places::default(),
         })
     }
@@ -596,6 +654,21 @@ workspaces = [{ path = "/tmp", mode = "read-only" }]
             .unwrap_err()
             .to_string();
         assert!(e.contains("unknown field `journal`"), "{e}");
+    }
+
+    #[test]
+    fn the_serve_table() {
+        assert!(parse("[actors.main]\n").unwrap().serve_tools.is_empty());
+        let c =
+            parse("[actors.main]\n[serve]\ntools = [\"undo\", \"history\", \"undo\"]\n").unwrap();
+        assert_eq!(c.serve_tools, vec![ServeTool::Undo, ServeTool::History]);
+        let e = parse("[actors.main]\n[serve]\ntools = [\"history\", \"grants\"]\n")
+            .unwrap_err()
+            .to_string();
+        assert_eq!(
+            e,
+            "`/etc/g/gatehouse.toml`: field `serve.tools[1]`: `grants` is not a tool gatehouse serves (history, undo)"
+        );
     }
 
     #[test]

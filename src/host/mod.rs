@@ -30,6 +30,7 @@ pub mod audit;
 pub(crate) mod gate;
 pub mod grants;
 mod nested;
+mod own;
 pub mod queue;
 mod roots;
 mod turn;

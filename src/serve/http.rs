@@ -191,6 +191,7 @@ pub fn serve_http(server: Server, options: HttpOptions) -> Result<(), ServeError
         // The one line a caller waits for: where to connect.
         eprintln!("gatehouse: serving mcp on http://{addr}/mcp");
         let config = StreamableHttpServerConfig::default();
+        let ending = server.clone();
         let service = Arc::new(StreamableHttpService::new(
             move || Ok(server.clone()),
             Arc::new(LocalSessionManager::default()),
@@ -207,10 +208,12 @@ pub fn serve_http(server: Server, options: HttpOptions) -> Result<(), ServeError
             };
             let service = service.clone();
             let token = token.clone();
+            let ending = ending.clone();
             tokio::spawn(async move {
                 let handler = hyper::service::service_fn(move |request: Request<Incoming>| {
                     let service = service.clone();
                     let token = token.clone();
+                    let ending = ending.clone();
                     async move {
                         if let Some(refused) = check(&request, token.as_deref()) {
                             return Ok::<_, Infallible>(refused);
@@ -220,6 +223,18 @@ pub fn serve_http(server: Server, options: HttpOptions) -> Result<(), ServeError
                                 StatusCode::NOT_FOUND,
                                 "not found: the endpoint is /mcp",
                             ));
+                        }
+                        // The client ends its session: its running turns
+                        // stop now, not after rmcp's drain of in-flight
+                        // handlers.
+                        if request.method() == hyper::Method::DELETE {
+                            if let Some(id) = request
+                                .headers()
+                                .get("mcp-session-id")
+                                .and_then(|v| v.to_str().ok())
+                            {
+                                ending.end_session(id);
+                            }
                         }
                         Ok(service.handle(request).await)
                     }

@@ -36,6 +36,7 @@ use rmcp::service::{RequestContext, RoleServer};
 use rmcp::ServerHandler;
 use serde_json::{json, Value};
 
+use crate::config::ServeTool;
 use crate::host::{
     ApprovalRequest, Asker, AskerRef, Begun, Choice, GuestResult, Host, Limits, RunIo, TurnEnd,
     TurnOutcome, TurnRequest,
@@ -111,11 +112,56 @@ impl ServeError {
     }
 }
 
-/// One offered tool: the executor and its MCP definition.
+/// One offered tool: what it runs and its MCP definition.
 struct Offered {
     name: String,
-    command: bool,
+    kind: Kind,
     tool: Tool,
+}
+
+/// What an offered tool runs.
+#[derive(Clone, Copy)]
+enum Kind {
+    /// An executor; `command`: a WASI command (input on stdin, `args`).
+    Executor { command: bool },
+    /// `gatehouse_history` (`[serve] tools`).
+    History,
+    /// `gatehouse_undo` (`[serve] tools`).
+    Undo,
+}
+
+/// The name of the history tool.
+pub const HISTORY_TOOL: &str = "gatehouse_history";
+/// The name of the undo tool.
+pub const UNDO_TOOL: &str = "gatehouse_undo";
+
+/// The MCP definition of gatehouse's own tool `tool`, for `actor`.
+fn own_tool_json(tool: ServeTool, actor: &str) -> Value {
+    match tool {
+        ServeTool::History => json!({
+            "name": HISTORY_TOOL,
+            "description": format!(
+                "The turns actor `{actor}` ran, oldest first (at most `limit`, newest kept): \
+                 turn id, executor, start time, status, operations journaled, undo state. \
+                 Only this actor's own turns."),
+            "inputSchema": {"type": "object", "properties": {
+                "limit": {"type": "integer", "minimum": 1, "maximum": 1000, "default": 20,
+                          "description": "how many of the newest turns"}}},
+            "annotations": {"readOnlyHint": true, "destructiveHint": false, "openWorldHint": false}
+        }),
+        ServeTool::Undo => json!({
+            "name": UNDO_TOOL,
+            "description": format!(
+                "Undoes one turn actor `{actor}` ran: reverses its journaled file and memory \
+                 changes, newest first; anything changed since the turn is kept. `dry_run` \
+                 says what it would do. Only this actor's own turns."),
+            "inputSchema": {"type": "object", "properties": {
+                "turn": {"type": "string", "description": "the turn id (from gatehouse_history or a call's _meta)"},
+                "dry_run": {"type": "boolean", "default": false}},
+                "required": ["turn"]},
+            "annotations": {"readOnlyHint": false, "destructiveHint": true, "openWorldHint": false}
+        }),
+    }
 }
 
 /// The MCP server: a host, the serving actor and the tools it offers.
@@ -130,6 +176,26 @@ struct Shared {
     options: ServeOptions,
     tools: Vec<Offered>,
     slots: tokio::sync::Semaphore,
+    /// The running turns of each HTTP session (by `Mcp-Session-Id`), so a
+    /// client that ends its session (`DELETE`) stops them at once.
+    sessions: std::sync::Mutex<SessionTurns>,
+}
+
+/// The cancel switches of the running turns, by HTTP session.
+#[derive(Default)]
+struct SessionTurns {
+    next: u64,
+    running: std::collections::HashMap<String, Vec<(u64, crate::sandbox::CancelHandle)>>,
+}
+
+/// The HTTP session a call came in on, if it came over HTTP.
+fn session_of(context: &RequestContext<RoleServer>) -> Option<String> {
+    context
+        .extensions
+        .get::<hyper::http::request::Parts>()
+        .and_then(|p| p.headers.get("mcp-session-id"))
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_string)
 }
 
 /// Whether `m` declares `cap`.
@@ -198,7 +264,22 @@ impl Server {
             return Err(ServeError::UnknownActor(options.actor));
         }
         let mut tools = Vec::new();
+        let own: Vec<(ServeTool, &str, Kind)> = host
+            .serve_tools()
+            .iter()
+            .map(|t| match t {
+                ServeTool::History => (*t, HISTORY_TOOL, Kind::History),
+                ServeTool::Undo => (*t, UNDO_TOOL, Kind::Undo),
+            })
+            .collect();
         for m in host.manifests() {
+            if own.iter().any(|(_, name, _)| *name == m.name) {
+                tracing::warn!(
+                    "executor `{}` is not offered: gatehouse's own tool has its name",
+                    m.name
+                );
+                continue;
+            }
             let decision = host
                 .decide_json(&json!({"kind": "skill", "actor": options.actor, "skill": m.name}));
             if decision.outcome() != Outcome::Allowed {
@@ -210,9 +291,21 @@ impl Server {
             };
             tools.push(Offered {
                 name: m.name.clone(),
-                command: !m.command.is_empty(),
+                kind: Kind::Executor {
+                    command: !m.command.is_empty(),
+                },
                 tool,
             });
+        }
+        for (t, name, kind) in own {
+            match serde_json::from_value::<Tool>(own_tool_json(t, &options.actor)) {
+                Ok(tool) => tools.push(Offered {
+                    name: name.to_string(),
+                    kind,
+                    tool,
+                }),
+                Err(e) => tracing::warn!("tool `{name}`: its definition is not valid: {e}"),
+            }
         }
         let slots = tokio::sync::Semaphore::new(options.concurrency.max(1));
         Ok(Server {
@@ -221,8 +314,51 @@ impl Server {
                 options,
                 tools,
                 slots,
+                sessions: std::sync::Mutex::new(SessionTurns::default()),
             }),
         })
+    }
+
+    /// Cancels the running turns of HTTP session `session`: its client
+    /// ended it (`DELETE`). Each ends within one epoch tick, its journal
+    /// finished and its audit written.
+    pub fn end_session(&self, session: &str) {
+        let turns = match self.inner.sessions.lock() {
+            Ok(mut s) => s.running.remove(session),
+            Err(p) => p.into_inner().running.remove(session),
+        };
+        for (_, cancel) in turns.into_iter().flatten() {
+            cancel.cancel();
+        }
+    }
+
+    /// Registers a running turn's cancel switch under its session; the
+    /// key to [`Server::unregister`] it with.
+    fn register(&self, session: &str, cancel: crate::sandbox::CancelHandle) -> u64 {
+        let mut s = match self.inner.sessions.lock() {
+            Ok(s) => s,
+            Err(p) => p.into_inner(),
+        };
+        s.next += 1;
+        let key = s.next;
+        s.running
+            .entry(session.to_string())
+            .or_default()
+            .push((key, cancel));
+        key
+    }
+
+    fn unregister(&self, session: &str, key: u64) {
+        let mut s = match self.inner.sessions.lock() {
+            Ok(s) => s,
+            Err(p) => p.into_inner(),
+        };
+        if let Some(list) = s.running.get_mut(session) {
+            list.retain(|(k, _)| *k != key);
+            if list.is_empty() {
+                s.running.remove(session);
+            }
+        }
     }
 
     /// The names of the tools offered, in order.
@@ -276,17 +412,23 @@ impl Server {
         result
     }
 
-    /// Runs one call: the turn, asking the person if it needs approval.
+    /// Runs one call: an executor's turn (asking the person if it needs
+    /// approval), or one of gatehouse's own tools.
     async fn call(
         &self,
         offered: &Offered,
         arguments: serde_json::Map<String, Value>,
         context: &RequestContext<RoleServer>,
     ) -> CallToolResult {
+        let command = match offered.kind {
+            Kind::Executor { command } => command,
+            Kind::History => return self.history(&arguments),
+            Kind::Undo => return self.undo(&arguments, context).await,
+        };
         let shared = &self.inner;
         let mut request = TurnRequest::new(&offered.name, &shared.options.actor, String::new());
         request.limits = shared.options.limits;
-        if offered.command {
+        if command {
             request.input = arguments
                 .get("input")
                 .and_then(Value::as_str)
@@ -318,8 +460,13 @@ impl Server {
             supported: supports_elicitation(context),
             executor: offered.name.clone(),
         })));
-        // A cancel from the client (or its going away) stops the turn.
+        // A cancel from the client (or its going away) stops the turn; so
+        // does the end of its HTTP session.
         let cancel = request.cancel.clone();
+        let session = session_of(context);
+        let registered = session
+            .as_deref()
+            .map(|s| (s, self.register(s, cancel.clone())));
         let ct = context.ct.clone();
         let watcher = tokio::spawn(async move {
             ct.cancelled().await;
@@ -327,9 +474,95 @@ impl Server {
         });
         let outcome = self.turn(request, context).await;
         watcher.abort();
+        if let Some((s, key)) = registered {
+            self.unregister(s, key);
+        }
         match outcome {
             Ok(outcome) => result_of(&outcome, shared.options.text_cap),
             Err(message) => error_result(None, &message, None),
+        }
+    }
+
+    /// `gatehouse_history`: the serving actor's own turns.
+    fn history(&self, arguments: &serde_json::Map<String, Value>) -> CallToolResult {
+        let limit = match arguments.get("limit") {
+            None => 20,
+            Some(v) => match v.as_u64().filter(|n| (1..=1000).contains(n)) {
+                Some(n) => n as usize,
+                None => {
+                    return error_result(
+                        None,
+                        &format!("`limit` must be an integer from 1 to 1000, not `{v}`"),
+                        None,
+                    )
+                }
+            },
+        };
+        let actor = &self.inner.options.actor;
+        let host = self.inner.host.clone();
+        match tokio::task::block_in_place(|| host.own_turns(actor, limit)) {
+            Ok(turns) => {
+                let structured = json!({ "actor": actor, "turns": turns });
+                build(json!({
+                    "content": [{"type": "text", "text": structured.to_string()}],
+                    "structuredContent": structured,
+                    "isError": false,
+                }))
+            }
+            Err(e) => error_result(None, &crate::config::chain(&e), None),
+        }
+    }
+
+    /// `gatehouse_undo`: undoes one of the serving actor's own turns.
+    async fn undo(
+        &self,
+        arguments: &serde_json::Map<String, Value>,
+        context: &RequestContext<RoleServer>,
+    ) -> CallToolResult {
+        let Some(turn) = arguments.get("turn").and_then(Value::as_str) else {
+            return error_result(None, "`turn` (a turn id) is required", None);
+        };
+        let dry_run = match arguments.get("dry_run") {
+            None => false,
+            Some(Value::Bool(b)) => *b,
+            Some(v) => {
+                return error_result(
+                    None,
+                    &format!("`dry_run` must be a boolean, not `{v}`"),
+                    None,
+                )
+            }
+        };
+        let actor = &self.inner.options.actor;
+        let host = self.inner.host.clone();
+        let cancel = crate::sandbox::CancelHandle::new();
+        let stop = cancel.clone();
+        let ct = context.ct.clone();
+        let watcher = tokio::spawn(async move {
+            ct.cancelled().await;
+            stop.cancel();
+        });
+        let report = tokio::task::block_in_place(|| host.undo_own(actor, turn, dry_run, &cancel));
+        watcher.abort();
+        match report {
+            Ok(report) => {
+                let failed = report
+                    .steps
+                    .iter()
+                    .any(|s| s.status == crate::undo::UndoStatus::Failed);
+                let structured = serde_json::to_value(&report).unwrap_or(Value::Null);
+                build(json!({
+                    "content": [{"type": "text", "text": structured.to_string()}],
+                    "structuredContent": structured,
+                    "isError": failed,
+                }))
+            }
+            Err(crate::undo::HistoryError::NoSuchTurn(t)) => error_result(
+                None,
+                &format!("no turn `{t}` of actor `{actor}` in the history"),
+                None,
+            ),
+            Err(e) => error_result(None, &crate::config::chain(&e), None),
         }
     }
 

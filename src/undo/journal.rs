@@ -40,6 +40,8 @@ pub enum HistoryError {
     },
     #[error("no turn `{0}` in the history")]
     NoSuchTurn(String),
+    #[error("the undo of turn `{0}` was cancelled before it began")]
+    Cancelled(String),
 }
 
 fn io(action: &'static str, path: &Path, e: std::io::Error) -> HistoryError {

@@ -6,6 +6,7 @@
 //!   through a deliberately weak host built here (the cases turn `broken`).
 //! - `decide`: every deny code `decide` produces, by name.
 //! - `purity`: `src/policy/` names no I/O facility.
+//! - `mcp`: `gatehouse serve --mcp` spoken to with rmcp's own client.
 //! - `isolation`: the degraded-mode report, degraded for real (seccomp,
 //!   a weaker engine), and the fail-closed switch.
 
@@ -21,6 +22,7 @@ mod exec;
 mod fs_items;
 mod host;
 mod isolation;
+mod mcp;
 mod purity;
 mod sandbox;
 mod serve;

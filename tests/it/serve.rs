@@ -179,7 +179,7 @@ fn turn(r: &Value) -> String {
 
 /// The servers' executors: hello, write-file and `greet` (hello's code
 /// with an input schema, reaching one site).
-fn executors(env: &Env) -> Vec<PathBuf> {
+pub(crate) fn executors(env: &Env) -> Vec<PathBuf> {
     let greet = env.write(
         "manifests/greet.toml",
         &format!(
@@ -192,7 +192,7 @@ fn executors(env: &Env) -> Vec<PathBuf> {
     vec![greet, guest("hello"), guest("write-file")]
 }
 
-fn args<'a>(ws: &'a Path, executors: &'a [PathBuf], level: &'a str) -> Vec<&'a str> {
+pub(crate) fn args<'a>(ws: &'a Path, executors: &'a [PathBuf], level: &'a str) -> Vec<&'a str> {
     let mut a = vec!["--workspace", s(ws), "--level", level];
     for e in executors {
         a.push("--executor");
@@ -432,13 +432,13 @@ fn serve_an_unanswered_elicitation_is_queued() {
 // Streamable HTTP on loopback
 
 /// A `gatehouse serve --mcp --listen 127.0.0.1:0` child and its address.
-struct HttpServer {
+pub(crate) struct HttpServer {
     child: Child,
-    addr: String,
+    pub(crate) addr: String,
 }
 
 impl HttpServer {
-    fn start(env: &Env, args: &[&str]) -> HttpServer {
+    pub(crate) fn start(env: &Env, args: &[&str]) -> HttpServer {
         let mut child = env
             .command()
             .args(["serve", "--mcp", "--listen", "127.0.0.1:0"])
@@ -774,6 +774,47 @@ fn serve_a_cancelled_call_stops_its_spinning_guest() {
     let r = c.call("hello", json!({}), &mut no_elicitation);
     assert_eq!(r["isError"], false, "{r:#}");
     assert_eq!(c.finish(), 0);
+}
+
+#[test]
+fn serve_a_client_that_closes_stdin_mid_call_stops_its_spinning_guest() {
+    let env = Env::new();
+    let ws = env.mkdir("ws");
+    let spin = guest("spin");
+    let a = [
+        "--workspace",
+        s(&ws),
+        "--executor",
+        s(&spin),
+        "--deadline-ms",
+        "600000",
+    ];
+    let mut c = Client::start(&env, &a, false);
+    let id = c.next;
+    c.next += 1;
+    c.send(json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+                  "params": {"name": "spin", "arguments": {}}}));
+    std::thread::sleep(Duration::from_millis(300));
+    // The agent runtime goes away: stdin closes mid-call. The server
+    // drains (rmcp gives in-flight calls 5 s), then cancels the turn and
+    // ends, long before the ten-minute deadline.
+    drop(c.stdin.take());
+    let mut waited = 0;
+    let code = loop {
+        if let Some(status) = c.child.try_wait().unwrap() {
+            break status.code();
+        }
+        waited += 1;
+        assert!(
+            waited < 600,
+            "the server did not end after its client went away"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert_eq!(code, Some(0));
+    let audit = std::fs::read_to_string(env.state_dir().join("audit.jsonl")).unwrap_or_default()
+        + &std::fs::read_to_string(env.state_dir().join("denials.jsonl")).unwrap_or_default();
+    assert!(audit.contains("TURN_CANCELLED"), "{audit}");
 }
 
 #[test]

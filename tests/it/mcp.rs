@@ -1,0 +1,563 @@
+//! Issue 15: `gatehouse serve --mcp` spoken to with the official SDK's
+//! client (`rmcp`), as an agent runtime would: over a child's stdio and
+//! over streamable HTTP on 127.0.0.1. The tools with their schemas and
+//! annotations, a call, a refusal, an elicitation answered "allow and
+//! remember", the queue for a client without elicitation, and gatehouse's
+//! own `history` and `undo` tools when the configuration offers them.
+
+use std::sync::{Arc, Mutex};
+
+use rmcp::model::{
+    CallToolRequestParams, CallToolResult, ClientConfig, ElicitRequestParams, ElicitResult,
+    ErrorData,
+};
+use rmcp::service::{RequestContext, RunningService};
+use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
+use rmcp::{ClientHandler, RoleClient, ServiceExt};
+use serde_json::{json, Value};
+
+use crate::serve::{args, executors, HttpServer};
+use crate::support::{s, Env};
+
+/// The person at the client: answers every elicitation with `answer`
+/// (when the client declares elicitation at all) and keeps the questions.
+#[derive(Clone)]
+struct Person {
+    elicitation: bool,
+    answer: Arc<Mutex<Value>>,
+    asked: Arc<Mutex<Vec<Value>>>,
+}
+
+impl Person {
+    fn new(elicitation: bool) -> Person {
+        Person {
+            elicitation,
+            answer: Arc::new(Mutex::new(json!({"action": "decline"}))),
+            asked: Arc::new(Mutex::new(Vec::new())),
+        }
+    }
+
+    fn will_answer(&self, answer: Value) {
+        *self.answer.lock().unwrap() = answer;
+    }
+
+    fn asked(&self) -> Vec<Value> {
+        self.asked.lock().unwrap().clone()
+    }
+}
+
+impl ClientHandler for Person {
+    async fn create_elicitation(
+        &self,
+        request: ElicitRequestParams,
+        _context: RequestContext<RoleClient>,
+    ) -> Result<ElicitResult, ErrorData> {
+        assert!(self.elicitation, "asked a client without elicitation");
+        self.asked
+            .lock()
+            .unwrap()
+            .push(serde_json::to_value(&request).unwrap());
+        let answer = self.answer.lock().unwrap().clone();
+        Ok(serde_json::from_value(answer).unwrap())
+    }
+
+    fn get_info(&self) -> ClientConfig {
+        let capabilities = if self.elicitation {
+            json!({"elicitation": {"form": {}}})
+        } else {
+            json!({})
+        };
+        serde_json::from_value(json!({
+            "protocolVersion": "2025-06-18",
+            "capabilities": capabilities,
+            "clientInfo": {"name": "gatehouse-it", "version": "0"}
+        }))
+        .unwrap()
+    }
+}
+
+type Session = RunningService<RoleClient, Person>;
+
+/// `gatehouse serve --mcp ARGS` as a child, spoken to over its stdio.
+async fn stdio(env: &Env, args: &[&str], person: &Person) -> Session {
+    let mut cmd = env.command();
+    cmd.args(["serve", "--mcp"]).args(args);
+    let (transport, _) = TokioChildProcess::builder(tokio::process::Command::from(cmd))
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    person.clone().serve(transport).await.unwrap()
+}
+
+/// A session with the HTTP server at `addr`, with `token` as its bearer
+/// token and `headers` on every request.
+async fn http(
+    addr: &str,
+    token: Option<&str>,
+    headers: &[(&'static str, &str)],
+    person: &Person,
+) -> Result<Session, String> {
+    let mut config = StreamableHttpClientTransportConfig::with_uri(format!("http://{addr}/mcp"));
+    if let Some(t) = token {
+        config = config.auth_header(t);
+    }
+    let custom = headers
+        .iter()
+        .map(|(k, v)| {
+            (
+                http::HeaderName::from_static(k),
+                http::HeaderValue::from_str(v).unwrap(),
+            )
+        })
+        .collect();
+    config = config.custom_headers(custom);
+    let transport = StreamableHttpClientTransport::from_config(config);
+    person
+        .clone()
+        .serve(transport)
+        .await
+        .map_err(|e| e.to_string())
+}
+
+async fn call(session: &Session, tool: &str, arguments: Value) -> CallToolResult {
+    let params = serde_json::from_value::<CallToolRequestParams>(
+        json!({"name": tool, "arguments": arguments}),
+    )
+    .unwrap();
+    session.peer().call_tool(params).await.unwrap()
+}
+
+fn v(result: &CallToolResult) -> Value {
+    serde_json::to_value(result).unwrap()
+}
+
+fn text(result: &Value) -> &str {
+    result["content"][0]["text"].as_str().unwrap()
+}
+
+/// Lists the tools, calls hello, is refused write-file at ReadOnly.
+async fn tools_call_and_refusal(session: &Session, ws: &std::path::Path) {
+    let tools: Vec<Value> = session
+        .peer()
+        .list_all_tools()
+        .await
+        .unwrap()
+        .iter()
+        .map(|t| serde_json::to_value(t).unwrap())
+        .collect();
+    let names: Vec<&str> = tools.iter().map(|t| t["name"].as_str().unwrap()).collect();
+    assert_eq!(names, ["greet", "hello", "write-file"]);
+    assert_eq!(
+        tools[0]["inputSchema"],
+        json!({"type": "object", "required": ["text"], "properties": {"text": {"type": "string"}}})
+    );
+    assert_eq!(
+        tools[0]["annotations"],
+        json!({"readOnlyHint": true, "destructiveHint": false, "openWorldHint": true})
+    );
+    assert_eq!(
+        tools[2]["annotations"],
+        json!({"readOnlyHint": false, "destructiveHint": true, "openWorldHint": false})
+    );
+
+    let r = v(&call(session, "hello", json!({"text": "hi"})).await);
+    assert_eq!(r["isError"], false, "{r:#}");
+    assert_eq!(text(&r), "{\"echo\":{\"text\":\"hi\"}}");
+    assert_eq!(r["structuredContent"], json!({"echo": {"text": "hi"}}));
+    assert!(r["_meta"]["gatehouse/turn"].is_string(), "{r:#}");
+
+    let r = v(&call(
+        session,
+        "write-file",
+        json!({"path": "out/a.txt", "content": "x"}),
+    )
+    .await);
+    assert_eq!(r["isError"], true, "{r:#}");
+    assert_eq!(r["structuredContent"]["code"], "CAPABILITY_DENIED", "{r:#}");
+    assert!(text(&r).starts_with("CAPABILITY_DENIED: "), "{r:#}");
+    assert!(!ws.join("out/a.txt").exists());
+}
+
+/// An elicitation answered "allow and remember": the call runs and the
+/// grant is in `gatehouse grants list`.
+async fn allow_and_remember(env: &Env, session: &Session, person: &Person, ws: &std::path::Path) {
+    person.will_answer(json!({"action": "accept",
+                               "content": {"decision": "allow_and_remember"}}));
+    let r = v(&call(
+        session,
+        "write-file",
+        json!({"path": "out/r.txt", "content": "kept"}),
+    )
+    .await);
+    assert_eq!(r["isError"], false, "{r:#}");
+    assert_eq!(std::fs::read(ws.join("out/r.txt")).unwrap(), b"kept");
+    let asked = person.asked();
+    assert_eq!(asked.len(), 1, "{asked:#?}");
+    let message = asked[0]["message"].as_str().unwrap();
+    assert!(
+        message.contains(&format!("- `fs:write` on `{}/out/**` (critical): ", s(ws))),
+        "{message}"
+    );
+    let grants = env.run(&["grants", "list"]).json_lines();
+    assert_eq!(grants.len(), 1, "{grants:#?}");
+    assert_eq!(grants[0]["capability"], "fs:write");
+    assert_eq!(grants[0]["target"], format!("{}/out/**", s(ws)).as_str());
+    // The grant answers the next call: no one is asked.
+    let r = v(&call(
+        session,
+        "write-file",
+        json!({"path": "out/s.txt", "content": "2"}),
+    )
+    .await);
+    assert_eq!(r["isError"], false, "{r:#}");
+    assert_eq!(person.asked().len(), 1);
+}
+
+/// Without elicitation: APPROVAL_REQUIRED with a pending id; after
+/// `approvals allow ID --yes` the same call runs once, another input not.
+async fn queued_then_allowed(env: &Env, session: &Session, ws: &std::path::Path) {
+    let one = json!({"path": "out/q.txt", "content": "one"});
+    let r = v(&call(session, "write-file", one.clone()).await);
+    assert_eq!(r["structuredContent"]["code"], "APPROVAL_REQUIRED", "{r:#}");
+    let id = r["structuredContent"]["pending_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert_eq!(r["_meta"]["gatehouse/pending_id"], id.as_str());
+    assert!(!ws.join("out/q.txt").exists());
+    env.run(&["approvals", "allow", &id, "--yes"]).expect(0);
+    let r = v(&call(
+        session,
+        "write-file",
+        json!({"path": "out/q.txt", "content": "two"}),
+    )
+    .await);
+    assert_eq!(r["structuredContent"]["code"], "APPROVAL_REQUIRED", "{r:#}");
+    assert!(!ws.join("out/q.txt").exists());
+    let r = v(&call(session, "write-file", one).await);
+    assert_eq!(r["isError"], false, "{r:#}");
+    assert_eq!(std::fs::read(ws.join("out/q.txt")).unwrap(), b"one");
+}
+
+fn setup(env: &Env) -> (std::path::PathBuf, Vec<std::path::PathBuf>) {
+    let ws = env.mkdir("ws");
+    env.mkdir("ws/out");
+    (ws, executors(env))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mcp_sdk_client_over_stdio() {
+    let env = Env::new();
+    let (ws, ex) = setup(&env);
+    let person = Person::new(false);
+    let session = stdio(&env, &args(&ws, &ex, "ReadOnly"), &person).await;
+    let info = session.peer().peer_info().unwrap();
+    assert_eq!(info.server_info.as_ref().unwrap().name, "gatehouse");
+    tools_call_and_refusal(&session, &ws).await;
+    session.cancel().await.unwrap();
+
+    let person = Person::new(true);
+    let session = stdio(&env, &args(&ws, &ex, "Supervised"), &person).await;
+    allow_and_remember(&env, &session, &person, &ws).await;
+    session.cancel().await.unwrap();
+
+    let env = Env::new();
+    let (ws, ex) = setup(&env);
+    let person = Person::new(false);
+    let session = stdio(&env, &args(&ws, &ex, "Supervised"), &person).await;
+    queued_then_allowed(&env, &session, &ws).await;
+    session.cancel().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mcp_sdk_client_over_streamable_http() {
+    let env = Env::new();
+    let (ws, ex) = setup(&env);
+    let server = HttpServer::start(&env, &args(&ws, &ex, "Supervised"));
+    let token = std::fs::read_to_string(env.state_dir().join("serve.token"))
+        .unwrap()
+        .trim()
+        .to_string();
+    // Without the token, with a wrong one, or from a foreign origin: no
+    // session.
+    let person = Person::new(true);
+    let e = http(&server.addr, None, &[], &person).await.err().unwrap();
+    assert!(
+        e.ends_with("error: Auth required, when send initialize request"),
+        "{e}"
+    );
+    let e = http(&server.addr, Some(&"0".repeat(64)), &[], &person)
+        .await
+        .err()
+        .unwrap();
+    assert!(
+        e.ends_with("error: Auth required, when send initialize request"),
+        "{e}"
+    );
+    let e = http(
+        &server.addr,
+        Some(&token),
+        &[("origin", "http://evil.example")],
+        &person,
+    )
+    .await
+    .err()
+    .unwrap();
+    assert!(
+        e.contains(
+            "HTTP 403 Forbidden: forbidden: the request's origin is not this machine's loopback\n"
+        ),
+        "{e}"
+    );
+
+    // With the token (and a loopback origin): an elicitation over HTTP
+    // answered "allow and remember".
+    let origin = format!("http://{}", server.addr);
+    let session = http(&server.addr, Some(&token), &[("origin", &origin)], &person)
+        .await
+        .unwrap();
+    let r = v(&call(&session, "hello", json!({"text": "over http"})).await);
+    assert_eq!(
+        r["structuredContent"],
+        json!({"echo": {"text": "over http"}})
+    );
+    allow_and_remember(&env, &session, &person, &ws).await;
+    session.cancel().await.unwrap();
+    drop(server);
+
+    // A client without elicitation: the queue, over HTTP.
+    let env = Env::new();
+    let (ws, ex) = setup(&env);
+    let server = HttpServer::start(&env, &args(&ws, &ex, "Supervised"));
+    let token = std::fs::read_to_string(env.state_dir().join("serve.token")).unwrap();
+    let person = Person::new(false);
+    let session = http(&server.addr, Some(token.trim()), &[], &person)
+        .await
+        .unwrap();
+    queued_then_allowed(&env, &session, &ws).await;
+    // ReadOnly refusals and the tool list are the same over HTTP.
+    session.cancel().await.unwrap();
+    drop(server);
+    let env = Env::new();
+    let (ws, ex) = setup(&env);
+    let server = HttpServer::start(&env, &args(&ws, &ex, "ReadOnly"));
+    let token = std::fs::read_to_string(env.state_dir().join("serve.token")).unwrap();
+    let session = http(&server.addr, Some(token.trim()), &[], &person)
+        .await
+        .unwrap();
+    tools_call_and_refusal(&session, &ws).await;
+    session.cancel().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mcp_history_and_undo_are_tools_only_when_configured_and_only_for_own_turns() {
+    let env = Env::new();
+    let (ws, ex) = setup(&env);
+    let mut a = args(&ws, &ex, "Full");
+    // Without `[serve] tools`: neither is offered.
+    let person = Person::new(false);
+    let session = stdio(&env, &a, &person).await;
+    let names: Vec<String> = session
+        .peer()
+        .list_all_tools()
+        .await
+        .unwrap()
+        .iter()
+        .map(|t| t.name.to_string())
+        .collect();
+    assert_eq!(names, ["greet", "hello", "write-file"]);
+    session.cancel().await.unwrap();
+
+    // Two actors; the server serves `main`, `other` runs from the command
+    // line.
+    let config = env.write(
+        "gatehouse.toml",
+        "[actors.main]\nchannel = \"cli\"\nsender = \"tester\"\nskills = [\"*\"]\n\
+         [actors.other]\nskills = [\"*\"]\n\
+         [serve]\ntools = [\"history\", \"undo\"]\n",
+    );
+    a.extend(["--config", s(&config)]);
+    let other = env.run(&[
+        "run",
+        s(&ex[2]),
+        "--config",
+        s(&config),
+        "--actor",
+        "other",
+        "--workspace",
+        s(&ws),
+        "--level",
+        "Full",
+        "--json",
+        "--input",
+        r#"{"path": "out/other.txt", "content": "theirs"}"#,
+    ]);
+    other.expect(0);
+    let other_turn = other.json_lines()[0]["turn"].as_str().unwrap().to_string();
+
+    let session = stdio(&env, &a, &person).await;
+    let tools = session.peer().list_all_tools().await.unwrap();
+    let names: Vec<&str> = tools.iter().map(|t| t.name.as_ref()).collect();
+    assert_eq!(
+        names,
+        [
+            "greet",
+            "hello",
+            "write-file",
+            "gatehouse_history",
+            "gatehouse_undo"
+        ]
+    );
+    let undo_tool = serde_json::to_value(&tools[4]).unwrap();
+    assert_eq!(undo_tool["inputSchema"]["required"], json!(["turn"]));
+    assert_eq!(undo_tool["annotations"]["destructiveHint"], true);
+    let history_tool = serde_json::to_value(&tools[3]).unwrap();
+    assert_eq!(history_tool["annotations"]["readOnlyHint"], true);
+
+    let r = v(&call(
+        &session,
+        "write-file",
+        json!({"path": "out/mine.txt", "content": "mine"}),
+    )
+    .await);
+    assert_eq!(r["isError"], false, "{r:#}");
+    let mine = r["_meta"]["gatehouse/turn"].as_str().unwrap().to_string();
+    let r = v(&call(&session, "hello", json!({})).await);
+    let hello = r["_meta"]["gatehouse/turn"].as_str().unwrap().to_string();
+
+    // History: main's own turns only, oldest first.
+    let r = v(&call(&session, "gatehouse_history", json!({})).await);
+    assert_eq!(r["isError"], false, "{r:#}");
+    let turns: Vec<(&str, &str, &str)> = r["structuredContent"]["turns"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| {
+            (
+                t["turn"].as_str().unwrap(),
+                t["executor"].as_str().unwrap(),
+                t["actor"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        turns,
+        [
+            (mine.as_str(), "write-file", "main"),
+            (hello.as_str(), "hello", "main")
+        ]
+    );
+    let r = v(&call(&session, "gatehouse_history", json!({"limit": 1})).await);
+    assert_eq!(r["structuredContent"]["turns"][0]["turn"], hello.as_str());
+    let r = v(&call(&session, "gatehouse_history", json!({"limit": "all"})).await);
+    assert_eq!(r["isError"], true, "{r:#}");
+    assert_eq!(
+        text(&r),
+        "`limit` must be an integer from 1 to 1000, not `\"all\"`"
+    );
+
+    // Undo: another actor's turn is answered as one that does not exist.
+    let r = v(&call(&session, "gatehouse_undo", json!({"turn": other_turn})).await);
+    assert_eq!(r["isError"], true, "{r:#}");
+    assert_eq!(
+        text(&r),
+        format!("no turn `{other_turn}` of actor `main` in the history")
+    );
+    assert_eq!(std::fs::read(ws.join("out/other.txt")).unwrap(), b"theirs");
+    let r = v(&call(&session, "gatehouse_undo", json!({"turn": "../../etc"})).await);
+    assert_eq!(
+        text(&r),
+        "no turn `../../etc` of actor `main` in the history"
+    );
+    // A dry run changes nothing; the undo removes what the turn created.
+    let r = v(&call(
+        &session,
+        "gatehouse_undo",
+        json!({"turn": mine, "dry_run": true}),
+    )
+    .await);
+    assert_eq!(r["isError"], false, "{r:#}");
+    assert_eq!(
+        r["structuredContent"]["steps"][0]["status"], "would_do",
+        "{r:#}"
+    );
+    assert!(ws.join("out/mine.txt").exists());
+    let r = v(&call(&session, "gatehouse_undo", json!({"turn": mine})).await);
+    assert_eq!(r["isError"], false, "{r:#}");
+    assert_eq!(
+        r["structuredContent"]["steps"][0]["status"], "done",
+        "{r:#}"
+    );
+    assert!(!ws.join("out/mine.txt").exists());
+    let r = v(&call(&session, "gatehouse_undo", json!({"turn": mine})).await);
+    assert_eq!(r["structuredContent"]["already_undone"], true, "{r:#}");
+    let r = v(&call(&session, "gatehouse_undo", json!({})).await);
+    assert_eq!(text(&r), "`turn` (a turn id) is required");
+    session.cancel().await.unwrap();
+    // The other actor's file is still there.
+    assert_eq!(std::fs::read(ws.join("out/other.txt")).unwrap(), b"theirs");
+}
+
+/// Waits (at most `tenths` × 100 ms) until the audit or the denials log
+/// says a turn ended.
+fn wait_for_cancelled_turn(env: &Env, tenths: u32) -> String {
+    let audit = env.state_dir().join("audit.jsonl");
+    let denials = env.state_dir().join("denials.jsonl");
+    for _ in 0..tenths {
+        let text = std::fs::read_to_string(&audit).unwrap_or_default()
+            + &std::fs::read_to_string(&denials).unwrap_or_default();
+        if !text.is_empty() {
+            return text;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    panic!("the spinning turn was not stopped");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mcp_a_client_that_goes_away_over_http_stops_its_spinning_guest() {
+    let env = Env::new();
+    let ws = env.mkdir("ws");
+    let (spin, hello) = (
+        crate::sandbox::guest("spin"),
+        crate::sandbox::guest("hello"),
+    );
+    let server = HttpServer::start(
+        &env,
+        &[
+            "--workspace",
+            s(&ws),
+            "--executor",
+            s(&spin),
+            "--executor",
+            s(&hello),
+            "--deadline-ms",
+            "600000",
+            "--no-auth",
+        ],
+    );
+    let person = Person::new(false);
+    let session = http(&server.addr, None, &[], &person).await.unwrap();
+    let peer = session.peer().clone();
+    let spinning = tokio::spawn(async move {
+        let params =
+            serde_json::from_value::<CallToolRequestParams>(json!({"name": "spin"})).unwrap();
+        peer.call_tool(params).await
+    });
+    tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    // The client ends its session (DELETE) and goes away mid-call.
+    session.cancel().await.unwrap();
+    // Left to rmcp, the handler would be cancelled only after its 5 s drain
+    // of in-flight requests; the end of the session stops the turn at once
+    // (about 0.1 s here), so 4 s is a wide margin that still tells the two
+    // apart.
+    let log = tokio::task::block_in_place(|| wait_for_cancelled_turn(&env, 40));
+    assert!(log.contains("TURN_CANCELLED"), "{log}");
+    spinning.abort();
+    // The server goes on serving other sessions.
+    let session = http(&server.addr, None, &[], &person).await.unwrap();
+    let r = v(&call(&session, "hello", json!({})).await);
+    assert_eq!(r["isError"], false, "{r:#}");
+    session.cancel().await.unwrap();
+}
