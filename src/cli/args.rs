@@ -78,7 +78,8 @@ pub enum Command {
     /// its one expected outcome (exit 0 only when nothing is broken,
     /// incorrect or an error).
     Conformance(ConformanceArgs),
-    /// List turns (JSON Lines with --json), or one turn's audit log.
+    /// List turns (JSON Lines with --json), or one turn's audit log;
+    /// `history prune` removes old ones.
     History(HistoryArgs),
     /// Reverse a turn's journaled operations (the last turn by default).
     Undo(UndoArgs),
@@ -386,7 +387,10 @@ pub struct RunArgs {
 }
 
 #[derive(Debug, Args)]
+#[command(args_conflicts_with_subcommands = true)]
 pub struct HistoryArgs {
+    #[command(subcommand)]
+    pub action: Option<HistoryCmd>,
     /// Only this turn.
     #[arg(long)]
     pub turn: Option<String>,
@@ -400,6 +404,25 @@ pub struct HistoryArgs {
     /// that turn's.
     #[arg(long, conflicts_with = "decisions")]
     pub denials: bool,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum HistoryCmd {
+    /// Remove the turns (their directories: journal, backups, decisions),
+    /// audit records and denial records that started before now minus
+    /// --older-than. A pruned turn can no longer be undone. Safe while
+    /// servers run: the logs are never rewritten, their old records are
+    /// freed in place (a filesystem that cannot punch holes keeps them,
+    /// and the report says so).
+    Prune {
+        /// The age past which records go: a number and `s`, `m`, `h` or
+        /// `d` (`30d`).
+        #[arg(long, value_name = "AGE")]
+        older_than: String,
+        /// Count what would go; remove nothing.
+        #[arg(long)]
+        dry_run: bool,
+    },
 }
 
 #[derive(Debug, Args)]

@@ -2,7 +2,7 @@
 
 use gatehouse::undo::{History, HistoryError, UndoStatus};
 
-use super::args::{HistoryArgs, UndoArgs};
+use super::args::{HistoryArgs, HistoryCmd, UndoArgs};
 use super::{out, out_json, CmdResult, Context, Exit, Failure};
 
 impl From<HistoryError> for Failure {
@@ -15,6 +15,13 @@ impl From<HistoryError> for Failure {
 }
 
 pub fn history(ctx: &Context, args: HistoryArgs) -> CmdResult {
+    if let Some(HistoryCmd::Prune {
+        older_than,
+        dry_run,
+    }) = args.action
+    {
+        return prune(ctx, &older_than, dry_run);
+    }
     let h = History::new(&ctx.state.history_dir)
         .with_audit_log(&ctx.state.state_dir.join("audit.jsonl"));
     if args.denials {
@@ -100,4 +107,43 @@ pub fn undo(ctx: &Context, args: UndoArgs) -> CmdResult {
     }
     let failed = report.steps.iter().any(|s| s.status == UndoStatus::Failed);
     Ok(if failed { Exit::Error } else { Exit::Ok })
+}
+
+fn prune(ctx: &Context, older_than: &str, dry_run: bool) -> CmdResult {
+    let secs = gatehouse::host::grants::parse_duration(older_than)
+        .map_err(|e| Failure::invalid(format!("--older-than: {e}")))?;
+    let cutoff = gatehouse::host::grants::now_utc().plus_seconds(-secs);
+    let audit = ctx.state.state_dir.join("audit.jsonl");
+    let denials = ctx.state.state_dir.join("denials.jsonl");
+    let report = gatehouse::undo::prune(
+        &ctx.state.history_dir,
+        &[
+            (&audit, gatehouse::undo::LogKind::Audit),
+            (&denials, gatehouse::undo::LogKind::Denials),
+        ],
+        cutoff,
+        dry_run,
+    )?;
+    if ctx.json {
+        out_json(&report);
+    } else {
+        out(format!(
+            "{} {} turn(s), {} audit record(s) and {} denial record(s) from before {} ({} bytes){}",
+            if dry_run { "would remove" } else { "removed" },
+            report.turns,
+            report.audit_records,
+            report.denial_records,
+            report.cutoff,
+            report.bytes,
+            if dry_run {
+                "; dry run: nothing changed"
+            } else {
+                ""
+            }
+        ));
+        for s in &report.skipped {
+            out(format!("kept: {s}"));
+        }
+    }
+    Ok(Exit::Ok)
 }

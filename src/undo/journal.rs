@@ -468,7 +468,7 @@ pub(crate) fn write_record(path: &Path, record: &TurnRecord) -> Result<(), Histo
 pub(crate) fn read_lines<T: for<'de> Deserialize<'de>>(
     path: &Path,
 ) -> Result<Vec<T>, HistoryError> {
-    let text = match std::fs::read_to_string(path) {
+    let text = match super::prune::read_log(path) {
         Ok(t) => t,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(vec![]),
         Err(e) => return Err(io("read", path, e)),

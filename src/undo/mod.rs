@@ -15,6 +15,7 @@ pub mod append;
 mod beneath;
 pub mod fs;
 pub mod journal;
+pub mod prune;
 
 use std::path::{Path, PathBuf};
 
@@ -22,6 +23,7 @@ use serde::Serialize;
 
 pub use append::AppendLog;
 pub use journal::{AuditRecord, Entry, HistoryError, Operation, TurnJournal, TurnRecord};
+pub use prune::{prune, LogKind, PruneReport};
 
 use crate::memory::MemoryStore;
 use crate::policy::snapshot::sha256_hex;

@@ -817,6 +817,144 @@ fn serve_a_client_that_closes_stdin_mid_call_stops_its_spinning_guest() {
     assert!(audit.contains("TURN_CANCELLED"), "{audit}");
 }
 
+/// `line` with its time (`started_at` of a turn, `time` of a denial) set
+/// to `when`.
+fn aged(line: &str, when: &str) -> String {
+    let mut v: Value = serde_json::from_str(line).unwrap();
+    for k in ["started_at", "finished_at", "time"] {
+        if v.get(k).is_some_and(Value::is_string) {
+            v[k] = json!(when);
+        }
+    }
+    v.to_string()
+}
+
+#[test]
+fn history_prune_removes_old_turns_and_records_while_a_server_appends() {
+    let env = Env::new();
+    let ws = env.mkdir("ws");
+    env.mkdir("ws/out");
+    let ex = executors(&env);
+    let old = "2026-01-01T00:00:00Z";
+    let mut c = Client::start(&env, &args(&ws, &ex, "Full"), false);
+    // Two turns that mutated nothing, one that wrote, one refusal.
+    let r = c.call("hello", json!({"n": 1}), &mut no_elicitation);
+    let first = turn(&r);
+    let r = c.call("hello", json!({"n": 2}), &mut no_elicitation);
+    let second = turn(&r);
+    let r = c.call(
+        "write-file",
+        json!({"path": "out/a.txt", "content": "a"}),
+        &mut no_elicitation,
+    );
+    let wrote = turn(&r);
+    env.run(&[
+        "run",
+        s(&ex[2]),
+        "--workspace",
+        s(&ws),
+        "--level",
+        "ReadOnly",
+        "--input",
+        "{}",
+    ])
+    .expect(2);
+    // Age the first turn, the writing turn and the refusal by rewriting
+    // their times (a test's set-up: nothing appends meanwhile).
+    let state = env.state_dir();
+    let audit = state.join("audit.jsonl");
+    let denials = state.join("denials.jsonl");
+    let lines: Vec<String> = std::fs::read_to_string(&audit)
+        .unwrap()
+        .lines()
+        .map(String::from)
+        .collect();
+    assert_eq!(lines.len(), 2);
+    std::fs::write(&audit, format!("{}\n{}\n", aged(&lines[0], old), lines[1])).unwrap();
+    let denial = std::fs::read_to_string(&denials).unwrap();
+    std::fs::write(&denials, format!("{}\n", aged(denial.trim(), old))).unwrap();
+    let record = state.join("history").join(&wrote).join("turn.json");
+    std::fs::write(
+        &record,
+        aged(&std::fs::read_to_string(&record).unwrap(), old),
+    )
+    .unwrap();
+    let audit_len = std::fs::metadata(&audit).unwrap().len();
+
+    // A dry run counts and changes nothing.
+    let run = env.run(&[
+        "history",
+        "prune",
+        "--older-than",
+        "30d",
+        "--dry-run",
+        "--json",
+    ]);
+    run.expect(0);
+    let report = &run.json_lines()[0];
+    assert_eq!(
+        (
+            &report["turns"],
+            &report["audit_records"],
+            &report["denial_records"],
+            &report["dry_run"]
+        ),
+        (&json!(1), &json!(1), &json!(1), &json!(true)),
+        "{report:#}"
+    );
+    assert!(record.exists());
+    let run = env.run(&["history", "prune", "--older-than", "30d", "--json"]);
+    run.expect(0);
+    let report = run.json_lines()[0].clone();
+    assert_eq!(
+        (
+            &report["turns"],
+            &report["audit_records"],
+            &report["denial_records"],
+            &report["dry_run"]
+        ),
+        (&json!(1), &json!(1), &json!(1), &json!(false)),
+        "{report:#}"
+    );
+    assert!(report.get("skipped").is_none(), "{report:#}");
+    assert!(!state.join("history").join(&wrote).exists());
+    // The audit log was not replaced: its old record is a hole of zero
+    // bytes, its size and the later record are where they were.
+    let bytes = std::fs::read(&audit).unwrap();
+    assert_eq!(bytes.len() as u64, audit_len);
+    assert_eq!(bytes[0], 0);
+    // The running server goes on appending to the same file.
+    let r = c.call("hello", json!({"n": 3}), &mut no_elicitation);
+    let third = turn(&r);
+    assert_eq!(c.finish(), 0);
+    let listed: Vec<String> = env
+        .run(&["history", "--json"])
+        .json_lines()
+        .iter()
+        .map(|t| t["turn"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(listed, [second.clone(), third]);
+    assert!(env.run(&["history", "--denials"]).json_lines().is_empty());
+    env.run(&["undo", "--turn", &wrote])
+        .expect_err(3, &[&format!("no turn `{wrote}` in the history")]);
+    env.run(&["history", "--turn", &first, "--decisions"])
+        .expect(3);
+    // Nothing is old any more: a second prune removes nothing.
+    let run = env.run(&["history", "prune", "--older-than", "30d"]);
+    run.expect(0);
+    assert!(
+        run.stdout.starts_with(
+            "removed 0 turn(s), 0 audit record(s) and 0 denial record(s) from before "
+        ),
+        "{}",
+        run.stdout
+    );
+    env.run(&["history", "prune", "--older-than", "month"]).expect_err(
+        3,
+        &["--older-than: malformed duration `month`: expected a number followed by `s`, `m`, `h` or `d`"],
+    );
+}
+
 #[test]
 fn serve_a_grant_added_or_revoked_elsewhere_applies_from_the_next_call() {
     let env = Env::new();
