@@ -79,21 +79,43 @@ pub trait NestedTurn: Send + Sync {
 /// A turn's cancel switch: set it from any thread, and the run stops at
 /// its next deadline check (within one epoch tick) as a deadline would
 /// stop it, with `TURN_CANCELLED`.
-#[derive(Debug, Clone, Default)]
-pub struct CancelHandle(Arc<AtomicBool>);
+#[derive(Clone, Default)]
+pub struct CancelHandle {
+    flag: Arc<AtomicBool>,
+    /// Another source of cancellation, asked at each check (a server's
+    /// request token), so nothing has to watch it and set the flag.
+    also: Option<Arc<dyn Fn() -> bool + Send + Sync>>,
+}
+
+impl std::fmt::Debug for CancelHandle {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CancelHandle")
+            .field("cancelled", &self.is_cancelled())
+            .finish()
+    }
+}
 
 impl CancelHandle {
     pub fn new() -> CancelHandle {
         CancelHandle::default()
     }
 
+    /// A switch that also counts as set once `cancelled` says so (asked at
+    /// each check: it must be cheap, an atomic load).
+    pub fn also_when(cancelled: impl Fn() -> bool + Send + Sync + 'static) -> CancelHandle {
+        CancelHandle {
+            flag: Arc::default(),
+            also: Some(Arc::new(cancelled)),
+        }
+    }
+
     /// Asks the turn to stop.
     pub fn cancel(&self) {
-        self.0.store(true, Ordering::SeqCst);
+        self.flag.store(true, Ordering::SeqCst);
     }
 
     pub fn is_cancelled(&self) -> bool {
-        self.0.load(Ordering::SeqCst)
+        self.flag.load(Ordering::SeqCst) || self.also.as_ref().is_some_and(|also| also())
     }
 }
 

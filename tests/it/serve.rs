@@ -777,6 +777,59 @@ fn serve_a_cancelled_call_stops_its_spinning_guest() {
 }
 
 #[test]
+fn serve_a_slow_call_does_not_hold_back_the_others() {
+    let env = Env::new();
+    let ws = env.mkdir("ws");
+    let (spin, hello) = (guest("spin"), guest("hello"));
+    let a = [
+        "--workspace",
+        s(&ws),
+        "--executor",
+        s(&spin),
+        "--executor",
+        s(&hello),
+        "--deadline-ms",
+        "600000",
+        "--concurrency",
+        "2",
+    ];
+    let mut c = Client::start(&env, &a, false);
+    let id = c.next;
+    c.next += 1;
+    c.send(json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+                  "params": {"name": "spin", "arguments": {}}}));
+    std::thread::sleep(Duration::from_millis(300));
+    // While the guest spins (for up to ten minutes), other calls are
+    // answered, one after another.
+    for n in 0..5 {
+        let r = c.call("hello", json!({"n": n}), &mut no_elicitation);
+        assert_eq!(r["structuredContent"], json!({"echo": {"n": n}}), "{r:#}");
+    }
+    let audit = std::fs::read_to_string(env.state_dir().join("audit.jsonl")).unwrap();
+    assert_eq!(audit.lines().count(), 5, "{audit}");
+    assert!(!audit.contains("\"executor\":\"spin\""), "{audit}");
+    // (A cancelled request gets no response, as MCP says.)
+    c.send(
+        json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
+                  "params": {"requestId": id}}),
+    );
+    let mut waited = 0;
+    loop {
+        let audit = std::fs::read_to_string(env.state_dir().join("audit.jsonl")).unwrap();
+        if audit.lines().count() == 6 {
+            let last: Value = serde_json::from_str(audit.lines().last().unwrap()).unwrap();
+            assert_eq!(last["executor"], "spin");
+            assert_eq!(last["status"], "TURN_CANCELLED", "{last:#}");
+            break;
+        }
+        waited += 1;
+        assert!(waited < 600, "the spinning turn was not stopped");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert_eq!(c.finish(), 0);
+}
+
+#[test]
 fn serve_a_client_that_closes_stdin_mid_call_stops_its_spinning_guest() {
     let env = Env::new();
     let ws = env.mkdir("ws");
