@@ -244,22 +244,7 @@ pub fn create(name: &str, kind: Kind, dir: &Path) -> Result<Vec<PathBuf>, Author
             })
         }
     }
-    let mut written = Vec::new();
-    for (rel, text) in files {
-        let path = dir.join(rel);
-        if let Some(parent) = path.parent() {
-            std::fs::create_dir_all(parent).map_err(|source| AuthoringError::Write {
-                path: parent.to_path_buf(),
-                source,
-            })?;
-        }
-        std::fs::write(&path, text).map_err(|source| AuthoringError::Write {
-            path: path.clone(),
-            source,
-        })?;
-        written.push(path);
-    }
-    Ok(written)
+    super::wit::write_files(dir, files)
 }
 
 #[cfg(test)]

@@ -34,8 +34,17 @@ pub fn package() -> &'static str {
 /// Writes every file beneath `dir` (created if needed; files already
 /// there are replaced) and returns their paths.
 pub fn write(dir: &Path) -> Result<Vec<PathBuf>, AuthoringError> {
+    write_files(dir, FILES)
+}
+
+/// Writes each `(relative path, text)` of `files` beneath `dir`, parents
+/// created, files already there replaced; returns their paths.
+pub(super) fn write_files<P: AsRef<Path>, T: AsRef<[u8]>>(
+    dir: &Path,
+    files: impl IntoIterator<Item = (P, T)>,
+) -> Result<Vec<PathBuf>, AuthoringError> {
     let mut written = Vec::new();
-    for (rel, text) in FILES {
+    for (rel, text) in files {
         let path = dir.join(rel);
         if let Some(parent) = path.parent() {
             std::fs::create_dir_all(parent).map_err(|source| AuthoringError::Write {

@@ -100,10 +100,12 @@ impl EngineKind {
     }
 }
 
-/// What one component instance may have, in every pool.
-const PER_COMPONENT_CORE_INSTANCES: u32 = 32;
-const PER_COMPONENT_MEMORIES: u32 = 8;
-const PER_COMPONENT_TABLES: u32 = 32;
+/// What one component instance may have, in every pool (and, through
+/// `GuardedLimits`, in every store). 64 core instances: a componentize-py
+/// component has 38.
+pub(crate) const PER_COMPONENT_CORE_INSTANCES: u32 = 64;
+pub(crate) const PER_COMPONENT_MEMORIES: u32 = 8;
+pub(crate) const PER_COMPONENT_TABLES: u32 = 32;
 
 /// The engine settings the isolation report depends on: what
 /// [`Sandbox::with_profile`] builds, and, through [`EngineProfile::of`],

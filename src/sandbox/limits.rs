@@ -92,16 +92,16 @@ pub struct GuardedLimits {
 
 impl GuardedLimits {
     /// The limiter of a run with `limits`: memory, table elements, and at
-    /// most 32 instances, 8 memories and 32 tables per store; a refused
-    /// growth traps.
+    /// most as many instances, memories and tables per store as the pools
+    /// allow one component (64, 8, 32); a refused growth traps.
     pub fn new(limits: &Limits) -> GuardedLimits {
         GuardedLimits {
             inner: wasmtime::StoreLimitsBuilder::new()
                 .memory_size(limits.memory_bytes)
                 .table_elements(limits.table_elements)
-                .instances(32)
-                .memories(8)
-                .tables(32)
+                .instances(super::engine::PER_COMPONENT_CORE_INSTANCES as usize)
+                .memories(super::engine::PER_COMPONENT_MEMORIES as usize)
+                .tables(super::engine::PER_COMPONENT_TABLES as usize)
                 .trap_on_grow_failure(true)
                 .build(),
             memory_hit: false,

@@ -617,7 +617,7 @@ fn authoring_a_trap_shows_the_guest_backtrace_with_function_names() {
 // another language: Python through componentize-py
 
 #[test]
-fn authoring_python_component_passes_check_with_compute_pure() {
+fn authoring_python_component_passes_check_and_runs_with_compute_pure() {
     let Ok(version) = Command::new("componentize-py").arg("--version").output() else {
         eprintln!("skipped: componentize-py is not installed (pip install componentize-py)");
         return;
@@ -682,5 +682,20 @@ fn authoring_python_component_passes_check_with_compute_pure() {
             .iter()
             .any(|l| l.starts_with("error: ") || l.starts_with("warning: declares")),
         "{check:#?}"
+    );
+    // It runs (38 core instances: within the pools' 64 per component).
+    let (run, v) = run_json(&env, &m, &env.mkdir("ws"), "Supervised", "{}", &[]);
+    run.expect(0);
+    // (A debug build compiles its 18 MB for about two minutes; the test
+    // is skipped where componentize-py is not installed, as on CI.)
+    assert_eq!(
+        v["run"]["result"],
+        json!({"status": "ok", "output": "{\"input_bytes\": 2}"}),
+        "{v:#}"
+    );
+    assert_eq!(
+        v["run"]["log"],
+        json!([{"level": "info", "message": "2 bytes of input"}]),
+        "{v:#}"
     );
 }
