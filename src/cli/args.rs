@@ -489,6 +489,17 @@ Approvals:
   with APPROVAL_REQUIRED and a pending id, which the person answers with
   `gatehouse approvals allow ID` before the agent retries the same call.
 
+History and undo:
+  Not offered unless gatehouse.toml says `[serve] tools = [\"history\",
+  \"undo\"]`: then `gatehouse_history` and `gatehouse_undo` see the serving
+  actor's own turns only. `gatehouse history prune --older-than 30d` keeps
+  the state from growing (safe while servers run).
+
+Ending:
+  stdin EOF or SIGTERM ends the session: in-flight calls get a few seconds
+  to finish, then are cancelled (journals finished, audit written). Over
+  HTTP, a session's DELETE cancels its running calls at once.
+
 HTTP (--listen 127.0.0.1:PORT):
   Streamable HTTP at http://127.0.0.1:PORT/mcp. Every request carries
   `Authorization: Bearer $(cat <state>/serve.token)` unless --no-auth; a
