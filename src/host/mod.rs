@@ -53,12 +53,14 @@ pub use crate::sandbox::{
     RunReport, StdinFrom,
 };
 use crate::snapshot::{self, SnapshotError, Sources};
-use crate::undo::{AppendLog, HistoryError};
+use crate::undo::AppendLog;
 
 pub use approver::{ApprovalRequest, Approver, Choice, NoOne, Scripted, TerminalApprover};
 pub use audit::{DenialRecord, Hashes};
 pub use gate::{Pending, Step};
 pub use grants::GrantBook;
+// What `own_turns` and `undo_own` answer with.
+pub use crate::undo::{HistoryError, TurnSummary, UndoReport, UndoStatus};
 pub use queue::{ApprovalQueue, QueueAnswer, QueueEntry, QueueError};
 
 /// Why a host could not be opened or could not keep its state.

@@ -185,7 +185,7 @@ struct Shared {
 #[derive(Default)]
 struct SessionTurns {
     next: u64,
-    running: std::collections::HashMap<String, Vec<(u64, crate::sandbox::CancelHandle)>>,
+    running: std::collections::HashMap<String, Vec<(u64, crate::host::CancelHandle)>>,
 }
 
 /// The HTTP session a call came in on, if it came over HTTP.
@@ -334,7 +334,7 @@ impl Server {
 
     /// Registers a running turn's cancel switch under its session; the
     /// key to [`Server::unregister`] it with.
-    fn register(&self, session: &str, cancel: crate::sandbox::CancelHandle) -> u64 {
+    fn register(&self, session: &str, cancel: crate::host::CancelHandle) -> u64 {
         let mut s = match self.inner.sessions.lock() {
             Ok(s) => s,
             Err(p) => p.into_inner(),
@@ -464,7 +464,7 @@ impl Server {
         // run asks the request's token at each check; so does the end of
         // its HTTP session.
         let ct = context.ct.clone();
-        request.cancel = crate::sandbox::CancelHandle::also_when(move || ct.is_cancelled());
+        request.cancel = crate::host::CancelHandle::also_when(move || ct.is_cancelled());
         let session = session_of(context);
         let registered = session
             .as_deref()
@@ -532,14 +532,14 @@ impl Server {
         let actor = &self.inner.options.actor;
         let host = self.inner.host.clone();
         let ct = context.ct.clone();
-        let cancel = crate::sandbox::CancelHandle::also_when(move || ct.is_cancelled());
+        let cancel = crate::host::CancelHandle::also_when(move || ct.is_cancelled());
         let report = tokio::task::block_in_place(|| host.undo_own(actor, turn, dry_run, &cancel));
         match report {
             Ok(report) => {
                 let failed = report
                     .steps
                     .iter()
-                    .any(|s| s.status == crate::undo::UndoStatus::Failed);
+                    .any(|s| s.status == crate::host::UndoStatus::Failed);
                 let structured = serde_json::to_value(&report).unwrap_or(Value::Null);
                 build(json!({
                     "content": [{"type": "text", "text": structured.to_string()}],
@@ -547,7 +547,7 @@ impl Server {
                     "isError": failed,
                 }))
             }
-            Err(crate::undo::HistoryError::NoSuchTurn(t)) => error_result(
+            Err(crate::host::HistoryError::NoSuchTurn(t)) => error_result(
                 None,
                 &format!("no turn `{t}` of actor `{actor}` in the history"),
                 None,

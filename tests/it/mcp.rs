@@ -17,7 +17,7 @@ use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
 use rmcp::{ClientHandler, RoleClient, ServiceExt};
 use serde_json::{json, Value};
 
-use crate::serve::{args, executors, HttpServer};
+use crate::serve::{args, executors, spin_args, wait_for_records, HttpServer};
 use crate::support::{s, Env};
 
 /// The person at the client: answers every elicitation with `answer`
@@ -499,44 +499,15 @@ async fn mcp_history_and_undo_are_tools_only_when_configured_and_only_for_own_tu
     assert_eq!(std::fs::read(ws.join("out/other.txt")).unwrap(), b"theirs");
 }
 
-/// Waits (at most `tenths` × 100 ms) until the audit or the denials log
-/// says a turn ended.
-fn wait_for_cancelled_turn(env: &Env, tenths: u32) -> String {
-    let audit = env.state_dir().join("audit.jsonl");
-    let denials = env.state_dir().join("denials.jsonl");
-    for _ in 0..tenths {
-        let text = std::fs::read_to_string(&audit).unwrap_or_default()
-            + &std::fs::read_to_string(&denials).unwrap_or_default();
-        if !text.is_empty() {
-            return text;
-        }
-        std::thread::sleep(std::time::Duration::from_millis(100));
-    }
-    panic!("the spinning turn was not stopped");
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn mcp_a_client_that_goes_away_over_http_stops_its_spinning_guest() {
     let env = Env::new();
     let ws = env.mkdir("ws");
-    let (spin, hello) = (
+    let ex = [
         crate::sandbox::guest("spin"),
         crate::sandbox::guest("hello"),
-    );
-    let server = HttpServer::start(
-        &env,
-        &[
-            "--workspace",
-            s(&ws),
-            "--executor",
-            s(&spin),
-            "--executor",
-            s(&hello),
-            "--deadline-ms",
-            "600000",
-            "--no-auth",
-        ],
-    );
+    ];
+    let server = HttpServer::start(&env, &spin_args(&ws, &ex, &["--no-auth"]));
     let person = Person::new(false);
     let session = http(&server.addr, None, &[], &person).await.unwrap();
     let peer = session.peer().clone();
@@ -552,7 +523,7 @@ async fn mcp_a_client_that_goes_away_over_http_stops_its_spinning_guest() {
     // of in-flight requests; the end of the session stops the turn at once
     // (about 0.1 s here), so 4 s is a wide margin that still tells the two
     // apart.
-    let log = tokio::task::block_in_place(|| wait_for_cancelled_turn(&env, 40));
+    let log = tokio::task::block_in_place(|| wait_for_records(&env, 1, 40));
     assert!(log.contains("TURN_CANCELLED"), "{log}");
     spinning.abort();
     // The server goes on serving other sessions.

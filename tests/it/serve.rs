@@ -729,46 +729,67 @@ fn serve_human_ask_goes_through_elicitation_or_is_denied() {
     assert_eq!(c.finish(), 0);
 }
 
+/// The arguments of a server of `spin` and `hello` in `ws` whose calls
+/// may run ten minutes, then `extra`.
+pub(crate) fn spin_args<'a>(
+    ws: &'a Path,
+    executors: &'a [PathBuf; 2],
+    extra: &[&'a str],
+) -> Vec<&'a str> {
+    let mut a = vec![
+        "--workspace",
+        s(ws),
+        "--executor",
+        s(&executors[0]),
+        "--executor",
+        s(&executors[1]),
+        "--deadline-ms",
+        "600000",
+    ];
+    a.extend_from_slice(extra);
+    a
+}
+
+/// The audit and denial lines written so far, once there are at least
+/// `lines`; waits `tenths` × 100 ms at most (a safety net, not a
+/// measurement).
+pub(crate) fn wait_for_records(env: &Env, lines: usize, tenths: u32) -> String {
+    for _ in 0..tenths {
+        let text = std::fs::read_to_string(env.state_dir().join("audit.jsonl")).unwrap_or_default()
+            + &std::fs::read_to_string(env.state_dir().join("denials.jsonl")).unwrap_or_default();
+        if text.lines().count() >= lines {
+            return text;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    panic!("fewer than {lines} records were written: the spinning turn was not stopped");
+}
+
+impl Client {
+    /// Sends a call of `spin` and returns its request id.
+    fn start_spin(&mut self) -> u64 {
+        let id = self.next;
+        self.next += 1;
+        self.send(json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+                         "params": {"name": "spin", "arguments": {}}}));
+        id
+    }
+}
+
 #[test]
 fn serve_a_cancelled_call_stops_its_spinning_guest() {
     let env = Env::new();
     let ws = env.mkdir("ws");
-    let spin = guest("spin");
-    let hello = guest("hello");
-    let a = [
-        "--workspace",
-        s(&ws),
-        "--executor",
-        s(&spin),
-        "--executor",
-        s(&hello),
-        "--deadline-ms",
-        "600000",
-    ];
-    let mut c = Client::start(&env, &a, false);
-    let id = c.next;
-    c.next += 1;
-    c.send(json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
-                  "params": {"name": "spin", "arguments": {}}}));
+    let ex = [guest("spin"), guest("hello")];
+    let mut c = Client::start(&env, &spin_args(&ws, &ex, &[]), false);
+    let id = c.start_spin();
     c.send(
         json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
                   "params": {"requestId": id, "reason": "the agent changed its mind"}}),
     );
     // The turn ends as cancelled (before or after its guest started), long
     // before its ten-minute deadline: its record says so.
-    let audit = env.state_dir().join("audit.jsonl");
-    let denials = env.state_dir().join("denials.jsonl");
-    let mut waited = 0;
-    let ended = loop {
-        let text = std::fs::read_to_string(&audit).unwrap_or_default()
-            + &std::fs::read_to_string(&denials).unwrap_or_default();
-        if !text.is_empty() {
-            break text;
-        }
-        waited += 1;
-        assert!(waited < 1200, "the spinning turn was not stopped");
-        std::thread::sleep(Duration::from_millis(100));
-    };
+    let ended = wait_for_records(&env, 1, 1200);
     assert!(ended.contains("TURN_CANCELLED"), "{ended}");
     // The server goes on serving.
     let r = c.call("hello", json!({}), &mut no_elicitation);
@@ -780,24 +801,9 @@ fn serve_a_cancelled_call_stops_its_spinning_guest() {
 fn serve_a_slow_call_does_not_hold_back_the_others() {
     let env = Env::new();
     let ws = env.mkdir("ws");
-    let (spin, hello) = (guest("spin"), guest("hello"));
-    let a = [
-        "--workspace",
-        s(&ws),
-        "--executor",
-        s(&spin),
-        "--executor",
-        s(&hello),
-        "--deadline-ms",
-        "600000",
-        "--concurrency",
-        "2",
-    ];
-    let mut c = Client::start(&env, &a, false);
-    let id = c.next;
-    c.next += 1;
-    c.send(json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
-                  "params": {"name": "spin", "arguments": {}}}));
+    let ex = [guest("spin"), guest("hello")];
+    let mut c = Client::start(&env, &spin_args(&ws, &ex, &["--concurrency", "2"]), false);
+    let id = c.start_spin();
     std::thread::sleep(Duration::from_millis(300));
     // While the guest spins (for up to ten minutes), other calls are
     // answered, one after another.
@@ -813,19 +819,10 @@ fn serve_a_slow_call_does_not_hold_back_the_others() {
         json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
                   "params": {"requestId": id}}),
     );
-    let mut waited = 0;
-    loop {
-        let audit = std::fs::read_to_string(env.state_dir().join("audit.jsonl")).unwrap();
-        if audit.lines().count() == 6 {
-            let last: Value = serde_json::from_str(audit.lines().last().unwrap()).unwrap();
-            assert_eq!(last["executor"], "spin");
-            assert_eq!(last["status"], "TURN_CANCELLED", "{last:#}");
-            break;
-        }
-        waited += 1;
-        assert!(waited < 600, "the spinning turn was not stopped");
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    let audit = wait_for_records(&env, 6, 600);
+    let last: Value = serde_json::from_str(audit.lines().last().unwrap()).unwrap();
+    assert_eq!(last["executor"], "spin");
+    assert_eq!(last["status"], "TURN_CANCELLED", "{last:#}");
     assert_eq!(c.finish(), 0);
 }
 
@@ -833,20 +830,9 @@ fn serve_a_slow_call_does_not_hold_back_the_others() {
 fn serve_a_client_that_closes_stdin_mid_call_stops_its_spinning_guest() {
     let env = Env::new();
     let ws = env.mkdir("ws");
-    let spin = guest("spin");
-    let a = [
-        "--workspace",
-        s(&ws),
-        "--executor",
-        s(&spin),
-        "--deadline-ms",
-        "600000",
-    ];
-    let mut c = Client::start(&env, &a, false);
-    let id = c.next;
-    c.next += 1;
-    c.send(json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
-                  "params": {"name": "spin", "arguments": {}}}));
+    let ex = [guest("spin"), guest("hello")];
+    let mut c = Client::start(&env, &spin_args(&ws, &ex, &[]), false);
+    c.start_spin();
     std::thread::sleep(Duration::from_millis(300));
     // The agent runtime goes away: stdin closes mid-call. The server
     // drains (rmcp gives in-flight calls 5 s), then cancels the turn and
@@ -865,8 +851,7 @@ fn serve_a_client_that_closes_stdin_mid_call_stops_its_spinning_guest() {
         std::thread::sleep(Duration::from_millis(100));
     };
     assert_eq!(code, Some(0));
-    let audit = std::fs::read_to_string(env.state_dir().join("audit.jsonl")).unwrap_or_default()
-        + &std::fs::read_to_string(env.state_dir().join("denials.jsonl")).unwrap_or_default();
+    let audit = wait_for_records(&env, 1, 1);
     assert!(audit.contains("TURN_CANCELLED"), "{audit}");
 }
 
