@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
 use serde::Serialize;
-use wasmtime::component::{types::ComponentItem, Component, InstancePre, Linker};
+use wasmtime::component::{types::ComponentItem, Component, Linker};
 use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig};
 
 use super::isolation::{self, IsolationReport};
@@ -303,15 +303,29 @@ fn check_pin(path: &Path, digest: &str, pinned: Option<&str>) -> Result<(), Load
     }
 }
 
-/// A component prepared once per host: its digest, its imports, whether it
-/// is a command, and one `InstancePre` per set of linked bindings.
+/// A component prepared once per host: its digest, its imports (with what
+/// each needs, looked up in the table once), whether it is a command, and
+/// one typed pre-instance per set of linked bindings.
 pub(crate) struct Prepared {
     identity: FileIdentity,
     pub digest: String,
     pub component: Component,
     pub imports: Arc<[String]>,
+    /// What each of `imports` needs ([`super::table::authority`]), in the
+    /// same order.
+    pub authorities: Arc<[super::table::Authority]>,
     pub is_command: bool,
-    pres: Mutex<HashMap<Vec<&'static str>, InstancePre<super::state::HostState>>>,
+    /// By the bit set of the table's bindings linked
+    /// ([`super::table::granted_mask`]).
+    pres: std::sync::RwLock<HashMap<u32, Pre>>,
+}
+
+/// A component linked with one set of bindings, its exports type-checked
+/// once: a command (`wasi:cli/run`) or an executor (`run`).
+#[derive(Clone)]
+pub(crate) enum Pre {
+    Command(wasmtime_wasi::p2::bindings::sync::CommandPre<super::state::HostState>),
+    Executor(super::bindings::ExecutorHostPre<super::state::HostState>),
 }
 
 /// Why a component could not be prepared for instantiation.
@@ -322,26 +336,42 @@ pub(crate) enum PreError {
     /// interface version no binding has, a function of another type):
     /// refused before any instance exists.
     Imports(wasmtime::Error),
+    /// Its exports are not those of its kind (no `run` of the executor
+    /// world's type): the run fails as it would at instantiation.
+    Exports(wasmtime::Error),
 }
 
 impl Prepared {
-    /// The instance-pre of this component linked with the bindings named
-    /// by `key`, made by `link` the first time only.
-    pub(crate) fn instance_pre(
+    /// The pre-instance of this component linked with the bindings of
+    /// `mask`, made by `link` the first time only.
+    pub(crate) fn pre(
         &self,
-        key: Vec<&'static str>,
+        mask: u32,
         link: impl FnOnce() -> wasmtime::Result<Linker<super::state::HostState>>,
-    ) -> Result<InstancePre<super::state::HostState>, PreError> {
-        if let Some(pre) = self.pres.lock().ok().and_then(|m| m.get(&key).cloned()) {
+    ) -> Result<Pre, PreError> {
+        let known = match self.pres.read() {
+            Ok(m) => m.get(&mask).cloned(),
+            Err(poisoned) => poisoned.into_inner().get(&mask).cloned(),
+        };
+        if let Some(pre) = known {
             return Ok(pre);
         }
         let pre = link()
             .map_err(PreError::Link)?
             .instantiate_pre(&self.component)
             .map_err(PreError::Imports)?;
-        if let Ok(mut m) = self.pres.lock() {
-            m.insert(key, pre.clone());
-        }
+        let pre = if self.is_command {
+            Pre::Command(
+                wasmtime_wasi::p2::bindings::sync::CommandPre::new(pre)
+                    .map_err(PreError::Exports)?,
+            )
+        } else {
+            Pre::Executor(super::bindings::ExecutorHostPre::new(pre).map_err(PreError::Exports)?)
+        };
+        match self.pres.write() {
+            Ok(mut m) => m.insert(mask, pre.clone()),
+            Err(poisoned) => poisoned.into_inner().insert(mask, pre.clone()),
+        };
         Ok(pre)
     }
 }
@@ -485,9 +515,13 @@ impl Sandbox {
         check_pin(path, &digest, pinned)?;
         let (component, cache_hit) = self.load(path, &bytes, &digest)?;
         let ty = component.component_type();
-        let imports = ty
+        let imports: Arc<[String]> = ty
             .imports(&self.engine)
             .map(|(name, _)| name.to_string())
+            .collect();
+        let authorities = imports
+            .iter()
+            .map(|i| super::table::authority(super::imports::interface_name(i)))
             .collect();
         let is_command = ty.exports(&self.engine).any(|(name, item)| {
             name.starts_with("wasi:cli/run@")
@@ -498,8 +532,9 @@ impl Sandbox {
             digest,
             component,
             imports,
+            authorities,
             is_command,
-            pres: Mutex::new(HashMap::new()),
+            pres: std::sync::RwLock::new(HashMap::new()),
         });
         if let Ok(mut m) = self.prepared.lock() {
             m.insert(path.to_path_buf(), p.clone());
