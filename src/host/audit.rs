@@ -72,9 +72,14 @@ impl TurnAudit {
     /// The audit of `turn`, each line ending with `tail` (see [`tail`]),
     /// kept in `journal`.
     pub(crate) fn new(turn: &str, tail: std::sync::Arc<str>, journal: TurnJournal) -> TurnAudit {
+        // `"turn":"<id>",` in one buffer.
+        let mut turn_field = String::with_capacity(turn.len() + 12);
+        turn_field.push_str("\"turn\":");
+        turn_field.push_str(&encode(&turn));
+        turn_field.push(',');
         TurnAudit {
             turn: turn.to_string(),
-            turn_field: format!("\"turn\":{},", encode(&turn)),
+            turn_field,
             tail,
             journal,
         }

@@ -576,19 +576,27 @@ impl Inner {
             journal.clone(),
         ));
         audit.record_gate(None, &t.decisions, &t.approvals);
+        let memory_db = || self.state.state_dir.join("memory.db");
         let services = nested::services(
-            nested::Scope {
+            nested::Base {
+                memory_db: memory_db(),
+                frozen: &t.frozen,
+                audit: &audit,
+                request: t.request,
+            },
+            plan,
+            0,
+            self.journaled.then(|| journal.clone()),
+            || nested::Scope {
                 manifests: self.manifests.clone(),
                 on_degraded: self.on_degraded,
-                memory_db: self.state.state_dir.join("memory.db"),
+                memory_db: memory_db(),
                 frozen: t.frozen.clone(),
                 sandbox: sandbox.clone(),
-                audit,
+                audit: audit.clone(),
                 request: t.request.clone(),
                 turn: t.id.to_string(),
             },
-            0,
-            self.journaled.then(|| journal.clone()),
         );
         let end = match execute(sandbox, plan, &t.request.input, &t.request.io, &services) {
             Ok(report) => {
