@@ -112,17 +112,31 @@ impl Watcher {
     /// when one of them cannot be watched soundly (see the module
     /// documentation): the caller checks them itself every time. Watch
     /// first, then read the files: a change after this call is seen.
+    ///
+    /// The same paths watched again (a file that could not be read, asked
+    /// for at the next turn) get the key they had.
     pub fn watch(&self, paths: &[&Path]) -> Option<WatchKey> {
         let mut inner = self.inner.lock().ok()?;
-        let key = inner.keys.len();
+        let same = |k: &KeyState| {
+            k.paths.len() == paths.len() && k.paths.iter().zip(paths).all(|(a, b)| a == b)
+        };
+        let (key, known) = match inner.keys.iter().position(same) {
+            Some(k) => (k, true),
+            None => (inner.keys.len(), false),
+        };
         for p in paths {
             inner.arm(p, key)?;
         }
-        inner.keys.push(KeyState {
+        let state = KeyState {
             paths: paths.iter().map(|p| p.to_path_buf()).collect(),
             changed: false,
             checked: Instant::now(),
-        });
+        };
+        if known {
+            inner.keys[key] = state;
+        } else {
+            inner.keys.push(state);
+        }
         Some(WatchKey(key))
     }
 
@@ -349,6 +363,23 @@ mod tests {
         // check too many, never one too few.)
         std::fs::remove_file(&file).unwrap();
         assert!(ran(&w, key));
+    }
+
+    #[test]
+    fn the_same_paths_watched_again_get_their_key() {
+        let Some(w) = Watcher::new() else { return };
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().canonicalize().unwrap();
+        if !local_filesystem(&root) {
+            return;
+        }
+        let missing = root.join("none.wasm");
+        let a = w.watch(&[&missing]).unwrap();
+        let b = w.watch(&[&missing]).unwrap();
+        assert_eq!(a, b);
+        assert_ne!(w.watch(&[&root.join("other")]).unwrap(), a);
+        std::fs::write(&missing, "").unwrap();
+        assert!(ran(&w, a));
     }
 
     #[test]
