@@ -327,6 +327,8 @@ struct Frozen {
     hashes: Arc<Hashes>,
     /// Each actor's audit-line tail under this snapshot, encoded once.
     tails: std::collections::BTreeMap<String, Arc<str>>,
+    /// The gate steps of turns under this snapshot, encoded once each.
+    encoded: audit::EncodedSteps,
 }
 
 impl Frozen {
@@ -347,6 +349,7 @@ impl Frozen {
             snapshot,
             hashes,
             tails,
+            encoded: audit::EncodedSteps::default(),
         }
     }
 

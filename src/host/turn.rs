@@ -575,7 +575,7 @@ impl Inner {
             t.frozen.tail(&t.request.actor),
             journal.clone(),
         ));
-        audit.record_gate(None, &t.decisions, &t.approvals);
+        audit.record_turn_gate(&t.frozen.encoded, &t.decisions, &t.approvals);
         let memory_db = || self.state.state_dir.join("memory.db");
         let services = nested::services(
             nested::Base {
