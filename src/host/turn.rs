@@ -561,7 +561,7 @@ impl Inner {
                 turn: t.id.to_string(),
                 executor: t.request.executor.clone(),
                 actor: t.request.actor.clone(),
-                level: snapshot.level.as_str().to_string(),
+                level: snapshot.level.as_str().into(),
                 started_at: now_utc(),
                 finished_at: None,
                 status: "running".into(),
@@ -647,7 +647,7 @@ impl Inner {
         t.end(end)
     }
 
-    fn finish_journal(&self, journal: &TurnJournal, id: &str, status: &str) {
+    fn finish_journal(&self, journal: &TurnJournal, id: &str, status: &'static str) {
         if let Err(e) = journal.finish(status, now_utc()) {
             tracing::warn!("turn `{id}`: {}", chain(&e));
         }
