@@ -18,6 +18,7 @@
 mod env;
 mod on_degraded;
 mod resolve;
+pub mod watch;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

@@ -72,9 +72,14 @@ impl TurnAudit {
     /// The audit of `turn`, each line ending with `tail` (see [`tail`]),
     /// kept in `journal`.
     pub(crate) fn new(turn: &str, tail: std::sync::Arc<str>, journal: TurnJournal) -> TurnAudit {
+        // `"turn":"<id>",` in one buffer.
+        let mut turn_field = String::with_capacity(turn.len() + 12);
+        turn_field.push_str("\"turn\":");
+        turn_field.push_str(&encode(&turn));
+        turn_field.push(',');
         TurnAudit {
             turn: turn.to_string(),
-            turn_field: format!("\"turn\":{},", encode(&turn)),
+            turn_field,
             tail,
             journal,
         }
@@ -96,6 +101,20 @@ impl TurnAudit {
             self.turn_field.as_str()
         };
         line.reserve(1 + turn.len() + self.tail.len());
+        self.finish_line(line, turn);
+    }
+
+    /// [`TurnAudit::keep`] of a body encoded before (shared), completed
+    /// with this turn: one buffer, sized once.
+    fn keep_encoded(&self, body: &str) {
+        let open = body.strip_suffix('}').unwrap_or(body);
+        let mut line =
+            String::with_capacity(open.len() + 1 + self.turn_field.len() + self.tail.len());
+        line.push_str(open);
+        self.finish_line(line, &self.turn_field);
+    }
+
+    fn finish_line(&self, mut line: String, turn: &str) {
         if !line.ends_with('{') {
             line.push(',');
         }
@@ -116,12 +135,7 @@ impl TurnAudit {
     ) {
         let nested = turn.map(|t| format!("\"turn\":{},", encode(&t)));
         for s in steps {
-            let body = encode(&GateLine {
-                request: &s.request,
-                decision: &s.decision,
-                approval: s.approval,
-                grant: s.decision.grant(),
-            });
+            let body = encode_step(s);
             match &nested {
                 Some(field) => {
                     let body = format!("{{{field}{}", body.strip_prefix('{').unwrap_or(&body));
@@ -132,6 +146,77 @@ impl TurnAudit {
         }
         for a in answers {
             self.keep(encode(&AnswerLine { approval: a }), false);
+        }
+    }
+
+    /// [`TurnAudit::record_gate`] of a turn's own gate, each step's body
+    /// taken from `encoded` when the same step (request, decision,
+    /// approval) was encoded before under the same snapshot: the line is
+    /// byte for byte the one encoding it again would give.
+    pub(crate) fn record_turn_gate(
+        &self,
+        encoded: &EncodedSteps,
+        steps: &[super::Step],
+        answers: &[super::Answer],
+    ) {
+        for s in steps {
+            match encoded.get(s) {
+                Some(body) => self.keep_encoded(&body),
+                None => {
+                    let body = encode_step(s);
+                    encoded.put(s, &body);
+                    self.keep(body, false);
+                }
+            }
+        }
+        for a in answers {
+            self.keep(encode(&AnswerLine { approval: a }), false);
+        }
+    }
+}
+
+fn encode_step(s: &super::Step) -> String {
+    encode(&GateLine {
+        request: &s.request,
+        decision: &s.decision,
+        approval: s.approval,
+        grant: s.decision.grant(),
+    })
+}
+
+/// The gate steps encoded under one snapshot (see
+/// [`TurnAudit::record_turn_gate`]), at most [`EncodedSteps::MAX`].
+#[derive(Default)]
+pub(crate) struct EncodedSteps {
+    steps: std::sync::RwLock<Vec<(super::Step, std::sync::Arc<str>)>>,
+}
+
+impl EncodedSteps {
+    /// Past this many distinct steps, new ones are encoded every time.
+    const MAX: usize = 64;
+
+    fn same(a: &super::Step, b: &super::Step) -> bool {
+        a.approval == b.approval && a.decision == b.decision && a.request == b.request
+    }
+
+    fn get(&self, step: &super::Step) -> Option<std::sync::Arc<str>> {
+        let steps = match self.steps.read() {
+            Ok(s) => s,
+            Err(poisoned) => poisoned.into_inner(),
+        };
+        steps
+            .iter()
+            .find(|(s, _)| Self::same(s, step))
+            .map(|(_, body)| body.clone())
+    }
+
+    fn put(&self, step: &super::Step, body: &str) {
+        let mut steps = match self.steps.write() {
+            Ok(s) => s,
+            Err(poisoned) => poisoned.into_inner(),
+        };
+        if steps.len() < Self::MAX && !steps.iter().any(|(s, _)| Self::same(s, step)) {
+            steps.push((step.clone(), std::sync::Arc::from(body)));
         }
     }
 }
@@ -170,4 +255,87 @@ pub struct DenialRecord {
     pub pending_id: Option<String>,
     #[serde(flatten)]
     pub hashes: Hashes,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::policy::{Decision, Request, RequestKind};
+    use crate::undo::{AppendLog, TurnRecord};
+
+    fn step(skill: &str, reason: &str) -> crate::host::Step {
+        crate::host::Step {
+            request: Request::new(
+                "main",
+                RequestKind::Skill {
+                    skill: skill.into(),
+                },
+            ),
+            decision: Decision::Allow {
+                reason: reason.into(),
+                grant: None,
+            },
+            approval: None,
+        }
+    }
+
+    /// The audit record of turn `id` with `steps`, through the cache or not.
+    fn record(
+        dir: &std::path::Path,
+        id: &str,
+        steps: &[crate::host::Step],
+        cache: Option<&EncodedSteps>,
+        time: crate::policy::UtcTime,
+    ) -> String {
+        static N: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let log = AppendLog::new(&dir.join(format!("{id}-{n}.jsonl")));
+        let journal = TurnJournal::lazy(
+            &dir.join("history"),
+            TurnRecord {
+                turn: id.into(),
+                executor: "hello".into(),
+                actor: "main".into(),
+                level: "Supervised".into(),
+                started_at: time,
+                finished_at: None,
+                status: "running".into(),
+                undo: "none".into(),
+                args: Vec::new(),
+            },
+            Some(log.clone()),
+        );
+        let hashes = Hashes {
+            definition: "d".into(),
+            policy: "p".into(),
+        };
+        let audit = TurnAudit::new(id, tail("main", None, &hashes).into(), journal.clone());
+        match cache {
+            Some(c) => audit.record_turn_gate(c, steps, &[]),
+            None => audit.record_gate(None, steps, &[]),
+        }
+        journal.finish("ok", time).unwrap();
+        std::fs::read_to_string(log.path()).unwrap()
+    }
+
+    #[test]
+    fn a_step_encoded_once_gives_the_same_line_and_another_step_its_own() {
+        let dir = tempfile::tempdir().unwrap();
+        let steps = [step("hello", "granted"), step("hello", "granted again")];
+        let cache = EncodedSteps::default();
+        let t = crate::grants::now_utc();
+        let plain = record(dir.path(), "t1", &steps, None, t);
+        let first = record(dir.path(), "t1", &steps, Some(&cache), t);
+        let cached = record(dir.path(), "t1", &steps, Some(&cache), t);
+        assert_eq!(plain, first);
+        assert_eq!(plain, cached);
+        assert_eq!(cache.steps.read().unwrap().len(), 2);
+        // Another turn, another decision: their own lines.
+        let other = [step("hello", "granted"), step("other", "granted")];
+        let other_line = record(dir.path(), "t2", &other, Some(&cache), t);
+        assert_eq!(other_line, record(dir.path(), "t2", &other, None, t));
+        assert!(other_line.contains("\"turn\":\"t2\""));
+        assert!(other_line.contains("\"skill\":\"other\""));
+        assert!(!other_line.contains("granted again"));
+    }
 }

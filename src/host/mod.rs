@@ -40,6 +40,7 @@ use std::sync::{Arc, OnceLock, RwLock};
 
 use serde::Serialize;
 
+use crate::config::watch::{WatchKey, Watcher};
 use crate::config::{HostConfig, StatePaths};
 use crate::grants::{now_utc, GrantError};
 use crate::manifest::Manifest;
@@ -309,6 +310,10 @@ struct Inner {
     /// `grants revoke` or `add` by another process) rebuilds the snapshot
     /// first, so grants are read at each decision.
     grants_stamp: std::sync::Mutex<turn::GrantsStamp>,
+    /// Tells when the grants database may have changed, so that a turn
+    /// need not `stat` it (a long-lived host whose state directory can be
+    /// watched; `None`: every turn compares the stamp).
+    grants_watch: Option<(Watcher, WatchKey)>,
     /// The write roots of the turns running now: turns that may write the
     /// same place run one after the other.
     write_roots: roots::WriteRoots,
@@ -325,6 +330,8 @@ struct Frozen {
     hashes: Arc<Hashes>,
     /// Each actor's audit-line tail under this snapshot, encoded once.
     tails: std::collections::BTreeMap<String, Arc<str>>,
+    /// The gate steps of turns under this snapshot, encoded once each.
+    encoded: audit::EncodedSteps,
 }
 
 impl Frozen {
@@ -345,6 +352,7 @@ impl Frozen {
             snapshot,
             hashes,
             tails,
+            encoded: audit::EncodedSteps::default(),
         }
     }
 
@@ -368,6 +376,14 @@ impl Host {
     /// store is written only by an "allow and remember" answer.
     pub fn open(options: HostOptions) -> Result<Host, HostError> {
         let audit_log = AppendLog::new(&options.state.state_dir.join("audit.jsonl"));
+        // Watched before the stamp is taken: a change after it is seen.
+        let grants_watch = (options.engine == EngineKind::LongLived)
+            .then(Watcher::new)
+            .flatten()
+            .and_then(|w| {
+                let key = w.watch(&turn::grants_paths(&options.state).each())?;
+                Some((w, key))
+            });
         let stamp = turn::grants_stamp(&options.state);
         let denials_log = AppendLog::new(&options.state.state_dir.join("denials.jsonl"));
         let snap = build_snapshot(
@@ -393,6 +409,7 @@ impl Host {
             approval_queue: options.approval_queue,
             snapshot: RwLock::new(Arc::new(Frozen::new(snap))),
             grants_stamp: std::sync::Mutex::new(stamp),
+            grants_watch,
             write_roots: roots::WriteRoots::default(),
             sandbox: OnceLock::new(),
             audit_log,

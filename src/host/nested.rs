@@ -13,7 +13,7 @@ use crate::config::chain;
 use crate::manifest::Manifest;
 use crate::policy::{decide, Capability, Decision, DenyCode, Request, RequestKind};
 use crate::sandbox::services::{CommandScreen, NestedError, NestedTurn};
-use crate::sandbox::{execute, GuestResult, OnDegraded, RunServices, Sandbox};
+use crate::sandbox::{execute, GuestResult, OnDegraded, Plan, RunServices, Sandbox};
 use crate::undo::TurnJournal;
 
 /// What the services of one turn (and its nested turns) are bound to.
@@ -31,20 +31,63 @@ pub(super) struct Scope {
     pub turn: String,
 }
 
-/// The services of a run of `scope` at `depth`, journaled into `journal`.
-pub(super) fn services(scope: Scope, depth: u32, journal: Option<TurnJournal>) -> RunServices {
+/// What every run's services are built from (see [`services`]).
+pub(super) struct Base<'a> {
+    pub memory_db: PathBuf,
+    pub frozen: &'a Arc<Frozen>,
+    pub audit: &'a Arc<TurnAudit>,
+    pub request: &'a TurnRequest,
+}
+
+/// The services of a run of `plan` at `depth`, journaled into `journal`:
+/// only what the plan can use. The command screen is bound to the actor
+/// only for a plan that may run a command (`code:exec`, a command
+/// executor), delegation (and the `Scope` it keeps, made by `scope`) only
+/// for one allowed `delegate:call`; any other plan gets a screen that
+/// refuses every command and no delegation, which its run never asks for
+/// (the `exec` and `delegate` interfaces are not linked for it).
+pub(super) fn services(
+    base: Base<'_>,
+    plan: &Plan,
+    depth: u32,
+    journal: Option<TurnJournal>,
+    scope: impl FnOnce() -> Scope,
+) -> RunServices {
+    let screen: Arc<dyn CommandScreen> =
+        if plan.exec_tools().is_empty() && plan.command().is_empty() {
+            Arc::new(NoCommands)
+        } else {
+            Arc::new(ActorScreen {
+                frozen: base.frozen.clone(),
+                actor: base.request.actor.clone(),
+            })
+        };
+    let nested: Option<Arc<dyn NestedTurn>> = if plan.delegates().is_empty() {
+        None
+    } else {
+        Some(Arc::new(Nested(scope())))
+    };
     RunServices {
-        memory_db: scope.memory_db.clone(),
+        memory_db: base.memory_db,
         depth,
         journal,
-        audit: scope.audit.clone(),
-        screen: Arc::new(ActorScreen {
-            frozen: scope.frozen.clone(),
-            actor: scope.request.actor.clone(),
-        }),
-        cancel: scope.request.cancel.clone(),
-        asker: scope.request.asker.clone(),
-        nested: Some(Arc::new(Nested(scope))),
+        audit: base.audit.clone(),
+        screen,
+        cancel: base.request.cancel.clone(),
+        asker: base.request.asker.clone(),
+        nested,
+    }
+}
+
+/// The screen of a plan that may run no command.
+struct NoCommands;
+
+impl CommandScreen for NoCommands {
+    fn screen(&self, tool: &str, _command: &str) -> Result<(), (DenyCode, String)> {
+        Err((
+            DenyCode::ToolNotGranted,
+            format!("`{tool}`: this turn was allowed no command"),
+        ))
     }
 }
 
@@ -138,12 +181,24 @@ impl NestedTurn for Nested {
                 reason,
             });
         }
-        let mut callee = Scope {
-            turn,
-            ..scope.clone()
-        };
-        callee.request.limits = limits;
-        let services = services(callee, depth, journal);
+        let mut request = scope.request.clone();
+        request.limits = limits;
+        let services = services(
+            Base {
+                memory_db: scope.memory_db.clone(),
+                frozen: &scope.frozen,
+                audit: &scope.audit,
+                request: &request,
+            },
+            &plan,
+            depth,
+            journal,
+            || Scope {
+                turn,
+                request: request.clone(),
+                ..scope.clone()
+            },
+        );
         match execute(
             &scope.sandbox,
             &plan,

@@ -25,6 +25,22 @@ use crate::undo::{TurnJournal, TurnRecord};
 /// the file and of its write-ahead log (where SQLite commits first).
 pub(super) type GrantsStamp = [Option<(u64, std::time::SystemTime)>; 2];
 
+/// The grants database and its write-ahead log.
+pub(super) struct GrantsPaths([std::path::PathBuf; 2]);
+
+impl GrantsPaths {
+    pub(super) fn each(&self) -> [&std::path::Path; 2] {
+        [&self.0[0], &self.0[1]]
+    }
+}
+
+/// The files of `state`'s grants database.
+pub(super) fn grants_paths(state: &crate::config::StatePaths) -> GrantsPaths {
+    let mut wal = state.grants_db.clone().into_os_string();
+    wal.push("-wal");
+    GrantsPaths([state.grants_db.clone(), wal.into()])
+}
+
 /// The [`GrantsStamp`] of `state`'s grants database now.
 pub(super) fn grants_stamp(state: &crate::config::StatePaths) -> GrantsStamp {
     let of = |p: &std::path::Path| {
@@ -32,9 +48,9 @@ pub(super) fn grants_stamp(state: &crate::config::StatePaths) -> GrantsStamp {
             .ok()
             .and_then(|m| Some((m.len(), m.modified().ok()?)))
     };
-    let mut wal = state.grants_db.clone().into_os_string();
-    wal.push("-wal");
-    [of(&state.grants_db), of(std::path::Path::new(&wal))]
+    let paths = grants_paths(state);
+    let [db, wal] = paths.each();
+    [of(db), of(wal)]
 }
 
 /// Where [`Inner::advance`] got to.
@@ -92,8 +108,21 @@ impl Inner {
 
     /// Rebuilds the snapshot when the grants database changed since it
     /// was built; a database that cannot be read keeps the snapshot
-    /// (logged).
+    /// (logged). With a watch on the database, its files are looked at
+    /// only when the watch says they may have changed (a write, a rename,
+    /// a new write-ahead log: see [`crate::config::watch`]); the check and
+    /// the rebuild happen with the watcher held, so no turn runs ahead of
+    /// a rebuild another turn is making.
     pub(super) fn reread_grants(&self) {
+        match &self.grants_watch {
+            Some((watcher, key)) => {
+                watcher.check(*key, || self.reread_grants_now());
+            }
+            None => self.reread_grants_now(),
+        }
+    }
+
+    fn reread_grants_now(&self) {
         let now = grants_stamp(&self.state);
         let changed = match self.grants_stamp.lock() {
             Ok(s) => *s != now,
@@ -532,7 +561,7 @@ impl Inner {
                 turn: t.id.to_string(),
                 executor: t.request.executor.clone(),
                 actor: t.request.actor.clone(),
-                level: snapshot.level.as_str().to_string(),
+                level: snapshot.level.as_str().into(),
                 started_at: now_utc(),
                 finished_at: None,
                 status: "running".into(),
@@ -546,20 +575,28 @@ impl Inner {
             t.frozen.tail(&t.request.actor),
             journal.clone(),
         ));
-        audit.record_gate(None, &t.decisions, &t.approvals);
+        audit.record_turn_gate(&t.frozen.encoded, &t.decisions, &t.approvals);
+        let memory_db = || self.state.state_dir.join("memory.db");
         let services = nested::services(
-            nested::Scope {
+            nested::Base {
+                memory_db: memory_db(),
+                frozen: &t.frozen,
+                audit: &audit,
+                request: t.request,
+            },
+            plan,
+            0,
+            self.journaled.then(|| journal.clone()),
+            || nested::Scope {
                 manifests: self.manifests.clone(),
                 on_degraded: self.on_degraded,
-                memory_db: self.state.state_dir.join("memory.db"),
+                memory_db: memory_db(),
                 frozen: t.frozen.clone(),
                 sandbox: sandbox.clone(),
-                audit,
+                audit: audit.clone(),
                 request: t.request.clone(),
                 turn: t.id.to_string(),
             },
-            0,
-            self.journaled.then(|| journal.clone()),
         );
         let end = match execute(sandbox, plan, &t.request.input, &t.request.io, &services) {
             Ok(report) => {
@@ -610,7 +647,7 @@ impl Inner {
         t.end(end)
     }
 
-    fn finish_journal(&self, journal: &TurnJournal, id: &str, status: &str) {
+    fn finish_journal(&self, journal: &TurnJournal, id: &str, status: &'static str) {
         if let Err(e) = journal.finish(status, now_utc()) {
             tracing::warn!("turn `{id}`: {}", chain(&e));
         }

@@ -447,9 +447,19 @@ fn tool_request(actor: &Actor, tool: &str, cmd: Option<&str>) -> Decision {
     Decision::allow(format!("tool `{tool}` is granted"))
 }
 
+/// `parts` joined, in one allocation: the reasons every allowed turn
+/// carries are built without the formatting machinery.
+fn concat(parts: &[&str]) -> String {
+    let mut s = String::with_capacity(parts.iter().map(|p| p.len()).sum());
+    for p in parts {
+        s.push_str(p);
+    }
+    s
+}
+
 fn by_name(granted: &[String], name: &str, wildcard: bool, code: DenyCode, what: &str) -> Decision {
     if granted.iter().any(|g| g == name || (wildcard && g == "*")) {
-        return Decision::allow(format!("{what} `{name}` is granted"));
+        return Decision::allow(concat(&[what, " `", name, "` is granted"]));
     }
     Decision::deny(code, format!("{what} `{name}` is not granted"))
 }
@@ -565,7 +575,12 @@ fn capability_request(
                 reason: format!("{level} needs approval for `{capability}`; grant #{id} covers it"),
                 grant: Some(id),
             },
-            None => Decision::allow(format!("{level} allows `{capability}`")),
+            None => Decision::allow(concat(&[
+                level.as_str(),
+                " allows `",
+                capability.as_str(),
+                "`",
+            ])),
         },
         Outcome::Denied => Decision::deny(
             DenyCode::CapabilityDenied,

@@ -4,14 +4,15 @@
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, OnceLock};
 
 use serde::Serialize;
-use wasmtime::component::{types::ComponentItem, Component, InstancePre, Linker};
+use wasmtime::component::{types::ComponentItem, Component, Linker};
 use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig};
 
 use super::isolation::{self, IsolationReport};
 use super::limits::{Limits, EPOCH_TICK_MS};
+use crate::config::watch::{WatchKey, Watcher};
 use crate::policy::snapshot::sha256_hex;
 
 /// What the engine path did; a denied turn must leave every counter at 0.
@@ -37,7 +38,11 @@ pub struct Sandbox {
     cache_dir: PathBuf,
     /// Components prepared in this process, by path: re-read only when the
     /// file's identity changes.
-    prepared: Mutex<HashMap<PathBuf, Arc<Prepared>>>,
+    prepared: std::sync::RwLock<HashMap<PathBuf, Arc<Prepared>>>,
+    /// Tells when a prepared component's file may have changed, so that a
+    /// turn need not `stat` it (a long-lived engine only; `None`: every
+    /// turn looks at the file's identity).
+    watcher: Option<Watcher>,
     counters: Arc<Counters>,
     ticker: OnceLock<()>,
     /// Read back from `engine` once it was built.
@@ -305,15 +310,32 @@ fn check_pin(path: &Path, digest: &str, pinned: Option<&str>) -> Result<(), Load
     }
 }
 
-/// A component prepared once per host: its digest, its imports, whether it
-/// is a command, and one `InstancePre` per set of linked bindings.
+/// A component prepared once per host: its digest, its imports (with what
+/// each needs, looked up in the table once), whether it is a command, and
+/// one typed pre-instance per set of linked bindings.
 pub(crate) struct Prepared {
     identity: FileIdentity,
+    /// The file's watch, when it has one: its identity is looked at only
+    /// when the watch says it may have changed.
+    watch: Option<WatchKey>,
     pub digest: String,
     pub component: Component,
     pub imports: Arc<[String]>,
+    /// What each of `imports` needs ([`super::table::authority`]), in the
+    /// same order.
+    pub authorities: Arc<[super::table::Authority]>,
     pub is_command: bool,
-    pres: Mutex<HashMap<Vec<&'static str>, InstancePre<super::state::HostState>>>,
+    /// By the bit set of the table's bindings linked
+    /// ([`super::table::granted_mask`]).
+    pres: std::sync::RwLock<HashMap<u32, Pre>>,
+}
+
+/// A component linked with one set of bindings, its exports type-checked
+/// once: a command (`wasi:cli/run`) or an executor (`run`).
+#[derive(Clone)]
+pub(crate) enum Pre {
+    Command(wasmtime_wasi::p2::bindings::sync::CommandPre<super::state::HostState>),
+    Executor(super::bindings::ExecutorHostPre<super::state::HostState>),
 }
 
 /// Why a component could not be prepared for instantiation.
@@ -324,26 +346,42 @@ pub(crate) enum PreError {
     /// interface version no binding has, a function of another type):
     /// refused before any instance exists.
     Imports(wasmtime::Error),
+    /// Its exports are not those of its kind (no `run` of the executor
+    /// world's type): the run fails as it would at instantiation.
+    Exports(wasmtime::Error),
 }
 
 impl Prepared {
-    /// The instance-pre of this component linked with the bindings named
-    /// by `key`, made by `link` the first time only.
-    pub(crate) fn instance_pre(
+    /// The pre-instance of this component linked with the bindings of
+    /// `mask`, made by `link` the first time only.
+    pub(crate) fn pre(
         &self,
-        key: Vec<&'static str>,
+        mask: u32,
         link: impl FnOnce() -> wasmtime::Result<Linker<super::state::HostState>>,
-    ) -> Result<InstancePre<super::state::HostState>, PreError> {
-        if let Some(pre) = self.pres.lock().ok().and_then(|m| m.get(&key).cloned()) {
+    ) -> Result<Pre, PreError> {
+        let known = match self.pres.read() {
+            Ok(m) => m.get(&mask).cloned(),
+            Err(poisoned) => poisoned.into_inner().get(&mask).cloned(),
+        };
+        if let Some(pre) = known {
             return Ok(pre);
         }
         let pre = link()
             .map_err(PreError::Link)?
             .instantiate_pre(&self.component)
             .map_err(PreError::Imports)?;
-        if let Ok(mut m) = self.pres.lock() {
-            m.insert(key, pre.clone());
-        }
+        let pre = if self.is_command {
+            Pre::Command(
+                wasmtime_wasi::p2::bindings::sync::CommandPre::new(pre)
+                    .map_err(PreError::Exports)?,
+            )
+        } else {
+            Pre::Executor(super::bindings::ExecutorHostPre::new(pre).map_err(PreError::Exports)?)
+        };
+        match self.pres.write() {
+            Ok(mut m) => m.insert(mask, pre.clone()),
+            Err(poisoned) => poisoned.into_inner().insert(mask, pre.clone()),
+        };
         Ok(pre)
     }
 }
@@ -408,7 +446,12 @@ impl Sandbox {
             profile,
             engine,
             cache_dir: cache_dir.to_path_buf(),
-            prepared: Mutex::new(HashMap::new()),
+            prepared: std::sync::RwLock::new(HashMap::new()),
+            watcher: if profile.kind == EngineKind::LongLived {
+                Watcher::new()
+            } else {
+                None
+            },
             counters: Arc::new(Counters::default()),
             ticker: OnceLock::new(),
         })
@@ -459,37 +502,87 @@ impl Sandbox {
     /// one prepared before (same device, inode, size, mtime and ctime: a
     /// file rewritten in place, even with its mtime set back, has a new
     /// ctime), else read, hashed, checked against `pinned` (before anything
-    /// is compiled) and loaded. Returns it and whether no compilation was
-    /// needed.
+    /// is compiled) and loaded. A long-lived engine looks at the file's
+    /// identity only when its watch says the file may have changed (see
+    /// [`crate::config::watch`]). Returns it and whether no compilation
+    /// was needed.
     pub(crate) fn prepare(
         &self,
         path: &Path,
         pinned: Option<&str>,
     ) -> Result<(Arc<Prepared>, bool), LoadError> {
+        let known = match self.prepared.read() {
+            Ok(m) => m.get(path).cloned(),
+            Err(poisoned) => poisoned.into_inner().get(path).cloned(),
+        };
+        let Some(p) = known else {
+            return self.load_path(path, pinned, None);
+        };
+        // With a watch, the check (and a reload) happens with the watcher
+        // held: a turn that finds the file quiet cannot run ahead of a
+        // reload another turn is making.
+        let reloaded = match (p.watch, self.watcher.as_ref()) {
+            (Some(key), Some(w)) => w
+                .check(key, || self.revalidate(path, pinned, &p))
+                .transpose()?
+                .flatten(),
+            _ => self.revalidate(path, pinned, &p)?,
+        };
+        match reloaded {
+            Some(fresh) => Ok(fresh),
+            None => {
+                check_pin(path, &p.digest, pinned)?;
+                self.counters.loaded.fetch_add(1, Ordering::Relaxed);
+                Ok((p, true))
+            }
+        }
+    }
+
+    /// `None` when the file at `path` is still the one `p` was prepared
+    /// from; else the file prepared again.
+    fn revalidate(
+        &self,
+        path: &Path,
+        pinned: Option<&str>,
+        p: &Prepared,
+    ) -> Result<Option<(Arc<Prepared>, bool)>, LoadError> {
+        let meta = std::fs::metadata(path).map_err(|e| LoadError::Read {
+            path: path.to_path_buf(),
+            source: e.into(),
+        })?;
+        if FileIdentity::of(&meta) == p.identity {
+            return Ok(None);
+        }
+        self.load_path(path, pinned, p.watch).map(Some)
+    }
+
+    /// Reads, hashes, checks and loads the component at `path`, and keeps
+    /// it prepared. `watch`: the file's watch if it has one already (else
+    /// one is made first, so that a change after the read is seen).
+    fn load_path(
+        &self,
+        path: &Path,
+        pinned: Option<&str>,
+        watch: Option<WatchKey>,
+    ) -> Result<(Arc<Prepared>, bool), LoadError> {
         let read_err = |e: std::io::Error| LoadError::Read {
             path: path.to_path_buf(),
             source: e.into(),
         };
+        let watch = watch.or_else(|| self.watcher.as_ref().and_then(|w| w.watch(&[path])));
         let identity = FileIdentity::of(&std::fs::metadata(path).map_err(read_err)?);
-        let known = self
-            .prepared
-            .lock()
-            .ok()
-            .and_then(|m| m.get(path).cloned())
-            .filter(|p| p.identity == identity);
-        if let Some(p) = known {
-            check_pin(path, &p.digest, pinned)?;
-            self.counters.loaded.fetch_add(1, Ordering::Relaxed);
-            return Ok((p, true));
-        }
         let bytes = std::fs::read(path).map_err(read_err)?;
         let digest = sha256_hex(&bytes);
         check_pin(path, &digest, pinned)?;
         let (component, cache_hit) = self.load(path, &bytes, &digest)?;
         let ty = component.component_type();
-        let imports = ty
+        let imports: Arc<[String]> = ty
             .imports(&self.engine)
             .map(|(name, _)| name.to_string())
+            .collect();
+        let authorities = imports
+            .iter()
+            .map(|i| super::table::authority(super::imports::interface_name(i)))
             .collect();
         let is_command = ty.exports(&self.engine).any(|(name, item)| {
             name.starts_with("wasi:cli/run@")
@@ -497,15 +590,18 @@ impl Sandbox {
         });
         let p = Arc::new(Prepared {
             identity,
+            watch,
             digest,
             component,
             imports,
+            authorities,
             is_command,
-            pres: Mutex::new(HashMap::new()),
+            pres: std::sync::RwLock::new(HashMap::new()),
         });
-        if let Ok(mut m) = self.prepared.lock() {
-            m.insert(path.to_path_buf(), p.clone());
-        }
+        match self.prepared.write() {
+            Ok(mut m) => m.insert(path.to_path_buf(), p.clone()),
+            Err(poisoned) => poisoned.into_inner().insert(path.to_path_buf(), p.clone()),
+        };
         Ok((p, cache_hit))
     }
 

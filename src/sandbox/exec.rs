@@ -570,7 +570,7 @@ pub fn run_command(
         stdout,
         stderr: String::from_utf8_lossy(&o.stderr).into_owned(),
         log: Vec::new(),
-        linked,
+        linked: linked.into_iter().map(std::borrow::Cow::Owned).collect(),
         imports: Vec::new().into(),
         cache_hit: false,
         compiled: 0,

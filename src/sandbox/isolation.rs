@@ -176,16 +176,20 @@ impl IsolationReport {
         if !self.is_degraded() {
             return None;
         }
-        let layers = self
-            .degraded_layers()
-            .iter()
-            .map(|l| format!("{} {}", l.name, l.state.as_str()))
-            .collect::<Vec<_>>()
-            .join(", ");
+        // Named only in a refusal: a turn that is let through formats
+        // nothing.
+        let layers = || {
+            self.degraded_layers()
+                .iter()
+                .map(|l| format!("{} {}", l.name, l.state.as_str()))
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
         match mode {
             OnDegraded::Warn => None,
             OnDegraded::RefuseAll => Some(format!(
-                "this host's isolation is degraded ({layers}) and `isolation.on_degraded` is `refuse-all`"
+                "this host's isolation is degraded ({}) and `isolation.on_degraded` is `refuse-all`",
+                layers()
             )),
             OnDegraded::RefuseCritical => {
                 let mut critical: Vec<String> = Vec::new();
@@ -199,9 +203,10 @@ impl IsolationReport {
                     return None;
                 }
                 Some(format!(
-                    "{} {} critical and this host's isolation is degraded ({layers}); `isolation.on_degraded` is `refuse-critical`",
+                    "{} {} critical and this host's isolation is degraded ({}); `isolation.on_degraded` is `refuse-critical`",
                     critical.join(", "),
-                    if critical.len() == 1 { "is" } else { "are" }
+                    if critical.len() == 1 { "is" } else { "are" },
+                    layers()
                 ))
             }
         }

@@ -1,19 +1,19 @@
 //! Running a [`Plan`]: load, check imports, link what was granted, run
 //! under limits, and report.
 
+use std::borrow::Cow;
 use std::sync::atomic::Ordering;
 use std::time::Instant;
 
 use serde::Serialize;
 use wasmtime::component::Linker;
 use wasmtime::{CallHook, Store, Trap};
-use wasmtime_wasi::p2::bindings::sync::CommandPre;
 use wasmtime_wasi::p2::pipe::MemoryInputPipe;
 use wasmtime_wasi::WasiCtxBuilder;
 
-use super::bindings::{ExecutorHostPre, GuestError};
+use super::bindings::GuestError;
 use super::delegate::DelegateBinding;
-use super::engine::{LoadError, PreError, Sandbox};
+use super::engine::{LoadError, Pre, PreError, Sandbox};
 use super::imports::{self, RefusedImport};
 use super::limits::LimitHit;
 use super::log::LogLine;
@@ -44,7 +44,7 @@ pub struct RunReport {
     pub stderr: String,
     pub log: Vec<LogLine>,
     /// The interfaces and preopens the sandbox was built with.
-    pub linked: Vec<String>,
+    pub linked: Vec<Cow<'static, str>>,
     pub imports: std::sync::Arc<[String]>,
     pub cache_hit: bool,
     /// Components this process compiled from wasm so far (0 on a cache hit
@@ -228,34 +228,40 @@ pub fn execute(
     let engine = sandbox.engine();
     let import_names = prepared.imports.clone();
     let is_command = prepared.is_command;
-    imports::check(&import_names, plan).map_err(|RefusedImport { reason, .. }| {
-        RunError::Refused {
+    imports::check_known(&import_names, &prepared.authorities, plan).map_err(
+        |RefusedImport { reason, .. }| RunError::Refused {
             code: DenyCode::ImportNotGranted,
             reason,
-        }
-    })?;
+        },
+    )?;
 
     // Link only what was granted: the table's bindings the plan allows,
     // linked once per (component, set of bindings) and kept prepared.
-    let bindings = table::granted(plan);
-    let key: Vec<&'static str> = bindings.iter().map(|b| b.name).collect();
-    let pre = prepared
-        .instance_pre(key, || {
-            let mut linker: Linker<HostState> = Linker::new(engine);
-            table::link(&mut linker, &bindings)?;
-            Ok(linker)
-        })
-        .map_err(|e| match e {
-            PreError::Link(e) => host(e),
-            PreError::Imports(e) => RunError::Refused {
+    let mask = table::granted_mask(plan);
+    let pre = match prepared.pre(mask, || {
+        let mut linker: Linker<HostState> = Linker::new(engine);
+        table::link(&mut linker, &table::granted(plan))?;
+        Ok(linker)
+    }) {
+        Ok(pre) => Ok(pre),
+        Err(PreError::Exports(e)) => Err(e),
+        Err(PreError::Link(e)) => return Err(host(e)),
+        Err(PreError::Imports(e)) => {
+            return Err(RunError::Refused {
                 code: DenyCode::ImportNotGranted,
                 reason: format!(
                     "the component's imports do not match what gatehouse provides: {}",
                     crate::config::lower(&e.to_string())
                 ),
-            },
-        })?;
-    let mut linked: Vec<String> = bindings.iter().map(|b| describe(b.name, plan)).collect();
+            })
+        }
+    };
+    let mut linked: Vec<Cow<'static, str>> = table::BINDINGS
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| mask & (1 << i) != 0)
+        .map(|(_, b)| describe(b.name, plan))
+        .collect();
     // Each linked binding's state, built from the same plan.
     let memory_binding = match plan.memory() {
         Some(grant) => Some(MemoryBinding {
@@ -310,20 +316,26 @@ pub fn execute(
         b.arg(plan.executor());
         b.args(&io.args);
     }
-    linked.extend(fs::apply(&mut b, plan).map_err(host)?);
-    for name in env::apply(&mut b, plan) {
-        linked.push(format!("env `{name}`"));
-    }
-    linked.push(
-        if clocks::apply(&mut b, plan) {
-            "clocks: real"
-        } else {
-            "clocks: frozen"
-        }
-        .into(),
+    linked.extend(
+        fs::apply(&mut b, plan)
+            .map_err(host)?
+            .into_iter()
+            .map(Cow::Owned),
     );
+    for name in env::apply(&mut b, plan) {
+        linked.push(format!("env `{name}`").into());
+    }
+    linked.push(Cow::Borrowed(if clocks::apply(&mut b, plan) {
+        "clocks: real"
+    } else {
+        "clocks: frozen"
+    }));
     let network = super::network::Sites::new(plan);
-    linked.extend(super::network::apply(&mut b, &network));
+    linked.extend(
+        super::network::apply(&mut b, &network)
+            .into_iter()
+            .map(Cow::Owned),
+    );
 
     // The run's deadline, for everything it does from here on.
     let deadline = Instant::now() + std::time::Duration::from_millis(limits.deadline_ms);
@@ -374,8 +386,9 @@ pub fn execute(
         Ok(())
     });
 
-    let outcome: wasmtime::Result<GuestResult> = if is_command {
-        CommandPre::new(pre).and_then(|p| {
+    let outcome: wasmtime::Result<GuestResult> = match pre {
+        Err(e) => Err(e),
+        Ok(Pre::Command(p)) => (|| {
             let cmd = p.instantiate(&mut store)?;
             let status = cmd.wasi_cli_run().call_run(&mut store)?;
             Ok(match status {
@@ -386,9 +399,8 @@ pub fn execute(
                     error: serde_json::json!({"failed": "the command exited with a failure status"}),
                 },
             })
-        })
-    } else {
-        ExecutorHostPre::new(pre).and_then(|p| {
+        })(),
+        Ok(Pre::Executor(p)) => (|| {
             let exe = p.instantiate(&mut store)?;
             Ok(match exe.call_run(&mut store, input)? {
                 Ok(output) => GuestResult::Ok { output },
@@ -396,7 +408,7 @@ pub fn execute(
                     error: guest_error_json(&e),
                 },
             })
-        })
+        })(),
     };
     // What the turn left each touched path as, for undo (a run killed
     // before this still has its write-ahead journal).
@@ -488,8 +500,8 @@ pub fn execute(
 }
 
 /// How the run report names a linked binding (with what the plan gave it).
-fn describe(name: &str, plan: &Plan) -> String {
-    match name {
+fn describe(name: &'static str, plan: &Plan) -> Cow<'static, str> {
+    Cow::Owned(match name {
         "gatehouse:executor/memory" => match plan.memory() {
             Some(grant) => format!(
                 "{name} (scope `{}`{}{})",
@@ -497,12 +509,12 @@ fn describe(name: &str, plan: &Plan) -> String {
                 if grant.read { ", read" } else { "" },
                 if grant.write { ", write" } else { "" }
             ),
-            None => name.to_string(),
+            None => return Cow::Borrowed(name),
         },
         "gatehouse:executor/delegate" => format!("{name} ({})", plan.delegates().join(", ")),
         "gatehouse:executor/exec" => format!("{name} ({})", plan.exec_tools().join(", ")),
-        _ => name.to_string(),
-    }
+        _ => return Cow::Borrowed(name),
+    })
 }
 
 /// Turns a wasmtime error into its limit code when a limit caused it.

@@ -207,6 +207,16 @@ pub fn granted(plan: &Plan) -> Vec<&'static Binding> {
     BINDINGS.iter().filter(|b| b.allowed_by(plan)).collect()
 }
 
+/// The bindings `plan` allows as a bit set (bit `i`: `BINDINGS[i]`): the
+/// key of a component's prepared instance.
+pub fn granted_mask(plan: &Plan) -> u32 {
+    BINDINGS
+        .iter()
+        .enumerate()
+        .filter(|(_, b)| b.allowed_by(plan))
+        .fold(0, |mask, (i, _)| mask | (1 << i))
+}
+
 /// Links `bindings` into `linker`.
 ///
 /// # Security
@@ -222,6 +232,11 @@ pub fn link(linker: &mut Linker<HostState>, bindings: &[&'static Binding]) -> wa
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_table_fits_the_bit_set_of_a_prepared_instance() {
+        assert!(BINDINGS.len() <= 32);
+    }
 
     #[test]
     fn every_interface_has_one_binding_and_authority_follows_the_table() {

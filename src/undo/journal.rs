@@ -3,6 +3,7 @@
 //! `journal.jsonl` (every mutation, written and fsynced *before* the
 //! operation is done, so a turn killed midway can still be undone).
 
+use std::borrow::Cow;
 use std::fs::{File, OpenOptions};
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -128,13 +129,13 @@ pub struct TurnRecord {
     pub turn: String,
     pub executor: String,
     pub actor: String,
-    pub level: String,
+    pub level: Cow<'static, str>,
     pub started_at: UtcTime,
     pub finished_at: Option<UtcTime>,
     /// `running` until the turn ends; `ok`, `error` or a limit code after.
-    pub status: String,
+    pub status: Cow<'static, str>,
     /// `none`, `undone` or `partly_undone`.
-    pub undo: String,
+    pub undo: Cow<'static, str>,
     /// A command's `argv[1..]` (`gatehouse run X -- ARGS`); absent when
     /// there were none.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -362,14 +363,14 @@ impl TurnJournal {
     /// Ends the turn with `status`: rewrites `turn.json` when the turn has
     /// a directory, else appends its audit record (the turn record and its
     /// decisions, one line) to the host's audit log. Once only.
-    pub fn finish(&self, status: &str, now: UtcTime) -> Result<(), HistoryError> {
+    pub fn finish(&self, status: &'static str, now: UtcTime) -> Result<(), HistoryError> {
         let mut inner = self.lock()?;
         if inner.finished {
             return Ok(());
         }
         inner.finished = true;
         inner.record.finished_at = Some(now);
-        inner.record.status = status.to_string();
+        inner.record.status = Cow::Borrowed(status);
         if inner.open.is_some() {
             return write_json(&self.dir.join("turn.json"), &inner.record);
         }

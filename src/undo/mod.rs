@@ -229,7 +229,7 @@ impl History {
         }
         if !dry_run {
             let all_done = steps.iter().all(|s| s.status == UndoStatus::Done);
-            record.undo = if all_done { "undone" } else { "partly_undone" }.to_string();
+            record.undo = if all_done { "undone" } else { "partly_undone" }.into();
             journal::write_record(&record_path, &record)?;
         }
         Ok(UndoReport {

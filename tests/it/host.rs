@@ -687,3 +687,130 @@ fn a_pooled_slot_shows_the_next_instance_nothing_of_the_previous_one() {
         );
     }
 }
+
+/// `bytes` (a component) with a custom section `name` appended: the same
+/// program, another digest.
+fn with_section(bytes: &[u8], name: &str) -> Vec<u8> {
+    assert!(name.len() < 100);
+    let mut out = bytes.to_vec();
+    out.push(0);
+    out.push(u8::try_from(name.len() + 1).unwrap());
+    out.push(u8::try_from(name.len()).unwrap());
+    out.extend_from_slice(name.as_bytes());
+    out
+}
+
+fn ran_digest(outcome: &TurnOutcome) -> String {
+    match &outcome.end {
+        TurnEnd::Ran { run } => run.sha256.clone(),
+        other => panic!("{other:?}"),
+    }
+}
+
+/// Issue 13: a long-lived host keeps each component prepared and looks at
+/// its file only when a watch says it may have changed. Each way of
+/// changing it is seen at the very next turn: replaced by a rename,
+/// rewritten in place, its directory replaced, its pin no longer matched.
+#[test]
+fn a_component_changed_under_a_running_host_is_seen_at_the_next_turn() {
+    let env = Env::new();
+    let ws = env.mkdir("ws");
+    let dir = env.mkdir("components/v");
+    let wasm = dir.join("x.wasm");
+    let hello = std::fs::read(crate::sandbox::component("hello")).unwrap();
+    std::fs::write(&wasm, &hello).unwrap();
+    let manifest = |pin: Option<String>| {
+        let mut text = format!("name = \"hello\"\ncomponent = \"{}\"\n", wasm.display());
+        if let Some(pin) = pin {
+            text.push_str(&format!("sha256 = \"{pin}\"\n"));
+        }
+        text.push_str("[[capabilities]]\nname = \"compute:pure\"\n");
+        Manifest::load(&env.write("manifests/hello.toml", &text)).unwrap()
+    };
+    let open = |m: Manifest| {
+        Host::open(HostOptions::new(
+            HostConfig::safe_default("tester"),
+            StatePaths::under(&env.state_dir(), None, None),
+            ws.canonicalize().unwrap().display().to_string(),
+            vec![m],
+        ))
+        .unwrap()
+    };
+    let digest = gatehouse::policy::snapshot::sha256_hex;
+    let turn = |h: &Host| h.run(TurnRequest::new("hello", "main", "{}"), &NoOne);
+    let h = open(manifest(None));
+    assert_eq!(ran_digest(&turn(&h)), digest(&hello));
+    assert_eq!(ran_digest(&turn(&h)), digest(&hello));
+
+    // Replaced by a rename.
+    let v2 = with_section(&hello, "a");
+    std::fs::write(dir.join("next.wasm"), &v2).unwrap();
+    std::fs::rename(dir.join("next.wasm"), &wasm).unwrap();
+    assert_eq!(ran_digest(&turn(&h)), digest(&v2));
+    // Rewritten in place (another size: the identity's timestamps may be
+    // coarser than two writes in a row).
+    let v3 = with_section(&hello, "bb");
+    std::fs::write(&wasm, &v3).unwrap();
+    assert_eq!(ran_digest(&turn(&h)), digest(&v3));
+    // Its directory replaced by another one.
+    let v4 = with_section(&hello, "ccc");
+    std::fs::rename(&dir, env.mkdir("components").join("old")).unwrap();
+    std::fs::create_dir(&dir).unwrap();
+    std::fs::write(&wasm, &v4).unwrap();
+    assert_eq!(ran_digest(&turn(&h)), digest(&v4));
+    assert_eq!(ran_digest(&turn(&h)), digest(&v4));
+    // Removed: the turn cannot read it.
+    std::fs::remove_file(&wasm).unwrap();
+    assert!(matches!(turn(&h).end, TurnEnd::Invalid { .. }));
+
+    // Pinned: the file rewritten after the host prepared it no longer
+    // matches, from the next turn.
+    std::fs::write(&wasm, &v4).unwrap();
+    let h = open(manifest(Some(digest(&v4))));
+    assert_eq!(ran_digest(&turn(&h)), digest(&v4));
+    std::fs::write(&wasm, with_section(&hello, "dddd")).unwrap();
+    assert_eq!(turn(&h).code(), Some(DenyCode::DigestMismatch));
+    std::fs::write(&wasm, &v4).unwrap();
+    assert_eq!(ran_digest(&turn(&h)), digest(&v4));
+}
+
+/// Issue 13: grants are read at each decision. A running host looks at the
+/// grants database only when its watch says it changed; a grant recorded
+/// or revoked by another connection applies from the very next turn,
+/// however fast it follows.
+#[test]
+fn a_grant_recorded_or_revoked_by_another_connection_applies_at_the_next_turn() {
+    use gatehouse::host::grants::{now_utc, NewGrant};
+    use gatehouse::host::GrantBook;
+    use gatehouse::policy::Identity;
+    let env = Env::new();
+    let ws = env.mkdir("ws");
+    env.mkdir("ws/out");
+    let h = host(&env, &ws, &["write-file"], Some(Level::Supervised));
+    let book = GrantBook::new(&StatePaths::under(&env.state_dir(), None, None));
+    let target = format!("{}/out/**", ws.canonicalize().unwrap().display());
+    for n in 0..3 {
+        let input = format!(r#"{{"path":"out/{n}.txt","content":"x"}}"#);
+        let turn = || h.run(TurnRequest::new("write-file", "main", &input), &NoOne);
+        assert_eq!(turn().code(), Some(DenyCode::ApprovalRequired));
+        let grant = book
+            .record(
+                &NewGrant {
+                    identity: Identity::new("cli", "tester"),
+                    capability: "fs:write".into(),
+                    target: target.clone(),
+                    expires_at: None,
+                    granted_by: Some("test".into()),
+                },
+                now_utc(),
+            )
+            .unwrap();
+        let ran = turn();
+        assert!(ran.is_ok(), "{:?}", ran.end);
+        assert!(ws.join(format!("out/{n}.txt")).exists());
+        std::fs::remove_file(ws.join(format!("out/{n}.txt"))).unwrap();
+        book.revoke(grant.id, now_utc()).unwrap();
+        assert_eq!(turn().code(), Some(DenyCode::ApprovalRequired));
+        assert!(!ws.join(format!("out/{n}.txt")).exists());
+    }
+}
