@@ -147,11 +147,34 @@ impl Watcher {
     /// when it did not run. On any failure of the watcher itself, `check`
     /// runs.
     pub fn check<R>(&self, key: WatchKey, check: impl FnOnce() -> R) -> Option<R> {
+        self.check_inner(key, true, check)
+    }
+
+    /// Reads the queue now: what it holds is noted for every key, for the
+    /// next [`Watcher::check_drained`] of each.
+    pub fn drain(&self) {
+        if let Ok(mut inner) = self.inner.lock() {
+            inner.drain();
+        }
+    }
+
+    /// [`Watcher::check`] without reading the queue: it answers for the
+    /// moment of the last [`Watcher::drain`] (or `check`) by anyone. For a
+    /// caller that drains once at the start of each turn and then asks
+    /// about several keys: one `read(2)` per turn, not one per key. A
+    /// poisoned watcher runs `check`.
+    pub fn check_drained<R>(&self, key: WatchKey, check: impl FnOnce() -> R) -> Option<R> {
+        self.check_inner(key, false, check)
+    }
+
+    fn check_inner<R>(&self, key: WatchKey, drain: bool, check: impl FnOnce() -> R) -> Option<R> {
         let mut inner = match self.inner.lock() {
             Ok(i) => i,
             Err(_) => return Some(check()),
         };
-        inner.drain();
+        if drain {
+            inner.drain();
+        }
         let now = Instant::now();
         let Some(state) = inner.keys.get_mut(key.0) else {
             return Some(check());

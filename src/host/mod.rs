@@ -310,10 +310,14 @@ struct Inner {
     /// `grants revoke` or `add` by another process) rebuilds the snapshot
     /// first, so grants are read at each decision.
     grants_stamp: std::sync::Mutex<turn::GrantsStamp>,
-    /// Tells when the grants database may have changed, so that a turn
-    /// need not `stat` it (a long-lived host whose state directory can be
-    /// watched; `None`: every turn compares the stamp).
-    grants_watch: Option<(Watcher, WatchKey)>,
+    /// Tells when the grants database or a component may have changed,
+    /// so that a turn need not `stat` them (a long-lived host only). Its
+    /// queue is read once at the start of each turn (and of each resumed
+    /// or delegated one); the engine shares it.
+    watcher: Option<Arc<Watcher>>,
+    /// The grants database's watch (`None`: its state directory cannot
+    /// be watched, and every turn compares the stamp).
+    grants_key: Option<WatchKey>,
     /// The write roots of the turns running now: turns that may write the
     /// same place run one after the other.
     write_roots: roots::WriteRoots,
@@ -377,13 +381,15 @@ impl Host {
     pub fn open(options: HostOptions) -> Result<Host, HostError> {
         let audit_log = AppendLog::new(&options.state.state_dir.join("audit.jsonl"));
         // Watched before the stamp is taken: a change after it is seen.
-        let grants_watch = (options.engine == EngineKind::LongLived)
+        // One watcher for the grants and the components (shared with the
+        // engine): its queue is read once per turn.
+        let watcher = (options.engine == EngineKind::LongLived)
             .then(Watcher::new)
             .flatten()
-            .and_then(|w| {
-                let key = w.watch(&turn::grants_paths(&options.state).each())?;
-                Some((w, key))
-            });
+            .map(Arc::new);
+        let grants_key = watcher
+            .as_ref()
+            .and_then(|w| w.watch(&turn::grants_paths(&options.state).each()));
         let stamp = turn::grants_stamp(&options.state);
         let denials_log = AppendLog::new(&options.state.state_dir.join("denials.jsonl"));
         let snap = build_snapshot(
@@ -409,7 +415,8 @@ impl Host {
             approval_queue: options.approval_queue,
             snapshot: RwLock::new(Arc::new(Frozen::new(snap))),
             grants_stamp: std::sync::Mutex::new(stamp),
-            grants_watch,
+            watcher,
+            grants_key,
             write_roots: roots::WriteRoots::default(),
             sandbox: OnceLock::new(),
             audit_log,
@@ -502,6 +509,9 @@ impl Host {
     /// asked twice: what the answers leave pending ends the turn with
     /// `APPROVAL_REQUIRED`.
     pub fn resume(&self, parked: Parked, answers: Vec<Choice>) -> TurnOutcome {
+        // The answer may come long after the turn began: the component is
+        // looked at as it is now.
+        self.inner.drain_watch();
         let given = parked
             .approval
             .pending

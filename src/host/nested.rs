@@ -199,6 +199,9 @@ impl NestedTurn for Nested {
                 ..scope.clone()
             },
         );
+        // Called long after its caller's turn began, perhaps: the
+        // component is looked at as it is now.
+        scope.sandbox.drain_watch();
         match execute(
             &scope.sandbox,
             &plan,

@@ -114,11 +114,23 @@ impl Inner {
     /// the rebuild happen with the watcher held, so no turn runs ahead of
     /// a rebuild another turn is making.
     pub(super) fn reread_grants(&self) {
-        match &self.grants_watch {
-            Some((watcher, key)) => {
-                watcher.check(*key, || self.reread_grants_now());
+        match (&self.watcher, self.grants_key) {
+            (Some(watcher), Some(key)) => {
+                watcher.check(key, || self.reread_grants_now());
             }
-            None => self.reread_grants_now(),
+            (Some(watcher), None) => {
+                watcher.drain();
+                self.reread_grants_now();
+            }
+            (None, _) => self.reread_grants_now(),
+        }
+    }
+
+    /// Reads the watcher's queue (see [`Inner::reread_grants`], which
+    /// does it too): for a turn resumed after its start.
+    pub(super) fn drain_watch(&self) {
+        if let Some(w) = &self.watcher {
+            w.drain();
         }
     }
 
@@ -173,7 +185,10 @@ impl Inner {
         self.sandbox
             .get_or_init(|| {
                 Sandbox::with_profile(&self.state.cache_dir, &self.profile())
-                    .map(|s| {
+                    .map(|mut s| {
+                        if let Some(w) = &self.watcher {
+                            s.share_watcher(w.clone());
+                        }
                         s.isolation().log();
                         Arc::new(s)
                     })

@@ -22,8 +22,6 @@ pub struct Counters {
     pub compiled: AtomicU64,
     /// Components loaded (compiled or from the cache).
     pub loaded: AtomicU64,
-    /// Stores created (instantiations attempted).
-    pub stores: AtomicU64,
 }
 
 /// The wasmtime engine, configured once for containment and speed:
@@ -42,7 +40,11 @@ pub struct Sandbox {
     /// Tells when a prepared component's file may have changed, so that a
     /// turn need not `stat` it (a long-lived engine only; `None`: every
     /// turn looks at the file's identity).
-    watcher: Option<Watcher>,
+    watcher: Option<Arc<Watcher>>,
+    /// Whoever shared `watcher` ([`Sandbox::share_watcher`]) reads its
+    /// queue at the start of every turn: the engine then only looks at
+    /// what that read found.
+    drained_by_caller: bool,
     counters: Arc<Counters>,
     ticker: OnceLock<()>,
     /// Read back from `engine` once it was built.
@@ -448,10 +450,11 @@ impl Sandbox {
             cache_dir: cache_dir.to_path_buf(),
             prepared: std::sync::RwLock::new(HashMap::new()),
             watcher: if profile.kind == EngineKind::LongLived {
-                Watcher::new()
+                Watcher::new().map(Arc::new)
             } else {
                 None
             },
+            drained_by_caller: false,
             counters: Arc::new(Counters::default()),
             ticker: OnceLock::new(),
         })
@@ -478,6 +481,32 @@ impl Sandbox {
 
     pub fn counters(&self) -> &Counters {
         &self.counters
+    }
+
+    /// Watches components with `watcher` instead of the engine's own, and
+    /// leaves reading its queue to the caller: one `read(2)` per turn for
+    /// the grants and the component together. Call it before the first
+    /// [`execute`](super::execute); a one-shot engine (no watcher) keeps
+    /// none.
+    ///
+    /// The caller must call [`Watcher::drain`] (or a `check` of its own)
+    /// at the start of every turn and before every call that may prepare
+    /// a component ([`Sandbox::drain_watch`]): a component file replaced
+    /// before that read is seen, one replaced after it is seen at the next.
+    pub(crate) fn share_watcher(&mut self, watcher: Arc<Watcher>) {
+        if self.watcher.is_some() {
+            self.watcher = Some(watcher);
+            self.drained_by_caller = true;
+        }
+    }
+
+    /// Reads the shared watcher's queue now (see
+    /// [`Sandbox::share_watcher`]); nothing for an engine that reads its
+    /// own.
+    pub(crate) fn drain_watch(&self) {
+        if let (true, Some(w)) = (self.drained_by_caller, &self.watcher) {
+            w.drain();
+        }
     }
 
     /// Starts the epoch ticker (once): the clock of every deadline.
@@ -522,6 +551,10 @@ impl Sandbox {
         // held: a turn that finds the file quiet cannot run ahead of a
         // reload another turn is making.
         let reloaded = match (p.watch, self.watcher.as_ref()) {
+            (Some(key), Some(w)) if self.drained_by_caller => w
+                .check_drained(key, || self.revalidate(path, pinned, &p))
+                .transpose()?
+                .flatten(),
             (Some(key), Some(w)) => w
                 .check(key, || self.revalidate(path, pinned, &p))
                 .transpose()?

@@ -360,7 +360,6 @@ pub fn execute(
         cancel: services.cancel.clone(),
         fs: super::journal_fs::FsLayer::new(plan, services.journal.clone(), services.audit.clone()),
     };
-    sandbox.counters().stores.fetch_add(1, Ordering::Relaxed);
     let mut store = Store::new(engine, state);
     store.limiter(|s| &mut s.limits);
     sandbox.start_ticker();

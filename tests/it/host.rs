@@ -814,3 +814,48 @@ fn a_grant_recorded_or_revoked_by_another_connection_applies_at_the_next_turn() 
         assert!(!ws.join(format!("out/{n}.txt")).exists());
     }
 }
+
+/// Issue 13: a long-lived host reads its watch once per turn, at the
+/// start; a turn parked for an approval reads it again when it is
+/// resumed, so a component replaced while the person was being asked is
+/// the one that runs.
+#[test]
+fn a_component_replaced_while_a_turn_waits_for_its_approval_is_seen_when_it_resumes() {
+    use gatehouse::host::Begun;
+    let env = Env::new();
+    let ws = env.mkdir("ws");
+    env.mkdir("ws/out");
+    let dir = env.mkdir("components");
+    let wasm = dir.join("w.wasm");
+    let original = std::fs::read(crate::sandbox::component("write-file")).unwrap();
+    std::fs::write(&wasm, &original).unwrap();
+    let text = format!(
+        "name = \"write-file\"\ncomponent = \"{}\"\n[[capabilities]]\nname = \"fs:write\"\ntarget = \"out/**\"\n",
+        wasm.display()
+    );
+    let manifest = Manifest::load(&env.write("manifests/w.toml", &text)).unwrap();
+    let mut options = HostOptions::new(
+        HostConfig::safe_default("tester"),
+        StatePaths::under(&env.state_dir(), None, None),
+        ws.canonicalize().unwrap().display().to_string(),
+        vec![manifest],
+    );
+    options.level = Some(Level::Supervised);
+    let h = Host::open(options).unwrap();
+    let input = r#"{"path":"out/a.txt","content":"x"}"#;
+    let digest = gatehouse::policy::snapshot::sha256_hex;
+    // Prepared once (and its watch set) by a first turn.
+    let first = h.run(
+        TurnRequest::new("write-file", "main", input),
+        &Scripted::new([Choice::Once]),
+    );
+    assert_eq!(ran_digest(&first), digest(&original));
+    let Begun::Parked(parked) = h.begin(TurnRequest::new("write-file", "main", input)) else {
+        panic!("the turn should wait for an approval");
+    };
+    let next = with_section(&original, "resumed");
+    std::fs::write(dir.join("next.wasm"), &next).unwrap();
+    std::fs::rename(dir.join("next.wasm"), &wasm).unwrap();
+    let resumed = h.resume(*parked, vec![Choice::Once]);
+    assert_eq!(ran_digest(&resumed), digest(&next));
+}
