@@ -119,12 +119,21 @@ pub(crate) fn gate(input: TurnInput<'_>) -> Gate {
     let ask = |steps: &mut Vec<Step>, kind: RequestKind| -> Decision {
         let request = Request::new(actor, kind);
         let decision = decide(snap, &request);
+        // The step keeps the decision; the caller gets what it acts on (an
+        // allow's reason is the step's alone: not copied).
+        let answer = match &decision {
+            Decision::Allow { .. } => Decision::Allow {
+                reason: String::new(),
+                grant: None,
+            },
+            other => other.clone(),
+        };
         steps.push(Step {
             request,
-            decision: decision.clone(),
+            decision,
             approval: None,
         });
-        decision
+        answer
     };
 
     if let Decision::Deny { code, reason } = ask(

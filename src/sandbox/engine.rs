@@ -36,7 +36,9 @@ pub struct Sandbox {
     cache_dir: PathBuf,
     /// Components prepared in this process, by path: re-read only when the
     /// file's identity changes.
-    prepared: std::sync::RwLock<HashMap<PathBuf, Arc<Prepared>>>,
+    /// Keyed by the path's bytes: hashing a `Path` walks its components,
+    /// a cost paid at every turn.
+    prepared: std::sync::RwLock<HashMap<std::ffi::OsString, Arc<Prepared>>>,
     /// Tells when a prepared component's file may have changed, so that a
     /// turn need not `stat` it (a long-lived engine only; `None`: every
     /// turn looks at the file's identity).
@@ -541,8 +543,8 @@ impl Sandbox {
         pinned: Option<&str>,
     ) -> Result<(Arc<Prepared>, bool), LoadError> {
         let known = match self.prepared.read() {
-            Ok(m) => m.get(path).cloned(),
-            Err(poisoned) => poisoned.into_inner().get(path).cloned(),
+            Ok(m) => m.get(path.as_os_str()).cloned(),
+            Err(poisoned) => poisoned.into_inner().get(path.as_os_str()).cloned(),
         };
         let Some(p) = known else {
             return self.load_path(path, pinned, None);
@@ -632,8 +634,10 @@ impl Sandbox {
             pres: std::sync::RwLock::new(HashMap::new()),
         });
         match self.prepared.write() {
-            Ok(mut m) => m.insert(path.to_path_buf(), p.clone()),
-            Err(poisoned) => poisoned.into_inner().insert(path.to_path_buf(), p.clone()),
+            Ok(mut m) => m.insert(path.as_os_str().to_owned(), p.clone()),
+            Err(poisoned) => poisoned
+                .into_inner()
+                .insert(path.as_os_str().to_owned(), p.clone()),
         };
         Ok((p, cache_hit))
     }
