@@ -156,7 +156,8 @@ fn main() {
     let workspace = ws_canon.display().to_string();
 
     // `cargo bench --bench sandbox -- --profile N [--two-threads]
-    // [--one-shot]`: only N turns of (c) (on each of 2 threads), nothing
+    // [--one-shot] [--read-file]`: only N turns of (c) (on each of 2
+    // threads; of `read-file` instead of `hello`), nothing
     // timed (for `perf record`); `--one-shot` builds the one-shot engine,
     // whose small pool fits in what valgrind can map (for
     // `valgrind --tool=callgrind`: the turn's own costs are the same).
@@ -164,7 +165,26 @@ fn main() {
     if let Some(n) = args.next().and_then(|n| n.parse::<usize>().ok()) {
         let config = HostConfig::safe_default("bench");
         let state = StatePaths::under(&tmp.join("state"), None, None);
-        let mut options = HostOptions::new(config, state, workspace, vec![hello]);
+        // `--read-file`: the `read-file` turn (a remembered grant) instead.
+        let read = std::env::args().any(|a| a == "--read-file");
+        if read {
+            let _ = GrantBook::new(&state).record(
+                &NewGrant {
+                    identity: Identity::new("cli", "bench"),
+                    capability: "fs:read".into(),
+                    target: format!("{workspace}/**"),
+                    expires_at: None,
+                    granted_by: Some("bench".into()),
+                },
+                now_utc(),
+            );
+        }
+        let (executor, input) = if read {
+            ("read-file", r#"{"path":"a.txt"}"#)
+        } else {
+            ("hello", "{}")
+        };
+        let mut options = HostOptions::new(config, state, workspace, vec![hello, read_file]);
         if std::env::args().any(|a| a == "--one-shot") {
             options.engine = EngineKind::OneShot;
         }
@@ -174,7 +194,7 @@ fn main() {
         let threads = std::env::args().any(|a| a == "--two-threads");
         let one = || {
             (0..n).all(|_| {
-                let outcome = host.run(TurnRequest::new("hello", "main", "{}"), &NoOne);
+                let outcome = host.run(TurnRequest::new(executor, "main", input), &NoOne);
                 if !outcome.is_ok() {
                     eprintln!(
                         "{}",
