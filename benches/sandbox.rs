@@ -99,6 +99,26 @@ fn tuned_engine() -> wasmtime::Result<Engine> {
     Engine::new(&config)
 }
 
+/// The input of every `read-file` turn: a file the bench writes.
+const READ_INPUT: &str = r#"{"path":"a.txt"}"#;
+
+/// Records the grant the `read-file` turns run under: `fs:read` on the
+/// whole `workspace`, remembered for the bench's identity. Whether it was.
+fn grant_workspace_read(state: &StatePaths, workspace: &str) -> bool {
+    GrantBook::new(state)
+        .record(
+            &NewGrant {
+                identity: Identity::new("cli", "bench"),
+                capability: "fs:read".into(),
+                target: format!("{workspace}/**"),
+                expires_at: None,
+                granted_by: Some("bench".into()),
+            },
+            now_utc(),
+        )
+        .is_ok()
+}
+
 /// p50 and p99 in µs of `CALLS` calls of `f` after `WARMUP`.
 fn timed(mut f: impl FnMut() -> bool) -> Option<(f64, f64)> {
     for _ in 0..WARMUP {
@@ -167,20 +187,12 @@ fn main() {
         let state = StatePaths::under(&tmp.join("state"), None, None);
         // `--read-file`: the `read-file` turn (a remembered grant) instead.
         let read = std::env::args().any(|a| a == "--read-file");
-        if read {
-            let _ = GrantBook::new(&state).record(
-                &NewGrant {
-                    identity: Identity::new("cli", "bench"),
-                    capability: "fs:read".into(),
-                    target: format!("{workspace}/**"),
-                    expires_at: None,
-                    granted_by: Some("bench".into()),
-                },
-                now_utc(),
-            );
+        if read && !grant_workspace_read(&state, &workspace) {
+            eprintln!("the `fs:read` grant could not be recorded");
+            return;
         }
         let (executor, input) = if read {
-            ("read-file", r#"{"path":"a.txt"}"#)
+            ("read-file", READ_INPUT)
         } else {
             ("hello", "{}")
         };
@@ -283,26 +295,14 @@ fn main() {
     let gatehouse_2 = two_threads(|| turn("hello", "{}"));
 
     // A `read-file` turn allowed by a remembered grant (no target).
-    let grant = GrantBook::new(&state).record(
-        &NewGrant {
-            identity: Identity::new("cli", "bench"),
-            capability: "fs:read".into(),
-            target: format!("{workspace}/**"),
-            expires_at: None,
-            granted_by: Some("bench".into()),
-        },
-        now_utc(),
-    );
+    let granted = grant_workspace_read(&state, &workspace);
     let read = match (
-        grant,
+        granted,
         Host::open(HostOptions::new(config, state, workspace, vec![read_file])),
     ) {
-        (Ok(_), Ok(h)) => timed(|| {
-            h.run(
-                TurnRequest::new("read-file", "main", r#"{"path":"a.txt"}"#),
-                &NoOne,
-            )
-            .is_ok()
+        (true, Ok(h)) => timed(|| {
+            h.run(TurnRequest::new("read-file", "main", READ_INPUT), &NoOne)
+                .is_ok()
         }),
         _ => None,
     };
