@@ -332,14 +332,36 @@ mod tests {
         w.check(key, || ()).is_some()
     }
 
-    #[test]
-    fn a_quiet_path_is_not_checked_and_each_kind_of_change_is() {
-        let Some(w) = Watcher::new() else { return };
+    /// A watcher and a temporary directory (canonical) it can watch;
+    /// `None` where inotify or a local filesystem is missing.
+    fn watched_tempdir() -> Option<(Watcher, tempfile::TempDir, PathBuf)> {
+        let w = Watcher::new()?;
         let dir = tempfile::tempdir().unwrap();
         let root = dir.path().canonicalize().unwrap();
-        if !local_filesystem(&root) {
+        local_filesystem(&root).then_some((w, dir, root))
+    }
+
+    /// `check_drained` answers for the last read of the queue: a change
+    /// after it is seen only once the queue is read again.
+    #[test]
+    fn check_drained_sees_what_the_last_drain_read() {
+        let Some((w, _dir, root)) = watched_tempdir() else {
             return;
-        }
+        };
+        let file = root.join("f.txt");
+        let key = w.watch(&[&file]).unwrap();
+        std::fs::write(&file, "a").unwrap();
+        assert!(w.check_drained(key, || ()).is_none(), "not read yet");
+        w.drain();
+        assert!(w.check_drained(key, || ()).is_some());
+        assert!(w.check_drained(key, || ()).is_none());
+    }
+
+    #[test]
+    fn a_quiet_path_is_not_checked_and_each_kind_of_change_is() {
+        let Some((w, _dir, root)) = watched_tempdir() else {
+            return;
+        };
         let file = root.join("sub/f.txt");
         let missing = root.join("sub/none.db");
         let key = w.watch(&[&file, &missing]).unwrap();
@@ -390,12 +412,9 @@ mod tests {
 
     #[test]
     fn the_same_paths_watched_again_get_their_key() {
-        let Some(w) = Watcher::new() else { return };
-        let dir = tempfile::tempdir().unwrap();
-        let root = dir.path().canonicalize().unwrap();
-        if !local_filesystem(&root) {
+        let Some((w, _dir, root)) = watched_tempdir() else {
             return;
-        }
+        };
         let missing = root.join("none.wasm");
         let a = w.watch(&[&missing]).unwrap();
         let b = w.watch(&[&missing]).unwrap();
