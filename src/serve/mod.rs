@@ -497,14 +497,7 @@ impl Server {
         let actor = &self.inner.options.actor;
         let host = self.inner.host.clone();
         match tokio::task::block_in_place(|| host.own_turns(actor, limit)) {
-            Ok(turns) => {
-                let structured = json!({ "actor": actor, "turns": turns });
-                build(json!({
-                    "content": [{"type": "text", "text": structured.to_string()}],
-                    "structuredContent": structured,
-                    "isError": false,
-                }))
-            }
+            Ok(turns) => structured_result(json!({ "actor": actor, "turns": turns }), false),
             Err(e) => error_result(None, &crate::config::chain(&e), None),
         }
     }
@@ -540,12 +533,7 @@ impl Server {
                     .steps
                     .iter()
                     .any(|s| s.status == crate::host::UndoStatus::Failed);
-                let structured = serde_json::to_value(&report).unwrap_or(Value::Null);
-                build(json!({
-                    "content": [{"type": "text", "text": structured.to_string()}],
-                    "structuredContent": structured,
-                    "isError": failed,
-                }))
+                structured_result(serde_json::to_value(&report).unwrap_or(Value::Null), failed)
             }
             Err(crate::host::HistoryError::NoSuchTurn(t)) => error_result(
                 None,
@@ -809,6 +797,19 @@ fn build(result: Value) -> CallToolResult {
             "cannot encode the result: {e}"
         ))])
     })
+}
+
+/// A result that is one JSON value: its text the value encoded, its
+/// structured content the value itself (none for `null`).
+fn structured_result(structured: Value, is_error: bool) -> CallToolResult {
+    let text = vec![ContentBlock::text(structured.to_string())];
+    let mut result = if is_error {
+        CallToolResult::error(text)
+    } else {
+        CallToolResult::success(text)
+    };
+    result.structured_content = (!structured.is_null()).then_some(structured);
+    result
 }
 
 /// A tool error: its text `CODE: reason` (or the reason alone), its
