@@ -21,6 +21,11 @@ fn host(env: &Env, ws: &Path, names: &[&str], level: Option<Level>) -> Host {
         .iter()
         .map(|n| Manifest::load(&guest(n)).unwrap())
         .collect();
+    host_of(env, ws, manifests, level)
+}
+
+/// [`host`] of executors loaded from anywhere.
+fn host_of(env: &Env, ws: &Path, manifests: Vec<Manifest>, level: Option<Level>) -> Host {
     let mut config = HostConfig::safe_default("tester");
     if let Some(main) = config.actors.get_mut("main") {
         main.memory = vec!["notes".into()];
@@ -727,15 +732,7 @@ fn a_component_changed_under_a_running_host_is_seen_at_the_next_turn() {
         text.push_str("[[capabilities]]\nname = \"compute:pure\"\n");
         Manifest::load(&env.write("manifests/hello.toml", &text)).unwrap()
     };
-    let open = |m: Manifest| {
-        Host::open(HostOptions::new(
-            HostConfig::safe_default("tester"),
-            StatePaths::under(&env.state_dir(), None, None),
-            ws.canonicalize().unwrap().display().to_string(),
-            vec![m],
-        ))
-        .unwrap()
-    };
+    let open = |m: Manifest| host_of(&env, &ws, vec![m], None);
     let digest = gatehouse::policy::snapshot::sha256_hex;
     let turn = |h: &Host| h.run(TurnRequest::new("hello", "main", "{}"), &NoOne);
     let h = open(manifest(None));
@@ -834,14 +831,7 @@ fn a_component_replaced_while_a_turn_waits_for_its_approval_is_seen_when_it_resu
         wasm.display()
     );
     let manifest = Manifest::load(&env.write("manifests/w.toml", &text)).unwrap();
-    let mut options = HostOptions::new(
-        HostConfig::safe_default("tester"),
-        StatePaths::under(&env.state_dir(), None, None),
-        ws.canonicalize().unwrap().display().to_string(),
-        vec![manifest],
-    );
-    options.level = Some(Level::Supervised);
-    let h = Host::open(options).unwrap();
+    let h = host_of(&env, &ws, vec![manifest], Some(Level::Supervised));
     let input = r#"{"path":"out/a.txt","content":"x"}"#;
     let digest = gatehouse::policy::snapshot::sha256_hex;
     // Prepared once (and its watch set) by a first turn.

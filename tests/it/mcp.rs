@@ -270,15 +270,22 @@ async fn mcp_sdk_client_over_stdio() {
     session.cancel().await.unwrap();
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn mcp_sdk_client_over_streamable_http() {
+/// A fresh state and workspace served over HTTP at `level`, and the
+/// server's bearer token.
+fn served_over_http(level: &str) -> (Env, std::path::PathBuf, HttpServer, String) {
     let env = Env::new();
     let (ws, ex) = setup(&env);
-    let server = HttpServer::start(&env, &args(&ws, &ex, "Supervised"));
+    let server = HttpServer::start(&env, &args(&ws, &ex, level));
     let token = std::fs::read_to_string(env.state_dir().join("serve.token"))
         .unwrap()
         .trim()
         .to_string();
+    (env, ws, server, token)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mcp_sdk_client_over_streamable_http() {
+    let (env, ws, server, token) = served_over_http("Supervised");
     // Without the token, with a wrong one, or from a foreign origin: no
     // session.
     let person = Person::new(true);
@@ -327,23 +334,17 @@ async fn mcp_sdk_client_over_streamable_http() {
     drop(server);
 
     // A client without elicitation: the queue, over HTTP.
-    let env = Env::new();
-    let (ws, ex) = setup(&env);
-    let server = HttpServer::start(&env, &args(&ws, &ex, "Supervised"));
-    let token = std::fs::read_to_string(env.state_dir().join("serve.token")).unwrap();
+    let (env, ws, server, token) = served_over_http("Supervised");
     let person = Person::new(false);
-    let session = http(&server.addr, Some(token.trim()), &[], &person)
+    let session = http(&server.addr, Some(&token), &[], &person)
         .await
         .unwrap();
     queued_then_allowed(&env, &session, &ws).await;
     // ReadOnly refusals and the tool list are the same over HTTP.
     session.cancel().await.unwrap();
     drop(server);
-    let env = Env::new();
-    let (ws, ex) = setup(&env);
-    let server = HttpServer::start(&env, &args(&ws, &ex, "ReadOnly"));
-    let token = std::fs::read_to_string(env.state_dir().join("serve.token")).unwrap();
-    let session = http(&server.addr, Some(token.trim()), &[], &person)
+    let (_env, ws, server, token) = served_over_http("ReadOnly");
+    let session = http(&server.addr, Some(&token), &[], &person)
         .await
         .unwrap();
     tools_call_and_refusal(&session, &ws).await;
