@@ -6,17 +6,23 @@
 //!   long-lived host, each call timed;
 //! - (b) stdio, 1 in flight: a `tools/call` written to the server's stdin,
 //!   timed until its response line is read;
-//! - (c) stdio, 4 in flight: calls kept 4 deep, the throughput.
+//! - (c) stdio, 4 in flight: calls kept 4 deep, the throughput;
+//! - (d) the machine's floor: the same `tools/call` line written to a
+//!   child that answers each line at once with a line as long as (b)'s
+//!   answer (this bench binary again, as a bare echo), timed the same way.
 //!
-//! The protocol's overhead per call is (b) − (a) at the median. Each over
-//! `CALLS` calls after `WARMUP`. The last line is one JSON object.
+//! The protocol's overhead per call is (b) − (a) at the median; (d) says
+//! how much of it any process on this machine pays for a round trip over
+//! two pipes (the wake-ups of two sleeping processes), which no server
+//! can remove. Each over `CALLS` calls after `WARMUP`. The last line is
+//! one JSON object.
 
 // A bench fails by panicking, like a test.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::io::{BufRead, BufReader, Write};
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 use std::time::Instant;
 
 use gatehouse::config::{HostConfig, StatePaths};
@@ -27,12 +33,106 @@ use serde_json::{json, Value};
 const WARMUP: usize = 500;
 const CALLS: usize = 5_000;
 
+/// A child spoken to a line at a time over its stdin and stdout.
+struct Pipe {
+    child: Child,
+    stdin: ChildStdin,
+    stdout: BufReader<ChildStdout>,
+    /// The last line read, its newline included.
+    line: String,
+}
+
+impl Pipe {
+    fn spawn(command: &mut Command) -> Pipe {
+        let mut child = command
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let stdin = child.stdin.take().unwrap();
+        let stdout = BufReader::new(child.stdout.take().unwrap());
+        Pipe {
+            child,
+            stdin,
+            stdout,
+            line: String::new(),
+        }
+    }
+
+    fn send(&mut self, v: &Value) {
+        writeln!(self.stdin, "{v}").unwrap();
+        self.stdin.flush().unwrap();
+    }
+
+    fn read_line(&mut self) {
+        self.line.clear();
+        self.stdout.read_line(&mut self.line).unwrap();
+    }
+
+    fn read(&mut self) -> Value {
+        self.read_line();
+        serde_json::from_str(&self.line).unwrap()
+    }
+
+    /// Closes the child's stdin (its end of the session) and waits for it.
+    fn close(self) {
+        let Pipe {
+            mut child, stdin, ..
+        } = self;
+        drop(stdin);
+        let _ = child.wait();
+    }
+}
+
+/// `WARMUP` calls of `f`, then `CALLS` timed ones: their µs, sorted.
+fn timed(mut f: impl FnMut(usize)) -> Vec<f64> {
+    let mut times = Vec::with_capacity(CALLS);
+    for i in 0..WARMUP + CALLS {
+        let t = Instant::now();
+        f(i);
+        if i >= WARMUP {
+            times.push(t.elapsed().as_secs_f64() * 1e6);
+        }
+    }
+    times.sort_by(f64::total_cmp);
+    times
+}
+
+/// The `tools/call` of `hello` with id `id`.
+fn call(id: usize) -> Value {
+    json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+           "params": {"name": "hello", "arguments": {"text": "hi"}}})
+}
+
 fn percentile(sorted: &[f64], p: f64) -> f64 {
     let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
     sorted[i]
 }
 
+/// Set in the child of (d): answer each line with `ECHO_BYTES` bytes.
+const ECHO_ENV: &str = "GATEHOUSE_BENCH_ECHO";
+
+/// (d)'s child: a line in, a line out, nothing else.
+fn echo(bytes: usize) {
+    let mut answer = vec![b'x'; bytes.max(2)];
+    answer[0] = b'{';
+    let last = answer.len() - 1;
+    answer[last] = b'\n';
+    let stdin = std::io::stdin();
+    let mut stdout = std::io::stdout().lock();
+    let mut line = String::new();
+    while stdin.lock().read_line(&mut line).unwrap() > 0 {
+        stdout.write_all(&answer).unwrap();
+        stdout.flush().unwrap();
+        line.clear();
+    }
+}
+
 fn main() {
+    if let Some(bytes) = std::env::var_os(ECHO_ENV) {
+        return echo(bytes.to_str().unwrap().parse().unwrap());
+    }
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let manifest = root.join("guests/hello/executor.toml");
     let tmp = tempfile::tempdir().unwrap();
@@ -50,65 +150,34 @@ fn main() {
     ))
     .unwrap();
     let input = r#"{"text":"hi"}"#;
-    let mut inproc = Vec::with_capacity(CALLS);
-    for i in 0..WARMUP + CALLS {
-        let t = Instant::now();
+    let inproc = timed(|_| {
         let o = host.run(TurnRequest::new("hello", "main", input), &NoOne);
-        let us = t.elapsed().as_secs_f64() * 1e6;
         assert!(o.is_ok());
-        if i >= WARMUP {
-            inproc.push(us);
-        }
-    }
-    inproc.sort_by(f64::total_cmp);
+    });
 
     // (b) and (c) over stdio.
-    let mut child = Command::new(env!("CARGO_BIN_EXE_gatehouse"))
-        .args(["serve", "--mcp", "--workspace"])
-        .arg(&ws)
-        .arg("--executor")
-        .arg(&manifest)
-        .env("GATEHOUSE_STATE_DIR", state.join("b"))
-        .env_remove("GATEHOUSE_CONFIG")
-        .env("XDG_CONFIG_HOME", tmp.path().join("config"))
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut stdin = child.stdin.take().unwrap();
-    let mut stdout = BufReader::new(child.stdout.take().unwrap());
-    let mut line = String::new();
-    let mut send = move |v: Value| {
-        writeln!(stdin, "{v}").unwrap();
-        stdin.flush().unwrap();
-    };
-    let mut read = move || -> Value {
-        line.clear();
-        stdout.read_line(&mut line).unwrap();
-        serde_json::from_str(&line).unwrap()
-    };
-    send(json!({"jsonrpc": "2.0", "id": 0, "method": "initialize",
+    let mut server = Pipe::spawn(
+        Command::new(env!("CARGO_BIN_EXE_gatehouse"))
+            .args(["serve", "--mcp", "--workspace"])
+            .arg(&ws)
+            .arg("--executor")
+            .arg(&manifest)
+            .env("GATEHOUSE_STATE_DIR", state.join("b"))
+            .env_remove("GATEHOUSE_CONFIG")
+            .env("XDG_CONFIG_HOME", tmp.path().join("config")),
+    );
+    server.send(&json!({"jsonrpc": "2.0", "id": 0, "method": "initialize",
                 "params": {"protocolVersion": "2025-06-18", "capabilities": {},
                            "clientInfo": {"name": "bench", "version": "0"}}}));
-    read();
-    send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
-    let call = |id: usize| {
-        json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
-               "params": {"name": "hello", "arguments": {"text": "hi"}}})
-    };
-    let mut one = Vec::with_capacity(CALLS);
-    for i in 0..WARMUP + CALLS {
-        let t = Instant::now();
-        send(call(i + 1));
-        let r = read();
-        let us = t.elapsed().as_secs_f64() * 1e6;
+    server.read();
+    server.send(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+    let mut answer_bytes = 0;
+    let one = timed(|i| {
+        server.send(&call(i + 1));
+        let r = server.read();
         assert_eq!(r["result"]["isError"], false, "{r}");
-        if i >= WARMUP {
-            one.push(us);
-        }
-    }
-    one.sort_by(f64::total_cmp);
+        answer_bytes = server.line.len();
+    });
     let one_rate = CALLS as f64 / (one.iter().sum::<f64>() / 1e6);
 
     let base = WARMUP + CALLS + 1;
@@ -116,21 +185,31 @@ fn main() {
     let mut sent = 0;
     let mut got = 0;
     while sent < 4.min(CALLS) {
-        send(call(base + sent));
+        server.send(&call(base + sent));
         sent += 1;
     }
     while got < CALLS {
-        let r = read();
+        let r = server.read();
         assert_eq!(r["result"]["isError"], false, "{r}");
         got += 1;
         if sent < CALLS {
-            send(call(base + sent));
+            server.send(&call(base + sent));
             sent += 1;
         }
     }
     let four_rate = CALLS as f64 / t.elapsed().as_secs_f64();
-    drop(send);
-    let _ = child.wait();
+    server.close();
+
+    // (d) the floor: the same lines to a bare echo.
+    let mut echo = Pipe::spawn(
+        Command::new(std::env::current_exe().unwrap()).env(ECHO_ENV, answer_bytes.to_string()),
+    );
+    let floor = timed(|i| {
+        echo.send(&call(i + 1));
+        echo.read_line();
+        assert_eq!(echo.line.len(), answer_bytes);
+    });
+    echo.close();
 
     let (a50, b50) = (percentile(&inproc, 0.5), percentile(&one, 0.5));
     println!(
@@ -143,13 +222,19 @@ fn main() {
         percentile(&one, 0.99)
     );
     println!("(c) stdio, 4 in flight                               {four_rate:8.0} calls/s");
+    let d50 = percentile(&floor, 0.5);
     println!(
-        "protocol overhead per call (p50 b − a): {:.1} µs",
+        "(d) bare pipe echo   p50 {d50:8.1} µs  p99 {:8.1} µs  (the machine's round trip, {answer_bytes} B back)",
+        percentile(&floor, 0.99)
+    );
+    println!(
+        "protocol overhead per call (p50 b − a): {:.1} µs, of which the pipe round trip (d): {d50:.1} µs",
         b50 - a50
     );
     println!(
         "{}",
         json!({"inproc_p50_us": a50, "stdio1_p50_us": b50, "stdio1_calls_per_s": one_rate,
-               "stdio4_calls_per_s": four_rate, "overhead_p50_us": b50 - a50})
+               "stdio4_calls_per_s": four_rate, "overhead_p50_us": b50 - a50,
+               "pipe_floor_p50_us": d50})
     );
 }
