@@ -505,13 +505,16 @@ impl Host {
     }
 
     /// Finishes a parked turn with the person's `answers` (one per pending
-    /// item, in order; missing ones count as [`Choice::Queue`]). Nobody is
+    /// item, in order; missing ones count as [`Choice::Queue`]). The
+    /// decision is taken again, on the grants in force now: a grant
+    /// revoked since [`Host::begin`] no longer covers the turn. Nobody is
     /// asked twice: what the answers leave pending ends the turn with
     /// `APPROVAL_REQUIRED`.
     pub fn resume(&self, parked: Parked, answers: Vec<Choice>) -> TurnOutcome {
-        // The answer may come long after the turn began: the component is
-        // looked at as it is now.
-        self.inner.drain_watch();
+        // The answer may come long after the turn began: the decision is
+        // taken again on the grants and the component as they are now (a
+        // grant revoked while the person was asked no longer covers it).
+        self.inner.reread_grants();
         let given = parked
             .approval
             .pending

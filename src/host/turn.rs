@@ -126,14 +126,6 @@ impl Inner {
         }
     }
 
-    /// Reads the watcher's queue (see [`Inner::reread_grants`], which
-    /// does it too): for a turn resumed after its start.
-    pub(super) fn drain_watch(&self) {
-        if let Some(w) = &self.watcher {
-            w.drain();
-        }
-    }
-
     fn reread_grants_now(&self) {
         let now = grants_stamp(&self.state);
         let changed = match self.grants_stamp.lock() {

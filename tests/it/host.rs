@@ -812,6 +812,77 @@ fn a_grant_recorded_or_revoked_by_another_connection_applies_at_the_next_turn() 
     }
 }
 
+/// Issue 15: grants are read at each decision, and the decision of a
+/// turn parked for an approval is taken again when it is resumed: a grant
+/// revoked while the person was being asked no longer covers the turn,
+/// which then asks again (`APPROVAL_REQUIRED`) and writes nothing.
+#[test]
+fn a_grant_revoked_while_a_turn_waits_for_its_approval_no_longer_covers_it() {
+    use gatehouse::host::grants::{now_utc, NewGrant};
+    use gatehouse::host::{Begun, GrantBook};
+    use gatehouse::policy::Identity;
+    let env = Env::new();
+    let ws = env.mkdir("ws");
+    env.mkdir("ws/out");
+    env.mkdir("ws/log");
+    let text = format!(
+        "name = \"write-file\"\ncomponent = \"{}\"\n\
+         [[capabilities]]\nname = \"fs:write\"\ntarget = \"out/**\"\n\
+         [[capabilities]]\nname = \"fs:write\"\ntarget = \"log/**\"\n",
+        crate::sandbox::component("write-file").display()
+    );
+    let manifest = Manifest::load(&env.write("manifests/w.toml", &text)).unwrap();
+    let h = host_of(&env, &ws, vec![manifest], Some(Level::Supervised));
+    let book = GrantBook::new(&StatePaths::under(&env.state_dir(), None, None));
+    let root = ws.canonicalize().unwrap();
+    let grant = book
+        .record(
+            &NewGrant {
+                identity: Identity::new("cli", "tester"),
+                capability: "fs:write".into(),
+                target: format!("{}/out/**", root.display()),
+                expires_at: None,
+                granted_by: Some("test".into()),
+            },
+            now_utc(),
+        )
+        .unwrap();
+    let input = r#"{"path":"out/a.txt","content":"x"}"#;
+    let Begun::Parked(parked) = h.begin(TurnRequest::new("write-file", "main", input)) else {
+        panic!("the turn should wait for an approval");
+    };
+    let asked: Vec<_> = parked
+        .approval
+        .pending
+        .iter()
+        .map(|p| p.target.clone())
+        .collect();
+    assert_eq!(
+        asked,
+        [Some(format!("{}/log/**", root.display()))],
+        "out/** is granted"
+    );
+
+    // Positive control: with the grant in force, the same answer runs it.
+    let control = h.resume(*parked, vec![Choice::Once]);
+    assert!(control.is_ok(), "{:?}", control.end);
+    assert_eq!(std::fs::read(ws.join("out/a.txt")).unwrap(), b"x");
+    std::fs::remove_file(ws.join("out/a.txt")).unwrap();
+
+    let Begun::Parked(parked) = h.begin(TurnRequest::new("write-file", "main", input)) else {
+        panic!("the turn should wait for an approval");
+    };
+    book.revoke(grant.id, now_utc()).unwrap();
+    let resumed = h.resume(*parked, vec![Choice::Once]);
+    assert_eq!(
+        resumed.code(),
+        Some(DenyCode::ApprovalRequired),
+        "{:?}",
+        resumed.end
+    );
+    assert!(!ws.join("out/a.txt").exists());
+}
+
 /// Issue 13: a long-lived host reads its watch once per turn, at the
 /// start; a turn parked for an approval reads it again when it is
 /// resumed, so a component replaced while the person was being asked is
