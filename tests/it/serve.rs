@@ -766,23 +766,25 @@ pub(crate) fn wait_for_records(env: &Env, lines: usize, tenths: u32) -> String {
 }
 
 impl Client {
-    /// Sends a call of `spin` and returns its request id.
-    fn start_spin(&mut self) -> u64 {
-        let id = self.next;
-        self.next += 1;
-        self.send(json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
-                         "params": {"name": "spin", "arguments": {}}}));
-        id
+    /// A server of `spin` and `hello` (`spin_args`, then `extra`) in a
+    /// workspace of `env`, sent one call of `spin`: the client and that
+    /// call's request id.
+    fn spinning(env: &Env, extra: &[&str]) -> (Client, u64) {
+        let ws = env.mkdir("ws");
+        let ex = [guest("spin"), guest("hello")];
+        let mut c = Client::start(env, &spin_args(&ws, &ex, extra), false);
+        let id = c.next;
+        c.next += 1;
+        c.send(json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+                      "params": {"name": "spin", "arguments": {}}}));
+        (c, id)
     }
 }
 
 #[test]
 fn serve_a_cancelled_call_stops_its_spinning_guest() {
     let env = Env::new();
-    let ws = env.mkdir("ws");
-    let ex = [guest("spin"), guest("hello")];
-    let mut c = Client::start(&env, &spin_args(&ws, &ex, &[]), false);
-    let id = c.start_spin();
+    let (mut c, id) = Client::spinning(&env, &[]);
     c.send(
         json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
                   "params": {"requestId": id, "reason": "the agent changed its mind"}}),
@@ -800,10 +802,7 @@ fn serve_a_cancelled_call_stops_its_spinning_guest() {
 #[test]
 fn serve_a_slow_call_does_not_hold_back_the_others() {
     let env = Env::new();
-    let ws = env.mkdir("ws");
-    let ex = [guest("spin"), guest("hello")];
-    let mut c = Client::start(&env, &spin_args(&ws, &ex, &["--concurrency", "2"]), false);
-    let id = c.start_spin();
+    let (mut c, id) = Client::spinning(&env, &["--concurrency", "2"]);
     std::thread::sleep(Duration::from_millis(300));
     // While the guest spins (for up to ten minutes), other calls are
     // answered, one after another.
@@ -829,10 +828,7 @@ fn serve_a_slow_call_does_not_hold_back_the_others() {
 #[test]
 fn serve_a_client_that_closes_stdin_mid_call_stops_its_spinning_guest() {
     let env = Env::new();
-    let ws = env.mkdir("ws");
-    let ex = [guest("spin"), guest("hello")];
-    let mut c = Client::start(&env, &spin_args(&ws, &ex, &[]), false);
-    c.start_spin();
+    let (mut c, _) = Client::spinning(&env, &[]);
     std::thread::sleep(Duration::from_millis(300));
     // The agent runtime goes away: stdin closes mid-call. The server
     // drains (rmcp gives in-flight calls 5 s), then cancels the turn and
