@@ -84,9 +84,12 @@ fn confirm(e: &QueueEntry, remember: bool) -> Result<(), Failure> {
                 e.id
             ))
         })?;
-    let mut w = tty
-        .try_clone()
-        .map_err(|e| Failure::error(format!("cannot use the terminal: {e}")))?;
+    let mut w = tty.try_clone().map_err(|e| {
+        Failure::error(format!(
+            "cannot use the terminal: {}",
+            crate::config::lower(&e.to_string())
+        ))
+    })?;
     let who = e
         .identity
         .as_ref()

@@ -27,8 +27,13 @@ impl TempDir {
             .unwrap_or_default();
         let dir =
             std::env::temp_dir().join(format!("gatehouse-demo-{}-{nanos}", std::process::id()));
-        std::fs::create_dir_all(dir.join("workspace/out"))
-            .map_err(|e| Failure::error(format!("cannot create `{}`: {e}", dir.display())))?;
+        std::fs::create_dir_all(dir.join("workspace/out")).map_err(|e| {
+            Failure::error(format!(
+                "cannot create `{}`: {}",
+                dir.display(),
+                crate::config::lower(&e.to_string())
+            ))
+        })?;
         Ok(TempDir(dir))
     }
 }
@@ -54,7 +59,13 @@ fn show(step: &str, request: &serde_json::Value, decision: &Decision) {
 fn canonical(p: &Path) -> Result<String, Failure> {
     p.canonicalize()
         .map(|p| p.display().to_string())
-        .map_err(|e| Failure::error(format!("cannot resolve `{}`: {e}", p.display())))
+        .map_err(|e| {
+            Failure::error(format!(
+                "cannot resolve `{}`: {}",
+                p.display(),
+                crate::config::lower(&e.to_string())
+            ))
+        })
 }
 
 pub fn run(ctx: &Context) -> CmdResult {
@@ -328,8 +339,13 @@ fn run_tool_step(
         main.tools = vec!["cat".into(), "ls".into(), "wc".into()];
     }
     let notes = Path::new(workspace).join("notes.txt");
-    std::fs::write(&notes, "a note in the workspace\n")
-        .map_err(|e| Failure::error(format!("cannot write `{}`: {e}", notes.display())))?;
+    std::fs::write(&notes, "a note in the workspace\n").map_err(|e| {
+        Failure::error(format!(
+            "cannot write `{}`: {}",
+            notes.display(),
+            crate::config::lower(&e.to_string())
+        ))
+    })?;
     let host = demo_host(&config, state, workspace, manifests, None)?;
     let input = r#"{"program":"cat","args":["notes.txt","/etc/hostname"]}"#;
     let outcome = host.run(TurnRequest::new("run-tool", "main", input), &AllowOnce);

@@ -603,9 +603,12 @@ fn missing_manifest_file() {
     let e = Manifest::load(&path).unwrap_err();
     assert!(!e.is_invalid_input());
     let msg = e.to_string();
-    assert!(
-        msg.starts_with(&format!("cannot read `{}`: ", path.display())),
-        "{msg}"
+    assert_eq!(
+        msg,
+        format!(
+            "cannot read `{}`: no such file or directory (os error 2)",
+            path.display()
+        )
     );
 }
 
