@@ -87,7 +87,7 @@ fn confirm(e: &QueueEntry, remember: bool) -> Result<(), Failure> {
     let mut w = tty.try_clone().map_err(|e| {
         Failure::error(format!(
             "cannot use the terminal: {}",
-            crate::config::lower(&e.to_string())
+            gatehouse::config::lower(&e.to_string())
         ))
     })?;
     let who = e

@@ -31,7 +31,7 @@ impl TempDir {
             Failure::error(format!(
                 "cannot create `{}`: {}",
                 dir.display(),
-                crate::config::lower(&e.to_string())
+                gatehouse::config::lower(&e.to_string())
             ))
         })?;
         Ok(TempDir(dir))
@@ -63,7 +63,7 @@ fn canonical(p: &Path) -> Result<String, Failure> {
             Failure::error(format!(
                 "cannot resolve `{}`: {}",
                 p.display(),
-                crate::config::lower(&e.to_string())
+                gatehouse::config::lower(&e.to_string())
             ))
         })
 }
@@ -343,7 +343,7 @@ fn run_tool_step(
         Failure::error(format!(
             "cannot write `{}`: {}",
             notes.display(),
-            crate::config::lower(&e.to_string())
+            gatehouse::config::lower(&e.to_string())
         ))
     })?;
     let host = demo_host(&config, state, workspace, manifests, None)?;
