@@ -27,13 +27,8 @@ impl TempDir {
             .unwrap_or_default();
         let dir =
             std::env::temp_dir().join(format!("gatehouse-demo-{}-{nanos}", std::process::id()));
-        std::fs::create_dir_all(dir.join("workspace/out")).map_err(|e| {
-            Failure::error(format!(
-                "cannot create `{}`: {}",
-                dir.display(),
-                gatehouse::config::lower(&e.to_string())
-            ))
-        })?;
+        std::fs::create_dir_all(dir.join("workspace/out"))
+            .map_err(|e| Failure::io("create", &dir, &e))?;
         Ok(TempDir(dir))
     }
 }
@@ -59,13 +54,7 @@ fn show(step: &str, request: &serde_json::Value, decision: &Decision) {
 fn canonical(p: &Path) -> Result<String, Failure> {
     p.canonicalize()
         .map(|p| p.display().to_string())
-        .map_err(|e| {
-            Failure::error(format!(
-                "cannot resolve `{}`: {}",
-                p.display(),
-                gatehouse::config::lower(&e.to_string())
-            ))
-        })
+        .map_err(|e| Failure::io("resolve", p, &e))
 }
 
 pub fn run(ctx: &Context) -> CmdResult {
@@ -339,13 +328,8 @@ fn run_tool_step(
         main.tools = vec!["cat".into(), "ls".into(), "wc".into()];
     }
     let notes = Path::new(workspace).join("notes.txt");
-    std::fs::write(&notes, "a note in the workspace\n").map_err(|e| {
-        Failure::error(format!(
-            "cannot write `{}`: {}",
-            notes.display(),
-            gatehouse::config::lower(&e.to_string())
-        ))
-    })?;
+    std::fs::write(&notes, "a note in the workspace\n")
+        .map_err(|e| Failure::io("write", &notes, &e))?;
     let host = demo_host(&config, state, workspace, manifests, None)?;
     let input = r#"{"program":"cat","args":["notes.txt","/etc/hostname"]}"#;
     let outcome = host.run(TurnRequest::new("run-tool", "main", input), &AllowOnce);

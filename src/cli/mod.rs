@@ -75,6 +75,16 @@ impl Failure {
         }
     }
 
+    /// An I/O error on a file of the command's (exit 1): "cannot `action`
+    /// `path`: the OS's reason", lowercased as every message is.
+    pub fn io(action: &str, path: &Path, e: &std::io::Error) -> Failure {
+        Failure::error(format!(
+            "cannot {action} `{}`: {}",
+            path.display(),
+            lower(&e.to_string())
+        ))
+    }
+
     pub fn denied(message: impl Into<String>) -> Failure {
         Failure {
             exit: Exit::Denied,

@@ -45,13 +45,7 @@ fn bare_wasm(path: &Path) -> Result<Manifest, Failure> {
             path.display()
         )));
     }
-    let absolute = std::path::absolute(path).map_err(|e| {
-        Failure::error(format!(
-            "cannot resolve `{}`: {}",
-            path.display(),
-            gatehouse::config::lower(&e.to_string())
-        ))
-    })?;
+    let absolute = std::path::absolute(path).map_err(|e| Failure::io("resolve", path, &e))?;
     let stem = path
         .file_stem()
         .map(|s| s.to_string_lossy().to_lowercase())
