@@ -771,15 +771,34 @@ fn a_component_changed_under_a_running_host_is_seen_at_the_next_turn() {
     assert_eq!(ran_digest(&turn(&h)), digest(&v4));
 }
 
+/// Records a grant of `fs:write` on `target` for the tests' identity
+/// (`cli`/`tester`), as another connection would.
+fn record_write_grant(
+    book: &gatehouse::host::GrantBook,
+    target: &str,
+) -> gatehouse::host::grants::Grant {
+    use gatehouse::host::grants::{now_utc, NewGrant};
+    book.record(
+        &NewGrant {
+            identity: gatehouse::policy::Identity::new("cli", "tester"),
+            capability: "fs:write".into(),
+            target: target.into(),
+            expires_at: None,
+            granted_by: Some("test".into()),
+        },
+        now_utc(),
+    )
+    .unwrap()
+}
+
 /// Issue 13: grants are read at each decision. A running host looks at the
 /// grants database only when its watch says it changed; a grant recorded
 /// or revoked by another connection applies from the very next turn,
 /// however fast it follows.
 #[test]
 fn a_grant_recorded_or_revoked_by_another_connection_applies_at_the_next_turn() {
-    use gatehouse::host::grants::{now_utc, NewGrant};
+    use gatehouse::host::grants::now_utc;
     use gatehouse::host::GrantBook;
-    use gatehouse::policy::Identity;
     let env = Env::new();
     let ws = env.mkdir("ws");
     env.mkdir("ws/out");
@@ -790,18 +809,7 @@ fn a_grant_recorded_or_revoked_by_another_connection_applies_at_the_next_turn() 
         let input = format!(r#"{{"path":"out/{n}.txt","content":"x"}}"#);
         let turn = || h.run(TurnRequest::new("write-file", "main", &input), &NoOne);
         assert_eq!(turn().code(), Some(DenyCode::ApprovalRequired));
-        let grant = book
-            .record(
-                &NewGrant {
-                    identity: Identity::new("cli", "tester"),
-                    capability: "fs:write".into(),
-                    target: target.clone(),
-                    expires_at: None,
-                    granted_by: Some("test".into()),
-                },
-                now_utc(),
-            )
-            .unwrap();
+        let grant = record_write_grant(&book, &target);
         let ran = turn();
         assert!(ran.is_ok(), "{:?}", ran.end);
         assert!(ws.join(format!("out/{n}.txt")).exists());
@@ -818,9 +826,8 @@ fn a_grant_recorded_or_revoked_by_another_connection_applies_at_the_next_turn() 
 /// which then asks again (`APPROVAL_REQUIRED`) and writes nothing.
 #[test]
 fn a_grant_revoked_while_a_turn_waits_for_its_approval_no_longer_covers_it() {
-    use gatehouse::host::grants::{now_utc, NewGrant};
+    use gatehouse::host::grants::now_utc;
     use gatehouse::host::{Begun, GrantBook};
-    use gatehouse::policy::Identity;
     let env = Env::new();
     let ws = env.mkdir("ws");
     env.mkdir("ws/out");
@@ -835,18 +842,7 @@ fn a_grant_revoked_while_a_turn_waits_for_its_approval_no_longer_covers_it() {
     let h = host_of(&env, &ws, vec![manifest], Some(Level::Supervised));
     let book = GrantBook::new(&StatePaths::under(&env.state_dir(), None, None));
     let root = ws.canonicalize().unwrap();
-    let grant = book
-        .record(
-            &NewGrant {
-                identity: Identity::new("cli", "tester"),
-                capability: "fs:write".into(),
-                target: format!("{}/out/**", root.display()),
-                expires_at: None,
-                granted_by: Some("test".into()),
-            },
-            now_utc(),
-        )
-        .unwrap();
+    let grant = record_write_grant(&book, &format!("{}/out/**", root.display()));
     let input = r#"{"path":"out/a.txt","content":"x"}"#;
     let Begun::Parked(parked) = h.begin(TurnRequest::new("write-file", "main", input)) else {
         panic!("the turn should wait for an approval");
