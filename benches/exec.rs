@@ -11,6 +11,7 @@ use std::process::{Command, Stdio};
 use std::time::Instant;
 
 use gatehouse::exec::{run, ExecSpec, ExecSupport};
+use gatehouse::sandbox::PinnedDir;
 
 const RUNS: usize = 300;
 
@@ -37,11 +38,22 @@ fn main() {
         eprintln!("cannot create `{}`", ws.display());
         return;
     }
+    // The temporary directory may sit behind a link (`/tmp` on some
+    // hosts): roots are pinned by their canonical path.
+    let root = match ws.canonicalize().map(|p| PinnedDir::open(&p)) {
+        Ok(Ok(dir)) => dir,
+        Ok(Err(e)) => {
+            eprintln!("{e}");
+            return;
+        }
+        Err(e) => {
+            eprintln!("cannot resolve `{}`: {e}", ws.display());
+            return;
+        }
+    };
     let spec = ExecSpec {
-        program: PathBuf::from("/bin/true"),
-        cwd: ws.clone(),
-        write_roots: vec![ws.clone()],
-        ..ExecSpec::default()
+        write_roots: vec![root.clone()],
+        ..ExecSpec::new(PathBuf::from("/bin/true"), root)
     };
     let support = ExecSupport::probe();
     let bare = ExecSupport {

@@ -9,6 +9,9 @@ use std::hint::black_box;
 use std::time::Instant;
 
 use gatehouse::grants::{GrantStore, NewGrant};
+
+/// The time of the benchmarked decisions (no grant here expires).
+const NOW: UtcTime = UtcTime(1_800_000_000);
 use gatehouse::policy::{
     decide, decide_json, Actor, Capability, Grant, Identity, Level, Request, RequestKind, Roots,
     Snapshot, UtcTime, WorkspaceMode, WorkspaceRoot,
@@ -107,20 +110,20 @@ fn main() {
     );
     println!("|{:-<54}|{:-<12}|{:-<12}|{:-<10}|", "", "", "", "");
     let cap = measure(2000, || {
-        black_box(decide(black_box(&snap), black_box(&cap_req)));
+        black_box(decide(black_box(&snap), black_box(&cap_req), NOW));
     });
     row("decide: capability (10 grants in the snapshot)", cap, None);
     row(
         "decide_json: same, parsed from JSON first",
         measure(2000, || {
-            black_box(decide_json(black_box(&snap), black_box(&cap_json)));
+            black_box(decide_json(black_box(&snap), black_box(&cap_json), NOW));
         }),
         Some(cap.0),
     );
     row(
         "decide: tool (3 segments, screened)",
         measure(2000, || {
-            black_box(decide(black_box(&snap), black_box(&tool_req)));
+            black_box(decide(black_box(&snap), black_box(&tool_req), NOW));
         }),
         None,
     );

@@ -15,6 +15,7 @@ use serde_json::json;
 use crate::config::resolve_path;
 use crate::policy::{
     decide_json, is_within, Access, Actor, DenyCode, Level, ProtectedKind, ResolvedPath, Snapshot,
+    UtcTime,
 };
 
 /// How a case ended.
@@ -311,8 +312,9 @@ fn cases_for(snapshot: &Snapshot, name: &str, actor: &Actor) -> Vec<Case> {
     out
 }
 
-/// Runs the suite for `only` (or every actor) against `snapshot`.
-pub fn run(snapshot: &Snapshot, only: Option<&str>) -> Vec<CaseResult> {
+/// Runs the suite for `only` (or every actor) against `snapshot`, the
+/// decisions taken at `now`.
+pub fn run(snapshot: &Snapshot, only: Option<&str>, now: UtcTime) -> Vec<CaseResult> {
     let mut results = Vec::new();
     for (name, actor) in &snapshot.actors {
         if only.is_some_and(|o| o != name) {
@@ -337,8 +339,9 @@ pub fn run(snapshot: &Snapshot, only: Option<&str>) -> Vec<CaseResult> {
                                 ..snapshot.clone()
                             },
                             &req,
+                            now,
                         ),
-                        None => decide_json(snapshot, &req),
+                        None => decide_json(snapshot, &req, now),
                     };
                     let got = decision
                         .code()

@@ -504,7 +504,11 @@ fn test(ctx: &Context, args: TestArgs) -> CmdResult {
             )));
         }
     }
-    let results = tier3::run(&snapshot, args.actor.as_deref());
+    let results = tier3::run(
+        &snapshot,
+        args.actor.as_deref(),
+        gatehouse::grants::now_utc(),
+    );
     let count = |s| results.iter().filter(|r| r.status == s).count();
     let (pass, fail, skipped) = (
         count(CaseStatus::Pass),

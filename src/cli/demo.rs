@@ -149,7 +149,7 @@ pub fn run(ctx: &Context) -> CmdResult {
 
     run_executors(&config, &state, &workspace)?;
 
-    let results = tier3::run(&supervised.snapshot(), None);
+    let results = tier3::run(&supervised.snapshot(), None, gatehouse::grants::now_utc());
     let count = |s| results.iter().filter(|r| r.status == s).count();
     out(format!(
         "13. tier 3 (every deny code, exact): {} passed, {} failed, {} skipped",

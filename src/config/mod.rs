@@ -16,6 +16,7 @@
 //! those two of its own tools, for the serving actor's own turns only.
 
 mod env;
+pub(crate) mod nofollow;
 mod on_degraded;
 mod resolve;
 pub mod watch;

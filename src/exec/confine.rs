@@ -22,6 +22,7 @@ use seccompiler::{
 };
 use serde::Serialize;
 
+use super::PinnedDir;
 use super::{ExecError, ExecLimits, ExecSpec};
 
 /// Directories every command may read: the system's programs and shared
@@ -233,11 +234,12 @@ fn seccomp_error(e: impl std::fmt::Display) -> ExecError {
     ExecError::Seccomp(crate::config::lower(&e.to_string()))
 }
 
-/// Builds the confinement of `spec` (whose roots the caller canonicalized)
+/// Builds the confinement of `spec` (whose roots the caller checked are
+/// still where the plan pinned them)
 /// in the parent.
 pub(super) fn prepare(
-    read_roots: &[PathBuf],
-    write_roots: &[PathBuf],
+    read_roots: &[PinnedDir],
+    write_roots: &[PinnedDir],
     executable: &[PathBuf],
     spec: &ExecSpec,
     support: &ExecSupport,
@@ -281,7 +283,12 @@ pub(super) fn prepare(
         (libc::RLIMIT_NOFILE as RlimitResource, l.open_files),
         (libc::RLIMIT_CORE as RlimitResource, 0),
     ];
-    let show = |roots: &[PathBuf]| roots.iter().map(|p| p.display().to_string()).collect();
+    let show = |roots: &[PinnedDir]| {
+        roots
+            .iter()
+            .map(|p| p.path().display().to_string())
+            .collect()
+    };
     Ok(Prepared {
         confinement: Confinement {
             landlock_abi,
@@ -294,7 +301,7 @@ pub(super) fn prepare(
             limits: l,
             read_roots: show(read_roots),
             write_roots: show(write_roots),
-            executable: show(executable),
+            executable: executable.iter().map(|p| p.display().to_string()).collect(),
             skipped,
         },
         ruleset,
@@ -309,8 +316,8 @@ pub(super) fn prepare(
 /// pathname unix socket (ABI 9+) and (without network) no TCP bind or
 /// connect.
 fn ruleset(
-    read: &[PathBuf],
-    write: &[PathBuf],
+    read: &[PinnedDir],
+    write: &[PinnedDir],
     executable: &[PathBuf],
     system: &[PathBuf],
     network: bool,
@@ -342,8 +349,12 @@ fn ruleset(
     for p in system {
         rules.push((p.clone(), read_access));
     }
+    // The roots by the descriptors the plan pinned: the directories the
+    // decision named, wherever a command has moved their names since.
     for p in read {
-        rules.push((p.clone(), read_access));
+        created = created
+            .add_rule(PathBeneath::new(p.fd(), read_access))
+            .map_err(landlock_error)?;
     }
     // Execute only these files (checked by the caller to lie beneath no
     // write root): the kernel refuses whatever else a command starts.
@@ -357,7 +368,9 @@ fn ruleset(
     let write_access = AccessFs::from_all(abi)
         & !(AccessFs::Execute | AccessFs::MakeChar | AccessFs::MakeBlock | AccessFs::IoctlDev);
     for p in write {
-        rules.push((p.clone(), write_access));
+        created = created
+            .add_rule(PathBeneath::new(p.fd(), write_access))
+            .map_err(landlock_error)?;
     }
     for f in SYSTEM_READ_FILES {
         rules.push((PathBuf::from(f), file_read.into()));
@@ -366,17 +379,11 @@ fn ruleset(
         rules.push((PathBuf::from(f), file_rw));
     }
     for (path, access) in rules {
-        // A system file this host lacks is skipped; a granted root was
+        // A system file this host lacks is skipped; an executable was
         // canonicalized by the caller, so it exists.
         let fd = match PathFd::new(&path) {
             Ok(fd) => fd,
-            Err(_)
-                if !read.contains(&path)
-                    && !write.contains(&path)
-                    && !executable.contains(&path) =>
-            {
-                continue
-            }
+            Err(_) if !executable.contains(&path) => continue,
             Err(e) => return Err(landlock_error(e)),
         };
         let access = if path.is_dir() {
@@ -528,8 +535,11 @@ fn x32_filter() -> Option<BpfProgram> {
 
 impl Prepared {
     /// The child's half.
-    pub(super) fn into_child(self) -> ChildSetup {
+    /// The child's half; it changes into `cwd` (a directory descriptor
+    /// the caller keeps open until the child has started) first.
+    pub(super) fn into_child(self, cwd: std::os::fd::RawFd) -> ChildSetup {
         ChildSetup {
+            cwd,
             ruleset: self.ruleset,
             filters: self.filters,
             rlimits: self.rlimits,
@@ -539,6 +549,9 @@ impl Prepared {
 
 /// What the forked child applies to itself before `exec`.
 pub(super) struct ChildSetup {
+    /// The pinned working directory (`fchdir`): the directory the turn
+    /// was planned with, not what its path names now.
+    cwd: std::os::fd::RawFd,
     ruleset: Option<RulesetCreated>,
     filters: Vec<BpfProgram>,
     rlimits: [(RlimitResource, u64); 6],
@@ -553,6 +566,12 @@ impl ChildSetup {
     /// at the `pre_exec` call): system calls only, no allocation on the
     /// success path. Any failure stops the command before `exec`.
     pub(super) fn apply(&mut self) -> io::Result<()> {
+        // SAFETY: `fchdir(2)` on a descriptor number the parent keeps open
+        // across the fork (it is close-on-exec, so the command never gets
+        // it); no memory is passed.
+        if unsafe { libc::fchdir(self.cwd) } != 0 {
+            return Err(last_error());
+        }
         // SAFETY: `prctl` with integer arguments only; no memory is passed.
         if unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0) } != 0 {
             return Err(last_error());

@@ -42,6 +42,7 @@
 
 mod confine;
 pub mod facts;
+pub mod pinned;
 
 use std::io::{Read, Write};
 use std::os::unix::process::{CommandExt, ExitStatusExt};
@@ -55,6 +56,7 @@ use serde::Serialize;
 pub use confine::{Confinement, ExecSupport, DENIED_SYSCALLS, SYSTEM_READ_ROOTS};
 
 use crate::policy::command::PROGRAM_DIRS;
+pub use pinned::{PinError, PinnedDir};
 
 /// Resource limits of one command.
 ///
@@ -105,21 +107,24 @@ impl Default for ExecLimits {
 /// executed can also run whatever it can read through the dynamic loader
 /// (`ld.so PROGRAM`), which Landlock cannot tell from its part as
 /// interpreter.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct ExecSpec {
     /// An absolute path to the program (see [`resolve_program`]).
     pub program: PathBuf,
     /// The arguments after the program.
     pub args: Vec<String>,
-    /// The working directory; it must be inside a read or write root, or
-    /// be `/` when there is no root at all.
-    pub cwd: PathBuf,
+    /// The working directory, opened; it must be inside a read or write
+    /// root, or be `/` when there is no root at all.
+    pub cwd: PinnedDir,
     /// The whole environment of the command.
     pub env: Vec<(String, String)>,
-    /// Directories the command may read.
-    pub read_roots: Vec<PathBuf>,
-    /// Directories the command may read, write, create in and delete from.
-    pub write_roots: Vec<PathBuf>,
+    /// Directories the command may read, opened when the turn's plan was
+    /// made ([`PinnedDir`]): the rules go to these directories, and a
+    /// command is refused when a path no longer leads to its directory.
+    pub read_roots: Vec<PinnedDir>,
+    /// Directories the command may read, write, create in and delete from
+    /// (likewise opened).
+    pub write_roots: Vec<PinnedDir>,
     /// Whether `AF_INET`/`AF_INET6` sockets are allowed (`network:sites`
     /// granted); raw, netlink and packet sockets never are.
     pub network: bool,
@@ -130,6 +135,31 @@ pub struct ExecSpec {
     /// resolved). With `program` and their interpreters, the only files it
     /// may execute; one beneath a write root is left out.
     pub also_executable: Vec<PathBuf>,
+}
+
+impl ExecSpec {
+    /// `program` run in `cwd` with nothing else: no arguments, an empty
+    /// environment, no root (the command reads only the system's program
+    /// directories), no network, the default [`ExecLimits`], empty stdin,
+    /// no other program it may start.
+    ///
+    /// # Security
+    /// Hands the command `program` to execute; every other authority is a
+    /// field set afterwards.
+    pub fn new(program: PathBuf, cwd: PinnedDir) -> ExecSpec {
+        ExecSpec {
+            program,
+            args: Vec::new(),
+            cwd,
+            env: Vec::new(),
+            read_roots: Vec::new(),
+            write_roots: Vec::new(),
+            network: false,
+            limits: ExecLimits::default(),
+            stdin: Vec::new(),
+            also_executable: Vec::new(),
+        }
+    }
 }
 
 /// How the command ended, and what it printed.
@@ -179,8 +209,8 @@ pub enum ExecError {
     },
     #[error("working directory `{0}` is not inside a granted root")]
     CwdOutsideRoots(String),
-    #[error("root `{path}` cannot be used: {reason}")]
-    Root { path: String, reason: String },
+    #[error("root {0}")]
+    Root(#[from] PinError),
     #[error("the landlock ruleset cannot be built: {0}")]
     Landlock(String),
     #[error("the seccomp filter cannot be built: {0}")]
@@ -221,13 +251,6 @@ fn is_executable(path: &Path) -> bool {
         .unwrap_or(false)
 }
 
-fn canonical(path: &Path) -> Result<PathBuf, ExecError> {
-    std::fs::canonicalize(path).map_err(|e| ExecError::Root {
-        path: path.display().to_string(),
-        reason: crate::config::lower(&e.to_string()),
-    })
-}
-
 /// Runs `spec` confined as far as `support` allows.
 ///
 /// Blocks until the command exits, is killed at its timeout, or fails to
@@ -239,18 +262,26 @@ pub fn run(spec: &ExecSpec, support: &ExecSupport) -> Result<ExecOutcome, ExecEr
     if !spec.program.is_absolute() {
         return Err(ExecError::ProgramNotAbsolute(program));
     }
-    let read_roots = spec
+    // Each root (and the working directory) must still be what the plan
+    // pinned: an earlier command may have renamed it away and put a link
+    // to somewhere else in its place. The rules go to the pinned
+    // descriptors either way; a moved root refuses the command, so that
+    // what the record says (its roots by path) stays true.
+    for root in spec.read_roots.iter().chain(&spec.write_roots) {
+        root.check_unmoved()?;
+    }
+    spec.cwd.check_unmoved()?;
+    let read_roots: Vec<PathBuf> = spec
         .read_roots
         .iter()
-        .map(|p| canonical(p))
-        .collect::<Result<Vec<_>, _>>()?;
-    let write_roots = spec
+        .map(|r| r.path().to_path_buf())
+        .collect();
+    let write_roots: Vec<PathBuf> = spec
         .write_roots
         .iter()
-        .map(|p| canonical(p))
-        .collect::<Result<Vec<_>, _>>()?;
-    let cwd = std::fs::canonicalize(&spec.cwd)
-        .map_err(|_| ExecError::CwdOutsideRoots(spec.cwd.display().to_string()))?;
+        .map(|r| r.path().to_path_buf())
+        .collect();
+    let cwd = spec.cwd.path();
     // With no root at all, `/` is the working directory: Landlock lets the
     // command read nothing there but the system's programs.
     let no_roots = read_roots.is_empty() && write_roots.is_empty();
@@ -303,23 +334,30 @@ pub fn run(spec: &ExecSpec, support: &ExecSupport) -> Result<ExecOutcome, ExecEr
         }
     }
 
-    let prepared = confine::prepare(&read_roots, &write_roots, &executable, spec, support)?;
+    let prepared = confine::prepare(
+        &spec.read_roots,
+        &spec.write_roots,
+        &executable,
+        spec,
+        support,
+    )?;
     let confinement = prepared.confinement.clone();
 
     let mut cmd = Command::new(&spec.program);
     cmd.args(&spec.args)
         .env_clear()
         .envs(spec.env.iter().map(|(k, v)| (k, v)))
-        .current_dir(&cwd)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         // Its own group, so the timeout kills what it started too.
         .process_group(0);
-    let mut child_setup = prepared.into_child();
+    // The child changes into the pinned directory itself (`fchdir`);
+    // `spec` keeps the descriptor open until the child has started.
+    let mut child_setup = prepared.into_child(spec.cwd.raw_fd());
     // SAFETY: the closure runs in the forked child before `exec`, where
     // only async-signal-safe work is sound. It allocates nothing: it makes
-    // `prctl` and `setrlimit` calls on values copied in, installs the
+    // `fchdir`, `prctl` and `setrlimit` calls on values copied in, installs the
     // Landlock ruleset whose file descriptor and masks were prepared in the
     // parent (`landlock_restrict_self`), and the seccomp program compiled
     // in the parent (`prctl` + `seccomp`), in that order.

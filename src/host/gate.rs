@@ -17,10 +17,10 @@ use crate::config::{resolve_glob, GlobRoot};
 use crate::manifest::Manifest;
 use crate::policy::{
     decide, Access, Capability, Decision, DenyCode, HostPattern, PathGlob, Request, RequestKind,
-    Snapshot,
+    Snapshot, UtcTime,
 };
 use crate::sandbox::plan::PlanParts;
-use crate::sandbox::{Allowed, DirAccess, Limits, MemoryGrant, Plan, Preopen};
+use crate::sandbox::{Allowed, DirAccess, Limits, MemoryGrant, PinnedDir, Plan, Preopen};
 
 /// One question asked of the policy, and its answer.
 #[derive(Debug, Clone, Serialize)]
@@ -86,6 +86,9 @@ pub struct TurnInput<'a> {
     pub limits: Limits,
     /// Approvals given once, for this turn only.
     pub approved_once: &'a [(Capability, Option<String>)],
+    /// The time of the decision, read from the clock by the caller: a
+    /// grant counts only while unexpired at it.
+    pub now: UtcTime,
 }
 
 fn deny(steps: Vec<Step>, code: DenyCode, reason: impl Into<String>) -> Gate {
@@ -118,7 +121,7 @@ pub(crate) fn gate(input: TurnInput<'_>) -> Gate {
     let mut steps: Vec<Step> = Vec::new();
     let ask = |steps: &mut Vec<Step>, kind: RequestKind| -> Decision {
         let request = Request::new(actor, kind);
-        let decision = decide(snap, &request);
+        let decision = decide(snap, &request, input.now);
         // The step keeps the decision; the caller gets what it acts on (an
         // allow's reason is the step's alone: not copied).
         let answer = match &decision {
@@ -255,13 +258,18 @@ pub(crate) fn gate(input: TurnInput<'_>) -> Gate {
                 ) {
                     return deny(steps, code, reason);
                 }
-                if !Path::new(&canonical).is_dir() {
-                    return deny(
-                        steps,
-                        DenyCode::PathResolutionFailed,
-                        format!("`{canonical}` is not an existing directory"),
-                    );
-                }
+                // The directory the decision named, opened now from its
+                // canonical path following no link, and held for the whole
+                // turn (see `sandbox::pinned`).
+                let dir = match preopens.iter().find(|p| p.host == Path::new(&canonical)) {
+                    Some(p) => p.dir.clone(),
+                    None => match PinnedDir::open(Path::new(&canonical)) {
+                        Ok(dir) => dir,
+                        Err(e) => {
+                            return deny(steps, DenyCode::PathResolutionFailed, e.to_string())
+                        }
+                    },
+                };
                 // A read-write preopen may contain host configuration (the
                 // grants database, the history, manifests): the filesystem
                 // layer refuses every mutation of a protected path inside
@@ -329,6 +337,7 @@ pub(crate) fn gate(input: TurnInput<'_>) -> Gate {
                         guest,
                         host: PathBuf::from(&canonical),
                         access,
+                        dir,
                     }),
                 }
             }

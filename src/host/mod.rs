@@ -433,10 +433,11 @@ impl Host {
     }
 
     /// The policy's answer to one request (its JSON form, as `policy
-    /// decide` takes it) against this host's snapshot. Pure: it writes
-    /// nothing, asks no one and probes nothing.
+    /// decide` takes it) against this host's snapshot, now (a grant
+    /// expired since the snapshot was built no longer counts). Pure but
+    /// for the clock: it writes nothing, asks no one and probes nothing.
     pub fn decide_json(&self, request: &serde_json::Value) -> crate::policy::Decision {
-        crate::policy::decide_json(&self.inner.frozen().snapshot, request)
+        crate::policy::decide_json(&self.inner.frozen().snapshot, request, now_utc())
     }
 
     /// The executors this host knows.

@@ -106,7 +106,7 @@ impl CommandScreen for ActorScreen {
                 command: Some(command.to_string()),
             },
         );
-        match decide(&self.frozen.snapshot, &request) {
+        match decide(&self.frozen.snapshot, &request, crate::grants::now_utc()) {
             Decision::Allow { .. } => Ok(()),
             Decision::Deny { code, reason } => Err((code, reason)),
             Decision::ApprovalRequired { reason, .. } => Err((DenyCode::ApprovalRequired, reason)),
@@ -150,6 +150,7 @@ impl NestedTurn for Nested {
             turn_id: turn.clone(),
             limits,
             approved_once: &[],
+            now: crate::grants::now_utc(),
         });
         let steps = match &g {
             Gate::Denied { steps, .. }

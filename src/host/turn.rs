@@ -362,6 +362,7 @@ impl Inner {
             turn_id: id.to_string(),
             limits: request.limits,
             approved_once: &answered.once,
+            now: crate::grants::now_utc(),
         }) {
             Gate::Denied {
                 steps,
@@ -459,6 +460,7 @@ impl Inner {
             turn_id: id.to_string(),
             limits: request.limits,
             approved_once: &[],
+            now: crate::grants::now_utc(),
         }) {
             Gate::Denied {
                 steps,

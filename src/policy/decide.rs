@@ -14,6 +14,7 @@ use super::registry::{Capability, TargetKind};
 use super::request::{Access, ConfigSubject, Request, RequestKind, ResolvedPath};
 use super::snapshot::{Actor, ProtectedKind, Snapshot, WorkspaceMode};
 use super::target::{TargetError, TargetPattern};
+use super::time::UtcTime;
 
 /// The answer of the gate, with its reason.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -91,9 +92,9 @@ impl Decision {
 
 /// Decides a request given as JSON: a value that is not one of the request
 /// shapes is `UNKNOWN_REQUEST`.
-pub fn decide_json(snapshot: &Snapshot, request: &serde_json::Value) -> Decision {
+pub fn decide_json(snapshot: &Snapshot, request: &serde_json::Value, now: UtcTime) -> Decision {
     match Request::deserialize(request) {
-        Ok(req) => decide(snapshot, &req),
+        Ok(req) => decide(snapshot, &req, now),
         Err(e) => Decision::deny(
             DenyCode::UnknownRequest,
             format!("the request has no known shape: {e}"),
@@ -101,8 +102,12 @@ pub fn decide_json(snapshot: &Snapshot, request: &serde_json::Value) -> Decision
     }
 }
 
-/// The gate. Pure: reads only `snapshot` and `request`.
-pub fn decide(snapshot: &Snapshot, request: &Request) -> Decision {
+/// The gate. Pure: reads only `snapshot`, `request` and `now`, the time
+/// of the decision, which the caller read from the clock: a grant of the
+/// snapshot counts only while it is unexpired at `now` (a long-lived host
+/// decides many turns against one snapshot, and expiry is judged at each
+/// of them, not when the snapshot was built).
+pub fn decide(snapshot: &Snapshot, request: &Request, now: UtcTime) -> Decision {
     if let Some(why) = shape_problem(request) {
         return Decision::deny(DenyCode::UnknownRequest, why);
     }
@@ -152,6 +157,7 @@ pub fn decide(snapshot: &Snapshot, request: &Request) -> Decision {
             target.as_deref(),
             canonical_target.as_deref(),
             executor.as_deref(),
+            now,
         ),
     }
 }
@@ -522,6 +528,7 @@ fn capability_request(
     target: Option<&str>,
     canonical: Option<&str>,
     executor: Option<&str>,
+    now: UtcTime,
 ) -> Decision {
     let Some(capability) = Capability::from_name(name) else {
         return Decision::deny(
@@ -568,7 +575,8 @@ fn capability_request(
     // Grants cover where the target really is, not the name it was
     // declared by (a link may stand on the way).
     let target = canonical.or(target);
-    let effective = effective_outcome(level, capability, target, identity, &snapshot.grants);
+    let active = snapshot.grants.iter().filter(|g| g.is_active(now));
+    let effective = effective_outcome(level, capability, target, identity, active);
     match effective.outcome {
         Outcome::Allowed => match effective.grant_id {
             Some(id) => Decision::Allow {

@@ -123,7 +123,9 @@ pub struct Snapshot {
     pub level: Level,
     pub actors: BTreeMap<String, Actor>,
     pub executors: BTreeMap<String, ExecutorDef>,
-    /// Grants active when the snapshot was prepared.
+    /// Grants active when the snapshot was prepared. Each still counts
+    /// only while it is unexpired at the time of a decision (`decide`'s
+    /// `now`).
     pub grants: Vec<Grant>,
     pub roots: Roots,
 }

@@ -10,7 +10,7 @@
 //! preopens, its environment the granted variables, internet sockets only
 //! with `network:sites`.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use serde::Serialize;
@@ -25,6 +25,7 @@ use super::services::{AuditSink, CommandScreen, RunServices};
 use crate::exec::{
     quote_argv, resolve_program, Confinement, ExecLimits, ExecOutcome, ExecSpec, ExecSupport,
 };
+use crate::exec::{PinError, PinnedDir};
 use crate::policy::command::basename;
 use crate::policy::snapshot::ProtectedKind;
 use crate::policy::{is_within, DenyCode};
@@ -103,11 +104,14 @@ pub struct ExecBinding {
     pub audit: Arc<dyn AuditSink>,
     /// Program names the plan allows.
     pub tools: Vec<String>,
-    pub read_roots: Vec<PathBuf>,
-    pub write_roots: Vec<PathBuf>,
-    /// The workspace when it is inside a root, else the first root, else
-    /// `/` (where Landlock lets a command read nothing).
-    pub cwd: PathBuf,
+    /// The plan's pinned directories (see [`super::pinned`]).
+    pub read_roots: Vec<PinnedDir>,
+    pub write_roots: Vec<PinnedDir>,
+    /// The workspace when it is inside a root (opened beneath that root's
+    /// descriptor), else the first root, else `/` (where Landlock lets a
+    /// command read nothing). `Err` when it could not be opened: every
+    /// command is refused with the reason.
+    pub cwd: Result<PinnedDir, String>,
     pub env: Vec<(String, String)>,
     pub network: bool,
     pub limits: ExecLimits,
@@ -146,32 +150,37 @@ impl ExecBinding {
         for p in plan.preopens() {
             match p.access {
                 DirAccess::ReadWrite if whole(&p.host, DirAccess::ReadWrite) => {
-                    write_roots.push(p.host.clone())
+                    write_roots.push(p.dir.clone())
                 }
                 DirAccess::ReadWrite | DirAccess::ReadOnly
                     if whole(&p.host, DirAccess::ReadOnly) =>
                 {
-                    read_roots.push(p.host.clone())
+                    read_roots.push(p.dir.clone())
                 }
                 _ => {}
             }
         }
         let workspace = plan.workspace();
-        let cwd = read_roots
+        let cwd = match read_roots
             .iter()
             .chain(&write_roots)
-            .find(|r| workspace.starts_with(r))
-            .map(|_| workspace.to_path_buf())
-            .or_else(|| write_roots.first().cloned())
-            .or_else(|| read_roots.first().cloned())
-            .unwrap_or_else(|| PathBuf::from("/"));
+            .find(|r| workspace.starts_with(r.path()))
+        {
+            Some(root) if root.path() == workspace => Ok(root.clone()),
+            Some(root) => root.open_below(workspace),
+            None => match write_roots.first().or(read_roots.first()) {
+                Some(root) => Ok(root.clone()),
+                None => PinnedDir::open(Path::new("/")),
+            },
+        }
+        .map_err(|e| format!("the working directory {e}"));
         let env = plan
             .env_names()
             .iter()
             .filter_map(|n| std::env::var(n).ok().map(|v| (n.clone(), v)))
             .collect();
         let read_only_inside = write_roots.iter().find_map(|root| {
-            let root_str = root.display().to_string();
+            let root_str = root.path().display().to_string();
             plan.read_only_roots()
                 .find(|ro| is_within(ro, &root_str))
                 .map(|ro| {
@@ -179,7 +188,7 @@ impl ExecBinding {
                 })
         });
         let protected_overlap = write_roots.iter().find_map(|root| {
-            let root_str = root.display().to_string();
+            let root_str = root.path().display().to_string();
             plan.protected()
                 .iter()
                 .find(|p| is_within(&p.path, &root_str) || is_within(&root_str, &p.path))
@@ -191,7 +200,7 @@ impl ExecBinding {
         .or_else(|| {
             // Nor can it hide host state from a read root that holds it.
             read_roots.iter().find_map(|root| {
-                let root_str = root.display().to_string();
+                let root_str = root.path().display().to_string();
                 plan.protected()
                     .iter()
                     .find(|p| p.kind == ProtectedKind::State && (is_within(&p.path, &root_str) || is_within(&root_str, &p.path)))
@@ -310,6 +319,15 @@ impl ExecBinding {
                 self.keep(record);
                 Ok(o)
             }
+            // A root renamed away and replaced since the plan was made
+            // (by an earlier command, say): refused, nothing started.
+            Err(e @ crate::exec::ExecError::Root(PinError::Moved(_))) => {
+                let code = DenyCode::PathResolutionFailed;
+                record.decision = code.as_str().into();
+                record.reason = e.to_string();
+                self.keep(record);
+                Err(denial(code, e.to_string()))
+            }
             Err(e) => {
                 record.reason = e.to_string();
                 self.keep(record);
@@ -360,7 +378,13 @@ impl ExecBinding {
         if let Some((code, reason)) = &self.protected_overlap {
             return Err((denial(*code, reason.clone()), Some(*code)));
         }
-        let cwd = self.cwd.clone();
+        let cwd = match &self.cwd {
+            Ok(dir) => dir.clone(),
+            Err(reason) => {
+                let code = DenyCode::PathResolutionFailed;
+                return Err((denial(code, reason.clone()), Some(code)));
+            }
+        };
         let path = self.program_path(program)?;
         Ok(ExecSpec {
             program: path,
@@ -493,13 +517,13 @@ pub fn run_command(
         binding
             .read_roots
             .iter()
-            .map(|r| format!("root `{}` (read-only)", r.display())),
+            .map(|r| format!("root `{}` (read-only)", r.path().display())),
     );
     linked.extend(
         binding
             .write_roots
             .iter()
-            .map(|r| format!("root `{}` (read-write)", r.display())),
+            .map(|r| format!("root `{}` (read-write)", r.path().display())),
     );
     linked.extend(binding.env.iter().map(|(k, _)| format!("env `{k}`")));
     // The turn's arguments follow the manifest's; the screen sees the

@@ -17,7 +17,8 @@ pub fn apply(b: &mut WasiCtxBuilder, plan: &Plan) -> wasmtime::Result<Vec<String
             DirAccess::ReadOnly => FsPerms::ReadOnly,
             DirAccess::ReadWrite => FsPerms::ReadWrite,
         };
-        b.preopened_dir(&p.host, &p.guest, perms)?;
+        // The directory the plan pinned, not what its path names now.
+        b.preopened_dir(p.dir.proc_path(), &p.guest, perms)?;
         linked.push(format!(
             "preopen `{}` -> `{}` ({})",
             p.guest,

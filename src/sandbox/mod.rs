@@ -37,6 +37,7 @@ mod state;
 pub mod table;
 pub mod wasi;
 
+pub use crate::exec::pinned::{PinError, PinnedDir};
 pub use engine::{Counters, EngineKind, EngineProfile, LoadError, Sandbox};
 pub use isolation::{IsolationReport, OnDegraded};
 pub use limits::{LimitHit, Limits, DEFAULT_JOURNAL_BYTES};

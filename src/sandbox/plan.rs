@@ -32,6 +32,11 @@ pub struct Preopen {
     /// (`.`, `out`), or the absolute host path when outside it.
     pub guest: String,
     pub access: DirAccess,
+    /// The directory itself, opened when the plan was made: the guest's
+    /// preopen and a command's root are this descriptor, not whatever the
+    /// path names later.
+    #[serde(skip)]
+    pub dir: super::PinnedDir,
 }
 
 /// The memory namespace a turn may use.

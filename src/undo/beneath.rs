@@ -21,96 +21,11 @@ use std::fs::File;
 use std::io::{Read, Write};
 use std::os::fd::OwnedFd;
 
-use rustix::fs::{AtFlags, FileType, Mode, OFlags, RenameFlags, ResolveFlags};
+pub(crate) use crate::config::nofollow::{components, open_below, open_root, Reach, DIR_FLAGS};
 use rustix::io::Errno;
+
+use rustix::fs::{AtFlags, FileType, Mode, OFlags, RenameFlags};
 use sha2::{Digest, Sha256};
-
-/// Why a path could not be reached.
-#[derive(Debug)]
-pub(crate) enum Reach {
-    /// A component on the way is a symbolic link, or not a directory:
-    /// the path is no longer what the turn left.
-    Changed,
-    /// A directory on the way does not exist.
-    Missing,
-    /// Anything else.
-    Io(std::io::Error),
-}
-
-impl From<Errno> for Reach {
-    fn from(e: Errno) -> Reach {
-        match e {
-            Errno::LOOP | Errno::NOTDIR | Errno::XDEV => Reach::Changed,
-            Errno::NOENT => Reach::Missing,
-            e => Reach::Io(e.into()),
-        }
-    }
-}
-
-/// The components of a canonical absolute path below `/` (none for `/`).
-/// `None` when it is not canonical (relative, `.`, `..`, an empty
-/// segment).
-pub(crate) fn components(path: &str) -> Option<Vec<&str>> {
-    let rest = path.strip_prefix('/')?;
-    if rest.is_empty() {
-        return Some(Vec::new());
-    }
-    let parts: Vec<&str> = rest.split('/').collect();
-    if parts
-        .iter()
-        .any(|p| p.is_empty() || *p == "." || *p == "..")
-    {
-        return None;
-    }
-    Some(parts)
-}
-
-const DIR_FLAGS: OFlags = OFlags::DIRECTORY
-    .union(OFlags::NOFOLLOW)
-    .union(OFlags::CLOEXEC)
-    .union(OFlags::RDONLY);
-
-/// Opens the directory `parts` below `base`, following no link: with
-/// `openat2(2)` when the kernel has it, else one component at a time.
-fn open_below(base: &OwnedFd, parts: &[&str]) -> Result<OwnedFd, Reach> {
-    if parts.is_empty() {
-        return rustix::io::fcntl_dupfd_cloexec(base, 0).map_err(Reach::from);
-    }
-    let rel = parts.join("/");
-    match rustix::fs::openat2(
-        base,
-        rel.as_str(),
-        DIR_FLAGS,
-        Mode::empty(),
-        ResolveFlags::BENEATH | ResolveFlags::NO_SYMLINKS | ResolveFlags::NO_MAGICLINKS,
-    ) {
-        Ok(fd) => Ok(fd),
-        // No openat2 here (an old kernel, a filter): the manual walk.
-        Err(Errno::NOSYS) | Err(Errno::PERM) => walk(base, parts),
-        Err(e) => Err(e.into()),
-    }
-}
-
-/// The manual walk: each component opened from the one before with
-/// `O_NOFOLLOW | O_DIRECTORY` (a link fails with `ELOOP`, anything but a
-/// directory with `ENOTDIR`); `components` already refused `.` and `..`.
-pub(crate) fn walk(base: &OwnedFd, parts: &[&str]) -> Result<OwnedFd, Reach> {
-    let mut cur = rustix::io::fcntl_dupfd_cloexec(base, 0).map_err(Reach::from)?;
-    for part in parts {
-        if part.is_empty() || *part == "." || *part == ".." || part.contains('/') {
-            return Err(Reach::Changed);
-        }
-        cur = rustix::fs::openat(&cur, *part, DIR_FLAGS, Mode::empty())?;
-    }
-    Ok(cur)
-}
-
-/// The directory `dir` (canonical, absolute), opened from `/` without
-/// following any link.
-fn open_root(dir: &[&str]) -> Result<OwnedFd, Reach> {
-    let slash = rustix::fs::open("/", DIR_FLAGS, Mode::empty())?;
-    open_below(&slash, dir)
-}
 
 /// One path beneath one root: the root's components and the path's below
 /// it (at least one: the root itself is never a target).
@@ -324,6 +239,7 @@ fn sha256_of(mut f: File) -> std::io::Result<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::config::nofollow::walk;
 
     fn canonical(p: &std::path::Path) -> String {
         p.canonicalize().unwrap().to_str().unwrap().to_string()

@@ -12,7 +12,7 @@
 //! but the last (see [`fs`]).
 
 pub mod append;
-mod beneath;
+pub(crate) mod beneath;
 pub mod fs;
 pub mod journal;
 pub mod prune;

@@ -10,14 +10,26 @@ use serde_json::json;
 use gatehouse::config::{resolve_path, HostConfig, StatePaths};
 use gatehouse::manifest::Manifest;
 use gatehouse::policy::{
-    decide, decide_json, Access, Actor, Capability, ConfigSubject, Decision, DeclaredCapability,
-    DenyCode, ExecutorDef, Grant, Identity, Level, Request, RequestKind, ResolvedPath, Roots,
-    Snapshot, UtcTime, WorkspaceMode, WorkspaceRoot,
+    Access, Actor, Capability, ConfigSubject, Decision, DeclaredCapability, DenyCode, ExecutorDef,
+    Grant, Identity, Level, Request, RequestKind, ResolvedPath, Roots, Snapshot, UtcTime,
+    WorkspaceMode, WorkspaceRoot,
 };
 use gatehouse::snapshot::protected_paths;
 
 // ---------------------------------------------------------------------------
 // helpers
+
+/// The time these decisions are taken at: before every grant's expiry in
+/// this file (the expiry tests pass their own time to the core).
+const NOW: UtcTime = UtcTime(1_000);
+
+fn decide(s: &Snapshot, r: &Request) -> Decision {
+    gatehouse::policy::decide(s, r, NOW)
+}
+
+fn decide_json(s: &Snapshot, r: &serde_json::Value) -> Decision {
+    gatehouse::policy::decide_json(s, r, NOW)
+}
 
 /// The deny code's stable name, or what the decision was instead.
 fn code(d: &Decision) -> &'static str {
@@ -1920,4 +1932,31 @@ fn the_host_program_is_refused_as_a_tool_and_inside_commands() {
     );
     // A mention as an argument is not an invocation; other tools still run.
     assert_allow(&decide(&s, &tool("main", "ls", Some("ls gatehouse"))));
+}
+
+/// Issue 27, point 1: the core judges a grant's expiry at the time it is
+/// given (`now`), whatever the snapshot holds: the same snapshot and
+/// request are allowed by the grant the second before its expiry and need
+/// an approval from its expiry on.
+#[test]
+fn a_grant_counts_only_until_its_expiry_at_the_time_of_the_decision() {
+    let mut s = base();
+    s.level = Level::Supervised;
+    s.grants = vec![Grant {
+        expires_at: Some(UtcTime(5_000)),
+        ..grant(9, "fs:write", "/ws/**")
+    }];
+    let r = cap("main", "fs:write", Some("/ws/a.txt"), None);
+    let before = gatehouse::policy::decide(&s, &r, UtcTime(4_999));
+    assert!(
+        matches!(before, Decision::Allow { grant: Some(_), .. }),
+        "{before:?}"
+    );
+    for at in [5_000, 5_001] {
+        let after = gatehouse::policy::decide(&s, &r, UtcTime(at));
+        assert!(
+            matches!(after, Decision::ApprovalRequired { .. }),
+            "at {at}: {after:?}"
+        );
+    }
 }

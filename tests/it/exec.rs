@@ -13,6 +13,7 @@ use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 
 use gatehouse::exec::{run, ExecLimits, ExecOutcome, ExecSpec, ExecSupport};
+use gatehouse::sandbox::PinnedDir;
 use serde_json::Value;
 
 use crate::sandbox::{component, guest, run_json};
@@ -27,16 +28,19 @@ fn text(b: &[u8]) -> String {
 /// A spec running `program args` in `ws` (read-write) with defaults.
 fn spec(ws: &Path, program: &str, args: &[&str]) -> ExecSpec {
     ExecSpec {
-        program: PathBuf::from(program),
         args: args.iter().map(|a| a.to_string()).collect(),
-        cwd: ws.to_path_buf(),
-        write_roots: vec![ws.to_path_buf()],
+        write_roots: vec![pin(ws)],
         limits: ExecLimits {
             timeout_ms: 10_000,
             ..ExecLimits::default()
         },
-        ..ExecSpec::default()
+        ..ExecSpec::new(PathBuf::from(program), pin(ws))
     }
+}
+
+/// `dir` (canonical) opened as a root.
+fn pin(dir: &Path) -> PinnedDir {
+    PinnedDir::open(dir).unwrap_or_else(|e| panic!("{e}"))
 }
 
 fn exec(spec: &ExecSpec) -> ExecOutcome {
@@ -92,7 +96,7 @@ fn a_command_reads_its_roots_and_not_etc_hostname() {
     env.write("secret.txt", "secret\n");
     let mut sp = spec(&ro, "/bin/cat", &["a.txt", "../secret.txt"]);
     sp.write_roots = vec![];
-    sp.read_roots = vec![ro.clone()];
+    sp.read_roots = vec![pin(&ro)];
     let o = exec(&sp);
     assert_eq!(text(&o.stdout), "ro\n");
     assert!(
@@ -101,7 +105,7 @@ fn a_command_reads_its_roots_and_not_etc_hostname() {
     );
     let mut sp = spec(&ro, "/usr/bin/touch", &["b.txt"]);
     sp.write_roots = vec![];
-    sp.read_roots = vec![ro.clone()];
+    sp.read_roots = vec![pin(&ro)];
     let o = exec(&sp);
     assert_eq!(o.status, Some(1), "{o:?}");
     assert!(!ro.join("b.txt").exists());
@@ -143,7 +147,7 @@ fn without_network_sites_a_command_cannot_open_a_tcp_socket() {
     let bin = env.mkdir("bin");
     let probe = probe_in(&bin);
     let mut sp = spec(&ws, &probe, &["connect", &addr]);
-    sp.read_roots = vec![bin.clone()];
+    sp.read_roots = vec![pin(&bin)];
     let o = exec(&sp);
     // The socket itself is refused (seccomp), before any connect.
     assert_eq!(o.status, Some(10), "{o:?}");
@@ -165,7 +169,7 @@ fn without_network_sites_a_command_cannot_open_a_tcp_socket() {
     // command could reconfigure or sniff the host's network with one);
     // UDP and TCP are what `network:sites` grants.
     let mut sp = spec(&ws, &probe, &["sockets"]);
-    sp.read_roots = vec![bin.clone()];
+    sp.read_roots = vec![pin(&bin)];
     sp.network = true;
     let o = exec(&sp);
     assert_eq!(
@@ -224,7 +228,7 @@ fn ptrace_namespaces_new_sessions_and_x32_syscalls_are_refused() {
     }
     for (mode, code, line) in cases {
         let mut sp = spec(&ws, &probe, &[mode]);
-        sp.read_roots = vec![bin.clone()];
+        sp.read_roots = vec![pin(&bin)];
         let o = exec(&sp);
         assert_eq!(o.status, Some(code), "{mode}: {o:?}");
         assert_eq!(text(&o.stdout), line);
@@ -260,8 +264,8 @@ fn nothing_in_a_write_root_can_be_executed() {
     let out = env.mkdir("proj/out");
     let copied = probe_in(&out);
     let mut sp = spec(&out, "/usr/bin/env", &[&copied, "env"]);
-    sp.read_roots = vec![proj.clone()];
-    sp.write_roots = vec![out.clone()];
+    sp.read_roots = vec![pin(&proj)];
+    sp.write_roots = vec![pin(&out)];
     let o = exec(&sp);
     assert_eq!(o.status, Some(126), "{o:?}");
     // The control: the same copy in a read root alone runs when it is
@@ -269,7 +273,7 @@ fn nothing_in_a_write_root_can_be_executed() {
     let bin = env.mkdir("bin");
     let ok = probe_in(&bin);
     let mut sp = spec(&ws, "/usr/bin/env", &[&ok, "env"]);
-    sp.read_roots = vec![bin.clone()];
+    sp.read_roots = vec![pin(&bin)];
     sp.also_executable = vec![PathBuf::from(&ok)];
     let o = exec(&sp);
     assert_eq!(o.status, Some(0), "{o:?}");
@@ -286,7 +290,7 @@ fn root_powers_are_refused_to_a_command() {
     let bin = env.mkdir("bin");
     let probe = probe_in(&bin);
     let mut sp = spec(&ws, &probe, &["root-tricks"]);
-    sp.read_roots = vec![bin.clone()];
+    sp.read_roots = vec![pin(&bin)];
     let o = exec(&sp);
     assert_eq!(o.status, Some(0), "{o:?}");
     let mut want = vec![
@@ -320,7 +324,7 @@ fn the_environment_is_only_the_granted_variables() {
     let bin = env.mkdir("bin");
     let probe = probe_in(&bin);
     let mut sp = spec(&ws, &probe, &["env"]);
-    sp.read_roots = vec![bin.clone()];
+    sp.read_roots = vec![pin(&bin)];
     sp.env = vec![("GRANTED".into(), "yes".into())];
     // The host has variables of its own (HOME, PATH, …); none reach it.
     assert!(std::env::vars().count() > 1);
@@ -344,7 +348,7 @@ fn no_descriptor_of_the_host_reaches_a_command() {
     let flags = unsafe { libc::fcntl(leaked, libc::F_GETFD) };
     assert_eq!(flags & libc::FD_CLOEXEC, 0);
     let mut sp = spec(&ws, &probe, &["fds"]);
-    sp.read_roots = vec![bin.clone()];
+    sp.read_roots = vec![pin(&bin)];
     let o = exec(&sp);
     // SAFETY: closes the copy made above, once.
     unsafe { libc::close(leaked) };
@@ -371,7 +375,7 @@ fn nothing_a_command_started_outlives_it() {
     let bin = env.mkdir("bin");
     let probe = probe_in(&bin);
     let mut sp = spec(&ws, &probe, &["orphan"]);
-    sp.read_roots = vec![bin.clone()];
+    sp.read_roots = vec![pin(&bin)];
     let o = exec(&sp);
     assert_eq!(o.status, Some(0), "{o:?}");
     assert!(!o.timed_out);
@@ -435,7 +439,7 @@ fn bad_specs_are_errors_naming_the_input_and_start_nothing() {
     let e = run(&spec(&ws, "cat", &[]), &support).unwrap_err();
     assert_eq!(e.to_string(), "program `cat` is not an absolute path");
     let mut sp = spec(&ws, "/bin/cat", &[]);
-    sp.cwd = outside.clone();
+    sp.cwd = pin(&outside);
     let e = run(&sp, &support).unwrap_err();
     assert_eq!(
         e.to_string(),
@@ -912,7 +916,7 @@ fn probe_spec(env: &Env, ws: &Path, args: &[&str]) -> ExecSpec {
     }
     let probe = bin.join("gatehouse-exec-probe");
     let mut sp = spec(ws, s(&probe), args);
-    sp.read_roots = vec![bin];
+    sp.read_roots = vec![pin(&bin)];
     sp
 }
 
@@ -1150,7 +1154,7 @@ fn item16_no_execute_where_a_write_right_is_given() {
     let w = under_usr.path().canonicalize().unwrap();
     let copied = probe_in(&w);
     let mut sp = spec(&w, "/usr/bin/env", &[&copied, "env"]);
-    sp.write_roots = vec![w.clone()];
+    sp.write_roots = vec![pin(&w)];
     // Even named as a granted program: nothing in a write root gets
     // `Execute`.
     sp.also_executable = vec![PathBuf::from(&copied), PathBuf::from("/usr/bin/true")];
@@ -1173,14 +1177,14 @@ fn item16_no_execute_where_a_write_right_is_given() {
     let written = probe_in(&out);
     let ws = env.mkdir("ws");
     let mut sp = spec(&ws, "/usr/bin/env", &[&written, "env"]);
-    sp.read_roots = vec![proj.clone()];
+    sp.read_roots = vec![pin(&proj)];
     let o = exec(&sp);
     assert_eq!(o.status, Some(126), "{o:?}");
     // The control: the same probe, in a read root, as the program itself.
     let bin = env.mkdir("bin");
     let ok = probe_in(&bin);
     let mut sp = spec(&ws, &ok, &["env"]);
-    sp.read_roots = vec![bin.clone()];
+    sp.read_roots = vec![pin(&bin)];
     let o = exec(&sp);
     assert_eq!(o.status, Some(0), "{o:?}");
 }
@@ -1200,7 +1204,7 @@ fn item13_a_granted_script_runs_with_its_interpreter_and_nothing_else() {
     .unwrap();
     std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
     let mut sp = spec(&ws, s(&script), &[]);
-    sp.read_roots = vec![bin.clone()];
+    sp.read_roots = vec![pin(&bin)];
     let o = exec(&sp);
     // The script and its `#!` interpreter run (the control); what the
     // interpreter starts does not.
@@ -1227,4 +1231,155 @@ fn item13_a_granted_script_runs_with_its_interpreter_and_nothing_else() {
             s(&ws)
         )
     );
+}
+
+// ---------------------------------------------------------------------------
+// security round 2 (issue 26)
+
+/// security round 2, item 1: a command renames its own read root and
+/// write root away and puts links to the host's state and configuration
+/// in their places; the next commands of the same turn must still be held
+/// to the directories the turn was planned with.
+///
+/// Positive controls: before the swap the read root reads (`data/a.txt`),
+/// the state and the configuration are refused to a command, and each
+/// step of the swap itself succeeds (so the refusal after it is the
+/// pinned roots', not a set-up that never swapped).
+#[test]
+fn roots_are_pinned_for_the_whole_turn_and_cannot_be_moved_onto_host_state() {
+    assert!(confined_host(), "this host lacks landlock or seccomp");
+    let env = Env::new();
+    let ws = env.mkdir("ws");
+    env.write("ws/data/a.txt", "data bytes\n");
+    env.mkdir("ws/out");
+    let state = env.mkdir("state");
+    env.write("state/serve.token", "secret-token\n");
+    let conf_dir = env.mkdir("conf");
+    let config_text =
+        "[actors.main]\nskills = [\"*\"]\ntools = [\"cat\", \"mv\", \"ln\", \"cp\"]\n";
+    let config = env.write("conf/gatehouse.toml", config_text);
+    let mut caps = String::new();
+    for tool in ["cat", "mv", "ln", "cp"] {
+        caps.push_str(&format!(
+            "[[capabilities]]\nname = \"code:exec\"\ntarget = \"{tool}\"\n"
+        ));
+    }
+    for (name, target) in [
+        ("fs:write", "**"),
+        ("fs:read", "data/**"),
+        ("fs:write", "out/**"),
+    ] {
+        caps.push_str(&format!(
+            "[[capabilities]]\nname = \"{name}\"\ntarget = \"{target}\"\n"
+        ));
+    }
+    let m = env.write(
+        "manifests/swap.toml",
+        &format!(
+            "name = \"swap\"\ncomponent = \"{}\"\ntools = [\"cat\", \"mv\", \"ln\", \"cp\"]\n{caps}",
+            s(&component("run-tool"))
+        ),
+    );
+    let token = state.join("serve.token");
+    let calls = serde_json::json!({"calls": [
+        {"program": "cat", "args": ["data/a.txt"]},
+        {"program": "cat", "args": [s(&token)]},
+        {"program": "cat", "args": [s(&config)]},
+        {"program": "mv", "args": ["data", "data-old"]},
+        {"program": "ln", "args": ["-s", s(&state), "data"]},
+        {"program": "mv", "args": ["out", "out-old"]},
+        {"program": "ln", "args": ["-s", s(&conf_dir), "out"]},
+        {"program": "cat", "args": ["data/serve.token"]},
+        {"program": "cp", "args": ["data-old/a.txt", "out/gatehouse.toml"]},
+    ]});
+    let (run, v) = run_approved(&env, &m, &ws, &config, &calls.to_string(), &[]);
+    assert_eq!(run.code, 0, "{run:#?}");
+    let out = guest_output(&v);
+    let answers = out.as_array().unwrap_or_else(|| panic!("{out:#}"));
+    assert_eq!(answers.len(), 9, "{out:#}");
+    // The controls.
+    assert_eq!(answers[0]["stdout"], "data bytes\n", "{out:#}");
+    assert_eq!(answers[0]["status"], 0);
+    for i in [1, 2] {
+        assert_eq!(answers[i]["status"], 1, "{out:#}");
+        assert!(
+            answers[i]["stderr"]
+                .as_str()
+                .unwrap_or_default()
+                .ends_with("Permission denied\n"),
+            "{out:#}"
+        );
+    }
+    // The first step of the swap runs (the command may rename inside
+    // its write root)...
+    assert_eq!(answers[3]["status"], 0, "{out:#}");
+    assert!(ws.join("data-old/a.txt").is_file());
+    // ...and from then on the turn's roots no longer resolve to what the
+    // turn was planned with, so no further command starts: not the link,
+    // not the read through it, not the write through the other.
+    for (i, root) in [
+        (4, "data"),
+        (5, "data"),
+        (6, "data"),
+        (7, "data"),
+        (8, "data"),
+    ] {
+        assert_eq!(
+            answers[i]["error"]["denied"]["code"], "PATH_RESOLUTION_FAILED",
+            "{out:#}"
+        );
+        assert_eq!(
+            answers[i]["error"]["denied"]["reason"],
+            format!(
+                "root `{}` no longer resolves to the directory this turn was planned with (a link or another directory is in its place)",
+                s(&ws.join(root))
+            )
+        );
+        assert_eq!(v["run"]["commands"][i]["spawned"], false, "{v:#}");
+    }
+    assert!(std::fs::symlink_metadata(ws.join("data")).is_err());
+    assert!(!run.stdout.contains("secret-token"), "{run:#?}");
+    assert_eq!(std::fs::read_to_string(&config).unwrap(), config_text);
+    assert_eq!(std::fs::read_to_string(&token).unwrap(), "secret-token\n");
+}
+
+/// security round 2, item 1, the other half: whoever moves the names (a
+/// wasm guest of the same turn, another process), a command runs only
+/// while every root still leads to the directory pinned for it; and the
+/// Landlock rules are the pinned directories, not what the names lead to.
+///
+/// Positive control: the same spec writes into its root before the swap.
+#[test]
+fn a_command_is_refused_once_its_root_is_a_link_to_host_configuration() {
+    assert!(confined_host(), "this host lacks landlock or seccomp");
+    let env = Env::new();
+    let ws = env.mkdir("ws");
+    let out = env.mkdir("ws/out");
+    let conf = env.mkdir("conf");
+    let config = env.write("conf/gatehouse.toml", "level = \"ReadOnly\"\n");
+    let mut sp = spec(&ws, "/usr/bin/touch", &["out/control.txt"]);
+    sp.write_roots = vec![pin(&out)];
+    sp.cwd = pin(&ws);
+    sp.read_roots = vec![pin(&ws)];
+    let o = exec(&sp);
+    assert_eq!(o.status, Some(0), "{}", text(&o.stderr));
+    assert!(out.join("control.txt").is_file());
+    std::fs::rename(&out, ws.join("out-old")).unwrap();
+    std::os::unix::fs::symlink(&conf, &out).unwrap();
+    sp.args = vec!["out/gatehouse.toml".into()];
+    let e = run(&sp, &ExecSupport::probe()).expect_err("a moved root must refuse the command");
+    assert_eq!(
+        e.to_string(),
+        format!(
+            "root `{}` no longer resolves to the directory this turn was planned with (a link or another directory is in its place)",
+            s(&out)
+        )
+    );
+    assert_eq!(
+        std::fs::read_to_string(&config).unwrap(),
+        "level = \"ReadOnly\"\n"
+    );
+    // The moved directory itself, reached through the pinned descriptor,
+    // is still the one that holds what the control wrote.
+    assert!(ws.join("out-old/control.txt").is_file());
 }

@@ -777,13 +777,21 @@ fn record_write_grant(
     book: &gatehouse::host::GrantBook,
     target: &str,
 ) -> gatehouse::host::grants::Grant {
+    record_write_grant_until(book, target, None)
+}
+
+fn record_write_grant_until(
+    book: &gatehouse::host::GrantBook,
+    target: &str,
+    expires_at: Option<gatehouse::policy::UtcTime>,
+) -> gatehouse::host::grants::Grant {
     use gatehouse::host::grants::{now_utc, NewGrant};
     book.record(
         &NewGrant {
             identity: gatehouse::policy::Identity::new("cli", "tester"),
             capability: "fs:write".into(),
             target: target.into(),
-            expires_at: None,
+            expires_at,
             granted_by: Some("test".into()),
         },
         now_utc(),
@@ -915,4 +923,51 @@ fn a_component_replaced_while_a_turn_waits_for_its_approval_is_seen_when_it_resu
     std::fs::rename(dir.join("next.wasm"), &wasm).unwrap();
     let resumed = h.resume(*parked, vec![Choice::Once]);
     assert_eq!(ran_digest(&resumed), digest(&next));
+}
+
+/// Issue 27, point 1: expiry is judged at the time of each turn's
+/// decision, not when the host built its snapshot. A long-lived host (one
+/// `Host`, as `serve` keeps) whose grants database never changes again
+/// runs a turn on a grant, then, at the second after the grant expired,
+/// refuses the same turn (`APPROVAL_REQUIRED`, nothing written).
+///
+/// Positive control: the first turn, before the expiry, ran on the grant.
+#[test]
+fn an_expired_grant_stops_covering_turns_in_a_long_lived_host() {
+    use gatehouse::host::grants::now_utc;
+    use gatehouse::host::GrantBook;
+    use gatehouse::policy::UtcTime;
+    let env = Env::new();
+    let ws = env.mkdir("ws");
+    env.mkdir("ws/out");
+    let book = GrantBook::new(&StatePaths::under(&env.state_dir(), None, None));
+    let target = format!("{}/out/**", ws.canonicalize().unwrap().display());
+    let expires = UtcTime(now_utc().0 + 2);
+    let grant = record_write_grant_until(&book, &target, Some(expires));
+    let h = host(&env, &ws, &["write-file"], Some(Level::Supervised));
+    let turn = |n: u32| {
+        let input = format!(r#"{{"path":"out/{n}.txt","content":"x"}}"#);
+        h.run(TurnRequest::new("write-file", "main", &input), &NoOne)
+    };
+    let ran = turn(0);
+    assert!(ran.is_ok(), "{:?}", ran.end);
+    assert!(ws.join("out/0.txt").exists());
+    let reason = serde_json::to_string(&ran.decisions).unwrap();
+    assert!(
+        reason.contains(&format!("grant #{} covers it", grant.id)),
+        "{reason}"
+    );
+    // The second after the expiry: `expires_at` is the first second at
+    // which the grant no longer counts.
+    while now_utc().0 < expires.0 {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let refused = turn(1);
+    assert_eq!(
+        refused.code(),
+        Some(DenyCode::ApprovalRequired),
+        "{:?}",
+        refused.end
+    );
+    assert!(!ws.join("out/1.txt").exists());
 }

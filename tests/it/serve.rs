@@ -1219,3 +1219,51 @@ fn serve_a_denied_call_takes_no_slot() {
     assert!(!ws.join("out/a.txt").exists());
     assert_eq!(c.finish(), 0);
 }
+
+/// Issue 27, point 1: "allow and remember" for 2 s through elicitation
+/// writes a grant that the same server stops using once it expired,
+/// although nothing in the grants database changed since: the next call
+/// is asked about again.
+///
+/// Positive control: the call right after the remember is answered by
+/// the grant (nobody is asked).
+#[test]
+fn serve_a_grant_remembered_by_elicitation_stops_at_its_expiry() {
+    let env = Env::new();
+    let ws = env.mkdir("ws");
+    env.mkdir("ws/out");
+    let ex = executors(&env);
+    let mut c = Client::start(&env, &args(&ws, &ex, "Supervised"), true);
+    let r = c.call(
+        "write-file",
+        json!({"path": "out/a.txt", "content": "yes"}),
+        &mut |_| json!({"action": "accept", "content": {"decision": "allow_and_remember", "expires_in": "2s"}}),
+    );
+    assert_eq!(r["isError"], false, "{r:#}");
+    let r = c.call(
+        "write-file",
+        json!({"path": "out/b.txt", "content": "covered"}),
+        &mut no_elicitation,
+    );
+    assert_eq!(r["isError"], false, "{r:#}");
+    assert_eq!(std::fs::read(ws.join("out/b.txt")).unwrap(), b"covered");
+    // Until `grants list` (the grants active now) no longer shows it.
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while !env.run(&["grants", "list"]).json_lines().is_empty() {
+        assert!(std::time::Instant::now() < until, "the grant never expired");
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    let mut asked = 0;
+    let r = c.call(
+        "write-file",
+        json!({"path": "out/c.txt", "content": "expired"}),
+        &mut |_| {
+            asked += 1;
+            json!({"action": "decline"})
+        },
+    );
+    assert_eq!(asked, 1, "{r:#}");
+    assert_eq!(r["structuredContent"]["code"], "APPROVAL_REFUSED", "{r:#}");
+    assert!(!ws.join("out/c.txt").exists());
+    assert_eq!(c.finish(), 0);
+}
