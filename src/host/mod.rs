@@ -320,7 +320,7 @@ struct Inner {
     grants_key: Option<WatchKey>,
     /// The write roots of the turns running now: turns that may write the
     /// same place run one after the other.
-    write_roots: roots::WriteRoots,
+    write_roots: Arc<roots::WriteRoots>,
     /// The engine, built (and its isolation probed) at the first turn that
     /// gets past the policy and its approvals.
     sandbox: OnceLock<Result<Arc<Sandbox>, Arc<wasmtime::Error>>>,
@@ -417,7 +417,7 @@ impl Host {
             grants_stamp: std::sync::Mutex::new(stamp),
             watcher,
             grants_key,
-            write_roots: roots::WriteRoots::default(),
+            write_roots: Arc::default(),
             sandbox: OnceLock::new(),
             audit_log,
             denials_log,

@@ -8,6 +8,7 @@ use std::sync::Arc;
 
 use super::audit::TurnAudit;
 use super::gate::{gate, Gate, TurnInput};
+use super::roots::{Waited, WriteRoots};
 use super::{Frozen, TurnRequest};
 use crate::config::chain;
 use crate::manifest::Manifest;
@@ -29,6 +30,11 @@ pub(super) struct Scope {
     /// The id of the turn these services run (`<caller>.<callee>` when
     /// nested).
     pub turn: String,
+    /// The host's write-root lock, which a delegated turn enters too.
+    pub write_roots: Arc<WriteRoots>,
+    /// The write roots this turn and its callers hold: a callee may use
+    /// what lies within them without waiting for itself.
+    pub held: Vec<PathBuf>,
 }
 
 /// What every run's services are built from (see [`services`]).
@@ -182,6 +188,29 @@ impl NestedTurn for Nested {
                 reason,
             });
         }
+        // One writer per place at a time, delegated turns included (see
+        // `super::roots`).
+        let until = std::time::Instant::now() + left;
+        let entered = scope
+            .write_roots
+            .enter_nested(
+                plan.write_roots(),
+                &scope.held,
+                &scope.request.cancel,
+                until,
+            )
+            .map_err(|w| match w {
+                Waited::Cancelled => NestedError::Denied {
+                    code: DenyCode::TurnCancelled,
+                    reason: format!("`{executor}`: the turn was cancelled before it started"),
+                },
+                Waited::Deadline => NestedError::Denied {
+                    code: DenyCode::LimitDeadline,
+                    reason: format!("`{executor}`: its deadline passed while another turn wrote where it would write"),
+                },
+            })?;
+        let mut held = scope.held.clone();
+        held.extend(entered.roots().iter().cloned());
         let mut request = scope.request.clone();
         request.limits = limits;
         let services = services(
@@ -197,6 +226,7 @@ impl NestedTurn for Nested {
             || Scope {
                 turn,
                 request: request.clone(),
+                held,
                 ..scope.clone()
             },
         );

@@ -6,10 +6,16 @@
 //! "never destroys newer data" holds when a server runs calls in
 //! parallel: a turn's journal never interleaves with another's on the
 //! same files. Turns that only read, or write elsewhere, run at once.
+//!
+//! A delegated turn enters too: a callee's write roots that lie within a
+//! root its caller (or a caller further up) already holds are its own to
+//! use, and the others are waited for, up to what is left of its
+//! deadline (two calls that wait on each other's roots end at their
+//! deadlines, not never).
 
 use std::path::PathBuf;
 use std::sync::{Condvar, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use crate::sandbox::CancelHandle;
 
@@ -34,8 +40,34 @@ impl WriteRoots {
     /// Waits until none of `roots` overlaps a running turn's, then holds
     /// them. `None` when `cancel` is set while waiting.
     pub(super) fn enter(&self, roots: Vec<PathBuf>, cancel: &CancelHandle) -> Option<Held<'_>> {
+        self.enter_until(roots, cancel, None).ok()
+    }
+
+    /// [`WriteRoots::enter`] for a delegated turn: the roots within one of
+    /// `held` (its callers') are not waited for, and the wait ends at
+    /// `until`.
+    pub(super) fn enter_nested(
+        &self,
+        roots: Vec<PathBuf>,
+        held: &[PathBuf],
+        cancel: &CancelHandle,
+        until: Instant,
+    ) -> Result<Held<'_>, Waited> {
+        let roots = roots
+            .into_iter()
+            .filter(|r| !held.iter().any(|h| r.starts_with(h)))
+            .collect();
+        self.enter_until(roots, cancel, Some(until))
+    }
+
+    fn enter_until(
+        &self,
+        roots: Vec<PathBuf>,
+        cancel: &CancelHandle,
+        until: Option<Instant>,
+    ) -> Result<Held<'_>, Waited> {
         if roots.is_empty() {
-            return Some(Held { owner: self, roots });
+            return Ok(Held { owner: self, roots });
         }
         let mut active = match self.active.lock() {
             Ok(a) => a,
@@ -46,7 +78,10 @@ impl WriteRoots {
             .any(|held| roots.iter().any(|r| overlap(r, held)))
         {
             if cancel.is_cancelled() {
-                return None;
+                return Err(Waited::Cancelled);
+            }
+            if until.is_some_and(|u| Instant::now() >= u) {
+                return Err(Waited::Deadline);
             }
             // Woken when a turn ends; the timeout only rechecks the cancel
             // switch.
@@ -56,7 +91,21 @@ impl WriteRoots {
             };
         }
         active.extend(roots.iter().cloned());
-        Some(Held { owner: self, roots })
+        Ok(Held { owner: self, roots })
+    }
+}
+
+/// Why a turn stopped waiting for its write roots.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Waited {
+    Cancelled,
+    Deadline,
+}
+
+impl Held<'_> {
+    /// The roots this guard holds.
+    pub(super) fn roots(&self) -> &[PathBuf] {
+        &self.roots
     }
 }
 

@@ -553,13 +553,10 @@ impl Inner {
     /// and the journal's end.
     fn run_plan(&self, t: Turn<'_>, sandbox: &Arc<Sandbox>, plan: &Plan) -> TurnOutcome {
         // One writer per place at a time (see `roots`).
-        let write_roots = plan
-            .preopens()
-            .iter()
-            .filter(|p| p.access == crate::sandbox::DirAccess::ReadWrite)
-            .map(|p| p.host.clone())
-            .collect();
-        let Some(_held) = self.write_roots.enter(write_roots, &t.request.cancel) else {
+        let Some(held) = self
+            .write_roots
+            .enter(plan.write_roots(), &t.request.cancel)
+        else {
             let reason = "the turn was cancelled before it started".to_string();
             return self.refuse(t, DenyCode::TurnCancelled, reason, None);
         };
@@ -605,6 +602,8 @@ impl Inner {
                 audit: audit.clone(),
                 request: t.request.clone(),
                 turn: t.id.to_string(),
+                write_roots: self.write_roots.clone(),
+                held: held.roots().to_vec(),
             },
         );
         let end = match execute(sandbox, plan, &t.request.input, &t.request.io, &services) {

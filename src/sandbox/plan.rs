@@ -229,6 +229,16 @@ impl Plan {
         }
     }
 
+    /// The read-write preopened directories (canonical): where a run of
+    /// this plan may write, which the host serializes turns on.
+    pub fn write_roots(&self) -> Vec<PathBuf> {
+        self.preopens
+            .iter()
+            .filter(|p| p.access == DirAccess::ReadWrite)
+            .map(|p| p.host.clone())
+            .collect()
+    }
+
     /// The actor's workspace roots strictly inside a read-write preopen:
     /// the gate asked the workspace rule about the preopened directory
     /// only, so the filesystem layer holds every path below it to the

@@ -971,3 +971,110 @@ fn an_expired_grant_stops_covering_turns_in_a_long_lived_host() {
     );
     assert!(!ws.join("out/1.txt").exists());
 }
+
+/// An asker that says it was asked, then blocks until released: a turn
+/// that asks holds its write roots meanwhile.
+struct Gate {
+    asked: std::sync::mpsc::Sender<()>,
+    release: std::sync::Mutex<std::sync::mpsc::Receiver<()>>,
+}
+
+impl gatehouse::sandbox::Asker for Gate {
+    fn ask(&self, _question: &str, _left: Duration) -> Result<String, (DenyCode, String)> {
+        let _ = self.asked.send(());
+        let release = self.release.lock().unwrap();
+        let _ = release.recv_timeout(Duration::from_secs(30));
+        Ok("done".into())
+    }
+}
+
+/// Issue 28, point 2: a delegated turn is serialized against another
+/// turn writing the same directory, as a top-level turn is. Turn B writes
+/// `out/` and is held (it asks, and the answer waits); meanwhile turn A
+/// calls `write-file`, which writes into the same `out/`. The callee must
+/// wait for B to end before it writes.
+///
+/// Positive controls: with nothing holding `out/`, the same call writes at
+/// once; and after B ends, the waiting call writes its file.
+#[test]
+fn a_delegated_turn_waits_for_another_turn_writing_the_same_directory() {
+    let env = Env::new();
+    let ws = env.mkdir("ws");
+    env.mkdir("ws/out");
+    let holder = Manifest::load(&guest("ask")).unwrap();
+    let holder_toml = format!(
+        "name = \"holder\"\ncomponent = \"{}\"\n[[capabilities]]\nname = \"human:ask\"\n[[capabilities]]\nname = \"fs:write\"\ntarget = \"out/**\"\n",
+        holder.component.display()
+    );
+    let holder = Manifest::load(&env.write("holder/executor.toml", &holder_toml)).unwrap();
+    let caller_toml = format!(
+        "name = \"caller\"\ncomponent = \"{}\"\n[[capabilities]]\nname = \"delegate:call\"\ntarget = \"write-file\"\n",
+        Manifest::load(&guest("call-other"))
+            .unwrap()
+            .component
+            .display()
+    );
+    let caller = Manifest::load(&env.write("caller/executor.toml", &caller_toml)).unwrap();
+    // A caller that holds `out/` itself: its callee writes there at once
+    // (re-entry), it does not wait for its own caller.
+    let owner_toml = caller_toml.replace("name = \"caller\"", "name = \"owner\"")
+        + "[[capabilities]]\nname = \"fs:write\"\ntarget = \"out/**\"\n";
+    let owner = Manifest::load(&env.write("owner/executor.toml", &owner_toml)).unwrap();
+    let writer = Manifest::load(&guest("write-file")).unwrap();
+    let h = host_of(
+        &env,
+        &ws,
+        vec![holder, caller, owner, writer],
+        Some(Level::Full),
+    );
+    let call = |name: &str| {
+        let input = format!(
+            r#"{{"executor":"write-file","input":{{"path":"out/{name}.txt","content":"x"}}}}"#
+        );
+        h.run(TurnRequest::new("caller", "main", &input), &NoOne)
+    };
+    // Control: nothing holds `out/`, the callee writes at once.
+    let warm = call("warm");
+    assert!(warm.is_ok(), "{:?}", warm.end);
+    assert!(ws.join("out/warm.txt").exists());
+
+    let (asked_tx, asked_rx) = std::sync::mpsc::channel();
+    let (release_tx, release_rx) = std::sync::mpsc::channel();
+    let gate = std::sync::Arc::new(Gate {
+        asked: asked_tx,
+        release: std::sync::Mutex::new(release_rx),
+    });
+    std::thread::scope(|scope| {
+        let b = scope.spawn(|| {
+            let mut request = TurnRequest::new("holder", "main", r#"{"question":"hold"}"#);
+            request.asker = Some(gatehouse::sandbox::AskerRef(gate.clone()));
+            h.run(request, &NoOne)
+        });
+        asked_rx
+            .recv_timeout(Duration::from_secs(30))
+            .expect("the holder was asked");
+        let a = scope.spawn(|| call("a"));
+        // While B holds `out/`, the callee must not write.
+        let until = std::time::Instant::now() + Duration::from_secs(3);
+        while std::time::Instant::now() < until && !a.is_finished() {
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let wrote_early = ws.join("out/a.txt").exists();
+        release_tx.send(()).unwrap();
+        let b = b.join().unwrap();
+        assert!(b.is_ok(), "{:?}", b.end);
+        let a = a.join().unwrap();
+        assert!(
+            !wrote_early,
+            "the delegated turn wrote `out/a.txt` while another turn held `out/`"
+        );
+        assert!(a.is_ok(), "{:?}", a.end);
+        assert!(ws.join("out/a.txt").exists());
+    });
+    let input = r#"{"executor":"write-file","input":{"path":"out/own.txt","content":"x"}}"#;
+    let mut request = TurnRequest::new("owner", "main", input);
+    request.limits.deadline_ms = 5_000;
+    let own = h.run(request, &NoOne);
+    assert!(own.is_ok(), "{:?}", own.end);
+    assert!(ws.join("out/own.txt").exists());
+}
