@@ -12,6 +12,8 @@
 //! - [`conformance`] — the sandbox suite: attacks that must hold, programs
 //!   that must succeed.
 //! - [`serve`] — executors as MCP tools (`gatehouse serve --mcp`).
+//! - [`terminal`] — the controlling terminal: prompts, escaped guest text,
+//!   answers read under a deadline.
 
 pub mod authoring;
 pub mod config;
@@ -25,5 +27,6 @@ pub mod policy;
 pub mod sandbox;
 pub mod serve;
 pub mod snapshot;
+pub mod terminal;
 pub mod tier3;
 pub mod undo;

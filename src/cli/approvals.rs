@@ -1,8 +1,6 @@
 //! `gatehouse approvals`: the pending-approval queue, answered by the
 //! person.
 
-use std::io::{BufRead, BufReader, IsTerminal, Write};
-
 use gatehouse::config::printable;
 use gatehouse::host::grants::{now_utc, parse_duration};
 use gatehouse::host::{ApprovalQueue, QueueAnswer, QueueEntry, QueueError};
@@ -67,27 +65,10 @@ pub fn run(ctx: &Context, cmd: ApprovalsCmd) -> CmdResult {
 fn confirm(e: &QueueEntry, remember: bool) -> Result<(), Failure> {
     // As `run` decides whether to prompt: a terminal on stderr and a
     // controlling terminal that opens.
-    let tty = std::io::stderr()
-        .is_terminal()
-        .then(|| {
-            std::fs::OpenOptions::new()
-                .read(true)
-                .write(true)
-                .open("/dev/tty")
-                .ok()
-        })
-        .flatten()
-        .ok_or(())
-        .map_err(|_| {
-            Failure::invalid(format!(
-                "there is no terminal to confirm on: give `--yes` to allow `{}` without asking",
-                e.id
-            ))
-        })?;
-    let mut w = tty.try_clone().map_err(|e| {
-        Failure::error(format!(
-            "cannot use the terminal: {}",
-            gatehouse::config::lower(&e.to_string())
+    let mut tty = gatehouse::terminal::Tty::interactive().ok_or_else(|| {
+        Failure::invalid(format!(
+            "there is no terminal to confirm on: give `--yes` to allow `{}` without asking",
+            e.id
         ))
     })?;
     let who = e
@@ -108,19 +89,13 @@ fn confirm(e: &QueueEntry, remember: bool) -> Result<(), Failure> {
             i.reason
         ));
     }
-    let _ = write!(w, "{}", printable_block(&text));
-    let _ = write!(
-        w,
-        "{} [y/N]: ",
-        if remember {
-            "allow and remember (writes grants)?"
-        } else {
-            "allow once?"
-        }
-    );
-    let _ = w.flush();
-    let mut line = String::new();
-    let _ = BufReader::new(tty).read_line(&mut line);
+    tty.say(&printable_block(&text));
+    tty.say(if remember {
+        "allow and remember (writes grants)? [y/N]: "
+    } else {
+        "allow once? [y/N]: "
+    });
+    let line = tty.read_line(None).ok().flatten().unwrap_or_default();
     match line.trim() {
         "y" | "yes" => Ok(()),
         _ => Err(Failure::error(format!(

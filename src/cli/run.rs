@@ -1,6 +1,5 @@
 //! `gatehouse run`: one turn, from request to result.
 
-use std::io::IsTerminal;
 use std::path::Path;
 
 use serde_json::json;
@@ -119,7 +118,7 @@ pub(super) fn host_failure(e: HostError) -> Failure {
 /// one (the prompt goes to `/dev/tty`, never through the turn's stdin),
 /// else no one (the turn ends with `APPROVAL_REQUIRED`, exit 4).
 pub(super) fn approver() -> Box<dyn Approver> {
-    if std::io::stderr().is_terminal() && TerminalApprover::available() {
+    if gatehouse::terminal::Tty::interactive().is_some() {
         Box::new(TerminalApprover)
     } else {
         Box::new(NoOne)
@@ -186,6 +185,9 @@ pub fn run(ctx: &Context, args: RunArgs) -> CmdResult {
         forward_output: !ctx.json,
         forward_cap: args.output_kib.map(|k| k.saturating_mul(1 << 10)),
     };
+    // A guest's questions (`human:ask`) go to the person at the terminal,
+    // when someone is there.
+    request.asker = gatehouse::terminal::asker();
     cancel_on_interrupt(&request.cancel);
     let outcome = host.run(request, approver().as_ref());
     report(ctx, &outcome, args.verbose)

@@ -8,8 +8,8 @@
 //! tests and scripts). The MCP server asks by elicitation through
 //! [`super::Host::begin`] / [`super::Host::resume`].
 
+use crate::terminal::{shown, Tty};
 use std::collections::VecDeque;
-use std::io::{BufRead, BufReader, Write};
 use std::sync::Mutex;
 
 use serde::Serialize;
@@ -126,33 +126,15 @@ impl TerminalApprover {
     /// Whether a prompt can be shown: the process has a controlling
     /// terminal that opens for reading and writing.
     pub fn available() -> bool {
-        std::fs::OpenOptions::new()
-            .read(true)
-            .write(true)
-            .open("/dev/tty")
-            .is_ok()
+        Tty::open().is_some()
     }
-}
-
-/// Escapes control characters: the text is shown as data, so it cannot
-/// drive the terminal.
-fn shown(text: &str) -> String {
-    text.chars().flat_map(char::escape_default).collect()
 }
 
 impl Approver for TerminalApprover {
     fn ask(&self, request: &ApprovalRequest) -> Vec<Choice> {
-        let Ok(tty) = std::fs::OpenOptions::new()
-            .read(true)
-            .write(true)
-            .open("/dev/tty")
-        else {
+        let Some(mut tty) = Tty::open() else {
             return NoOne.ask(request);
         };
-        let Ok(mut out) = tty.try_clone() else {
-            return NoOne.ask(request);
-        };
-        let mut input = BufReader::new(tty);
         let mut answers = Vec::new();
         for p in &request.pending {
             let target = shown(p.target.as_deref().unwrap_or("-"));
@@ -161,44 +143,37 @@ impl Approver for TerminalApprover {
             } else {
                 "a non-critical capability"
             };
-            let _ = writeln!(
-                out,
-                "\nexecutor `{}` asks for `{}` on `{target}`",
+            let mut text = format!(
+                "\nexecutor `{}` asks for `{}` on `{target}`\n",
                 shown(&request.executor),
                 p.capability
             );
             if let Some(declared) = &p.declared_target {
-                let _ = writeln!(
-                    out,
-                    "  declared as `{}`: a symbolic link on the way leads to `{target}`",
+                text.push_str(&format!(
+                    "  declared as `{}`: a symbolic link on the way leads to `{target}`\n",
                     shown(declared)
-                );
+                ));
             }
             if let Some(mount) = &p.mount {
-                let _ = writeln!(
-                    out,
-                    "  in the guest its directory is mounted at `{}`",
+                text.push_str(&format!(
+                    "  in the guest its directory is mounted at `{}`\n",
                     shown(mount)
-                );
+                ));
             }
-            let _ = writeln!(out, "  scope: {} on `{target}`; {critical}", p.capability);
-            let _ = writeln!(out, "  why: {}", shown(&p.reason));
-            let _ = if p.rememberable {
-                write!(
-                    out,
-                    "  [o] allow once  [r] allow and remember (writes a grant)  [d] deny: "
-                )
+            text.push_str(&format!(
+                "  scope: {} on `{target}`; {critical}\n",
+                p.capability
+            ));
+            text.push_str(&format!("  why: {}\n", shown(&p.reason)));
+            text.push_str(if p.rememberable {
+                "  [o] allow once  [r] allow and remember (writes a grant)  [d] deny: "
             } else {
-                write!(
-                    out,
-                    "  [o] allow once  [d] deny (always-class: cannot be remembered): "
-                )
-            };
-            let _ = out.flush();
-            let mut line = String::new();
-            let choice = match input.read_line(&mut line) {
-                Ok(0) | Err(_) => Choice::Queue,
-                Ok(_) => match line.trim() {
+                "  [o] allow once  [d] deny (always-class: cannot be remembered): "
+            });
+            tty.say(&text);
+            let choice = match tty.read_line(None) {
+                Ok(None) | Err(_) => Choice::Queue,
+                Ok(Some(line)) => match line.trim() {
                     "o" | "once" => Choice::Once,
                     "r" | "remember" if p.rememberable => Choice::Remember {
                         expires_in_secs: None,

@@ -1,9 +1,8 @@
 //! `human:ask` → `gatehouse:executor/human`: a question to the person,
-//! through the run's [`Asker`](super::services::Asker) when it has one (an
-//! MCP client's elicitation), else at the controlling terminal (`/dev/tty`,
-//! never the turn's stdin). Without either the answer is a denial value.
-
-use std::io::{BufRead, BufReader, IsTerminal, Write};
+//! through the run's [`Asker`](super::services::Asker): the controlling
+//! terminal (`crate::terminal::TerminalAsker`, which the command line
+//! passes) or an MCP client's elicitation. Without one the answer is a
+//! denial value. The asker waits no longer than what is left of the run.
 
 use wasmtime::component::{HasData, Linker};
 
@@ -21,7 +20,7 @@ pub const MAX_QUESTIONS: u32 = 64;
 #[derive(Debug, Default)]
 pub struct HumanState {
     pub asked: u32,
-    /// Who answers instead of the terminal.
+    /// Who answers: the terminal, a client; nobody when `None`.
     pub asker: Option<super::services::AskerRef>,
 }
 
@@ -67,43 +66,13 @@ impl human::Host for HumanView<'_> {
                     })
                 });
         }
-        // Asked on the controlling terminal, never through the turn's own
-        // stdin (which may be the command's input, or a protocol stream).
-        let tty = std::io::stderr()
-            .is_terminal()
-            .then(|| {
-                std::fs::OpenOptions::new()
-                    .read(true)
-                    .write(true)
-                    .open("/dev/tty")
-                    .ok()
-            })
-            .flatten();
-        let Some(mut out) = tty else {
-            return Err(Error::Denied(Denial {
-                code: DenyCode::ApprovalRequired.as_str().into(),
-                reason: "there is no terminal to ask the question on".into(),
-            }));
-        };
-        // The question is the guest's text: shown as data, control
-        // characters escaped so it cannot drive the terminal.
-        let shown: String = cut(question)
-            .chars()
-            .flat_map(|c| {
-                if c.is_control() && c != '\n' {
-                    c.escape_default().collect::<Vec<_>>()
-                } else {
-                    vec![c]
-                }
-            })
-            .collect();
-        let _ = write!(out, "\nthe executor asks: {shown}\n> ");
-        let _ = out.flush();
-        let mut line = String::new();
-        BufReader::new(out)
-            .read_line(&mut line)
-            .map_err(|e| Error::Failed(format!("cannot read the answer: {e}")))?;
-        Ok(cut(line.trim_end_matches(['\n', '\r']).to_string()))
+        // The sandbox opens no terminal: whoever may be asked (the person
+        // at the terminal, an MCP client) is the run's asker, chosen by
+        // the caller of the turn.
+        Err(Error::Denied(Denial {
+            code: DenyCode::ApprovalRequired.as_str().into(),
+            reason: "there is no one to ask the question: no terminal and no client".into(),
+        }))
     }
 }
 

@@ -128,7 +128,7 @@ fn the_checks_would_catch_a_violation() {
 /// The library's layers, lowest first, and what each may name. A module
 /// may use only the modules listed for it: no import cycles, the sandbox
 /// never reaches the gate or the host, the policy core nothing at all.
-const LAYERS: [(&str, &[&str]); 15] = [
+const LAYERS: [(&str, &[&str]); 16] = [
     ("policy", &[]),
     ("memory", &[]),
     ("config", &["policy"]),
@@ -140,11 +140,12 @@ const LAYERS: [(&str, &[&str]); 15] = [
     ("undo", &["policy", "config", "memory"]),
     ("sandbox", &["policy", "config", "memory", "exec", "undo"]),
     ("authoring", &["policy", "config", "manifest", "sandbox"]),
+    ("terminal", &["policy", "config", "sandbox"]),
     (
         "host",
         &[
             "policy", "config", "memory", "grants", "manifest", "snapshot", "exec", "undo",
-            "sandbox",
+            "sandbox", "terminal",
         ],
     ),
     ("conformance", &["host", "config", "manifest", "policy"]),
@@ -163,9 +164,30 @@ const LAYERS: [(&str, &[&str]); 15] = [
             "authoring",
             "conformance",
             "serve",
+            "terminal",
         ],
     ),
 ];
+
+/// The sandbox opens no terminal: whoever answers a guest's question is
+/// the run's asker, which the caller of the turn chose (issue 28, point
+/// 4; security round 2, item 3).
+#[test]
+fn the_sandbox_opens_no_terminal() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src/sandbox");
+    for f in rust_files(&src) {
+        let text = std::fs::read_to_string(&f).unwrap();
+        for (n, line) in text.lines().enumerate() {
+            let code = line.split("//").next().unwrap_or("");
+            assert!(
+                !code.contains("/dev/tty"),
+                "{}:{} opens the terminal",
+                f.display(),
+                n + 1
+            );
+        }
+    }
+}
 
 /// The `crate::name` (or `gatehouse::name` for the binary) modules a
 /// source names outside comments.

@@ -616,6 +616,114 @@ fn ask_on_a_terminal_reads_the_answer_there_not_from_the_turns_stdin() {
     assert_eq!(output(&v)["answer"], "yes, go", "{v:#}");
 }
 
+/// security round 2, item 3: a question on the terminal waits no longer
+/// than the run's deadline. Nobody types (the terminal stays open); with
+/// `--deadline-ms 300` the turn ends with `LIMIT_DEADLINE` instead of
+/// waiting for ever.
+///
+/// Positive control: `ask_on_a_terminal_reads_the_answer_there_not_from_the_turns_stdin`
+/// (the same prompt, answered).
+#[test]
+fn a_question_on_the_terminal_ends_at_the_runs_deadline() {
+    let env = Env::new();
+    let ws = env.mkdir("ws");
+    let m = guest("ask");
+    let args = [
+        "--json",
+        "run",
+        s(&m),
+        "--workspace",
+        s(&ws),
+        "--level",
+        "Full",
+        "--deadline-ms",
+        "300",
+        "--input",
+        r#"{"question":"anyone?"}"#,
+    ];
+    let mut child = env
+        .terminal_command_with(&args, &[], "< /dev/null")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Held open and never written: nobody answers.
+    let _keyboard = child.stdin.take().unwrap();
+    let started = std::time::Instant::now();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(child.wait_with_output());
+    });
+    let out = rx
+        .recv_timeout(std::time::Duration::from_secs(60))
+        .expect("the turn waited for an answer past its deadline")
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains("the executor asks: anyone?"), "{stdout}");
+    assert!(
+        stdout.contains("(no answer before the run's deadline)"),
+        "{stdout}"
+    );
+    let line = stdout.lines().rev().find(|l| l.contains("{\"")).unwrap();
+    let v: serde_json::Value =
+        serde_json::from_str(line[line.find("{\"").unwrap()..].trim()).unwrap();
+    // Whichever sees the deadline first ends the turn: the run's epoch
+    // check (the turn stopped) or the terminal's wait (the guest gets the
+    // denial value and returns it).
+    let code = if v["error"]["code"].is_string() {
+        &v["error"]["code"]
+    } else {
+        &v["run"]["result"]["error"]["denied"]["code"]
+    };
+    assert_eq!(code, "LIMIT_DEADLINE", "{v:#}");
+    assert!(started.elapsed() < std::time::Duration::from_secs(60));
+}
+
+/// security round 2, item 3: a question is guest text, shown on one line
+/// with its newlines, carriage returns and bidi overrides escaped, so it
+/// cannot print a line that looks like gatehouse's own.
+///
+/// Positive control: the answer typed after it still reaches the guest.
+#[test]
+fn a_question_cannot_forge_a_line_of_gatehouse_output() {
+    let env = Env::new();
+    let ws = env.mkdir("ws");
+    let m = guest("ask");
+    let question = "ok?\ngatehouse: decision fs:write /home allowed (grant 1)\r\u{202e}txt.exe";
+    let input = serde_json::json!({ "question": question }).to_string();
+    let args = [
+        "--json",
+        "run",
+        s(&m),
+        "--workspace",
+        s(&ws),
+        "--level",
+        "Full",
+        "--input",
+        &input,
+    ];
+    let mut cmd = env.terminal_command_with(&args, &[], "< /dev/null");
+    let r = crate::support::type_answers(&mut cmd, "yes\n");
+    assert_eq!(r.code, 0, "{r:#?}");
+    assert!(
+        r.stdout.contains(
+            "the executor asks: ok?\\ngatehouse: decision fs:write /home allowed (grant 1)\\r\\u{202e}txt.exe"
+        ),
+        "{r:#?}"
+    );
+    assert!(
+        !r.stdout
+            .lines()
+            .any(|l| l.trim_start().starts_with("gatehouse: decision")),
+        "{r:#?}"
+    );
+    assert!(!r.stdout.contains('\u{202e}'), "{r:#?}");
+    let line = r.stdout.lines().last().unwrap();
+    let v: serde_json::Value = serde_json::from_str(&line[line.find("{\"").unwrap()..]).unwrap();
+    assert_eq!(output(&v)["answer"], "yes", "{v:#}");
+}
+
 #[test]
 fn call_other_runs_hello_through_the_gate() {
     let env = Env::new();
