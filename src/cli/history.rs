@@ -33,9 +33,7 @@ pub fn history(ctx: &Context, args: HistoryArgs) -> CmdResult {
         return Ok(Exit::Ok);
     }
     if let (Some(turn), true) = (&args.turn, args.decisions) {
-        for d in h.decisions(turn)? {
-            out_json(&d);
-        }
+        h.each_decision(turn, |d| out_json(&d))?;
         return Ok(Exit::Ok);
     }
     let turns = h.turns()?;

@@ -25,8 +25,17 @@ pub struct Hashes {
     pub policy: String,
 }
 
+/// Bytes one turn's audit keeps; past them lines are dropped and counted
+/// (one line at the end says how many), so a guest that makes every call
+/// it may cannot grow the audit without bound (security round 2, item 2).
+pub const MAX_TURN_AUDIT_BYTES: usize = 8 << 20;
+
 /// A turn's audit: who, under which policy, into which journal.
 pub struct TurnAudit {
+    /// Bytes kept so far, and what was dropped past the cap.
+    kept: std::sync::atomic::AtomicUsize,
+    dropped_lines: std::sync::atomic::AtomicU64,
+    dropped_bytes: std::sync::atomic::AtomicU64,
     turn: String,
     /// `"turn":…,` encoded once.
     turn_field: String,
@@ -78,6 +87,9 @@ impl TurnAudit {
         turn_field.push_str(&encode(&turn));
         turn_field.push(',');
         TurnAudit {
+            kept: Default::default(),
+            dropped_lines: Default::default(),
+            dropped_bytes: Default::default(),
             turn: turn.to_string(),
             turn_field,
             tail,
@@ -120,9 +132,47 @@ impl TurnAudit {
         }
         line.push_str(turn);
         line.push_str(&self.tail);
+        use std::sync::atomic::Ordering::Relaxed;
+        let before = self.kept.fetch_add(line.len(), Relaxed);
+        if before + line.len() > MAX_TURN_AUDIT_BYTES {
+            self.kept.fetch_sub(line.len(), Relaxed);
+            self.dropped_lines.fetch_add(1, Relaxed);
+            self.dropped_bytes.fetch_add(line.len() as u64, Relaxed);
+            return;
+        }
+        self.write(line);
+    }
+
+    fn write(&self, line: String) {
         if let Err(e) = self.journal.decision_line(line) {
             tracing::warn!("the audit of turn `{}` lost a line: {e}", self.turn);
         }
+    }
+
+    /// Ends the audit: when lines were dropped past
+    /// [`MAX_TURN_AUDIT_BYTES`], one last line says how many and how many
+    /// bytes (kept even past the cap).
+    pub(crate) fn finish(&self) {
+        use std::sync::atomic::Ordering::Relaxed;
+        let lines = self.dropped_lines.swap(0, Relaxed);
+        if lines == 0 {
+            return;
+        }
+        let bytes = self.dropped_bytes.swap(0, Relaxed);
+        let mut line = encode(&serde_json::json!({
+            "request": {"kind": "audit", "operation": "dropped"},
+            "decision": {
+                "decision": "note",
+                "reason": format!("{lines} audit lines ({bytes} bytes) of this turn were dropped past its cap of {MAX_TURN_AUDIT_BYTES} bytes"),
+            },
+            "dropped_lines": lines,
+            "dropped_bytes": bytes,
+        }));
+        line.pop();
+        line.push(',');
+        line.push_str(&self.turn_field);
+        line.push_str(&self.tail);
+        self.write(line);
     }
 
     /// Records a gate's decisions and the approval answers; `turn` names a
@@ -222,7 +272,11 @@ impl EncodedSteps {
 }
 
 impl AuditSink for TurnAudit {
-    fn decision(&self, line: serde_json::Value) {
+    /// Keeps a line of the sandbox's (a command call, a refusal of the
+    /// filesystem layer): every string in it is the guest's to choose, so
+    /// each is bounded first ([`crate::policy::bounded`]).
+    fn decision(&self, mut line: serde_json::Value) {
+        crate::policy::bound_strings(&mut line);
         self.keep(encode(&line), line.get("turn").is_some());
     }
 }

@@ -57,7 +57,7 @@ use crate::snapshot::{self, SnapshotError, Sources};
 use crate::undo::AppendLog;
 
 pub use approver::{ApprovalRequest, Approver, Choice, NoOne, Scripted, TerminalApprover};
-pub use audit::{DenialRecord, Hashes};
+pub use audit::{DenialRecord, Hashes, MAX_TURN_AUDIT_BYTES};
 pub use gate::{Pending, Step};
 pub use grants::GrantBook;
 // What `own_turns` and `undo_own` answer with.

@@ -606,7 +606,9 @@ impl Inner {
                 held: held.roots().to_vec(),
             },
         );
-        let end = match execute(sandbox, plan, &t.request.input, &t.request.io, &services) {
+        let ran = execute(sandbox, plan, &t.request.input, &t.request.io, &services);
+        audit.finish();
+        let end = match ran {
             Ok(report) => {
                 let status = match report.result {
                     GuestResult::Ok { .. } => "ok",

@@ -16,6 +16,7 @@ pub mod registry;
 pub mod request;
 pub mod snapshot;
 pub mod target;
+pub mod text;
 pub mod time;
 
 pub use codes::{CodeFamily, DenyCode};
@@ -29,4 +30,5 @@ pub use snapshot::{
     Snapshot, WorkspaceMode, WorkspaceRoot,
 };
 pub use target::{HostPattern, PathGlob, TargetError, TargetPattern};
+pub use text::{bound_strings, bounded, MAX_KEPT};
 pub use time::UtcTime;

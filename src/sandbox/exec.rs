@@ -278,9 +278,11 @@ impl ExecBinding {
         args: Vec<String>,
         stdin: Vec<u8>,
     ) -> Result<ExecOutcome, Error> {
+        // The argv is the guest's: the record keeps each word bounded.
+        let bounded = |w: &String| crate::policy::bounded(w).into_owned();
         let mut record = CommandRecord {
-            program: program.clone(),
-            args: args.clone(),
+            program: bounded(&program),
+            args: args.iter().map(bounded).collect(),
             decision: "allow".into(),
             reason: String::new(),
             spawned: false,
@@ -298,10 +300,11 @@ impl ExecBinding {
                 if let Some(code) = code {
                     record.decision = code.as_str().into();
                 }
-                record.reason = match &e {
-                    Error::Denied(d) => d.reason.clone(),
-                    Error::InvalidInput(m) | Error::Failed(m) => m.clone(),
-                };
+                record.reason = crate::policy::bounded(match &e {
+                    Error::Denied(d) => &d.reason,
+                    Error::InvalidInput(m) | Error::Failed(m) => m,
+                })
+                .into_owned();
                 self.keep(record);
                 return Err(e);
             }

@@ -143,8 +143,17 @@ impl FsLayer {
     fn deny(&mut self, code: DenyCode, operation: &str, path: &str, reason: String) -> FsError {
         // The refusal stands even if the audit cannot keep it.
         if self.denials.len() < MAX_RECORDED_REFUSALS {
+            // The path is the guest's: kept bounded, in the reason too
+            // (which names it), so a long path is cut and hashed once.
+            let shown = crate::policy::bounded(path);
+            let reason = if shown.len() < path.len() {
+                reason.replace(path, &shown)
+            } else {
+                reason
+            };
+            let reason = crate::policy::bounded(&reason).into_owned();
             self.audit.decision(serde_json::json!({
-                "request": {"kind": "filesystem", "operation": operation, "path": path},
+                "request": {"kind": "filesystem", "operation": operation, "path": shown},
                 "decision": {"decision": "deny", "code": code, "reason": reason},
             }));
             self.denials.push((code, reason));

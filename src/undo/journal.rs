@@ -493,6 +493,45 @@ pub(crate) fn read_lines<T: for<'de> Deserialize<'de>>(
     Ok(out)
 }
 
+/// Calls `each` with every line of the JSON Lines file `path`, read one
+/// line at a time (never the whole file in memory). A missing file has no
+/// lines; a last line cut short by a crash is skipped, as in
+/// [`read_lines`].
+pub(crate) fn each_line(
+    path: &Path,
+    mut each: impl FnMut(usize, &str) -> Result<(), HistoryError>,
+) -> Result<(), HistoryError> {
+    use std::io::BufRead;
+    let file = match std::fs::File::open(path) {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(io("read", path, e)),
+    };
+    let mut reader = std::io::BufReader::new(file);
+    let mut line = String::new();
+    let mut n = 0;
+    loop {
+        line.clear();
+        let read = reader
+            .read_line(&mut line)
+            .map_err(|e| io("read", path, e))?;
+        if read == 0 {
+            return Ok(());
+        }
+        n += 1;
+        if !line.ends_with('\n') {
+            // Cut short by a crash: no line yet.
+            return Ok(());
+        }
+        // A pruned log starts with a hole, which reads as zero bytes.
+        let text = line.trim_end_matches('\n').trim_start_matches('\0');
+        if text.is_empty() {
+            continue;
+        }
+        each(n, text)?;
+    }
+}
+
 /// The sha256 of a file's bytes, read in chunks (never the whole file in
 /// memory).
 pub fn sha256_file(path: &Path) -> std::io::Result<String> {

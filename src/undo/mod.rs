@@ -136,16 +136,50 @@ impl History {
     }
 
     /// The audit log of `turn`: its `decisions.jsonl` when it mutated
-    /// something, else its record in `audit_log` (`<state>/audit.jsonl`).
-    pub fn decisions(&self, turn: &str) -> Result<Vec<serde_json::Value>, HistoryError> {
+    /// something, else its record in `audit_log` (`<state>/audit.jsonl`),
+    /// each decision handed to `each` as it is read: the logs are streamed,
+    /// never read whole.
+    pub fn each_decision(
+        &self,
+        turn: &str,
+        mut each: impl FnMut(serde_json::Value),
+    ) -> Result<(), HistoryError> {
+        let corrupt = |path: &Path, line: usize, e: serde_json::Error| HistoryError::Corrupt {
+            path: path.to_path_buf(),
+            line,
+            reason: e.to_string(),
+        };
         if let Ok(dir) = self.turn_dir(turn) {
-            return journal::read_lines(&dir.join("decisions.jsonl"));
+            let path = dir.join("decisions.jsonl");
+            return journal::each_line(&path, |n, line| {
+                each(serde_json::from_str(line).map_err(|e| corrupt(&path, n, e))?);
+                Ok(())
+            });
         }
-        self.audit_records()?
-            .into_iter()
-            .find(|r| r.record.turn == turn)
-            .map(|r| r.decisions)
-            .ok_or_else(|| HistoryError::NoSuchTurn(turn.to_string()))
+        let Some(path) = &self.audit else {
+            return Err(HistoryError::NoSuchTurn(turn.to_string()));
+        };
+        // Only the record of this turn is parsed: the others are skipped
+        // on a cheap look at their text.
+        let field = format!("\"turn\":{}", serde_json::Value::from(turn));
+        let mut found = false;
+        journal::each_line(path, |n, line| {
+            if found || !line.contains(&field) {
+                return Ok(());
+            }
+            let record: AuditRecord =
+                serde_json::from_str(line).map_err(|e| corrupt(path, n, e))?;
+            if record.record.turn == turn {
+                found = true;
+                record.decisions.into_iter().for_each(&mut each);
+            }
+            Ok(())
+        })?;
+        if found {
+            Ok(())
+        } else {
+            Err(HistoryError::NoSuchTurn(turn.to_string()))
+        }
     }
 
     /// Every record of the denials log (`<state>/denials.jsonl`).

@@ -9,7 +9,11 @@
 //! - `{"op": "many", "dir": "out", "count": N, "size": B, "spin": S,
 //!   "sync": true}` writes `dir/f<i>.txt` for `i` in `0..N`, each `B`
 //!   bytes, synced unless `sync` is false, with `S` iterations of busy work
-//!   between files (a slow turn to kill; the journal's benchmark).
+//!   between files (a slow turn to kill; the journal's benchmark);
+//! - `{"op": "repeat", "count": N, "request": request}` runs the same
+//!   request N times and returns `{"ok": K, "err": N - K, "last": message}`
+//!   (one long path, many refusals: the audit's bound, security round 2,
+//!   item 2).
 
 use serde::Deserialize;
 use serde_json::{json, Value};
@@ -79,6 +83,28 @@ impl Guest for WriteFile {
                     });
                 }
                 Ok(guest_common::to_output(&json!({ "results": results }))?)
+            }
+            Some("repeat") => {
+                let count = v.get("count").and_then(Value::as_u64).unwrap_or(1);
+                let req: guest_common::FsRequest = v
+                    .get("request")
+                    .cloned()
+                    .map(serde_json::from_value)
+                    .transpose()
+                    .map_err(|e| guest_common::Fail::Invalid(format!("invalid request: {e}")))?
+                    .ok_or_else(|| guest_common::Fail::Invalid("need `request`".into()))?;
+                let (mut ok, mut err, mut last) = (0u64, 0u64, String::new());
+                for _ in 0..count {
+                    match guest_common::fs_op(&req, true) {
+                        Ok(_) => ok += 1,
+                        Err(e) => {
+                            err += 1;
+                            last = e.message().to_string();
+                        }
+                    }
+                }
+                let last: String = last.chars().take(200).collect();
+                Ok(guest_common::to_output(&json!({ "ok": ok, "err": err, "last": last }))?)
             }
             Some("many") => {
                 let m: Many = guest_common::parse_input(&input)?;
