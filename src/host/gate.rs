@@ -313,10 +313,13 @@ pub(crate) fn gate(input: TurnInput<'_>) -> Gate {
                         )
                     }
                 };
-                if let Some(clash) = preopens
-                    .iter()
-                    .find(|p| (p.host == Path::new(&canonical)) != (p.guest == guest))
-                {
+                // Names compared as the guest resolves them (`/out` is
+                // `out`, `/` is `.`).
+                let resolved_name = crate::manifest::guest_name(&guest);
+                if let Some(clash) = preopens.iter().find(|p| {
+                    (p.host == Path::new(&canonical))
+                        != (crate::manifest::guest_name(&p.guest) == resolved_name)
+                }) {
                     return deny(
                         steps,
                         DenyCode::TargetMismatch,

@@ -53,6 +53,7 @@ use crate::policy::{Capability, DeclaredCapability, ExecutorDef, TargetKind};
 
 pub use error::ManifestError;
 pub use find::{discover, find_by_name};
+pub use target::guest_name;
 
 /// The closed catalogue of reverse patterns the undo engine implements.
 pub const REVERSE_PATTERNS: [&str; 5] = [
@@ -301,6 +302,8 @@ impl Manifest {
         }
         target::check_mounts_agree(&capabilities)
             .map_err(|(i, why)| invalid(&format!("capabilities[{i}].mount"), why))?;
+        target::check_guest_names_distinct(&capabilities)
+            .map_err(|(i, why)| invalid(&format!("capabilities[{i}]"), why))?;
         let declares = |c: Capability| capabilities.iter().any(|d| d.capability == c);
 
         let tools = match (declares(Capability::CodeExec), raw.tools) {

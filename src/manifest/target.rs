@@ -213,6 +213,58 @@ pub(crate) fn check_mounts_agree(
     Ok(())
 }
 
+/// A preopen's name as the guest resolves it: wasi-libc matches a path
+/// against preopen names with their leading `/` stripped, so `/out`, `out`
+/// and `./out` are one name, and `/` and `.` are the workspace's `.`.
+pub fn guest_name(name: &str) -> String {
+    let trimmed = name.trim_start_matches('/').trim_end_matches('/');
+    let trimmed = trimmed.strip_prefix("./").unwrap_or(trimmed);
+    if trimmed.is_empty() || trimmed == "." {
+        ".".to_string()
+    } else {
+        trimmed.to_string()
+    }
+}
+
+/// Two directories may not have one name in the guest, as the guest
+/// resolves names ([`guest_name`]): a `mount` of `/out` and the
+/// workspace's own `out` would be one preopen to wasi-libc, and a write
+/// meant for one would land in the other (security round 2, item 5).
+/// On error: the index of the capability at fault and why.
+pub(crate) fn check_guest_names_distinct(
+    capabilities: &[super::ManifestCapability],
+) -> Result<(), (usize, String)> {
+    let mut seen: Vec<((Base, String), String, &str)> = Vec::new();
+    for (i, cap) in capabilities.iter().enumerate() {
+        let Some(target) = cap.target.as_deref() else {
+            continue;
+        };
+        if cap.capability.target_kind() != TargetKind::PathGlob {
+            continue;
+        }
+        let Some(dir) = written_dir(target) else {
+            continue;
+        };
+        // Without a mount, a directory has a guest name only in the
+        // workspace (elsewhere the gate asks for a mount).
+        let name = match (&cap.mount, dir.0) {
+            (Some(m), _) => guest_name(m),
+            (None, Base::Workspace) => guest_name(&dir.1),
+            (None, _) => continue,
+        };
+        if let Some((_, _, other)) = seen.iter().find(|(d, n, _)| *n == name && *d != dir) {
+            return Err((
+                i,
+                format!(
+                    "`{target}` and `{other}` preopen two directories that the guest would see under one name, `{name}` (wasi-libc strips a mount's leading `/`)"
+                ),
+            ));
+        }
+        seen.push((dir, name, target));
+    }
+    Ok(())
+}
+
 fn show_mount(mount: Option<&str>) -> String {
     match mount {
         Some(m) => format!("`{m}`"),

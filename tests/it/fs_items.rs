@@ -854,3 +854,50 @@ fn item12_the_journal_cap_is_configured_by_name() {
     let (run, _) = run_with(&env, &config, &guest("hello"), &ws, "{}");
     run.expect_err(3, &["field `limits.journal_mib`"]);
 }
+
+/// security round 2, item 5: wasi-libc strips a preopen name's leading
+/// `/`, so `mount = "/out"` and the workspace's own `out` are one name to
+/// the guest, and `mount = "/"` is the workspace's `.`. Such a manifest is
+/// refused (exit 3, naming both targets), and a run of it writes nothing.
+///
+/// Positive control: the same capabilities with `mount = "/other"` pass
+/// the check, and the run writes into `other/`.
+#[test]
+fn a_mount_that_names_a_workspace_directory_is_refused() {
+    let env = Env::new();
+    let ws = env.mkdir("ws");
+    env.mkdir("ws/out");
+    env.mkdir("ws/other");
+    let write = |name: &str, mount: &str, target: &str| {
+        env.write(
+            &format!("m/{name}.toml"),
+            &format!(
+                "name = \"{name}\"\ncomponent = \"{}\"\n\
+                 [[capabilities]]\nname = \"fs:write\"\ntarget = \"other/**\"\nmount = \"{mount}\"\n\
+                 [[capabilities]]\nname = \"fs:write\"\ntarget = \"{target}\"\n",
+                s(&component("write-file"))
+            ),
+        )
+    };
+    for (name, mount, target) in [("clash", "/out", "out/**"), ("root", "/", "**")] {
+        let m = write(name, mount, target);
+        env.run(&["manifest", "check", s(&m)]).expect_err(
+            3,
+            &[&format!(
+                "field `capabilities[1]`: `{target}` and `other/**` preopen two directories that the guest would see under one name, `{}` (wasi-libc strips a mount's leading `/`)",
+                if mount == "/" { "." } else { "out" }
+            )],
+        );
+        let input = r#"{"path":"/out/b.txt","content":"meant for other"}"#;
+        let (run, _) = run_json(&env, &m, &ws, "Full", input, &[]);
+        assert_eq!(run.code, 3, "{run:#?}");
+        assert!(!ws.join("out/b.txt").exists());
+        assert!(!ws.join("other/b.txt").exists());
+    }
+    let m = write("fine", "/elsewhere", "out/**");
+    env.run(&["manifest", "check", s(&m)]).expect(0);
+    let input = r#"{"path":"/elsewhere/b.txt","content":"for other"}"#;
+    let (run, _) = run_json(&env, &m, &ws, "Full", input, &[]);
+    assert_eq!(run.code, 0, "{run:#?}");
+    assert_eq!(std::fs::read(ws.join("other/b.txt")).unwrap(), b"for other");
+}
