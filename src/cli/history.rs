@@ -71,9 +71,11 @@ pub fn undo(ctx: &Context, args: UndoArgs) -> CmdResult {
         .with_audit_log(&ctx.state.state_dir.join("audit.jsonl"));
     let turn = match args.turn {
         Some(t) => t,
-        None => h
-            .last_turn()?
-            .ok_or_else(|| Failure::invalid("there is no turn to undo: the history is empty"))?,
+        None => h.last_undoable_turn()?.ok_or_else(|| {
+            Failure::invalid(
+                "there is no turn to undo: no turn in the history journaled an operation",
+            )
+        })?,
     };
     let report = h.undo(&turn, args.dry_run, &ctx.state.state_dir.join("memory.db"))?;
     if ctx.json {

@@ -355,12 +355,23 @@ impl Manifest {
                         ),
                     ));
                 }
-                // Undoing by memory id only makes sense for an executor that
-                // writes memory; anything else claims an undo it cannot have.
-                if pattern == "delete_memory_by_id" && !declares(Capability::MemoryWrite) {
+                // A pattern reverses operations of some capabilities only;
+                // an executor that declares none of them claims an undo it
+                // cannot have (issue 27, point 9).
+                let needs: &[Capability] = match pattern.as_str() {
+                    "delete_memory_by_id" => &[Capability::MemoryWrite],
+                    "restore_blob_backup" => &[Capability::FsWrite, Capability::MemoryWrite],
+                    // swap_src_dst, delete_created_dirs, delete_created_paths
+                    _ => &[Capability::FsWrite],
+                };
+                if !needs.iter().any(|c| declares(*c)) {
+                    let names: Vec<String> = needs.iter().map(|c| format!("`{c}`")).collect();
                     return Err(invalid(
                         "reverse_pattern",
-                        "`delete_memory_by_id` needs a `memory:write` capability".to_string(),
+                        format!(
+                            "`{pattern}` reverses what {} does, and the executor declares none of it",
+                            names.join(" or ")
+                        ),
                     ));
                 }
             }

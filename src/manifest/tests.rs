@@ -441,11 +441,43 @@ fn pattern_without_revertible() {
 fn every_catalogued_pattern_is_accepted() {
     for pattern in REVERSE_PATTERNS {
         let text = with(&format!(
-            "revertible = true\nreverse_pattern = \"{pattern}\"\n{}",
-            cap("memory:write", Some("notes"))
+            "revertible = true\nreverse_pattern = \"{pattern}\"\n{}{}",
+            cap("memory:write", Some("notes")),
+            cap("fs:write", Some("out/**"))
         ));
         assert!(parse(&text).is_ok(), "{pattern}");
     }
+}
+
+/// Issue 27, point 9: a reverse pattern must reverse something the
+/// executor can do: `swap_src_dst` with `compute:pure` only is refused,
+/// naming the pattern and what it needs; with `fs:write` it passes.
+#[test]
+fn a_reverse_pattern_needs_a_capability_whose_operations_it_reverses() {
+    let pure = with(&format!(
+        "revertible = true\nreverse_pattern = \"swap_src_dst\"\n{}",
+        cap("compute:pure", None)
+    ));
+    assert_eq!(
+        err(&pure),
+        "`guests/x/executor.toml`: field `reverse_pattern`: `swap_src_dst` reverses what \
+         `fs:write` does, and the executor declares none of it"
+    );
+    let memory_only = with(&format!(
+        "revertible = true\nreverse_pattern = \"delete_created_paths\"\n{}",
+        cap("memory:write", Some("notes"))
+    ));
+    assert!(err(&memory_only).contains("`delete_created_paths` reverses what `fs:write` does"));
+    let restore = with(&format!(
+        "revertible = true\nreverse_pattern = \"restore_blob_backup\"\n{}",
+        cap("memory:write", Some("notes"))
+    ));
+    assert!(parse(&restore).is_ok());
+    let fs = with(&format!(
+        "revertible = true\nreverse_pattern = \"swap_src_dst\"\n{}",
+        cap("fs:write", Some("out/**"))
+    ));
+    assert!(parse(&fs).is_ok());
 }
 
 #[test]
@@ -456,8 +488,8 @@ fn delete_memory_by_id_needs_memory_write() {
     ));
     assert_eq!(
         err(&text),
-        "`guests/x/executor.toml`: field `reverse_pattern`: `delete_memory_by_id` needs a \
-         `memory:write` capability"
+        "`guests/x/executor.toml`: field `reverse_pattern`: `delete_memory_by_id` reverses \
+         what `memory:write` does, and the executor declares none of it"
     );
 }
 

@@ -199,9 +199,16 @@ impl History {
         Ok(dir)
     }
 
-    /// The newest turn's id.
-    pub fn last_turn(&self) -> Result<Option<String>, HistoryError> {
-        Ok(self.turns()?.pop().map(|t| t.record.turn))
+    /// The newest turn that journaled operations (what `undo` without
+    /// `--turn` reverses): a turn that only read has nothing to undo and
+    /// is passed over.
+    pub fn last_undoable_turn(&self) -> Result<Option<String>, HistoryError> {
+        Ok(self
+            .turns()?
+            .into_iter()
+            .rev()
+            .find(|t| t.operations > 0)
+            .map(|t| t.record.turn))
     }
 
     /// Reverses `turn`'s operations, newest first. `memory_db` is where the

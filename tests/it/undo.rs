@@ -47,8 +47,12 @@ fn undo_reverses_memory_writes_turn_by_turn() {
     let dry = env.run(&args);
     dry.expect(0);
     let report: serde_json::Value = serde_json::from_str(dry.stdout.trim()).unwrap();
-    // The last turn is the `get` just run: no operations.
-    assert_eq!(report["steps"], serde_json::json!([]));
+    // Issue 27, point 9: the newest turn is the `get` just run, which
+    // journaled nothing: undo passes over it to the delete (turn 3), and a
+    // dry run changes nothing.
+    assert_eq!(report["turn"], _t3.as_str(), "{report:#}");
+    assert_eq!(report["steps"][0]["status"], "would_do", "{report:#}");
+    assert_eq!(report["steps"][0]["pattern"], "restore_blob_backup");
 
     // Undo the delete (turn 3 is the third-newest now; name it).
     let history = env.run(&["--json", "history"]);
