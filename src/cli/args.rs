@@ -169,11 +169,24 @@ pub enum GrantsCmd {
         #[arg(long)]
         all: bool,
     },
-    /// Revoke a grant by id.
-    Revoke {
-        /// The grant's id (from `grants list`).
-        id: String,
-    },
+    /// Revoke a grant: by id (`grants revoke 3`), or by what it grants
+    /// (`grants revoke --channel cli --sender alice fs:write '/tmp/x/**'`,
+    /// the target resolved as `grants add` resolves it).
+    Revoke(GrantRevokeArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct GrantRevokeArgs {
+    /// The identity's channel (with --sender, CAPABILITY and TARGET).
+    #[arg(long, requires = "sender")]
+    pub channel: Option<String>,
+    /// The identity's sender id (with --channel).
+    #[arg(long, requires = "channel")]
+    pub sender: Option<String>,
+    /// The grant's id (from `grants list`); or, with --channel and
+    /// --sender, the capability followed by the target.
+    #[arg(required = true, num_args = 1..=2)]
+    pub what: Vec<String>,
 }
 
 #[derive(Debug, Args)]

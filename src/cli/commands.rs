@@ -16,8 +16,8 @@ use gatehouse::snapshot::{self, SnapshotError};
 use gatehouse::tier3::{self, CaseStatus};
 
 use super::args::{
-    CheckArgs, Command, GrantAddArgs, GrantsCmd, ManifestCmd, PolicyCmd, SnapshotCmd,
-    SnapshotSources, TestArgs,
+    CheckArgs, Command, GrantAddArgs, GrantRevokeArgs, GrantsCmd, ManifestCmd, PolicyCmd,
+    SnapshotCmd, SnapshotSources, TestArgs,
 };
 use super::{out, out_json, CmdResult, Context, Exit, Failure};
 
@@ -290,20 +290,57 @@ fn grants(ctx: &Context, cmd: GrantsCmd) -> CmdResult {
             }
             Ok(Exit::Ok)
         }
-        GrantsCmd::Revoke { id } => {
+        GrantsCmd::Revoke(args) => grant_revoke(ctx, args),
+    }
+}
+
+fn grant_revoke(ctx: &Context, args: GrantRevokeArgs) -> CmdResult {
+    let book = GrantBook::new(&ctx.state);
+    let g = match (args.channel, args.sender, args.what.as_slice()) {
+        (None, None, [id]) => {
             let id: i64 = id
                 .parse()
                 .map_err(|_| Failure::invalid(format!("grant id `{id}` is not a number")))?;
-            let g = GrantBook::new(&ctx.state)
-                .revoke(id, now_utc())?
-                .ok_or_else(|| {
-                    Failure::invalid(format!(
-                        "no grant with id `{id}`: the grants database is empty"
-                    ))
-                })?;
-            out_json(&g);
-            Ok(Exit::Ok)
+            book.revoke(id, now_utc())?.ok_or_else(|| {
+                Failure::invalid(format!(
+                    "no grant with id `{id}`: the grants database is empty"
+                ))
+            })?
         }
+        (Some(channel), Some(sender), [capability, target]) => {
+            let target = canonical_target(capability, target);
+            book.revoke_tuple(
+                &Identity::new(channel, sender),
+                capability,
+                &target,
+                now_utc(),
+            )?
+            .ok_or_else(|| {
+                Failure::invalid(format!(
+                    "no grant in force of `{capability}` on `{target}` for that identity"
+                ))
+            })?
+        }
+        _ => {
+            return Err(Failure::invalid(
+                "give a grant id, or --channel, --sender, a capability and a target".to_string(),
+            ))
+        }
+    };
+    out_json(&g);
+    Ok(Exit::Ok)
+}
+
+/// A target as grants are recorded and matched: a path glob where the
+/// path really is (its literal directory resolved; kept as given when it
+/// does not resolve), anything else as given.
+fn canonical_target(capability: &str, target: &str) -> String {
+    match Capability::from_name(capability).map(|c| c.target_kind()) {
+        Some(gatehouse::policy::TargetKind::PathGlob) => gatehouse::policy::PathGlob::parse(target)
+            .ok()
+            .and_then(|g| resolve_glob(&g).canonical)
+            .unwrap_or_else(|| target.to_string()),
+        _ => target.to_string(),
     }
 }
 
@@ -317,15 +354,7 @@ fn grant_add(ctx: &Context, args: GrantAddArgs) -> CmdResult {
     // A path grant is recorded where the path really is (its literal
     // directory resolved), as "allow and remember" records it and as the
     // gate matches it; a directory that does not resolve is kept as given.
-    let target = match Capability::from_name(&args.capability).map(|c| c.target_kind()) {
-        Some(gatehouse::policy::TargetKind::PathGlob) => {
-            gatehouse::policy::PathGlob::parse(&args.target)
-                .ok()
-                .and_then(|g| resolve_glob(&g).canonical)
-                .unwrap_or(args.target)
-        }
-        _ => args.target,
-    };
+    let target = canonical_target(&args.capability, &args.target);
     let new = NewGrant {
         identity: Identity::new(args.channel, args.sender),
         capability: args.capability,

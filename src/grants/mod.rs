@@ -49,6 +49,30 @@ pub const SCHEMA: &str = "CREATE TABLE IF NOT EXISTS grants (
  revoked_at TEXT
 );";
 
+/// The version of the grants database this build writes and reads
+/// (SQLite's `user_version`): 0 is the reference schema as first created;
+/// 1 adds one unrevoked grant per (channel, sender, capability, target),
+/// duplicates merged. A newer version is refused.
+pub const SCHEMA_VERSION: i64 = 1;
+
+/// Version 1: duplicates of one tuple among unrevoked grants merged into
+/// the oldest (the latest expiry kept, none if any had none), then the
+/// index that keeps it so.
+const MIGRATE_TO_1: &str = "
+UPDATE grants AS g SET expires_at = (
+  SELECT CASE WHEN count(*) > count(d.expires_at) THEN NULL ELSE max(d.expires_at) END
+  FROM grants AS d
+  WHERE d.revoked_at IS NULL AND d.channel = g.channel AND d.sender_id = g.sender_id
+    AND d.capability = g.capability AND d.target = g.target)
+WHERE g.revoked_at IS NULL;
+DELETE FROM grants WHERE revoked_at IS NULL AND id NOT IN (
+  SELECT min(id) FROM grants WHERE revoked_at IS NULL
+  GROUP BY channel, sender_id, capability, target);
+CREATE UNIQUE INDEX IF NOT EXISTS grants_one_per_tuple
+  ON grants (channel, sender_id, capability, target) WHERE revoked_at IS NULL;
+PRAGMA user_version = 1;
+";
+
 /// How long a statement waits for another connection's lock.
 pub const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 
@@ -166,6 +190,32 @@ impl GrantStore {
                 why: e.to_string(),
             });
         }
+        let version: i64 = conn
+            .query_row("PRAGMA user_version", [], |r| r.get(0))
+            .map_err(err)?;
+        if version > SCHEMA_VERSION {
+            return Err(GrantError::WrongSchema {
+                path: path.to_path_buf(),
+                why: format!(
+                    "its schema version is {version}; this gatehouse knows versions up to {SCHEMA_VERSION}"
+                ),
+            });
+        }
+        if version < 1 {
+            // One transaction: another store opening the same file at the
+            // same moment waits, then finds version 1 and does nothing.
+            conn.execute_batch(&format!("BEGIN IMMEDIATE;{MIGRATE_TO_1}COMMIT;"))
+                .or_else(|e| {
+                    let _ = conn.execute_batch("ROLLBACK");
+                    let now: i64 = conn.query_row("PRAGMA user_version", [], |r| r.get(0))?;
+                    if now >= 1 {
+                        Ok(())
+                    } else {
+                        Err(e)
+                    }
+                })
+                .map_err(err)?;
+        }
         Ok(GrantStore {
             path: path.to_path_buf(),
             conn,
@@ -206,7 +256,54 @@ impl GrantStore {
     /// broad pattern (`/**`, `*.com`) grants broadly. It can never turn a
     /// `denied` cell into `allowed` nor stand in for an `always` approval.
     pub fn record(&self, new: &NewGrant, now: UtcTime) -> Result<Grant, GrantError> {
+        self.record_once(new, now, false)
+    }
+
+    fn record_once(
+        &self,
+        new: &NewGrant,
+        now: UtcTime,
+        retried: bool,
+    ) -> Result<Grant, GrantError> {
         let (capability, pattern) = validated(new, now)?;
+        // One unrevoked grant per (channel, sender, capability, target):
+        // recording the tuple again returns it, with the later expiry.
+        let existing = self
+            .conn
+            .prepare_cached(&format!(
+                "SELECT {COLUMNS} FROM grants WHERE revoked_at IS NULL AND channel = ?1 \
+                 AND sender_id = ?2 AND capability = ?3 AND target = ?4"
+            ))
+            .and_then(|mut st| {
+                st.query_row(
+                    params![
+                        new.identity.channel,
+                        new.identity.sender_id,
+                        capability.as_str(),
+                        pattern.as_str()
+                    ],
+                    RawRow::from_row,
+                )
+                .optional()
+            })
+            .map_err(|e| self.err(e))?;
+        if let Some(raw) = existing {
+            let old = self.decode(raw)?;
+            let later = match (old.expires_at, new.expires_at) {
+                (None, _) | (_, None) => None,
+                (Some(a), Some(b)) => Some(a.max(b)),
+            };
+            if later != old.expires_at {
+                self.conn
+                    .prepare_cached("UPDATE grants SET expires_at = ?1 WHERE id = ?2")
+                    .and_then(|mut st| st.execute(params![later.map(|t| t.to_string()), old.id]))
+                    .map_err(|e| self.err(e))?;
+            }
+            return Ok(Grant {
+                expires_at: later,
+                ..old
+            });
+        }
         let grant = Grant {
             id: 0,
             channel: new.identity.channel.clone(),
@@ -225,17 +322,26 @@ impl GrantStore {
                  VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
             )
             .map_err(|e| self.err(e))?;
-        let id = stmt
-            .insert(params![
-                grant.channel,
-                grant.sender_id,
-                grant.capability,
-                grant.target,
-                grant.granted_at.to_string(),
-                grant.expires_at.map(|t| t.to_string()),
-                grant.granted_by,
-            ])
-            .map_err(|e| self.err(e))?;
+        let id = match stmt.insert(params![
+            grant.channel,
+            grant.sender_id,
+            grant.capability,
+            grant.target,
+            grant.granted_at.to_string(),
+            grant.expires_at.map(|t| t.to_string()),
+            grant.granted_by,
+        ]) {
+            Ok(id) => id,
+            // Another connection recorded the same tuple between the look
+            // and the insert: it is the one grant now.
+            Err(rusqlite::Error::SqliteFailure(f, _))
+                if f.code == ErrorCode::ConstraintViolation && !retried =>
+            {
+                drop(stmt);
+                return self.record_once(new, now, true);
+            }
+            Err(e) => return Err(self.err(e)),
+        };
         Ok(Grant { id, ..grant })
     }
 
@@ -254,6 +360,36 @@ impl GrantStore {
             None => Err(GrantError::NoSuchGrant(id)),
             Some(_) if changed == 0 => Err(GrantError::AlreadyRevoked(id)),
             Some(g) => Ok(g),
+        }
+    }
+
+    /// Revokes the one unrevoked grant of `identity` on `capability` and
+    /// `target` (as stored: canonical) at `now`; `Ok(None)` when there is
+    /// none.
+    pub fn revoke_tuple(
+        &self,
+        identity: &Identity,
+        capability: &str,
+        target: &str,
+        now: UtcTime,
+    ) -> Result<Option<Grant>, GrantError> {
+        let id: Option<i64> = self
+            .conn
+            .prepare_cached(
+                "SELECT id FROM grants WHERE revoked_at IS NULL AND channel = ?1 \
+                 AND sender_id = ?2 AND capability = ?3 AND target = ?4",
+            )
+            .and_then(|mut st| {
+                st.query_row(
+                    params![identity.channel, identity.sender_id, capability, target],
+                    |r| r.get(0),
+                )
+                .optional()
+            })
+            .map_err(|e| self.err(e))?;
+        match id {
+            Some(id) => self.revoke(id, now).map(Some),
+            None => Ok(None),
         }
     }
 

@@ -65,6 +65,21 @@ impl GrantBook {
         }
     }
 
+    /// Revokes the grant of `identity` on `capability` and `target` (as
+    /// recorded: canonical); `None` when there is none.
+    pub fn revoke_tuple(
+        &self,
+        identity: &Identity,
+        capability: &str,
+        target: &str,
+        now: UtcTime,
+    ) -> Result<Option<Grant>, GrantError> {
+        match self.existing()? {
+            Some(store) => store.revoke_tuple(identity, capability, target, now),
+            None => Ok(None),
+        }
+    }
+
     /// The matrix and the grants' answer for one capability on `target`
     /// for `identity` at `level`, now.
     pub fn effective(
