@@ -24,7 +24,9 @@ pub fn run(ctx: &Context, cmd: ApprovalsCmd) -> CmdResult {
             }
             Ok(Exit::Ok)
         }
-        ApprovalsCmd::Deny { id } => {
+        ApprovalsCmd::Deny { id, yes } => {
+            let entry = pending_entry(&queue, &id)?;
+            confirm_by_a_person(&entry, yes, "deny it?")?;
             let e = queue.answer(&id, QueueAnswer::Deny, ctx.env.login.as_deref(), now)?;
             out_json(&e);
             Ok(Exit::Ok)
@@ -47,12 +49,16 @@ pub fn run(ctx: &Context, cmd: ApprovalsCmd) -> CmdResult {
             } else {
                 QueueAnswer::Once
             };
-            let entry = queue
-                .get(&id)?
-                .ok_or_else(|| Failure::from(QueueError::NoSuchEntry(id.clone())))?;
-            if !yes {
-                confirm(&entry, remember)?;
-            }
+            let entry = pending_entry(&queue, &id)?;
+            confirm_by_a_person(
+                &entry,
+                yes,
+                if remember {
+                    "allow and remember (writes grants)?"
+                } else {
+                    "allow once?"
+                },
+            )?;
             let e = queue.answer(&id, answer, ctx.env.login.as_deref(), now)?;
             out_json(&e);
             Ok(Exit::Ok)
@@ -60,14 +66,43 @@ pub fn run(ctx: &Context, cmd: ApprovalsCmd) -> CmdResult {
     }
 }
 
-/// Shows the entry on `/dev/tty` and asks; anything but `y` or `yes`
-/// leaves it pending.
-fn confirm(e: &QueueEntry, remember: bool) -> Result<(), Failure> {
-    // As `run` decides whether to prompt: a terminal on stderr and a
-    // controlling terminal that opens.
+/// The entry `id`, still waiting for an answer.
+fn pending_entry(queue: &ApprovalQueue, id: &str) -> Result<QueueEntry, Failure> {
+    let entry = queue
+        .get(id)?
+        .ok_or_else(|| Failure::from(QueueError::NoSuchEntry(id.to_string())))?;
+    if entry.status != "pending" {
+        return Err(Failure::from(QueueError::AlreadyAnswered {
+            id: id.to_string(),
+            status: entry.status,
+        }));
+    }
+    Ok(entry)
+}
+
+/// An answer must come from a person, not from the agent whose request
+/// is waiting: it is confirmed at the controlling terminal (`y`), or given
+/// with `--yes` by another OS account than the one that queued the entry
+/// (an agent's shell runs as the server's account; a person answering from
+/// their own account is not it). A terminal is not proof of a person (an
+/// agent can make a pseudo-terminal); the separation that holds is the
+/// second account (README, "Running the server under its own account").
+fn confirm_by_a_person(entry: &QueueEntry, yes: bool, question: &str) -> Result<(), Failure> {
+    let another_account = entry
+        .queued_uid
+        .is_some_and(|uid| uid != gatehouse::host::current_uid());
+    if yes && another_account {
+        return Ok(());
+    }
+    confirm(entry, question)
+}
+
+/// Shows the entry on `/dev/tty` and asks `question`; anything but `y` or
+/// `yes` leaves it pending.
+fn confirm(e: &QueueEntry, question: &str) -> Result<(), Failure> {
     let mut tty = gatehouse::terminal::Tty::interactive().ok_or_else(|| {
         Failure::invalid(format!(
-            "there is no terminal to confirm on: give `--yes` to allow `{}` without asking",
+            "there is no terminal to confirm `{}` on: an answer comes from a person at a terminal, or with `--yes` from another OS account than the one that queued it",
             e.id
         ))
     })?;
@@ -90,11 +125,7 @@ fn confirm(e: &QueueEntry, remember: bool) -> Result<(), Failure> {
         ));
     }
     tty.say(&printable_block(&text));
-    tty.say(if remember {
-        "allow and remember (writes grants)? [y/N]: "
-    } else {
-        "allow once? [y/N]: "
-    });
+    tty.say(&format!("{question} [y/N]: "));
     let line = tty.read_line(None).ok().flatten().unwrap_or_default();
     match line.trim() {
         "y" | "yes" => Ok(()),

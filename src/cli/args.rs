@@ -440,7 +440,7 @@ pub enum HistoryCmd {
 
 #[derive(Debug, Args)]
 pub struct UndoArgs {
-    /// The turn to undo (default: the last one).
+    /// The turn to undo (default: the newest that journaled operations).
     #[arg(long)]
     pub turn: Option<String>,
     /// Say what would be done, change nothing.
@@ -460,8 +460,9 @@ pub enum ApprovalsCmd {
     /// Allow a pending approval: once, for the first turn that matches it
     /// exactly (same actor and identity, executor digest, capabilities and
     /// canonical targets, input and arguments, configuration and grants),
-    /// or with --remember as grants for the identity. Asks for
-    /// confirmation on /dev/tty unless --yes.
+    /// or with --remember as grants for the identity. Confirmed on
+    /// /dev/tty; without a terminal only --yes from another OS account
+    /// than the one that queued it answers.
     Allow {
         /// The pending approval's id (from `approvals list`, or the
         /// `APPROVAL_REQUIRED` message).
@@ -474,7 +475,10 @@ pub enum ApprovalsCmd {
         /// 2h, 7d); default: until revoked.
         #[arg(long, requires = "remember", value_name = "DURATION")]
         expires_in: Option<String>,
-        /// Do not ask for confirmation on the terminal.
+        /// Answer without a terminal: honoured only when this runs as
+        /// another OS account than the one that queued the entry (an
+        /// agent cannot approve its own request); otherwise the answer is
+        /// confirmed on the terminal.
         #[arg(long)]
         yes: bool,
     },
@@ -483,6 +487,9 @@ pub enum ApprovalsCmd {
     Deny {
         /// The pending approval's id.
         id: String,
+        /// As for `allow`: honoured only from another OS account.
+        #[arg(long)]
+        yes: bool,
     },
 }
 

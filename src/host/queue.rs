@@ -57,12 +57,13 @@ const SCHEMA: &str = "CREATE TABLE IF NOT EXISTS pending (
  answered_at TEXT,
  answered_by TEXT,
  consumed_by TEXT,
- grants TEXT
+ grants TEXT,
+ queued_uid INTEGER
 );";
 
 const COLUMNS: &str = "id, turn, queued_at, expires_at, actor, channel, sender_id, executor, \
      executor_sha256, items, input_sha256, args_sha256, definition_hash, policy_hash, status, \
-     answered_at, answered_by, consumed_by, grants";
+     answered_at, answered_by, consumed_by, grants, queued_uid";
 
 /// Why the queue could not be read or changed.
 #[derive(Debug, thiserror::Error)]
@@ -181,6 +182,16 @@ pub struct QueueEntry {
     /// The grants "allow and remember" recorded.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub grants: Vec<i64>,
+    /// The OS account (effective uid) of the process that queued it: an
+    /// answer without a terminal is taken only from another account.
+    pub queued_uid: Option<u32>,
+}
+
+/// The effective uid of this process: who queues or answers an entry.
+pub fn current_uid() -> u32 {
+    // SAFETY: `geteuid(2)` takes no arguments, touches no memory and
+    // cannot fail.
+    unsafe { libc::geteuid() }
 }
 
 /// What the queue answers a turn.
@@ -254,6 +265,15 @@ impl ApprovalQueue {
         conn.pragma_update_and_check(None, "journal_mode", "WAL", |r| r.get::<_, String>(0))
             .map_err(&err)?;
         conn.execute_batch(SCHEMA).map_err(&err)?;
+        // A queue made before entries recorded the account that queued
+        // them gains the column (its old entries have none).
+        let has_uid = conn
+            .prepare("SELECT queued_uid FROM pending LIMIT 0")
+            .is_ok();
+        if !has_uid {
+            conn.execute_batch("ALTER TABLE pending ADD COLUMN queued_uid INTEGER")
+                .map_err(&err)?;
+        }
         Ok(Some(conn))
     }
 
@@ -297,12 +317,13 @@ impl ApprovalQueue {
             answered_by: None,
             consumed_by: None,
             grants: Vec::new(),
+            queued_uid: Some(current_uid()),
         };
         conn.execute(
             "INSERT INTO pending (id, turn, queued_at, expires_at, actor, channel, sender_id, \
              executor, executor_sha256, items, scope, input_sha256, args_sha256, \
-             definition_hash, policy_hash, status) \
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, 'pending')",
+             definition_hash, policy_hash, status, queued_uid) \
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, 'pending', ?16)",
             params![
                 entry.id,
                 entry.turn,
@@ -319,6 +340,7 @@ impl ApprovalQueue {
                 entry.args_sha256,
                 entry.definition_hash,
                 entry.policy_hash,
+                entry.queued_uid,
             ],
         )
         .map_err(&err)?;
@@ -586,6 +608,7 @@ fn decode(r: &rusqlite::Row<'_>) -> rusqlite::Result<QueueEntry> {
         answered_by: r.get(16)?,
         consumed_by: r.get(17)?,
         grants,
+        queued_uid: r.get(19)?,
     })
 }
 

@@ -399,7 +399,7 @@ impl Inner {
                 t.pending_id = self.enqueue(request, id, &asked);
                 if let Some(entry) = &t.pending_id {
                     reason.push_str(&format!(
-                        "; queued as pending approval `{entry}` (`gatehouse approvals allow {entry}`)"
+                        "; queued as pending approval `{entry}`, which a person can answer with `gatehouse approvals`"
                     ));
                 }
                 t.decisions = steps;

@@ -39,13 +39,15 @@ fn queued(env: &Env, ws: &std::path::Path, input: &str) -> String {
     run.expect(4);
     assert_eq!(v["code"], "APPROVAL_REQUIRED", "{v:#}");
     let id = v["pending_id"].as_str().unwrap().to_string();
+    let reason = v["reason"].as_str().unwrap();
     assert!(
-        v["reason"]
-            .as_str()
-            .unwrap()
-            .ends_with(&format!("(`gatehouse approvals allow {id}`)")),
+        reason.ends_with(&format!(
+            "; queued as pending approval `{id}`, which a person can answer with `gatehouse approvals`"
+        )),
         "{v:#}"
     );
+    // The agent is not told how to approve itself.
+    assert!(!reason.contains("approvals allow"), "{reason}");
     id
 }
 
@@ -95,6 +97,7 @@ fn approvals_a_run_without_a_terminal_is_queued_and_an_allow_runs_it_once() {
             "answered_at": null,
             "answered_by": null,
             "consumed_by": null,
+            "queued_uid": gatehouse::host::current_uid(),
         })
     );
     // Expires 24 h after it was queued.
@@ -102,9 +105,17 @@ fn approvals_a_run_without_a_terminal_is_queued_and_an_allow_runs_it_once() {
     let expires_at = gatehouse::policy::UtcTime::parse(e["expires_at"].as_str().unwrap()).unwrap();
     assert_eq!(expires_at.0 - queued_at.0, 86_400);
 
-    // Without a terminal and without --yes nothing is allowed.
-    env.run(&["approvals", "allow", &id])
-        .expect_err(3, &["give `--yes`"]);
+    // Without a terminal nothing is allowed, `--yes` included: the
+    // account that queued it is this one.
+    for extra in [&[][..], &["--yes"][..]] {
+        let mut args = vec!["approvals", "allow", id.as_str()];
+        args.extend_from_slice(extra);
+        env.run(&args).expect_err(
+            3,
+            &[&format!("there is no terminal to confirm `{id}` on: an answer comes from a person at a terminal, or with `--yes` from another OS account than the one that queued it")],
+        );
+    }
+    assert_eq!(list(&env, false)[0]["status"], "pending");
     // On a terminal, "n" leaves it pending.
     let r = env.run_on_terminal(&["approvals", "allow", &id], &[], "n\n");
     assert_eq!(r.code, 1, "{r:#?}");
@@ -162,9 +173,9 @@ fn approvals_deny_refuses_the_matching_turn_once() {
     let ws = env.mkdir("ws");
     env.mkdir("ws/out");
     let id = queued(&env, &ws, A);
-    let run = env.run(&["approvals", "deny", &id]);
-    run.expect(0);
-    assert_eq!(run.json_lines()[0]["status"], "denied");
+    let (run, e) = env.answer_on_terminal(&["approvals", "deny", &id]);
+    assert_eq!(run.code, 0, "{run:#?}");
+    assert_eq!(e["status"], "denied");
     // Answered once: no second answer.
     env.run(&["approvals", "allow", &id, "--yes"])
         .expect_err(3, &["already answered (`denied`)"]);
@@ -186,17 +197,15 @@ fn approvals_remember_records_grants_but_never_for_an_always_class_capability() 
     let ws = env.mkdir("ws");
     env.mkdir("ws/out");
     let id = queued(&env, &ws, A);
-    let run = env.run(&[
+    let (run, e) = env.answer_on_terminal(&[
         "approvals",
         "allow",
         &id,
         "--remember",
         "--expires-in",
         "1h",
-        "--yes",
     ]);
-    run.expect(0);
-    let e = &run.json_lines()[0];
+    assert_eq!(run.code, 0, "{run:#?}");
     assert_eq!(e["status"], "remembered");
     let grants = env.run(&["grants", "list"]).json_lines();
     assert_eq!(grants.len(), 1, "{grants:#?}");
@@ -229,11 +238,17 @@ fn approvals_remember_records_grants_but_never_for_an_always_class_capability() 
     run.expect(4);
     let id = v["pending_id"].as_str().unwrap();
     assert_eq!(v["pending"][0]["rememberable"], false);
-    env.run(&["approvals", "allow", id, "--remember", "--yes"])
-        .expect_err(3, &["`code:exec` is an always-class capability"]);
+    let (run, _) = env.answer_on_terminal(&["approvals", "allow", id, "--remember"]);
+    assert_eq!(run.code, 3, "{run:#?}");
+    assert!(
+        run.stdout
+            .contains("`code:exec` is an always-class capability"),
+        "{run:#?}"
+    );
     assert!(!env.grants_db().exists());
     assert_eq!(list(&env, false)[0]["status"], "pending");
-    env.run(&["approvals", "allow", id, "--yes"]).expect(0);
+    let (run, _) = env.answer_on_terminal(&["approvals", "allow", id]);
+    assert_eq!(run.code, 0, "{run:#?}");
     assert_eq!(list(&env, false)[0]["status"], "allowed");
 }
 
@@ -286,4 +301,53 @@ fn approvals_the_queue_is_host_state_no_executor_reads_or_writes() {
         std::fs::read(env.root().join("cwd/fine.txt")).unwrap(),
         b"fine"
     );
+}
+
+/// Issue 27, point 2: an answer without a terminal is taken only from
+/// another OS account than the one that queued the entry. The entry is
+/// queued by this process's account; `approvals allow ID --yes` run as
+/// `nobody` (setpriv), with no terminal, answers it; the same command as
+/// this account was refused (the test above).
+///
+/// Positive control: the answer is recorded (`allowed`, by nobody's
+/// account), and the queued turn then runs.
+#[test]
+fn another_account_may_answer_with_yes_and_no_terminal() {
+    use std::os::unix::fs::PermissionsExt;
+    assert_eq!(gatehouse::host::current_uid(), 0, "this test needs root to switch accounts");
+    let env = Env::new();
+    let ws = env.mkdir("ws");
+    env.mkdir("ws/out");
+    let id = queued(&env, &ws, A);
+    // The person's account may use the state (here: everyone may).
+    let open = |p: &std::path::Path| {
+        std::fs::set_permissions(p, std::fs::Permissions::from_mode(0o777)).unwrap()
+    };
+    open(&env.root());
+    for e in std::fs::read_dir(env.state_dir()).unwrap() {
+        open(&e.unwrap().path());
+    }
+    open(&env.state_dir());
+    let mut cmd = std::process::Command::new("setpriv");
+    cmd.args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"])
+        .arg(env!("CARGO_BIN_EXE_gatehouse"))
+        .args(["approvals", "allow", &id, "--yes"])
+        .stdin(std::process::Stdio::null());
+    for (k, v) in env.command().get_envs() {
+        match v {
+            Some(v) => cmd.env(k, v),
+            None => cmd.env_remove(k),
+        };
+    }
+    let out = cmd.current_dir(env.root()).output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let e = &list(&env, false)[0];
+    assert_eq!(e["status"], "allowed", "{e:#}");
+    let (run, _) = run_json(&env, &guest("write-file"), &ws, "Supervised", A, &[]);
+    run.expect(0);
+    assert!(ws.join("out/a.txt").exists());
 }

@@ -226,7 +226,8 @@ async fn queued_then_allowed(env: &Env, session: &Session, ws: &std::path::Path)
         .to_string();
     assert_eq!(r["_meta"]["gatehouse/pending_id"], id.as_str());
     assert!(!ws.join("out/q.txt").exists());
-    env.run(&["approvals", "allow", &id, "--yes"]).expect(0);
+    let (run, _) = env.answer_on_terminal(&["approvals", "allow", &id]);
+    assert_eq!(run.code, 0, "{run:#?}");
     let r = v(&call(
         session,
         "write-file",

@@ -308,13 +308,16 @@ fn serve_without_elicitation_queues_and_the_retry_after_allow_runs_once() {
         "{r:#}"
     );
     assert!(
-        text(&r).ends_with(&format!("(`gatehouse approvals allow {id}`)")),
+        text(&r).ends_with(&format!(
+            "; queued as pending approval `{id}`, which a person can answer with `gatehouse approvals`"
+        )) && !text(&r).contains("approvals allow"),
         "{r:#}"
     );
     assert_eq!(r["_meta"]["gatehouse/pending_id"], id.as_str());
     assert!(!ws.join("out/a.txt").exists());
 
-    env.run(&["approvals", "allow", &id, "--yes"]).expect(0);
+    let (run, _) = env.answer_on_terminal(&["approvals", "allow", &id]);
+    assert_eq!(run.code, 0, "{run:#?}");
     // Another input does not match the approval.
     let two = json!({"path": "out/a.txt", "content": "two"});
     let r = c.call("write-file", two, &mut no_elicitation);

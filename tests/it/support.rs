@@ -221,6 +221,25 @@ impl Env {
     }
 }
 
+impl Env {
+    /// `gatehouse ARGS` answered by a person: run on a pseudo-terminal,
+    /// typing `y` at its confirmation. The run, and its last JSON value
+    /// (on a terminal the prompt and the output share the stream).
+    pub fn answer_on_terminal(&self, args: &[&str]) -> (Run, serde_json::Value) {
+        let run = self.run_on_terminal(args, &[], "y\n");
+        let v = run
+            .stdout
+            .lines()
+            .rev()
+            .find_map(|l| {
+                let at = l.find("{\"")?;
+                serde_json::from_str::<serde_json::Value>(l[at..].trim()).ok()
+            })
+            .unwrap_or(serde_json::Value::Null);
+        (run, v)
+    }
+}
+
 /// Runs `cmd` (a [`Env::terminal_command`]) typing `answers`.
 pub fn type_answers(cmd: &mut Command, answers: &str) -> Run {
     use std::io::Write;
