@@ -19,9 +19,26 @@ pub fn run(ctx: &Context, cmd: ApprovalsCmd) -> CmdResult {
     let now = now_utc();
     match cmd {
         ApprovalsCmd::List { all } => {
-            for e in queue.list(all, now)? {
-                out_json(&e);
+            let entries = queue.list(all, now)?;
+            for e in &entries {
+                out_json(e);
             }
+            // The count and what was dropped go to stderr: stdout stays
+            // one entry per line.
+            let waiting = entries.iter().filter(|e| e.status == "pending").count();
+            let mut summary = format!(
+                "{} entr{} listed, newest first; {waiting} waiting for an answer",
+                entries.len(),
+                if entries.len() == 1 { "y" } else { "ies" }
+            );
+            for (actor, n) in queue.dropped()? {
+                summary.push_str(&format!(
+                    "; {n} older unanswered entr{} of actor `{actor}` dropped (at most {} wait per actor)",
+                    if n == 1 { "y" } else { "ies" },
+                    gatehouse::host::MAX_PENDING_PER_ACTOR
+                ));
+            }
+            eprintln!("{}", printable(&summary));
             Ok(Exit::Ok)
         }
         ApprovalsCmd::Deny { id, yes } => {

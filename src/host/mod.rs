@@ -62,7 +62,9 @@ pub use gate::{Pending, Step};
 pub use grants::GrantBook;
 // What `own_turns` and `undo_own` answer with.
 pub use crate::undo::{HistoryError, TurnSummary, UndoReport, UndoStatus};
-pub use queue::{current_uid, ApprovalQueue, QueueAnswer, QueueEntry, QueueError};
+pub use queue::{
+    current_uid, ApprovalQueue, QueueAnswer, QueueEntry, QueueError, MAX_PENDING_PER_ACTOR,
+};
 
 /// Why a host could not be opened or could not keep its state.
 #[derive(Debug, thiserror::Error)]

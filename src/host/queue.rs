@@ -37,6 +37,11 @@ use super::GrantBook;
 /// its turn: 24 hours from when it was queued.
 pub const ENTRY_TTL_SECS: i64 = 24 * 60 * 60;
 
+/// Unanswered entries one actor may have waiting: past it the oldest are
+/// dropped (and counted), so a client cannot bury the request that matters
+/// under thousands of others (security round 2, item 8).
+pub const MAX_PENDING_PER_ACTOR: usize = 32;
+
 const SCHEMA: &str = "CREATE TABLE IF NOT EXISTS pending (
  id TEXT PRIMARY KEY,
  turn TEXT NOT NULL,
@@ -59,6 +64,10 @@ const SCHEMA: &str = "CREATE TABLE IF NOT EXISTS pending (
  consumed_by TEXT,
  grants TEXT,
  queued_uid INTEGER
+);
+CREATE TABLE IF NOT EXISTS dropped (
+ actor TEXT PRIMARY KEY,
+ count INTEGER NOT NULL
 );";
 
 const COLUMNS: &str = "id, turn, queued_at, expires_at, actor, channel, sender_id, executor, \
@@ -344,6 +353,24 @@ impl ApprovalQueue {
             ],
         )
         .map_err(&err)?;
+        // At most MAX_PENDING_PER_ACTOR unanswered entries per actor: the
+        // oldest beyond go, counted.
+        let dropped = conn
+            .execute(
+                "DELETE FROM pending WHERE rowid IN (SELECT rowid FROM pending \
+                 WHERE actor = ?1 AND status = 'pending' \
+                 ORDER BY queued_at DESC, rowid DESC LIMIT -1 OFFSET ?2)",
+                params![entry.actor, MAX_PENDING_PER_ACTOR as i64],
+            )
+            .map_err(&err)?;
+        if dropped > 0 {
+            conn.execute(
+                "INSERT INTO dropped (actor, count) VALUES (?1, ?2) \
+                 ON CONFLICT(actor) DO UPDATE SET count = count + excluded.count",
+                params![entry.actor, dropped as i64],
+            )
+            .map_err(&err)?;
+        }
         Ok(entry)
     }
 
@@ -420,8 +447,26 @@ impl ApprovalQueue {
         Ok(None)
     }
 
+    /// Per actor, how many unanswered entries were dropped past
+    /// [`MAX_PENDING_PER_ACTOR`] so far.
+    pub fn dropped(&self) -> Result<Vec<(String, u64)>, QueueError> {
+        let Some(conn) = self.open(false)? else {
+            return Ok(Vec::new());
+        };
+        let err = sqlite(&self.path);
+        let mut stmt = conn
+            .prepare("SELECT actor, count FROM dropped ORDER BY actor")
+            .map_err(&err)?;
+        let rows = stmt
+            .query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?)))
+            .map_err(&err)?;
+        rows.map(|r| r.map(|(a, n)| (a, u64::try_from(n).unwrap_or(0))))
+            .collect::<Result<_, _>>()
+            .map_err(&err)
+    }
+
     /// The entries not yet expired at `now` (with `all`, consumed ones
-    /// too), oldest first.
+    /// too), newest first.
     pub fn list(&self, all: bool, now: UtcTime) -> Result<Vec<QueueEntry>, QueueError> {
         let Some(conn) = self.open(false)? else {
             return Ok(Vec::new());
@@ -429,7 +474,7 @@ impl ApprovalQueue {
         let err = sqlite(&self.path);
         let mut stmt = conn
             .prepare(&format!(
-                "SELECT {COLUMNS} FROM pending WHERE expires_at > ?1 ORDER BY queued_at, rowid"
+                "SELECT {COLUMNS} FROM pending WHERE expires_at > ?1 ORDER BY queued_at DESC, rowid DESC"
             ))
             .map_err(&err)?;
         let rows = stmt

@@ -135,8 +135,10 @@ fn approvals_a_run_without_a_terminal_is_queued_and_an_allow_runs_it_once() {
     assert!(!ws.join("out/a.txt").exists());
     let entries = list(&env, false);
     assert_eq!(entries.len(), 2);
-    assert_eq!(entries[0]["id"], id.as_str());
-    assert_eq!(entries[0]["status"], "allowed");
+    // Newest first.
+    assert_eq!(entries[0]["id"], other.as_str());
+    assert_eq!(entries[1]["id"], id.as_str());
+    assert_eq!(entries[1]["status"], "allowed");
 
     // The approved input runs, once.
     let (run, v) = run_json(&env, &guest("write-file"), &ws, "Supervised", A, &[]);
@@ -314,7 +316,11 @@ fn approvals_the_queue_is_host_state_no_executor_reads_or_writes() {
 #[test]
 fn another_account_may_answer_with_yes_and_no_terminal() {
     use std::os::unix::fs::PermissionsExt;
-    assert_eq!(gatehouse::host::current_uid(), 0, "this test needs root to switch accounts");
+    assert_eq!(
+        gatehouse::host::current_uid(),
+        0,
+        "this test needs root to switch accounts"
+    );
     let env = Env::new();
     let ws = env.mkdir("ws");
     env.mkdir("ws/out");
@@ -350,4 +356,45 @@ fn another_account_may_answer_with_yes_and_no_terminal() {
     let (run, _) = run_json(&env, &guest("write-file"), &ws, "Supervised", A, &[]);
     run.expect(0);
     assert!(ws.join("out/a.txt").exists());
+}
+
+/// security round 2, item 8: the pending queue cannot be flooded. Past
+/// `MAX_PENDING_PER_ACTOR` unanswered entries of one actor, the oldest are
+/// dropped, counted, and `approvals list` says so; it lists the newest
+/// first, so the request that matters is on top.
+///
+/// Positive control: below the cap every entry stays (the first 32 are all
+/// listed before the flood goes on).
+#[test]
+fn the_pending_queue_keeps_the_newest_entries_of_an_actor_and_counts_the_rest() {
+    let cap = gatehouse::host::MAX_PENDING_PER_ACTOR;
+    let env = Env::new();
+    let ws = env.mkdir("ws");
+    env.mkdir("ws/out");
+    let mut ids = Vec::new();
+    for n in 0..cap {
+        ids.push(queued(&env, &ws, &format!(r#"{{"path":"out/{n}.txt","content":"x"}}"#)));
+    }
+    assert_eq!(list(&env, false).len(), cap);
+    for n in cap..cap + 5 {
+        ids.push(queued(&env, &ws, &format!(r#"{{"path":"out/{n}.txt","content":"x"}}"#)));
+    }
+    let run = env.run(&["approvals", "list"]);
+    run.expect(0);
+    let listed: Vec<String> = run
+        .json_lines()
+        .iter()
+        .map(|e| e["id"].as_str().unwrap().to_string())
+        .collect();
+    let newest: Vec<String> = ids.iter().rev().take(cap).cloned().collect();
+    assert_eq!(listed, newest);
+    assert_eq!(
+        run.stderr.trim_end(),
+        format!(
+            "{cap} entries listed, newest first; {cap} waiting for an answer; 5 older unanswered entries of actor `main` dropped (at most {cap} wait per actor)"
+        )
+    );
+    // A dropped entry is gone: it cannot be answered.
+    env.run(&["approvals", "deny", &ids[0]])
+        .expect_err(3, &[&format!("no pending approval `{}`", ids[0])]);
 }

@@ -427,7 +427,8 @@ fn serve_an_unanswered_elicitation_is_queued() {
     let other = r["structuredContent"]["pending_id"].as_str().unwrap();
     let queued = env.run(&["approvals", "list"]).json_lines();
     let ids: Vec<&str> = queued.iter().map(|e| e["id"].as_str().unwrap()).collect();
-    assert_eq!(ids, vec![id, other]);
+    // Newest first.
+    assert_eq!(ids, vec![other, id]);
     assert_eq!(c.finish(), 0);
 }
 
