@@ -553,20 +553,16 @@ impl Server {
         let host = shared.host.clone();
         // Run here, the worker thread handed over to blocking work for the
         // turn (no hop to another thread).
-        let begun = match shared.slots.try_acquire() {
-            // A slot is free: the turn begins at once (a denied one ends in
-            // its gate, having held the free slot for that long).
-            Ok(_slot) => tokio::task::block_in_place(move || host.begin(request)),
-            Err(_) => {
-                // Every slot is busy. A call the policy denies takes none:
-                // its one denial line is written and it ends here, whatever
-                // else is running.
-                if let Some(outcome) = tokio::task::block_in_place(|| host.refusal(&request)) {
-                    return Ok(outcome);
-                }
-                let _slot = shared.slots.acquire().await.map_err(|e| e.to_string())?;
-                tokio::task::block_in_place(move || host.begin(request))
-            }
+        // A call the policy denies takes no slot, not even for the time
+        // its gate takes (ALP): the gate is asked first, with no slot held;
+        // its one denial line is written and it ends here, whatever else
+        // is running. Only a call the policy does not deny waits for one.
+        if let Some(outcome) = tokio::task::block_in_place(|| host.refusal(&request)) {
+            return Ok(outcome);
+        }
+        let begun = {
+            let _slot = shared.slots.acquire().await.map_err(|e| e.to_string())?;
+            tokio::task::block_in_place(move || host.begin(request))
         };
         let parked = match begun {
             Begun::Done(outcome) => return Ok(*outcome),

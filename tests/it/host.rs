@@ -942,7 +942,7 @@ fn an_expired_grant_stops_covering_turns_in_a_long_lived_host() {
     env.mkdir("ws/out");
     let book = GrantBook::new(&StatePaths::under(&env.state_dir(), None, None));
     let target = format!("{}/out/**", ws.canonicalize().unwrap().display());
-    let expires = UtcTime(now_utc().0 + 2);
+    let expires = UtcTime(now_utc().0 + 5);
     let grant = record_write_grant_until(&book, &target, Some(expires));
     let h = host(&env, &ws, &["write-file"], Some(Level::Supervised));
     let turn = |n: u32| {
