@@ -13,6 +13,7 @@ pub mod inspect;
 pub mod schema;
 pub mod template;
 pub mod wit;
+mod write;
 
 use std::path::PathBuf;
 
@@ -42,6 +43,10 @@ pub enum AuthoringError {
     /// `gatehouse new` was given a name no executor or crate may have.
     #[error("invalid executor name `{name}`: {reason}")]
     InvalidName { name: String, reason: String },
+    /// A file to write, or a directory on the way to it below the
+    /// directory given, is a symbolic link (security round 2, item 6).
+    #[error("`{}` is a symbolic link: refusing to write through it (remove it or give another directory)", path.display())]
+    Symlink { path: PathBuf },
     /// `gatehouse new` refuses to write into a directory that holds files.
     #[error("directory `{}` exists and is not empty: give a new or empty directory", dir.display())]
     NotEmpty { dir: PathBuf },

@@ -244,7 +244,7 @@ pub fn create(name: &str, kind: Kind, dir: &Path) -> Result<Vec<PathBuf>, Author
             })
         }
     }
-    super::wit::write_files(dir, files)
+    super::write::write_files(dir, files)
 }
 
 #[cfg(test)]

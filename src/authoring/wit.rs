@@ -32,33 +32,11 @@ pub fn package() -> &'static str {
 }
 
 /// Writes every file beneath `dir` (created if needed; files already
-/// there are replaced) and returns their paths.
+/// there are replaced, each through a temporary file renamed into place)
+/// and returns their paths. A file, or a directory on the way below
+/// `dir`, that is a symbolic link is refused before anything is written.
 pub fn write(dir: &Path) -> Result<Vec<PathBuf>, AuthoringError> {
-    write_files(dir, FILES)
-}
-
-/// Writes each `(relative path, text)` of `files` beneath `dir`, parents
-/// created, files already there replaced; returns their paths.
-pub(super) fn write_files<P: AsRef<Path>, T: AsRef<[u8]>>(
-    dir: &Path,
-    files: impl IntoIterator<Item = (P, T)>,
-) -> Result<Vec<PathBuf>, AuthoringError> {
-    let mut written = Vec::new();
-    for (rel, text) in files {
-        let path = dir.join(rel);
-        if let Some(parent) = path.parent() {
-            std::fs::create_dir_all(parent).map_err(|source| AuthoringError::Write {
-                path: parent.to_path_buf(),
-                source,
-            })?;
-        }
-        std::fs::write(&path, text).map_err(|source| AuthoringError::Write {
-            path: path.clone(),
-            source,
-        })?;
-        written.push(path);
-    }
-    Ok(written)
+    super::write::write_files(dir, FILES)
 }
 
 /// The interfaces a guest may import, one row per binding of the table:

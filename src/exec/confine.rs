@@ -53,9 +53,9 @@ const LANDLOCK_TARGET: ABI = ABI::V6;
 /// Syscalls a command may never make (`EPERM`), whatever it was granted:
 /// debugging other processes, mounting, loading kernel code, new
 /// namespaces, keyrings, `io_uring` (whose operations a seccomp filter
-/// cannot see), the host's clock, swap and reboot, and leaving the
-/// command's process group.
-pub const DENIED_SYSCALLS: [(&str, i64); 51] = [
+/// cannot see), the host's clock, swap and reboot, leaving the command's
+/// process group, anonymous memory files and watching files.
+pub const DENIED_SYSCALLS: [(&str, i64); 55] = [
     ("ptrace", libc::SYS_ptrace),
     ("process_vm_readv", libc::SYS_process_vm_readv),
     ("process_vm_writev", libc::SYS_process_vm_writev),
@@ -98,7 +98,7 @@ pub const DENIED_SYSCALLS: [(&str, i64); 51] = [
     ("setpgid", libc::SYS_setpgid),
     // What a command running as root could otherwise do to the host:
     // hardware ports, the host's names, the kernel log, the clock,
-    // watching every filesystem, raising its own hard limits.
+    // raising its own hard limits.
     ("iopl", libc::SYS_iopl),
     ("ioperm", libc::SYS_ioperm),
     ("sethostname", libc::SYS_sethostname),
@@ -108,12 +108,23 @@ pub const DENIED_SYSCALLS: [(&str, i64); 51] = [
     ("quotactl", libc::SYS_quotactl),
     ("adjtimex", libc::SYS_adjtimex),
     ("clock_adjtime", libc::SYS_clock_adjtime),
-    ("fanotify_init", libc::SYS_fanotify_init),
     ("lookup_dcookie", libc::SYS_lookup_dcookie),
     ("setrlimit", libc::SYS_setrlimit),
     // Executing a descriptor (a `memfd` a command filled with a program)
     // would sidestep "nothing written can be executed".
     ("execveat", libc::SYS_execveat),
+    // Nor by its path: a `memfd` lies on the kernel's internal mount,
+    // which Landlock does not check, so `execve("/proc/self/fd/N")` of a
+    // program written into one would run it. A secret memory file is a
+    // `memfd` too.
+    ("memfd_create", libc::SYS_memfd_create),
+    ("memfd_secret", libc::SYS_memfd_secret),
+    // Watching files: a watch reaches directories outside every root (the
+    // names of new files in `~/.ssh`), and a filter cannot read the path
+    // of a watch, so no watch at all.
+    ("inotify_init", libc::SYS_inotify_init),
+    ("inotify_init1", libc::SYS_inotify_init1),
+    ("fanotify_init", libc::SYS_fanotify_init),
 ];
 
 /// `clone(2)` flags that make a new namespace; `clone` with any of them is

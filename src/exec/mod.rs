@@ -24,8 +24,9 @@
 //!   `AF_UNIX`), a datagram `socketpair` (which could `sendto` any socket
 //!   path), `sendto` with an address without the network grant, and
 //!   always `ptrace`, `mount`, `bpf`, `kexec_load`, module loading,
-//!   namespaces, keyrings, `io_uring`, `execveat`, leaving the process
-//!   group, raising a limit and what else root could do to the host
+//!   namespaces, keyrings, `io_uring`, `execveat`, `memfd_create`,
+//!   `memfd_secret`, inotify and fanotify, leaving the process group,
+//!   raising a limit and what else root could do to the host
 //!   ([`DENIED_SYSCALLS`]), and every x32 syscall number on x86_64;
 //! - `no_new_privs`, its own process group, `SIGKILL` when gatehouse dies,
 //!   and no descriptor but stdin, stdout and stderr;

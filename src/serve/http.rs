@@ -105,20 +105,50 @@ pub fn serve_token(state_dir: &Path) -> Result<String, ServeHttpError> {
     }
 }
 
-/// Whether `origin` (an `Origin` header) names this machine's loopback.
+/// Whether `origin` (an `Origin` header) is exactly the origin of this
+/// machine's loopback: `http://` or `https://`, then a host, then an
+/// optional `:PORT` (1 to 5 digits, at most 65535), and nothing else: no
+/// userinfo (`http://localhost:1@evil.example` names `evil.example`), no
+/// path, query or fragment. The host is `localhost`, an IPv4 address in
+/// 127.0.0.0/8 written as four decimal numbers, or `[::1]`.
 fn loopback_origin(origin: &str) -> bool {
-    let Some(rest) = origin
+    let Some(authority) = origin
         .strip_prefix("http://")
         .or_else(|| origin.strip_prefix("https://"))
     else {
         return false;
     };
-    let host = if let Some(v6) = rest.strip_prefix('[') {
-        v6.split(']').next().unwrap_or_default()
-    } else {
-        rest.split(':').next().unwrap_or_default()
+    let (host, port) = match authority.strip_prefix('[') {
+        Some(v6) => match v6.split_once(']') {
+            Some((host, port)) => (Some(host), port),
+            None => return false,
+        },
+        None => match authority.find(':') {
+            Some(at) => (None, &authority[at..]),
+            None => (None, ""),
+        },
     };
-    matches!(host, "127.0.0.1" | "localhost" | "::1")
+    let port_ok = port.is_empty()
+        || port.strip_prefix(':').is_some_and(|digits| {
+            (1..=5).contains(&digits.len())
+                && digits.bytes().all(|b| b.is_ascii_digit())
+                && digits.parse::<u16>().is_ok()
+        });
+    if !port_ok {
+        return false;
+    }
+    match host {
+        Some(v6) => v6
+            .parse::<std::net::Ipv6Addr>()
+            .is_ok_and(|ip| ip.is_loopback()),
+        None => {
+            let name = &authority[..authority.len() - port.len()];
+            name.eq_ignore_ascii_case("localhost")
+                || name
+                    .parse::<std::net::Ipv4Addr>()
+                    .is_ok_and(|ip| ip.is_loopback())
+        }
+    }
 }
 
 /// Compares without stopping at the first difference.
@@ -142,8 +172,8 @@ fn refusal(status: StatusCode, text: &str) -> Response<Body> {
 
 /// The gate in front of rmcp: `Origin`, then the bearer token; the
 /// refusal, if any.
-fn check(request: &Request<Incoming>, token: Option<&str>) -> Option<Response<Body>> {
-    if let Some(origin) = request.headers().get(hyper::header::ORIGIN) {
+fn check(headers: &hyper::HeaderMap, token: Option<&str>) -> Option<Response<Body>> {
+    if let Some(origin) = headers.get(hyper::header::ORIGIN) {
         if !origin.to_str().is_ok_and(loopback_origin) {
             return Some(refusal(
                 StatusCode::FORBIDDEN,
@@ -152,8 +182,7 @@ fn check(request: &Request<Incoming>, token: Option<&str>) -> Option<Response<Bo
         }
     }
     if let Some(token) = token {
-        let given = request
-            .headers()
+        let given = headers
             .get(hyper::header::AUTHORIZATION)
             .and_then(|v| v.to_str().ok())
             .and_then(|v| v.strip_prefix("Bearer "))
@@ -215,7 +244,7 @@ pub fn serve_http(server: Server, options: HttpOptions) -> Result<(), ServeError
                     let token = token.clone();
                     let ending = ending.clone();
                     async move {
-                        if let Some(refused) = check(&request, token.as_deref()) {
+                        if let Some(refused) = check(request.headers(), token.as_deref()) {
                             return Ok::<_, Infallible>(refused);
                         }
                         if request.uri().path() != "/mcp" {
@@ -271,9 +300,111 @@ mod tests {
             "null",
             "http://localhost.evil:80",
             "file://",
+            "http://localhost:1@evil.example",
         ] {
             assert!(!loopback_origin(o), "{o}");
         }
+    }
+
+    /// security round 2, item 9: an `Origin` that a URL parser reads as
+    /// another host (userinfo before `@`), or that is more than an origin
+    /// (a path, a query, a fragment, a bad port, a host that only starts
+    /// like a loopback one), is refused by the gate with 403, though the
+    /// request carries the right token.
+    ///
+    /// Positive control: the same request with a loopback origin
+    /// (including `http://localhost:1`, the attack's prefix, and
+    /// 127.0.0.0/8 and `[::1]` with ports) passes the gate, and one with the
+    /// attack origin but no token is still refused for its origin first.
+    #[test]
+    fn an_origin_with_userinfo_or_more_than_a_loopback_origin_is_refused() {
+        const TOKEN: &str = "0123456789abcdef0123456789abcdef";
+        let request = |origin: &str, token: Option<&str>| {
+            let mut headers = hyper::HeaderMap::new();
+            headers.insert(
+                hyper::header::ORIGIN,
+                hyper::header::HeaderValue::from_str(origin).unwrap(),
+            );
+            if let Some(token) = token {
+                headers.insert(
+                    hyper::header::AUTHORIZATION,
+                    hyper::header::HeaderValue::from_str(&format!("Bearer {token}")).unwrap(),
+                );
+            }
+            headers
+        };
+        let refused = |origin: &str, token: Option<&str>| -> (StatusCode, String) {
+            let r = check(&request(origin, token), Some(TOKEN))
+                .unwrap_or_else(|| panic!("`{origin}` passed the gate"));
+            let status = r.status();
+            let body = body_text(r);
+            (status, body)
+        };
+        for passes in [
+            "http://localhost:1",
+            "http://localhost",
+            "https://LOCALHOST:65535",
+            "http://127.0.0.1",
+            "http://127.9.8.7:8080",
+            "http://[::1]",
+            "https://[::1]:443",
+        ] {
+            assert!(
+                check(&request(passes, Some(TOKEN)), Some(TOKEN)).is_none(),
+                "{passes}"
+            );
+        }
+        let forbidden = (
+            StatusCode::FORBIDDEN,
+            "forbidden: the request's origin is not this machine's loopback\n".to_string(),
+        );
+        for attack in [
+            "http://localhost:1@evil.example",
+            "http://localhost@evil.example",
+            "http://user:pass@localhost",
+            "http://@localhost",
+            "http://127.0.0.1:80@evil.example:80",
+            "http://[::1]@evil.example",
+            "http://localhost/",
+            "http://localhost:1/@evil.example",
+            "http://localhost?x",
+            "http://localhost#x",
+            "http://localhost:",
+            "http://localhost:65536",
+            "http://localhost:+80",
+            "http://localhost:80:80",
+            "http://localhost.",
+            "http://localhost\\@evil.example",
+            "http://127.1",
+            "http://127.0.0.01",
+            "http://0x7f.0.0.1",
+            "http://128.0.0.1",
+            "http://[::1",
+            "http://[::2]",
+            "http://[::ffff:127.0.0.1]",
+            "http://[::1]x",
+            "http://",
+            "HTTP://localhost",
+            "ws://localhost",
+            "null",
+        ] {
+            assert_eq!(refused(attack, Some(TOKEN)), forbidden, "{attack}");
+        }
+        assert_eq!(refused("http://localhost:1@evil.example", None), forbidden);
+        // The token is still checked behind a loopback origin.
+        assert_eq!(
+            refused("http://localhost:1", None).0,
+            StatusCode::UNAUTHORIZED
+        );
+    }
+
+    /// The text of a refusal's body (a `Full`, ready at once).
+    fn body_text(r: Response<Body>) -> String {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        let bytes = rt.block_on(r.into_body().collect()).unwrap().to_bytes();
+        String::from_utf8(bytes.to_vec()).unwrap()
     }
 
     #[test]

@@ -26,9 +26,23 @@
 //! - `sockets`: tries a netlink socket, a raw ICMP socket, a packet
 //!   socket and a UDP socket, one line each: `<kind>: ok` or
 //!   `<kind>: <error>`.
-//! - `memfd-exec`: copies `/bin/true` into a `memfd` and executes the
-//!   descriptor (`execveat`). Becomes `true` (exit 0, no output) when
-//!   allowed; else 17 `execveat: …`.
+//! - `fd-exec`: opens `/bin/true` and executes the descriptor
+//!   (`execveat`, as a program written into a `memfd` would be run).
+//!   Becomes `true` (exit 0, no output) when allowed; else 17
+//!   `execveat: …`.
+//! - `memfd-run PROGRAM [ARG...]`: copies PROGRAM into a `memfd` and
+//!   executes it by its path, `/proc/self/fd/N` (`execve`), with argv
+//!   `PROGRAM ARG...`. Becomes PROGRAM when allowed; else 22
+//!   `memfd_create: …` or `read PROGRAM: …`, 23 `write: …` or
+//!   `execve: …`.
+//! - `memfd-secret`: `memfd_secret(0)`. 0 `memfd_secret: ok`; 24
+//!   `memfd_secret: …`.
+//! - `watch DIR`: what could watch DIR, one line each: `inotify_init`,
+//!   then `inotify_init1` and, if it worked, `inotify_add_watch` on DIR
+//!   for new names and the first name it reports within 5 s
+//!   (`event: NAME`, or `event: none`), then `fanotify_init` and, if it
+//!   worked, `fanotify_mark` on DIR. Each line `<call>: ok` or
+//!   `<call>: <error>`; exit 0.
 //! - `fds`: prints `fds:` and every open descriptor above 2 (`fcntl`
 //!   probe of 3..1024).
 //! - `env`: prints every environment variable, one `NAME=value` a line.
@@ -198,19 +212,11 @@ fn main() {
                 }
             }
         }
-        Some("memfd-exec") => {
-            let Ok(program) = std::fs::read("/bin/true") else {
-                fail("read /bin/true", 17)
-            };
-            // SAFETY: a NUL-terminated name and integer flags.
-            let fd = unsafe { libc::memfd_create(c"probe".as_ptr(), 0) };
+        Some("fd-exec") => {
+            // SAFETY: a NUL-terminated path and integer flags.
+            let fd = unsafe { libc::open(c"/bin/true".as_ptr(), libc::O_RDONLY) };
             if fd < 0 {
-                fail("memfd_create", 17);
-            }
-            // SAFETY: `program` is a valid buffer of its length.
-            let written = unsafe { libc::write(fd, program.as_ptr().cast(), program.len()) };
-            if written != program.len() as isize {
-                fail("write", 17);
+                fail("open /bin/true", 17);
             }
             let argv = [c"true".as_ptr(), std::ptr::null()];
             let envp: [*const libc::c_char; 1] = [std::ptr::null()];
@@ -228,6 +234,65 @@ fn main() {
                 )
             };
             fail("execveat", 17);
+        }
+        Some("memfd-run") => {
+            let Some(program) = args.get(1) else {
+                println!("usage: memfd-run PROGRAM [ARG...]");
+                std::process::exit(2)
+            };
+            let bytes = match std::fs::read(program) {
+                Ok(b) => b,
+                Err(e) => {
+                    println!("read {program}: {e}");
+                    std::process::exit(22)
+                }
+            };
+            // SAFETY: a NUL-terminated name and integer flags.
+            let fd = unsafe { libc::memfd_create(c"probe".as_ptr(), 0) };
+            if fd < 0 {
+                fail("memfd_create", 22);
+            }
+            // SAFETY: `bytes` is a valid buffer of its length.
+            let written = unsafe { libc::write(fd, bytes.as_ptr().cast(), bytes.len()) };
+            if written != bytes.len() as isize {
+                fail("write", 23);
+            }
+            let Ok(path) = std::ffi::CString::new(format!("/proc/self/fd/{fd}")) else {
+                std::process::exit(2)
+            };
+            let Ok(argv) = args[1..]
+                .iter()
+                .map(|a| std::ffi::CString::new(a.as_str()))
+                .collect::<Result<Vec<_>, _>>()
+            else {
+                std::process::exit(2)
+            };
+            let mut argv: Vec<*const libc::c_char> = argv.iter().map(|a| a.as_ptr()).collect();
+            argv.push(std::ptr::null());
+            let envp: [*const libc::c_char; 1] = [std::ptr::null()];
+            // SAFETY: a NUL-terminated path, NULL-terminated argv and envp
+            // arrays of valid C strings that outlive the call; on success
+            // this does not return.
+            unsafe { libc::execve(path.as_ptr(), argv.as_ptr(), envp.as_ptr()) };
+            fail("execve", 23);
+        }
+        Some("memfd-secret") => {
+            // SAFETY: a raw syscall with an integer flag only.
+            let fd = unsafe { libc::syscall(libc::SYS_memfd_secret, 0) };
+            if fd < 0 {
+                fail("memfd_secret", 24);
+            }
+            println!("memfd_secret: ok");
+        }
+        Some("watch") => {
+            let Some(dir) = args.get(1) else {
+                println!("usage: watch DIR");
+                std::process::exit(2)
+            };
+            let Ok(dir) = std::ffi::CString::new(dir.as_str()) else {
+                std::process::exit(2)
+            };
+            watch(&dir);
         }
         Some("fds") => {
             let mut line = String::from("fds:");
@@ -321,10 +386,85 @@ fn main() {
         }
         _ => {
             println!(
-                "usage: gatehouse-exec-probe connect ADDR | ptrace | unshare | x32-socket | setsid | orphan | root-tricks | sockets | memfd-exec | fds | env | unix ADDR stream|dgram | pair stream|dgram [ADDR]"
+                "usage: gatehouse-exec-probe connect ADDR | ptrace | unshare | x32-socket | setsid | orphan | root-tricks | sockets | fd-exec | memfd-run PROGRAM [ARG...] | memfd-secret | watch DIR | fds | env | unix ADDR stream|dgram | pair stream|dgram [ADDR]"
             );
             std::process::exit(2)
         }
+    }
+}
+
+/// The `watch DIR` mode: inotify (the old call and the new one with a
+/// watch on `dir` and the first name it reports), then fanotify with a
+/// mark on `dir`, one line each.
+fn watch(dir: &std::ffi::CStr) {
+    let report = |what: &str, r: i64| {
+        if r >= 0 {
+            println!("{what}: ok");
+        } else {
+            println!("{what}: {}", Error::last_os_error());
+        }
+        r >= 0
+    };
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: `inotify_init(2)` takes no arguments.
+    report("inotify_init", unsafe {
+        libc::syscall(libc::SYS_inotify_init)
+    });
+    // SAFETY: `inotify_init1(2)` with a flag only.
+    let fd = unsafe { libc::inotify_init1(libc::IN_CLOEXEC) };
+    if report("inotify_init1", fd.into()) {
+        // SAFETY: `dir` is a NUL-terminated path that outlives the call.
+        let wd = unsafe { libc::inotify_add_watch(fd, dir.as_ptr(), libc::IN_CREATE) };
+        if report("inotify_add_watch", wd.into()) {
+            let mut poll = libc::pollfd {
+                fd,
+                events: libc::POLLIN,
+                revents: 0,
+            };
+            let mut buf = [0u8; 4096];
+            // SAFETY: one valid `pollfd`; then `buf` is a valid, writable
+            // buffer of its length.
+            let n = unsafe {
+                if libc::poll(&mut poll, 1, 5000) == 1 {
+                    libc::read(fd, buf.as_mut_ptr().cast(), buf.len())
+                } else {
+                    0
+                }
+            };
+            // An `inotify_event`: wd, mask, cookie, len (4 bytes each),
+            // then `len` bytes of NUL-padded name.
+            let n = usize::try_from(n).unwrap_or(0);
+            let header = std::mem::size_of::<libc::inotify_event>();
+            let name = if n > header {
+                let name = &buf[header..n];
+                let end = name.iter().position(|b| *b == 0).unwrap_or(name.len());
+                String::from_utf8_lossy(&name[..end]).into_owned()
+            } else {
+                "none".to_string()
+            };
+            println!("event: {name}");
+        }
+    }
+    // SAFETY: `fanotify_init(2)` with integer flags (notification only,
+    // reporting file handles, which an unprivileged user may ask for).
+    let fd = unsafe {
+        libc::fanotify_init(
+            libc::FAN_CLASS_NOTIF | libc::FAN_CLOEXEC | libc::FAN_REPORT_FID,
+            libc::O_RDONLY as u32,
+        )
+    };
+    if report("fanotify_init", fd.into()) {
+        // SAFETY: `dir` is a NUL-terminated path that outlives the call.
+        let r = unsafe {
+            libc::fanotify_mark(
+                fd,
+                libc::FAN_MARK_ADD,
+                libc::FAN_CREATE | libc::FAN_ONDIR,
+                libc::AT_FDCWD,
+                dir.as_ptr(),
+            )
+        };
+        report("fanotify_mark", r.into());
     }
 }
 

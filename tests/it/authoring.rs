@@ -267,6 +267,102 @@ fn authoring_wit_prints_and_writes_the_package_with_its_deps() {
     }
 }
 
+/// The names in `dir`, sorted (a link is listed, not followed).
+fn names(dir: &Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    names
+}
+
+/// security round 2, item 6: `gatehouse wit --out DIR` over a repository
+/// whose `wit/executor.wit` is a link to the person's configuration (or
+/// whose `wit/deps` is a link to the configuration's directory, or whose
+/// `wit/deps/io.wit` is a link) exits 3 naming the link, writes nothing,
+/// and leaves the configuration's bytes as they were; `gatehouse new
+/// --dir` writes through the same code.
+///
+/// Positive controls: the same command into a fresh directory writes the
+/// package's files, a second run over its own regular files succeeds and
+/// leaves exactly the package (no temporary file), and in the repository
+/// once the link is gone it succeeds too, so each refusal is the link's.
+#[test]
+fn wit_out_refuses_a_symbolic_link_below_its_directory_and_writes_through_none() {
+    use std::os::unix::fs::symlink;
+    let env = Env::new();
+    let package = files(&Path::new(ROOT).join("wit"));
+    let config_text = "level = \"ReadOnly\"\n[tools]\nallow = [\"cat\"]\n";
+    let config = env.write("home/.config/gatehouse/gatehouse.toml", config_text);
+    let config_dir = config.parent().unwrap().to_path_buf();
+    let refused = |dir: &Path, link: &Path| {
+        env.run(&["wit", "--out", s(dir)])
+            .expect_err(
+                3,
+                &[&format!(
+                    "gatehouse: `{}` is a symbolic link: refusing to write through it (remove it or give another directory)\n",
+                    s(link)
+                )],
+            )
+            .expect_lowercase_message();
+        assert_eq!(std::fs::read_to_string(&config).unwrap(), config_text);
+        assert_eq!(names(&config_dir), ["gatehouse.toml"]);
+    };
+
+    // The recipe: the target file is a link.
+    let wit = env.mkdir("repo/wit");
+    let target = wit.join("executor.wit");
+    symlink(&config, &target).unwrap();
+    refused(&wit, &target);
+    // Nothing was written, not even the files checked before the link.
+    assert_eq!(names(&wit), ["executor.wit"]);
+    assert!(std::fs::symlink_metadata(&target)
+        .unwrap()
+        .file_type()
+        .is_symlink());
+
+    // A directory on the way is a link.
+    let wit2 = env.mkdir("repo2/wit");
+    let deps = wit2.join("deps");
+    symlink(&config_dir, &deps).unwrap();
+    refused(&wit2, &deps);
+    assert_eq!(names(&wit2), ["deps"]);
+
+    // A file below a directory on the way is a link.
+    let wit3 = env.mkdir("repo3/wit");
+    let io = env.mkdir("repo3/wit/deps").join("io.wit");
+    symlink(&config, &io).unwrap();
+    refused(&wit3, &io);
+    assert_eq!(names(&wit3), ["deps"]);
+    assert_eq!(names(&wit3.join("deps")), ["io.wit"]);
+
+    // The controls. A fresh directory gets the package...
+    let fresh = env.root().join("fresh/wit");
+    env.run(&["wit", "--out", s(&fresh)]).expect(0);
+    assert_eq!(files(&fresh), package);
+    // ...and a second run over its own regular files replaces them.
+    std::fs::write(fresh.join("executor.wit"), "stale\n").unwrap();
+    env.run(&["wit", "--out", s(&fresh)]).expect(0);
+    assert_eq!(files(&fresh), package);
+    // In the repository, once the link is gone, the same command works
+    // and the configuration still holds its bytes.
+    std::fs::remove_file(&target).unwrap();
+    env.run(&["wit", "--out", s(&wit)]).expect(0);
+    assert_eq!(files(&wit), package);
+    assert_eq!(std::fs::read_to_string(&config).unwrap(), config_text);
+    // `new` writes the same way: into an empty directory, every file.
+    let crate_dir = env.mkdir("crate");
+    env.run(&["new", "linked", "--dir", s(&crate_dir)])
+        .expect(0);
+    assert!(crate_dir.join("wit/executor.wit").is_file());
+    assert_eq!(
+        files(&crate_dir.join("wit")),
+        package,
+        "`new` writes the package under wit/"
+    );
+}
+
 #[test]
 fn authoring_readme_quotes_the_generated_interface_table() {
     let env = Env::new();

@@ -208,10 +208,12 @@ fn ptrace_namespaces_new_sessions_and_x32_syscalls_are_refused() {
             15,
             "setsid: Operation not permitted (os error 1)\n",
         ),
-        // A program written into a memfd would run despite "nothing
-        // written can be executed".
+        // A program run by its descriptor (a program written into a
+        // memfd would run despite "nothing written can be executed"; the
+        // memfd itself is refused too, see
+        // `a_command_cannot_run_a_program_from_a_memfd_nor_watch_outside_its_roots`).
         (
-            "memfd-exec",
+            "fd-exec",
             17,
             "execveat: Operation not permitted (os error 1)\n",
         ),
@@ -1382,4 +1384,158 @@ fn a_command_is_refused_once_its_root_is_a_link_to_host_configuration() {
     // The moved directory itself, reached through the pinned descriptor,
     // is still the one that holds what the control wrote.
     assert!(ws.join("out-old/control.txt").is_file());
+}
+
+/// Runs `f` while another thread makes (and removes) `id_ed25519` in
+/// `dir` every 50 ms: what a watch on `dir` would report.
+fn while_names_appear_in<T>(dir: &Path, f: impl FnOnce() -> T) -> T {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let done = std::sync::Arc::new(AtomicBool::new(false));
+    let maker = {
+        let done = done.clone();
+        let name = dir.join("id_ed25519");
+        std::thread::spawn(move || {
+            while !done.load(Ordering::SeqCst) {
+                let _ = std::fs::File::create(&name);
+                let _ = std::fs::remove_file(&name);
+                std::thread::sleep(std::time::Duration::from_millis(50));
+            }
+        })
+    };
+    let r = f();
+    done.store(true, Ordering::SeqCst);
+    maker.join().unwrap();
+    r
+}
+
+/// security round 2, item 4: a command can neither make a `memfd` (into
+/// which it would write a program and run it by its `/proc/self/fd/N`
+/// path, a file Landlock does not see) nor a secret memory file, nor
+/// watch a directory outside its roots with inotify or fanotify (which
+/// would tell it the names of new files there, in `~/.ssh` say): the
+/// filter refuses `memfd_create`, `memfd_secret`, `inotify_init`,
+/// `inotify_init1` and `fanotify_init` with `EPERM`.
+///
+/// Positive controls: the same probe, unconfined, runs `/usr/bin/echo`
+/// from a memfd and watches the directory, which reports a new name; and
+/// under Landlock alone (no filter) it does both too, so the refusal is the
+/// filter's.
+#[test]
+fn a_command_cannot_run_a_program_from_a_memfd_nor_watch_outside_its_roots() {
+    assert!(confined_host(), "this host lacks landlock or seccomp");
+    let env = Env::new();
+    let ws = env.mkdir("ws");
+    let ssh = env.mkdir("home/.ssh");
+    let eperm = "Operation not permitted (os error 1)";
+    let memfd = ["memfd-run", "/usr/bin/echo", "ran from a memfd"];
+    let watch = ["watch", s(&ssh)];
+    let landlock_alone = ExecSupport {
+        landlock: ExecSupport::probe().landlock,
+        seccomp: Err(libc::ENOSYS),
+    };
+
+    // The controls: unconfined, and under Landlock alone, the program in
+    // the memfd runs and the watch outside every root reports a name.
+    for (what, support) in [("unconfined", unconfined()), ("landlock", landlock_alone)] {
+        let o = run(&probe_spec(&env, &ws, &memfd), &support).unwrap();
+        assert_eq!(
+            (o.status, text(&o.stdout)),
+            (Some(0), "ran from a memfd\n".into()),
+            "{what}: {o:?}"
+        );
+        // No filter; Landlock only where asked.
+        assert!(!o.confinement.seccomp, "{what}");
+        assert_eq!(o.confinement.landlock_abi, support.landlock.ok(), "{what}");
+        let o =
+            while_names_appear_in(&ssh, || run(&probe_spec(&env, &ws, &watch), &support)).unwrap();
+        assert_eq!(
+            (o.status, text(&o.stdout)),
+            (
+                Some(0),
+                "inotify_init: ok\ninotify_init1: ok\ninotify_add_watch: ok\nevent: id_ed25519\n\
+                 fanotify_init: ok\nfanotify_mark: ok\n"
+                    .into()
+            ),
+            "{what}: {o:?}"
+        );
+    }
+    // `memfd_secret` exists on this kernel, or says it does not (ENOSYS,
+    // not the filter's EPERM).
+    let o = run(&probe_spec(&env, &ws, &["memfd-secret"]), &unconfined()).unwrap();
+    assert!(
+        [
+            (Some(0), "memfd_secret: ok\n".to_string()),
+            (
+                Some(24),
+                "memfd_secret: Function not implemented (os error 38)\n".to_string()
+            ),
+        ]
+        .contains(&(o.status, text(&o.stdout))),
+        "{o:?}"
+    );
+
+    // Confined: refused, each at its first call.
+    let o = exec(&probe_spec(&env, &ws, &memfd));
+    assert!(o.confinement.seccomp, "{o:?}");
+    assert_eq!(
+        (o.status, text(&o.stdout)),
+        (Some(22), format!("memfd_create: {eperm}\n")),
+        "{o:?}"
+    );
+    let o = exec(&probe_spec(&env, &ws, &["memfd-secret"]));
+    assert_eq!(
+        (o.status, text(&o.stdout)),
+        (Some(24), format!("memfd_secret: {eperm}\n")),
+        "{o:?}"
+    );
+    let o = while_names_appear_in(&ssh, || exec(&probe_spec(&env, &ws, &watch)));
+    assert_eq!(
+        (o.status, text(&o.stdout)),
+        (
+            Some(0),
+            format!("inotify_init: {eperm}\ninotify_init1: {eperm}\nfanotify_init: {eperm}\n")
+        ),
+        "{o:?}"
+    );
+    // Nothing was made in the watched directory by the command.
+    assert_eq!(std::fs::read_dir(&ssh).unwrap().count(), 0);
+}
+
+/// security round 2, item 4, the other half: the interpreters agents run
+/// most still start and work under the filter that refuses `memfd_create`
+/// and inotify (a runtime that needed them would fail here).
+///
+/// Positive control: each prints what it was asked to, with the filter
+/// installed (the outcome says so).
+#[test]
+fn python3_and_node_still_run_under_the_filter() {
+    assert!(confined_host(), "this host lacks landlock or seccomp");
+    let env = Env::new();
+    let ws = env.mkdir("ws");
+    // Node reads OpenSSL's configuration at start (`/etc` is not a
+    // system read root): granted as a read root, as a manifest would.
+    let ssl = std::fs::canonicalize("/etc/ssl").ok();
+    for (program, args, read_roots) in [
+        ("/usr/bin/python3", ["-c", "print(1)"], vec![]),
+        (
+            "/usr/bin/node",
+            ["-e", "console.log(1)"],
+            ssl.iter().map(|d| pin(d)).collect(),
+        ),
+    ] {
+        let Ok(program) = std::fs::canonicalize(program) else {
+            eprintln!("{program} is not on this host: not checked");
+            continue;
+        };
+        let mut sp = spec(&ws, s(&program), &args);
+        sp.read_roots = read_roots;
+        let o = exec(&sp);
+        assert!(o.confinement.seccomp, "{o:?}");
+        assert_eq!(
+            (o.status, text(&o.stdout), text(&o.stderr)),
+            (Some(0), "1\n".into(), String::new()),
+            "{}",
+            s(&program)
+        );
+    }
 }
