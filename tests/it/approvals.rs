@@ -373,11 +373,19 @@ fn the_pending_queue_keeps_the_newest_entries_of_an_actor_and_counts_the_rest() 
     env.mkdir("ws/out");
     let mut ids = Vec::new();
     for n in 0..cap {
-        ids.push(queued(&env, &ws, &format!(r#"{{"path":"out/{n}.txt","content":"x"}}"#)));
+        ids.push(queued(
+            &env,
+            &ws,
+            &format!(r#"{{"path":"out/{n}.txt","content":"x"}}"#),
+        ));
     }
     assert_eq!(list(&env, false).len(), cap);
     for n in cap..cap + 5 {
-        ids.push(queued(&env, &ws, &format!(r#"{{"path":"out/{n}.txt","content":"x"}}"#)));
+        ids.push(queued(
+            &env,
+            &ws,
+            &format!(r#"{{"path":"out/{n}.txt","content":"x"}}"#),
+        ));
     }
     let run = env.run(&["approvals", "list"]);
     run.expect(0);
