@@ -397,6 +397,12 @@ pub struct RunArgs {
     /// stderr (escaped), also for a command.
     #[arg(long, short)]
     pub verbose: bool,
+    /// Run only under this snapshot (`gatehouse snapshot prepare`): the
+    /// sources must rebuild it byte for byte (SNAPSHOT_MISMATCH, exit 2
+    /// otherwise), and the turn may use only the grants it records (a
+    /// revoke or an expiry since still applies).
+    #[arg(long, value_name = "FILE")]
+    pub snapshot: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]
@@ -566,7 +572,9 @@ pub struct ServeArgs {
     /// Start only from this snapshot (`gatehouse snapshot prepare`): the
     /// configuration, executors, level, grants in force and workspace
     /// must rebuild it byte for byte (SNAPSHOT_MISMATCH, exit 2
-    /// otherwise); elicitation then offers only allow once and deny.
+    /// otherwise). The session then uses only the grants it records (a
+    /// grant added meanwhile is not used; a revoke or expiry applies), and
+    /// elicitation offers only allow once and deny.
     #[arg(long, value_name = "FILE")]
     pub snapshot: Option<PathBuf>,
     /// With --listen: accept requests without the bearer token of

@@ -169,6 +169,11 @@ pub fn run(ctx: &Context, args: RunArgs) -> CmdResult {
         ..Limits::default()
     };
     let host = open_host(ctx, &args, &manifest)?;
+    if let Some(file) = &args.snapshot {
+        // The policy the person verified is the one the turn runs under.
+        gatehouse::snapshot::verify(file, host.snapshot())?;
+        host.freeze_allow_set();
+    }
     let mut request = TurnRequest::new(
         &manifest.name,
         &args.actor,

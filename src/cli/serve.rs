@@ -53,9 +53,12 @@ pub fn run(ctx: &Context, args: ServeArgs) -> CmdResult {
         // The snapshot the person verified is the one served: no grant
         // may be added by this server ("remember" is not offered).
         gatehouse::snapshot::verify(file, host.snapshot())?;
+        host.freeze_allow_set();
         options.remember = false;
     }
+    let frozen = args.snapshot.is_some();
     let served = host.snapshot().definition_hash();
+    let served_policy = host.snapshot().policy_hash();
     let server = Server::new(host, options)?;
     tracing::info!(
         "serving {} tools to actor `{}`",
@@ -79,13 +82,23 @@ pub fn run(ctx: &Context, args: ServeArgs) -> CmdResult {
     }
     // The configuration and executor definitions served were frozen at
     // start: say whether the files still say the same.
-    match open_host(ctx, &args).map(|h| h.snapshot().definition_hash()) {
-        Ok(now) if now == served => {
-            tracing::info!("the configuration and definitions served are unchanged ({served})")
-        }
-        Ok(now) => super::err(format!(
-            "gatehouse: the configuration or executor definitions changed while serving (served {served}, now {now}); the session kept the ones it started with"
+    match open_host(ctx, &args).map(|h| h.snapshot()) {
+        Ok(now) if now.definition_hash() != served => super::err(format!(
+            "gatehouse: the configuration or executor definitions changed while serving (served {served}, now {}); the session kept the ones it started with",
+            now.definition_hash()
         )),
+        Ok(now) if now.policy_hash() != served_policy => super::err(format!(
+            "gatehouse: the grants in force changed while serving (policy hash {served_policy} at start, {} now){}",
+            now.policy_hash(),
+            if frozen {
+                "; this session used only the grants of its snapshot, less those revoked or expired"
+            } else {
+                ""
+            }
+        )),
+        Ok(_) => tracing::info!(
+            "the configuration, definitions and grants served are unchanged ({served}, {served_policy})"
+        ),
         Err(f) => super::err(format!(
             "gatehouse: cannot reread the configuration after serving: {}",
             f.message

@@ -323,6 +323,10 @@ struct Inner {
     /// The write roots of the turns running now: turns that may write the
     /// same place run one after the other.
     write_roots: Arc<roots::WriteRoots>,
+    /// Set by [`Host::freeze_allow_set`]: the only grants turns may use
+    /// (those of the verified snapshot); a rebuilt snapshot keeps those of
+    /// them still in force, as they were frozen, and no other.
+    allow_set: OnceLock<Vec<crate::policy::Grant>>,
     /// The engine, built (and its isolation probed) at the first turn that
     /// gets past the policy and its approvals.
     sandbox: OnceLock<Result<Arc<Sandbox>, Arc<wasmtime::Error>>>,
@@ -420,6 +424,7 @@ impl Host {
             watcher,
             grants_key,
             write_roots: Arc::default(),
+            allow_set: OnceLock::new(),
             sandbox: OnceLock::new(),
             audit_log,
             denials_log,
@@ -427,6 +432,17 @@ impl Host {
         Ok(Host {
             inner: Arc::new(inner),
         })
+    }
+
+    /// Freezes the allow set: from now on turns may use only the grants of
+    /// the current snapshot (the one a person verified with `--snapshot`).
+    /// A grant recorded later, by anyone, is not used; a revoke still
+    /// applies (a revoked grant leaves the set) and so does expiry (judged
+    /// at each decision, as the frozen grant says), since they only
+    /// narrow. Calling it again changes nothing.
+    pub fn freeze_allow_set(&self) {
+        let grants = self.inner.frozen().snapshot.grants.clone();
+        let _ = self.inner.allow_set.set(grants);
     }
 
     /// The snapshot turns are decided against now.

@@ -143,7 +143,7 @@ impl Inner {
         // Stamped before reading: a change made while reading shows up as
         // a change at the next turn.
         let stamp = grants_stamp(&self.state);
-        let snap = build_snapshot(
+        let mut snap = build_snapshot(
             &self.config,
             &self.state,
             &self.manifests,
@@ -151,6 +151,16 @@ impl Inner {
             self.home.as_deref(),
             self.level,
         )?;
+        if let Some(frozen) = self.allow_set.get() {
+            // A frozen allow set only narrows: of its grants, those still
+            // unrevoked (by id), each as it was frozen (a later expiry
+            // recorded since does not lengthen it); nothing recorded since.
+            snap.grants = frozen
+                .iter()
+                .filter(|g| snap.grants.iter().any(|now| now.id == g.id))
+                .cloned()
+                .collect();
+        }
         let mut guard = match self.snapshot.write() {
             Ok(g) => g,
             Err(poisoned) => poisoned.into_inner(),

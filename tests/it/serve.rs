@@ -1271,3 +1271,164 @@ fn serve_a_grant_remembered_by_elicitation_stops_at_its_expiry() {
     assert!(!ws.join("out/c.txt").exists());
     assert_eq!(c.finish(), 0);
 }
+
+/// Issue 27, point 4: `serve --snapshot` freezes the allow set. The
+/// session may use only the grants its verified snapshot records: a grant
+/// added from another shell during the session is not used, while a
+/// revoke still applies; at the end the server says on stderr that the
+/// grants moved.
+///
+/// Positive controls: the snapshot's grant covers the first call (nobody
+/// is asked), and the grant added meanwhile is really in force outside the
+/// session (`policy check` says allowed).
+#[test]
+fn serve_from_a_snapshot_uses_only_its_grants_and_still_honours_a_revoke() {
+    let env = Env::new();
+    let ws = env.mkdir("ws");
+    env.mkdir("ws/out");
+    let ex = executors(&env);
+    let target = format!("{}/out/**", s(&ws));
+    let add = || {
+        let run = env.run(&[
+            "grants",
+            "add",
+            "--channel",
+            "cli",
+            "--sender",
+            "tester",
+            "fs:write",
+            &target,
+        ]);
+        run.expect(0);
+        run.json_lines()[0]["id"].to_string()
+    };
+    let first = add();
+    let policy = env.path("policy.json");
+    let mut prepare = vec![
+        "snapshot",
+        "prepare",
+        "--out",
+        s(&policy),
+        "--workspace",
+        s(&ws),
+        "--level",
+        "Supervised",
+    ];
+    for e in &ex {
+        prepare.extend(["--executor", s(e)]);
+    }
+    env.run(&prepare).expect(0);
+    let mut a = args(&ws, &ex, "Supervised");
+    a.extend(["--snapshot", s(&policy)]);
+    let mut c = Client::start(&env, &a, true);
+    let r = c.call(
+        "write-file",
+        json!({"path": "out/a.txt", "content": "granted"}),
+        &mut no_elicitation,
+    );
+    assert_eq!(r["isError"], false, "{r:#}");
+    // Revoked from another shell: the session stops using it.
+    env.run(&["grants", "revoke", &first]).expect(0);
+    let mut asked = 0;
+    let mut decline = |_: &Value| {
+        asked += 1;
+        json!({"action": "decline"})
+    };
+    let r = c.call(
+        "write-file",
+        json!({"path": "out/b.txt", "content": "x"}),
+        &mut decline,
+    );
+    assert_eq!(r["structuredContent"]["code"], "APPROVAL_REFUSED", "{r:#}");
+    // Added again from another shell: in force, but not in the snapshot.
+    let second = add();
+    assert_ne!(second, first);
+    env.run(&[
+        "policy",
+        "check",
+        "Supervised",
+        "fs:write",
+        "--target",
+        &format!("{}/out/c.txt", s(&ws)),
+        "--channel",
+        "cli",
+        "--sender",
+        "tester",
+    ])
+    .expect_stdout(0, &["allowed"]);
+    let r = c.call(
+        "write-file",
+        json!({"path": "out/c.txt", "content": "x"}),
+        &mut decline,
+    );
+    assert_eq!(r["structuredContent"]["code"], "APPROVAL_REFUSED", "{r:#}");
+    assert_eq!(asked, 2);
+    assert!(!ws.join("out/b.txt").exists() && !ws.join("out/c.txt").exists());
+    let (code, stderr) = c.terminate();
+    assert_eq!(code, 0, "{stderr}");
+    assert!(
+        stderr.contains("gatehouse: the grants in force changed while serving (policy hash ")
+            && stderr.contains("; this session used only the grants of its snapshot, less those revoked or expired"),
+        "{stderr}"
+    );
+}
+
+/// Issue 27, point 4: `gatehouse run --snapshot FILE` runs only under the
+/// verified snapshot, as `serve --snapshot` does: unchanged sources run
+/// (the snapshot's grant covering the write), and a grant added since
+/// makes it `SNAPSHOT_MISMATCH` (exit 2), nothing written.
+#[test]
+fn run_from_a_snapshot_runs_under_it_and_refuses_one_that_moved() {
+    let env = Env::new();
+    let ws = env.mkdir("ws");
+    env.mkdir("ws/out");
+    env.mkdir("ws/other");
+    let m = guest("write-file");
+    let grant = |target: String| {
+        env.run(&[
+            "grants",
+            "add",
+            "--channel",
+            "cli",
+            "--sender",
+            "tester",
+            "fs:write",
+            &target,
+        ])
+        .expect(0);
+    };
+    grant(format!("{}/out/**", s(&ws)));
+    let policy = env.path("policy.json");
+    env.run(&[
+        "snapshot",
+        "prepare",
+        "--out",
+        s(&policy),
+        "--workspace",
+        s(&ws),
+        "--level",
+        "Supervised",
+        "--executor",
+        s(&m),
+    ])
+    .expect(0);
+    let run = |path: &str| {
+        env.run(&[
+            "run",
+            s(&m),
+            "--workspace",
+            s(&ws),
+            "--level",
+            "Supervised",
+            "--snapshot",
+            s(&policy),
+            "--input",
+            &json!({"path": path, "content": "x"}).to_string(),
+        ])
+    };
+    run("out/a.txt").expect(0);
+    assert!(ws.join("out/a.txt").exists());
+    grant(format!("{}/other/**", s(&ws)));
+    run("out/b.txt").expect_err(2, &["SNAPSHOT_MISMATCH"]);
+    assert!(!ws.join("out/b.txt").exists());
+}
