@@ -2,7 +2,7 @@
 //! person.
 
 use gatehouse::config::printable;
-use gatehouse::host::grants::{now_utc, parse_duration};
+use gatehouse::host::grants::{now_utc, remember_for};
 use gatehouse::host::{ApprovalQueue, QueueAnswer, QueueEntry, QueueError};
 
 use super::args::ApprovalsCmd;
@@ -55,10 +55,7 @@ pub fn run(ctx: &Context, cmd: ApprovalsCmd) -> CmdResult {
             yes,
         } => {
             let answer = if remember {
-                let secs = expires_in
-                    .as_deref()
-                    .map(parse_duration)
-                    .transpose()?
+                let secs = remember_for(expires_in.as_deref().unwrap_or_default())?
                     .map(|s| u64::try_from(s).unwrap_or(0));
                 QueueAnswer::Remember {
                     expires_in_secs: secs,

@@ -478,7 +478,7 @@ pub enum ApprovalsCmd {
         #[arg(long)]
         remember: bool,
         /// With --remember: the grants expire after this long (30s, 10m,
-        /// 2h, 7d); default: until revoked.
+        /// 2h, 7d, or `forever`: until revoked); default: 24h.
         #[arg(long, requires = "remember", value_name = "DURATION")]
         expires_in: Option<String>,
         /// Answer without a terminal: honoured only when this runs as

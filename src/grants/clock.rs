@@ -16,6 +16,22 @@ pub fn now_utc() -> UtcTime {
     UtcTime(secs)
 }
 
+/// How long "allow and remember" remembers when the person names no
+/// duration, on every surface (the terminal, elicitation, `approvals allow
+/// --remember`): a day. Forever is an explicit answer.
+pub const DEFAULT_REMEMBER_SECS: i64 = 24 * 60 * 60;
+
+/// The answer to "remember for how long?": empty is the default
+/// ([`DEFAULT_REMEMBER_SECS`]), `forever` is until revoked (`None`),
+/// anything else a duration as [`parse_duration`] reads it.
+pub fn remember_for(answer: &str) -> Result<Option<i64>, GrantError> {
+    match answer.trim() {
+        "" => Ok(Some(DEFAULT_REMEMBER_SECS)),
+        "forever" => Ok(None),
+        d => parse_duration(d).map(Some),
+    }
+}
+
 /// Parses a positive duration of one unit — `30s`, `10m`, `2h`, `7d` — into
 /// seconds. No spaces, signs, fractions or combined units.
 pub fn parse_duration(s: &str) -> Result<i64, GrantError> {

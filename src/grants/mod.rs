@@ -27,7 +27,7 @@ use std::time::Duration;
 
 use rusqlite::{params, Connection, ErrorCode, OpenFlags, OptionalExtension};
 
-pub use clock::{now_utc, parse_duration};
+pub use clock::{now_utc, parse_duration, remember_for, DEFAULT_REMEMBER_SECS};
 pub use error::GrantError;
 
 use crate::policy::{

@@ -130,6 +130,27 @@ impl TerminalApprover {
     }
 }
 
+/// Asks how long "allow and remember" remembers: a duration, `forever`,
+/// or nothing for the default (a day, as everywhere). Asked again after an
+/// answer it cannot read (three times at most, then the item is queued).
+fn remember_how_long(tty: &mut Tty) -> Choice {
+    for _ in 0..3 {
+        tty.say("  remember for how long? 30s, 10m, 2h, 7d or `forever` [24h]: ");
+        let Ok(Some(line)) = tty.read_line(None) else {
+            return Choice::Queue;
+        };
+        match crate::grants::remember_for(&line) {
+            Ok(secs) => {
+                return Choice::Remember {
+                    expires_in_secs: secs.and_then(|s| u64::try_from(s).ok()),
+                }
+            }
+            Err(e) => tty.say(&format!("  {}\n", shown(&e.to_string()))),
+        }
+    }
+    Choice::Queue
+}
+
 impl Approver for TerminalApprover {
     fn ask(&self, request: &ApprovalRequest) -> Vec<Choice> {
         let Some(mut tty) = Tty::open() else {
@@ -175,9 +196,7 @@ impl Approver for TerminalApprover {
                 Ok(None) | Err(_) => Choice::Queue,
                 Ok(Some(line)) => match line.trim() {
                     "o" | "once" => Choice::Once,
-                    "r" | "remember" if p.rememberable => Choice::Remember {
-                        expires_in_secs: None,
-                    },
+                    "r" | "remember" if p.rememberable => remember_how_long(&mut tty),
                     _ => Choice::Deny,
                 },
             };

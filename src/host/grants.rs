@@ -13,7 +13,9 @@ use crate::config::StatePaths;
 use crate::grants::GrantStore;
 use crate::policy::{Capability, Effective, Identity, Level, UtcTime};
 
-pub use crate::grants::{now_utc, parse_duration, GrantError, NewGrant};
+pub use crate::grants::{
+    now_utc, parse_duration, remember_for, GrantError, NewGrant, DEFAULT_REMEMBER_SECS,
+};
 pub use crate::policy::Grant;
 
 /// The grants of one state directory.

@@ -615,20 +615,15 @@ impl Server {
                     Some("allow_once") => Choice::Once,
                     Some("allow_and_remember") if !self.inner.options.remember => Choice::Queue,
                     Some("allow_and_remember") => {
-                        match content
+                        let answer = content
                             .get("expires_in")
                             .and_then(Value::as_str)
-                            .filter(|s| !s.trim().is_empty())
-                        {
-                            None => Choice::Remember {
-                                expires_in_secs: None,
+                            .unwrap_or_default();
+                        match crate::host::grants::remember_for(answer) {
+                            Ok(secs) => Choice::Remember {
+                                expires_in_secs: secs.and_then(|s| u64::try_from(s).ok()),
                             },
-                            Some(d) => match crate::host::grants::parse_duration(d.trim()) {
-                                Ok(secs) => Choice::Remember {
-                                    expires_in_secs: u64::try_from(secs).ok(),
-                                },
-                                Err(_) => Choice::Queue,
-                            },
+                            Err(_) => Choice::Queue,
                         }
                     }
                     Some("deny") => Choice::Deny,
@@ -739,7 +734,7 @@ pub fn elicitation(approval: &ApprovalRequest, remember: bool) -> Value {
         properties.insert(
             "expires_in".into(),
             json!({"type": "string", "title": "Remember for",
-                   "description": "with allow and remember: 30s, 10m, 2h, 7d; empty: until revoked"}),
+                   "description": "with allow and remember: 30s, 10m, 2h, 7d or forever; empty: 24h"}),
         );
     } else {
         if !all_rememberable {

@@ -1057,8 +1057,9 @@ fn approval_on_a_terminal_allows_once_remembers_or_refuses() {
     let run = run_on_a_terminal(&env, &m, &ws, "d\n");
     assert_eq!(run.code, 2, "{run:#?}");
     assert!(run.stdout.contains("APPROVAL_REFUSED"), "{run:#?}");
-    // Allow and remember writes a grant: the next run needs no terminal.
-    let run = run_on_a_terminal(&env, &m, &ws, "r\n");
+    // Allow and remember writes a grant (for the default day: the answer
+    // to "how long" is empty): the next run needs no terminal.
+    let run = run_on_a_terminal(&env, &m, &ws, "r\n\n");
     assert_eq!(run.code, 0, "{run:#?}");
     let (after, v) = run_json(&env, &m, &ws, "Supervised", r#"{"names":[]}"#, &[]);
     after.expect(0);
@@ -1071,6 +1072,56 @@ fn approval_on_a_terminal_allows_once_remembers_or_refuses() {
     );
     let grants = env.run(&["grants", "list"]);
     assert_eq!(grants.json_lines()[0]["target"], "GATEHOUSE_DEMO");
+}
+
+/// Issue 27, point 6: the terminal's "allow and remember" asks for how
+/// long. Empty is the default (a day, as for the queue and elicitation),
+/// `2h` is two hours, `forever` is until revoked; an answer it cannot read
+/// is asked again.
+///
+/// Positive control: each answer writes its grant (so the expiry seen is
+/// the one asked for, not a grant that was never written).
+#[test]
+fn remember_on_a_terminal_asks_for_how_long() {
+    use gatehouse::policy::UtcTime;
+    let m = guest("env");
+    for (answers, expect) in [
+        ("r\n2h\n", Some(2 * 3600)),
+        (
+            "r\nsoon\n\n",
+            Some(gatehouse::grants::DEFAULT_REMEMBER_SECS),
+        ),
+        ("r\nforever\n", None),
+    ] {
+        let env = Env::new();
+        let ws = env.mkdir("ws");
+        let before = gatehouse::grants::now_utc();
+        let run = run_on_a_terminal(&env, &m, &ws, answers);
+        assert_eq!(run.code, 0, "{run:#?}");
+        assert!(
+            run.stdout
+                .contains("remember for how long? 30s, 10m, 2h, 7d or `forever` [24h]: "),
+            "{run:#?}"
+        );
+        let grants = env.run(&["grants", "list"]).json_lines();
+        assert_eq!(grants.len(), 1, "{answers:?}: {run:#?}");
+        let expires = grants[0]["expires_at"]
+            .as_str()
+            .map(|t| UtcTime::parse(t).unwrap().0 - before.0);
+        match expect {
+            None => assert_eq!(expires, None, "{answers:?}"),
+            Some(secs) => {
+                let got = expires.unwrap_or_else(|| panic!("{answers:?}: no expiry"));
+                assert!((secs..secs + 60).contains(&got), "{answers:?}: {got}");
+            }
+        }
+        if answers.contains("soon") {
+            assert!(
+                run.stdout.contains("invalid duration `soon`") || run.stdout.contains("`soon`"),
+                "{run:#?}"
+            );
+        }
+    }
 }
 
 #[test]
