@@ -129,6 +129,17 @@ fn confirm(e: &QueueEntry, question: &str) -> Result<(), Failure> {
         "pending approval `{}`: actor `{}`{who} runs executor `{}` (sha256 {})\n  input sha256 {}\n",
         e.id, e.actor, e.executor, e.executor_sha256, e.input_sha256
     );
+    let shown = gatehouse::host::Shown {
+        executor_sha256: e.executor_sha256.clone(),
+        input: e.input_preview.clone(),
+        input_bytes: e.input_bytes,
+        argv: e.argv.clone(),
+        files: e.files.clone(),
+    };
+    for line in shown.lines().into_iter().skip(1) {
+        text.push_str(&line);
+        text.push('\n');
+    }
     for i in &e.items {
         text.push_str(&format!(
             "  `{}` on `{}`{}: {}\n",

@@ -24,6 +24,49 @@ pub struct ApprovalRequest {
     pub actor: String,
     /// Every capability of the turn that needs an approval.
     pub pending: Vec<Pending>,
+    /// What the approval allows, beyond the capabilities: the executor's
+    /// digest, the input (its first KiB and its size), a command's argv
+    /// and the files it names. Every surface that asks shows them.
+    pub shown: Shown,
+}
+
+/// What an approval shows of the turn it allows (guest- and
+/// client-supplied text: shown escaped).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct Shown {
+    pub executor_sha256: String,
+    /// The first [`super::queue::INPUT_SHOWN`] bytes of the input.
+    pub input: String,
+    pub input_bytes: usize,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub argv: Vec<String>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub files: Vec<super::queue::FileArg>,
+}
+
+impl Shown {
+    /// The lines a person reads (unescaped: the caller escapes them).
+    pub fn lines(&self) -> Vec<String> {
+        let mut out = vec![format!("  executor sha256 {}", self.executor_sha256)];
+        let cut = if self.input.len() < self.input_bytes {
+            format!(
+                " (first {} of {} bytes)",
+                self.input.len(),
+                self.input_bytes
+            )
+        } else {
+            String::new()
+        };
+        out.push(format!("  input{cut}: {}", self.input));
+        if !self.argv.is_empty() {
+            let words: Vec<String> = self.argv.iter().map(|w| format!("`{w}`")).collect();
+            out.push(format!("  runs: {}", words.join(" ")));
+        }
+        for f in &self.files {
+            out.push(format!("  file `{}` sha256 {}", f.path, f.sha256));
+        }
+        out
+    }
 }
 
 /// A person's answer for one pending capability.
@@ -156,6 +199,17 @@ impl Approver for TerminalApprover {
         let Some(mut tty) = Tty::open() else {
             return NoOne.ask(request);
         };
+        let mut head = format!(
+            "\nexecutor `{}` (actor `{}`, turn `{}`) asks for approval\n",
+            shown(&request.executor),
+            shown(&request.actor),
+            request.turn
+        );
+        for line in request.shown.lines() {
+            head.push_str(&shown(&line));
+            head.push('\n');
+        }
+        tty.say(&head);
         let mut answers = Vec::new();
         for p in &request.pending {
             let target = shown(p.target.as_deref().unwrap_or("-"));

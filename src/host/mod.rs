@@ -56,7 +56,7 @@ pub use crate::sandbox::{
 use crate::snapshot::{self, SnapshotError, Sources};
 use crate::undo::AppendLog;
 
-pub use approver::{ApprovalRequest, Approver, Choice, NoOne, Scripted, TerminalApprover};
+pub use approver::{ApprovalRequest, Approver, Choice, NoOne, Scripted, Shown, TerminalApprover};
 pub use audit::{DenialRecord, Hashes, MAX_TURN_AUDIT_BYTES};
 pub use gate::{Pending, Step};
 pub use grants::GrantBook;

@@ -63,7 +63,12 @@ const SCHEMA: &str = "CREATE TABLE IF NOT EXISTS pending (
  answered_by TEXT,
  consumed_by TEXT,
  grants TEXT,
- queued_uid INTEGER
+ queued_uid INTEGER,
+ input_preview TEXT,
+ input_bytes INTEGER,
+ argv TEXT,
+ files TEXT,
+ files_sha256 TEXT
 );
 CREATE TABLE IF NOT EXISTS dropped (
  actor TEXT PRIMARY KEY,
@@ -72,7 +77,8 @@ CREATE TABLE IF NOT EXISTS dropped (
 
 const COLUMNS: &str = "id, turn, queued_at, expires_at, actor, channel, sender_id, executor, \
      executor_sha256, items, input_sha256, args_sha256, definition_hash, policy_hash, status, \
-     answered_at, answered_by, consumed_by, grants, queued_uid";
+     answered_at, answered_by, consumed_by, grants, queued_uid, input_preview, input_bytes, \
+     argv, files";
 
 /// Why the queue could not be read or changed.
 #[derive(Debug, thiserror::Error)]
@@ -147,6 +153,30 @@ pub struct TurnKey {
     pub args_sha256: String,
     pub definition_hash: String,
     pub policy_hash: String,
+    /// A command executor's argv (its manifest's command, then the
+    /// turn's arguments); empty for a component.
+    pub argv: Vec<String>,
+    /// Each argv word that names a regular file in the workspace, with
+    /// the file's sha256: the approval is bound to these bytes (a script
+    /// changed between the approval and the retry no longer matches).
+    pub files: Vec<FileArg>,
+}
+
+/// A file an argv word names, and its bytes' digest when the approval
+/// was asked for.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize)]
+pub struct FileArg {
+    pub arg: String,
+    pub path: String,
+    pub sha256: String,
+}
+
+impl TurnKey {
+    /// sha256 of the canonical JSON of [`TurnKey::files`]: what the queue
+    /// matches a retry on.
+    pub fn files_sha256(&self) -> String {
+        sha256_hex(canonical_json(&self.files).as_bytes())
+    }
 }
 
 /// The set of (capability, canonical target) pairs, in one canonical
@@ -194,6 +224,29 @@ pub struct QueueEntry {
     /// The OS account (effective uid) of the process that queued it: an
     /// answer without a terminal is taken only from another account.
     pub queued_uid: Option<u32>,
+    /// The input, its first [`INPUT_SHOWN`] bytes (what the person sees),
+    /// and its full size.
+    pub input_preview: String,
+    pub input_bytes: usize,
+    /// A command executor's argv, and the files its words name (with
+    /// their sha256), which the approval is bound to.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub argv: Vec<String>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub files: Vec<FileArg>,
+}
+
+/// Bytes of a turn's input an approval shows.
+pub const INPUT_SHOWN: usize = 1024;
+
+/// The first [`INPUT_SHOWN`] bytes of `input` (cut at a character
+/// boundary).
+pub fn input_preview(input: &str) -> String {
+    let mut end = input.len().min(INPUT_SHOWN);
+    while !input.is_char_boundary(end) {
+        end -= 1;
+    }
+    input[..end].to_string()
 }
 
 /// The effective uid of this process: who queues or answers an entry.
@@ -276,12 +329,21 @@ impl ApprovalQueue {
         conn.execute_batch(SCHEMA).map_err(&err)?;
         // A queue made before entries recorded the account that queued
         // them gains the column (its old entries have none).
-        let has_uid = conn
-            .prepare("SELECT queued_uid FROM pending LIMIT 0")
-            .is_ok();
-        if !has_uid {
-            conn.execute_batch("ALTER TABLE pending ADD COLUMN queued_uid INTEGER")
-                .map_err(&err)?;
+        for (column, kind) in [
+            ("queued_uid", "INTEGER"),
+            ("input_preview", "TEXT"),
+            ("input_bytes", "INTEGER"),
+            ("argv", "TEXT"),
+            ("files", "TEXT"),
+            ("files_sha256", "TEXT"),
+        ] {
+            if conn
+                .prepare(&format!("SELECT {column} FROM pending LIMIT 0"))
+                .is_err()
+            {
+                conn.execute_batch(&format!("ALTER TABLE pending ADD COLUMN {column} {kind}"))
+                    .map_err(&err)?;
+            }
         }
         Ok(Some(conn))
     }
@@ -293,6 +355,7 @@ impl ApprovalQueue {
         turn: &str,
         key: &TurnKey,
         pending: &[Pending],
+        input: &str,
         now: UtcTime,
     ) -> Result<QueueEntry, QueueError> {
         let Some(conn) = self.open(true)? else {
@@ -327,12 +390,18 @@ impl ApprovalQueue {
             consumed_by: None,
             grants: Vec::new(),
             queued_uid: Some(current_uid()),
+            input_preview: input_preview(input),
+            input_bytes: input.len(),
+            argv: key.argv.clone(),
+            files: key.files.clone(),
         };
         conn.execute(
             "INSERT INTO pending (id, turn, queued_at, expires_at, actor, channel, sender_id, \
              executor, executor_sha256, items, scope, input_sha256, args_sha256, \
-             definition_hash, policy_hash, status, queued_uid) \
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, 'pending', ?16)",
+             definition_hash, policy_hash, status, queued_uid, input_preview, input_bytes, \
+             argv, files, files_sha256) \
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, 'pending', \
+             ?16, ?17, ?18, ?19, ?20, ?21)",
             params![
                 entry.id,
                 entry.turn,
@@ -350,6 +419,11 @@ impl ApprovalQueue {
                 entry.definition_hash,
                 entry.policy_hash,
                 entry.queued_uid,
+                entry.input_preview,
+                entry.input_bytes as i64,
+                canonical_json(&entry.argv),
+                canonical_json(&entry.files),
+                key.files_sha256(),
             ],
         )
         .map_err(&err)?;
@@ -405,7 +479,7 @@ impl ApprovalQueue {
                      AND expires_at > ?1 AND actor = ?2 AND channel IS ?3 AND sender_id IS ?4 \
                      AND executor = ?5 AND executor_sha256 = ?6 AND scope = ?7 \
                      AND input_sha256 = ?8 AND args_sha256 = ?9 AND definition_hash = ?10 \
-                     AND policy_hash = ?11 ORDER BY queued_at, rowid",
+                     AND policy_hash = ?11 AND files_sha256 IS ?12 ORDER BY queued_at, rowid",
                 )
                 .map_err(&err)?;
             let rows = stmt
@@ -422,6 +496,7 @@ impl ApprovalQueue {
                         key.args_sha256,
                         key.definition_hash,
                         key.policy_hash,
+                        key.files_sha256(),
                     ],
                     |r| Ok((r.get(0)?, r.get(1)?)),
                 )
@@ -654,7 +729,28 @@ fn decode(r: &rusqlite::Row<'_>) -> rusqlite::Result<QueueEntry> {
         consumed_by: r.get(17)?,
         grants,
         queued_uid: r.get(19)?,
+        input_preview: r.get::<_, Option<String>>(20)?.unwrap_or_default(),
+        input_bytes: r
+            .get::<_, Option<i64>>(21)?
+            .and_then(|n| usize::try_from(n).ok())
+            .unwrap_or(0),
+        argv: json_column(r, 22)?,
+        files: json_column(r, 23)?,
     })
+}
+
+/// A JSON column (absent in an older queue: empty).
+fn json_column<T: serde::de::DeserializeOwned + Default>(
+    r: &rusqlite::Row<'_>,
+    i: usize,
+) -> rusqlite::Result<T> {
+    let text: Option<String> = r.get(i)?;
+    match text {
+        None => Ok(T::default()),
+        Some(t) => serde_json::from_str(&t).map_err(|e| {
+            rusqlite::Error::FromSqlConversionFailure(i, rusqlite::types::Type::Text, Box::new(e))
+        }),
+    }
 }
 
 /// A new entry id: 12 hex digits of the sha256 of the queuing turn (unique
@@ -687,6 +783,8 @@ mod tests {
 
     fn key() -> TurnKey {
         TurnKey {
+            argv: Vec::new(),
+            files: Vec::new(),
             actor: "main".into(),
             identity: Some(Identity::new("cli", "tester")),
             executor: "write-file".into(),
@@ -707,7 +805,7 @@ mod tests {
         let p = vec![pending(Capability::FsWrite, "/w/out/**")];
         assert_eq!(q.take("t0", &key(), &p, now).unwrap(), None);
         assert!(!q.path().exists(), "taking created the database");
-        let e = q.enqueue("t1", &key(), &p, now).unwrap();
+        let e = q.enqueue("t1", &key(), &p, "{}", now).unwrap();
         assert_eq!(e.expires_at, UtcTime(1_000_000 + 86_400));
         // Not answered yet: nothing to take.
         assert_eq!(q.take("t2", &key(), &p, now).unwrap(), None);
@@ -750,7 +848,7 @@ mod tests {
         let q = ApprovalQueue::new(&state);
         let now = UtcTime(1_000_000);
         let p = vec![pending(Capability::CodeExec, "cat")];
-        let e = q.enqueue("t1", &key(), &p, now).unwrap();
+        let e = q.enqueue("t1", &key(), &p, "{}", now).unwrap();
         let r = q.answer(
             &e.id,
             QueueAnswer::Remember {
@@ -780,13 +878,13 @@ mod tests {
             Some(Verdict::Denied(e.id.clone()))
         );
         // Expired entries cannot be answered and are pruned by the next one.
-        let late = q.enqueue("t3", &key(), &p, now).unwrap();
+        let late = q.enqueue("t3", &key(), &p, "{}", now).unwrap();
         let then = now.plus_seconds(ENTRY_TTL_SECS);
         assert!(matches!(
             q.answer(&late.id, QueueAnswer::Once, None, then),
             Err(QueueError::Expired { .. })
         ));
-        q.enqueue("t4", &key(), &p, then).unwrap();
+        q.enqueue("t4", &key(), &p, "{}", then).unwrap();
         assert!(q.get(&late.id).unwrap().is_none());
     }
 }

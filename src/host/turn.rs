@@ -256,7 +256,16 @@ impl Inner {
                 .unwrap_or_else(|_| "unreadable".into()),
             None => String::new(),
         };
+        let argv: Vec<String> = match self.manifest(&request.executor) {
+            Some(m) if !m.command.is_empty() => {
+                m.command.iter().chain(&request.io.args).cloned().collect()
+            }
+            _ => Vec::new(),
+        };
+        let files = file_args(&argv, &self.workspace);
         TurnKey {
+            argv,
+            files,
             actor: request.actor.clone(),
             identity: frozen
                 .snapshot
@@ -323,7 +332,8 @@ impl Inner {
             return None;
         }
         let key = self.turn_key(request);
-        match ApprovalQueue::new(&self.state).enqueue(id, &key, pending, now_utc()) {
+        match ApprovalQueue::new(&self.state).enqueue(id, &key, pending, &request.input, now_utc())
+        {
             Ok(entry) => Some(entry.id),
             Err(e) => {
                 tracing::warn!("turn `{id}`: cannot queue the approval: {}", chain(&e));
@@ -383,11 +393,19 @@ impl Inner {
                 return Advance::Done(Box::new(self.refuse(t, code, reason, None)));
             }
             Gate::ApprovalRequired { pending, .. } if given.is_empty() => {
+                let key = self.turn_key(request);
                 return Advance::Parked(ApprovalRequest {
                     turn: id.to_string(),
                     executor: request.executor.clone(),
                     actor: request.actor.clone(),
                     pending,
+                    shown: super::Shown {
+                        executor_sha256: key.executor_sha256,
+                        input: queue::input_preview(&request.input),
+                        input_bytes: request.input.len(),
+                        argv: key.argv,
+                        files: key.files,
+                    },
                 });
             }
             Gate::ApprovalRequired { steps, pending } => {
@@ -718,4 +736,34 @@ impl Inner {
         }
         t.end(TurnEnd::Refused { code, reason })
     }
+}
+
+/// The words of `argv` that name a regular file in `workspace` (the
+/// command runs there), each with the file's sha256 now: what an approval
+/// of the command is bound to. A word that names nothing there, a
+/// directory, or a file outside the workspace binds nothing (the files a
+/// script imports stay unbound; README says so).
+fn file_args(argv: &[String], workspace: &str) -> Vec<queue::FileArg> {
+    let root = std::path::Path::new(workspace);
+    let mut out = Vec::new();
+    for arg in argv.iter().skip(1) {
+        if arg.is_empty() || arg.starts_with('-') {
+            continue;
+        }
+        let Ok(real) = std::fs::canonicalize(root.join(arg)) else {
+            continue;
+        };
+        if !real.starts_with(root) || !real.is_file() {
+            continue;
+        }
+        let Ok(sha256) = crate::undo::journal::sha256_file(&real) else {
+            continue;
+        };
+        out.push(queue::FileArg {
+            arg: arg.clone(),
+            path: real.display().to_string(),
+            sha256,
+        });
+    }
+    out
 }

@@ -721,6 +721,12 @@ pub fn elicitation(approval: &ApprovalRequest, remember: bool) -> Value {
             message.push_str(&format!(" (declared as `{d}`)"));
         }
     }
+    // What else it allows: the executor's digest, the input, a command's
+    // argv and the files it names (escaped: guest and client text).
+    for line in approval.shown.lines() {
+        message.push('\n');
+        message.push_str(&crate::config::printable(&line));
+    }
     let all_rememberable = approval.pending.iter().all(|p| p.rememberable);
     let rememberable = remember && all_rememberable;
     let mut properties = serde_json::Map::new();

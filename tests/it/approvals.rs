@@ -98,6 +98,8 @@ fn approvals_a_run_without_a_terminal_is_queued_and_an_allow_runs_it_once() {
             "answered_by": null,
             "consumed_by": null,
             "queued_uid": gatehouse::host::current_uid(),
+            "input_preview": A,
+            "input_bytes": A.len(),
         })
     );
     // Expires 24 h after it was queued.
@@ -405,4 +407,107 @@ fn the_pending_queue_keeps_the_newest_entries_of_an_actor_and_counts_the_rest() 
     // A dropped entry is gone: it cannot be answered.
     env.run(&["approvals", "deny", &ids[0]])
         .expect_err(3, &[&format!("no pending approval `{}`", ids[0])]);
+}
+
+/// Issue 27, point 3 and security round 2, item 7: an approval shows what
+/// it allows — the input (its first KiB and its size), a command
+/// executor's argv, and the sha256 of each file the argv names in the
+/// workspace — in `approvals list --json` and at its confirmation; and it
+/// is bound to those files' bytes: a script changed between the approval
+/// and the retry no longer matches (the retry is queued anew, nothing
+/// runs, the approval is not consumed).
+///
+/// Positive control: the same approval with the file unchanged runs the
+/// command once.
+#[test]
+fn an_approval_shows_the_input_argv_and_files_and_is_bound_to_the_files() {
+    let env = Env::new();
+    let ws = env.mkdir("ws");
+    let script = env.write("ws/notes.txt", "version one\n");
+    let config = env.write(
+        "gatehouse.toml",
+        "[actors.main]\nskills = [\"*\"]\ntools = [\"cat\"]\n",
+    );
+    let m = env.write(
+        "manifests/show.toml",
+        "name = \"show\"\ncommand = [\"cat\", \"notes.txt\"]\ntools = [\"cat\"]\n\
+         [[capabilities]]\nname = \"code:exec\"\ntarget = \"cat\"\n\
+         [[capabilities]]\nname = \"fs:read\"\ntarget = \"**\"\n",
+    );
+    let long_input = format!("{}{}", "x".repeat(1500), "\u{202e}tail");
+    let run = || {
+        run_json(
+            &env,
+            &m,
+            &ws,
+            "Full",
+            &long_input,
+            &["--config", s(&config)],
+        )
+    };
+    let queue_one = || {
+        let (r, v) = run();
+        r.expect(4);
+        v["pending_id"].as_str().unwrap().to_string()
+    };
+    let digest = |text: &str| sha(text);
+
+    let id = queue_one();
+    let e = &list(&env, false)[0];
+    assert_eq!(e["id"], id.as_str());
+    assert_eq!(e["input_preview"], "x".repeat(1024));
+    assert_eq!(e["input_bytes"], long_input.len());
+    assert_eq!(e["argv"], json!(["cat", "notes.txt"]));
+    assert_eq!(
+        e["files"],
+        json!([{"arg": "notes.txt", "path": s(&script), "sha256": digest("version one\n")}])
+    );
+    // The confirmation shows them too.
+    let (answered, _) = env.answer_on_terminal(&["approvals", "allow", &id]);
+    assert_eq!(answered.code, 0, "{answered:#?}");
+    assert!(
+        answered.stdout.contains(&format!(
+            "  input (first 1024 of {} bytes): xxx",
+            long_input.len()
+        )),
+        "{answered:#?}"
+    );
+    assert!(
+        answered.stdout.contains("  runs: `cat` `notes.txt`"),
+        "{answered:#?}"
+    );
+    assert!(
+        answered.stdout.contains(&format!(
+            "  file `{}` sha256 {}",
+            s(&script),
+            digest("version one\n")
+        )),
+        "{answered:#?}"
+    );
+    // The control: unchanged, the retry runs once.
+    let (r, v) = run();
+    r.expect(0);
+    assert_eq!(v["run"]["result"]["output"], "version one\n", "{v:#}");
+
+    // Approved, then the file changes: the retry matches nothing.
+    let id = queue_one();
+    env.answer_on_terminal(&["approvals", "allow", &id])
+        .0
+        .expect(0);
+    std::fs::write(&script, "version two: something else\n").unwrap();
+    let (r, v) = run();
+    r.expect(4);
+    assert_ne!(v["pending_id"], id.as_str(), "{v:#}");
+    let by_id = |want: &str| {
+        list(&env, false)
+            .into_iter()
+            .find(|e| e["id"] == want)
+            .unwrap_or_else(|| panic!("no entry `{want}`"))
+    };
+    assert_eq!(by_id(&id)["status"], "allowed");
+    let fresh = by_id(v["pending_id"].as_str().unwrap());
+    assert_eq!(
+        fresh["files"][0]["sha256"],
+        digest("version two: something else\n")
+    );
 }

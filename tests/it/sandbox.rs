@@ -1046,6 +1046,13 @@ fn approval_on_a_terminal_allows_once_remembers_or_refuses() {
             .contains("[o] allow once  [r] allow and remember"),
         "{run:#?}"
     );
+    // Issue 27, point 3: the prompt shows the input and the digest.
+    assert!(
+        run.stdout
+            .contains(r#"  input: {"names":["GATEHOUSE_DEMO"]}"#),
+        "{run:#?}"
+    );
+    assert!(run.stdout.contains("  executor sha256 "), "{run:#?}");
     assert!(
         run.stdout.contains(r#""GATEHOUSE_DEMO":"shown""#),
         "{run:#?}"
