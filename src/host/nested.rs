@@ -82,6 +82,13 @@ pub(super) fn services(
         cancel: base.request.cancel.clone(),
         asker: base.request.asker.clone(),
         nested,
+        // The granted variables' values, read here (the host's edge), not
+        // in the sandbox.
+        env: plan
+            .env_names()
+            .iter()
+            .filter_map(|n| std::env::var(n).ok().map(|v| (n.clone(), v)))
+            .collect(),
     }
 }
 

@@ -174,10 +174,11 @@ impl ExecBinding {
             },
         }
         .map_err(|e| format!("the working directory {e}"));
-        let env = plan
-            .env_names()
+        let env = services
+            .env
             .iter()
-            .filter_map(|n| std::env::var(n).ok().map(|v| (n.clone(), v)))
+            .filter(|(n, _)| plan.env_names().contains(n))
+            .cloned()
             .collect();
         let read_only_inside = write_roots.iter().find_map(|root| {
             let root_str = root.path().display().to_string();

@@ -322,7 +322,7 @@ pub fn execute(
             .into_iter()
             .map(Cow::Owned),
     );
-    for name in env::apply(&mut b, plan) {
+    for name in env::apply(&mut b, plan, services) {
         linked.push(format!("env `{name}`").into());
     }
     linked.push(Cow::Borrowed(if clocks::apply(&mut b, plan) {

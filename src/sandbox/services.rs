@@ -135,7 +135,10 @@ pub struct RunServices {
     pub screen: Arc<dyn CommandScreen>,
     pub nested: Option<Arc<dyn NestedTurn>>,
     pub cancel: CancelHandle,
-    /// Who answers `human:ask`; `None`: the person at the controlling
-    /// terminal, if there is one.
+    /// Who answers `human:ask`; `None`: nobody (the caller passes the
+    /// terminal's asker when a person is there).
     pub asker: Option<AskerRef>,
+    /// The values of the plan's `env:read` variables that are set, read
+    /// by the host at the edge: the sandbox reads no process environment.
+    pub env: Vec<(String, String)>,
 }

@@ -169,11 +169,13 @@ const LAYERS: [(&str, &[&str]); 16] = [
     ),
 ];
 
-/// The sandbox opens no terminal: whoever answers a guest's question is
-/// the run's asker, which the caller of the turn chose (issue 28, point
-/// 4; security round 2, item 3).
+/// The sandbox opens no terminal and reads no environment variable:
+/// whoever answers a guest's question is the run's asker, and the granted
+/// variables' values come in its services, both from the caller of the
+/// turn (issue 28, point 4; security round 2, item 3). Its stdin stream
+/// for a command (`run` without `--input`) is not yet passed in.
 #[test]
-fn the_sandbox_opens_no_terminal() {
+fn the_sandbox_opens_no_terminal_and_reads_no_environment() {
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src/sandbox");
     for f in rust_files(&src) {
         let text = std::fs::read_to_string(&f).unwrap();
@@ -182,6 +184,12 @@ fn the_sandbox_opens_no_terminal() {
             assert!(
                 !code.contains("/dev/tty"),
                 "{}:{} opens the terminal",
+                f.display(),
+                n + 1
+            );
+            assert!(
+                !code.contains("std::env::var"),
+                "{}:{} reads the process environment",
                 f.display(),
                 n + 1
             );
