@@ -654,3 +654,59 @@ pub fn line(r: &CaseResult) -> String {
         r.reason
     )
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fixture_adds_a_read_only_and_an_elsewhere_actor_per_configured_actor() {
+        let config = HostConfig::safe_default("alice");
+        let (fx_config, fixtures) = fixture(&config, "/home/alice/project");
+        assert_eq!(
+            fixtures.by_actor.get("main"),
+            Some(&FixtureActors {
+                read_only: "main.tier3-read-only".to_string(),
+                elsewhere: Some("main.tier3-elsewhere".to_string()),
+            })
+        );
+        let ro = &fx_config.actors["main.tier3-read-only"];
+        assert_eq!(
+            ro.workspaces,
+            Some(vec![(
+                "/home/alice/project".to_string(),
+                WorkspaceMode::ReadOnly
+            )])
+        );
+        assert!(!ro.skills.iter().any(|s| s == "*"));
+        assert!(ro.delegates_to.is_empty());
+        assert_eq!(
+            fx_config.actors["main.tier3-elsewhere"].workspaces,
+            Some(vec![("/home/alice".to_string(), WorkspaceMode::ReadWrite)])
+        );
+        // The configured actor is kept as it is.
+        assert_eq!(fx_config.actors["main"], config.actors["main"]);
+        assert_eq!(fx_config.actors.len(), 3);
+    }
+
+    #[test]
+    fn fixture_on_the_root_workspace_has_no_elsewhere_actor() {
+        let (fx_config, fixtures) = fixture(&HostConfig::safe_default("alice"), "/");
+        assert_eq!(fixtures.by_actor["main"].elsewhere, None);
+        assert_eq!(fx_config.actors.len(), 2);
+    }
+
+    #[test]
+    fn a_skip_fails_the_summary_unless_allowed() {
+        let s = Summary {
+            passed: 21,
+            failed: 0,
+            skipped: 2,
+        };
+        assert!(!s.holds(false));
+        assert!(s.holds(true));
+        assert_eq!(s.line(), "tier 3: 21 passed, 0 failed, 2 skipped");
+        let failed = Summary { failed: 1, ..s };
+        assert!(!failed.holds(true));
+    }
+}

@@ -7,7 +7,7 @@ use clap::{Args, Parser, Subcommand};
 const EXIT_CODES: &str = "\
 Exit codes:
   0  ok / allowed
-  1  error (i/o, database, a failing test case)
+  1  error (i/o, database, a failing or skipped test case)
   2  denied (the answer carries a deny code)
   3  invalid input (unknown level or capability, malformed glob, bad file)
   4  approval required
