@@ -7,7 +7,7 @@ use clap::{Args, Parser, Subcommand};
 const EXIT_CODES: &str = "\
 Exit codes:
   0  ok / allowed
-  1  error (i/o, database, a failing test case)
+  1  error (i/o, database, a failing or skipped test case)
   2  denied (the answer carries a deny code)
   3  invalid input (unknown level or capability, malformed glob, bad file)
   4  approval required
@@ -65,8 +65,15 @@ pub enum Command {
     /// The frozen policy of a turn (`policy.json`) and its two hashes.
     #[command(subcommand)]
     Snapshot(SnapshotCmd),
-    /// The deny-path suite: every deny code, exact, for the configured actors.
+    /// The deny-path suite: every deny code, exact, for the configured
+    /// actors, each case asked of the policy and of the host (exit 0 only
+    /// when all 23 cases of each actor pass; a skip fails the run unless
+    /// --allow-skips).
     Test(TestArgs),
+    /// Per-actor commands: `agent test ACTOR --tier 3` is `test --tier 3
+    /// --actor ACTOR`.
+    #[command(subcommand)]
+    Agent(AgentCmd),
     /// Run an executor as one turn: gate, approval, sandbox, result.
     #[command(after_help = RUN_AFTER_HELP)]
     Run(RunArgs),
@@ -306,9 +313,36 @@ pub struct TestArgs {
     /// Only this actor.
     #[arg(long)]
     pub actor: Option<String>,
+    #[command(flatten)]
+    pub common: TestCommon,
+}
+
+/// What `test` and `agent test` share.
+#[derive(Debug, Args)]
+pub struct TestCommon {
     /// The turn's workspace (default: the current directory).
     #[arg(long, value_name = "DIR")]
     pub workspace: Option<PathBuf>,
+    /// Let skipped cases pass: by default a case that cannot run (the
+    /// turn's workspace is `/`, so no root lies outside it) fails the run
+    /// (exit 1), as a failing case does.
+    #[arg(long)]
+    pub allow_skips: bool,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum AgentCmd {
+    /// The test suite of one actor: `agent test ACTOR --tier 3` is `test
+    /// --tier 3 --actor ACTOR`.
+    Test {
+        /// The configured actor.
+        actor: String,
+        /// The test tier; tier 3 is the deny-path suite (the only one).
+        #[arg(long)]
+        tier: u8,
+        #[command(flatten)]
+        common: TestCommon,
+    },
 }
 
 /// How `gatehouse run` exits and what it prints.

@@ -13,11 +13,11 @@ use gatehouse::policy::{
     REGISTRY,
 };
 use gatehouse::snapshot::{self, SnapshotError};
-use gatehouse::tier3::{self, CaseStatus};
+use gatehouse::tier3;
 
 use super::args::{
-    CheckArgs, Command, GrantAddArgs, GrantRevokeArgs, GrantsCmd, ManifestCmd, PolicyCmd,
-    SnapshotCmd, SnapshotSources, TestArgs,
+    AgentCmd, CheckArgs, Command, GrantAddArgs, GrantRevokeArgs, GrantsCmd, ManifestCmd, PolicyCmd,
+    SnapshotCmd, SnapshotSources, TestCommon,
 };
 use super::{out, out_json, CmdResult, Context, Exit, Failure};
 
@@ -42,7 +42,12 @@ pub fn run(ctx: &Context, command: Command) -> CmdResult {
         Command::Wit(args) => super::authoring::wit_cmd(ctx, args),
         Command::New(args) => super::authoring::new(ctx, args),
         Command::Snapshot(cmd) => snapshot_cmd(ctx, cmd),
-        Command::Test(args) => test(ctx, args),
+        Command::Test(args) => test(ctx, args.tier, args.actor, args.common),
+        Command::Agent(AgentCmd::Test {
+            actor,
+            tier,
+            common,
+        }) => test(ctx, tier, Some(actor), common),
         Command::Run(args) => super::run::run(ctx, args),
         Command::Isolation => super::isolation::run(ctx),
         Command::Conformance(args) => super::conformance::run(ctx, args),
@@ -510,65 +515,112 @@ fn snapshot_cmd(ctx: &Context, cmd: SnapshotCmd) -> CmdResult {
     }
 }
 
-fn test(ctx: &Context, args: TestArgs) -> CmdResult {
-    if args.tier != 3 {
+fn test(ctx: &Context, tier: u8, actor: Option<String>, common: TestCommon) -> CmdResult {
+    if tier != 3 {
         return Err(Failure::invalid(format!(
-            "unknown tier `{}`: only tier 3 (the deny-path suite) exists",
-            args.tier
+            "unknown tier `{tier}`: only tier 3 (the deny-path suite) exists"
         )));
     }
-    let snapshot = build_snapshot(
-        ctx,
-        &SnapshotSources {
-            workspace: args.workspace,
-            level: None,
-            executors: vec![],
-        },
-    )?;
-    if let Some(a) = &args.actor {
-        if !snapshot.actors.contains_key(a) {
+    let config = ctx.config()?;
+    let workspace = ctx.workspace(common.workspace.as_deref())?;
+    if let Some(a) = &actor {
+        if !config.actors.contains_key(a) {
             return Err(Failure::invalid(format!(
                 "unknown actor `{a}`: the configuration defines {}",
-                names(snapshot.actors.keys())
+                names(config.actors.keys())
             )));
         }
     }
-    let results = tier3::run(
-        &snapshot,
-        args.actor.as_deref(),
-        gatehouse::grants::now_utc(),
-    );
-    let count = |s| results.iter().filter(|r| r.status == s).count();
-    let (pass, fail, skipped) = (
-        count(CaseStatus::Pass),
-        count(CaseStatus::Fail),
-        count(CaseStatus::Skipped),
-    );
+    let manifests = gather_manifests(&config.executor_dirs, &[])?;
+    let results = run_tier3(
+        Tier3Host {
+            config,
+            state: &ctx.state,
+            workspace,
+            manifests,
+            home: ctx.env.home.clone(),
+            level: None,
+        },
+        actor.as_deref(),
+    )?;
+    let summary = tier3::Summary::of(&results);
     if ctx.json {
         for r in &results {
             out_json(r);
         }
     } else {
         for r in &results {
-            let status = match r.status {
-                CaseStatus::Pass => "pass",
-                CaseStatus::Fail => "FAIL",
-                CaseStatus::Skipped => "skip",
-            };
-            out(format!(
-                "{status:4}  {:<10} {:<14} {:<28} got {:<28} {}",
-                r.actor,
-                r.kind,
-                r.expected.as_str(),
-                r.got.as_deref().unwrap_or("-"),
-                r.reason
-            ));
+            out(tier3::line(r));
         }
-        out(format!(
-            "tier 3: {pass} passed, {fail} failed, {skipped} skipped"
+        out(summary.line());
+    }
+    if summary.failed == 0 && summary.skipped > 0 && !common.allow_skips {
+        super::err(format!(
+            "gatehouse: {} case(s) skipped: a skip fails the run unless --allow-skips is given",
+            summary.skipped
         ));
     }
-    Ok(if fail == 0 { Exit::Ok } else { Exit::Error })
+    Ok(if summary.holds(common.allow_skips) {
+        Exit::Ok
+    } else {
+        Exit::Error
+    })
+}
+
+/// What the tier-3 suite is run on: the host's configuration, state,
+/// turn workspace and executors.
+pub(super) struct Tier3Host<'a> {
+    pub config: gatehouse::config::HostConfig,
+    pub state: &'a gatehouse::config::StatePaths,
+    pub workspace: String,
+    pub manifests: Vec<Manifest>,
+    pub home: Option<PathBuf>,
+    pub level: Option<Level>,
+}
+
+/// Runs the tier-3 suite on the fixture configuration derived from the
+/// host's (see [`tier3::fixture`]).
+///
+/// The second path of every case is the host's own decision entry point,
+/// [`Host::decide_json`], on a host opened on the fixture configuration
+/// (its own frozen snapshot, read at its own clock), beside the pure
+/// `policy::decide_json` the suite asks on a clone of that snapshot at the
+/// time given here. The turn gate (`Host::begin`) is not used: it asks
+/// only the skill, capability, workspace, memory and tool kinds, never
+/// the gate's unknown request or actor, delegation, subagent, mcp or
+/// configuration kinds, and it would write a denial line for each case.
+/// The `capability.denied` case is asked of a second host opened at
+/// `ReadOnly`.
+pub(super) fn run_tier3(
+    on: Tier3Host<'_>,
+    only: Option<&str>,
+) -> Result<Vec<tier3::CaseResult>, Failure> {
+    let (config, fixtures) = tier3::fixture(&on.config, &on.workspace);
+    let open = |level: Option<Level>| {
+        let mut options = HostOptions::new(
+            config.clone(),
+            on.state.clone(),
+            on.workspace.clone(),
+            on.manifests.clone(),
+        );
+        options.home = on.home.clone();
+        options.level = level;
+        options.engine = gatehouse::host::EngineKind::OneShot;
+        Host::open(options).map_err(super::run::host_failure)
+    };
+    let host = open(on.level)?;
+    let read_only = open(Some(Level::ReadOnly))?;
+    let second = |request: &serde_json::Value, level: Option<Level>| match level {
+        Some(Level::ReadOnly) => read_only.decide_json(request),
+        Some(_) | None => host.decide_json(request),
+    };
+    Ok(tier3::run(
+        &host.snapshot(),
+        &fixtures,
+        only,
+        now_utc(),
+        &second,
+    ))
 }
 
 fn names<'a>(it: impl Iterator<Item = &'a String>) -> String {

@@ -575,10 +575,10 @@ fn tier3(env: &Env, extra: &[&str]) -> Vec<Value> {
     assert!(!rows.is_empty());
     for r in &rows {
         match r["status"].as_str().unwrap() {
-            "pass" => assert_eq!(r["expected"], r["got"], "{r}"),
-            "skipped" => {
-                assert_eq!(r["got"], Value::Null, "{r}");
-                assert!(r["reason"].as_str().is_some_and(|x| !x.is_empty()), "{r}");
+            // Both paths (the policy and the host) gave the exact code.
+            "pass" => {
+                assert_eq!(r["expected"], r["got"], "{r}");
+                assert_eq!(r["expected"], r["host_got"], "{r}");
             }
             other => panic!("case status {other}: {r}"),
         }
@@ -586,28 +586,161 @@ fn tier3(env: &Env, extra: &[&str]) -> Vec<Value> {
     rows
 }
 
+/// The 23 cases of one actor, in order.
+const TIER3_CASES: [(&str, &str); 23] = [
+    ("gate.unknown_request", "UNKNOWN_REQUEST"),
+    ("gate.unknown_actor", "UNKNOWN_ACTOR"),
+    ("delegation.unknown_target", "UNKNOWN_TARGET"),
+    ("delegation.not_allowed", "DELEGATION_NOT_ALLOWED"),
+    ("memory.private", "PRIVATE_MEMORY_DENIED"),
+    ("memory.not_granted", "MEMORY_NOT_GRANTED"),
+    ("workspace.path_resolution", "PATH_RESOLUTION_FAILED"),
+    ("workspace.not_granted", "WORKSPACE_NOT_GRANTED"),
+    ("workspace.read_only", "WORKSPACE_READ_ONLY"),
+    ("workspace.scope_mismatch", "WORKSPACE_SCOPE_MISMATCH"),
+    ("configuration.policy", "POLICY_MUTATION_DENIED"),
+    ("configuration.policy_path", "POLICY_MUTATION_DENIED"),
+    ("configuration.definition", "DEFINITION_MUTATION_DENIED"),
+    ("tool.raw_runtime", "RAW_RUNTIME_TOOL_DENIED"),
+    ("tool.indirect", "INDIRECT_TOOL_REQUEST"),
+    ("tool.not_granted", "TOOL_NOT_GRANTED"),
+    ("tool.mcp_server", "MCP_SERVER_NOT_GRANTED"),
+    ("skill.not_granted", "SKILL_NOT_GRANTED"),
+    ("subagent.not_granted", "SUBAGENT_NOT_GRANTED"),
+    ("mcp.not_granted", "MCP_SERVER_NOT_GRANTED"),
+    ("capability.unknown", "CAPABILITY_UNKNOWN"),
+    ("capability.target_mismatch", "TARGET_MISMATCH"),
+    ("capability.denied", "CAPABILITY_DENIED"),
+];
+
 #[test]
-fn tier3_passes_on_the_default_config() {
+fn tier3_runs_all_23_cases_on_the_default_config_and_skips_none() {
     let env = Env::new();
     let ws = env.mkdir("ws");
     let rows = tier3(&env, &["--workspace", s(&ws)]);
-    let actors: BTreeSet<&str> = rows.iter().map(|r| r["actor"].as_str().unwrap()).collect();
-    assert_eq!(actors, BTreeSet::from(["main"]));
-    // The default actor may run any executor: that case has no deny path.
-    let skill = rows
+    let got: Vec<(&str, &str)> = rows
         .iter()
-        .find(|r| r["expected"] == "SKILL_NOT_GRANTED")
+        .map(|r| (r["case"].as_str().unwrap(), r["expected"].as_str().unwrap()))
+        .collect();
+    assert_eq!(got, TIER3_CASES.to_vec());
+    assert!(rows.iter().all(|r| r["actor"] == "main"));
+    // The three former holes run on the suite's own fixture actors.
+    let fixture = |case: &str| {
+        rows.iter().find(|r| r["case"] == case).unwrap()["fixture"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    };
+    assert_eq!(fixture("workspace.read_only"), "main.tier3-read-only");
+    assert_eq!(fixture("skill.not_granted"), "main.tier3-read-only");
+    assert_eq!(fixture("workspace.scope_mismatch"), "main.tier3-elsewhere");
+    let ro = rows
+        .iter()
+        .find(|r| r["case"] == "workspace.read_only")
         .unwrap();
-    assert_eq!(skill["status"], "skipped");
-    // Plain output ends with the summary line.
+    assert_eq!(
+        ro["request"]["path"]["resolved"],
+        format!("{}/gatehouse-tier3-probe", s(&ws))
+    );
+    // Plain output ends with the summary line, exactly.
     let run = env.run(&["test", "--tier", "3", "--workspace", s(&ws)]);
     run.expect(0);
-    let last = *run.lines().last().unwrap();
+    assert_eq!(run.lines().len(), 24);
+    assert_eq!(
+        *run.lines().last().unwrap(),
+        "tier 3: 23 passed, 0 failed, 0 skipped"
+    );
+    assert!(run.lines()[..23].iter().all(|l| l.starts_with("pass  ")));
+    assert_eq!(run.stderr, "");
+}
+
+#[test]
+fn tier3_agent_test_actor_is_test_with_actor() {
+    let env = Env::new();
+    let ws = env.mkdir("ws");
+    let seed = env.run(&[
+        "agent",
+        "test",
+        "main",
+        "--tier",
+        "3",
+        "--workspace",
+        s(&ws),
+    ]);
+    seed.expect(0);
+    assert_eq!(
+        *seed.lines().last().unwrap(),
+        "tier 3: 23 passed, 0 failed, 0 skipped"
+    );
+    let plain = env.run(&[
+        "test",
+        "--tier",
+        "3",
+        "--actor",
+        "main",
+        "--workspace",
+        s(&ws),
+    ]);
+    plain.expect(0);
+    assert_eq!(seed.stdout, plain.stdout);
+    env.run(&[
+        "agent",
+        "test",
+        "nobody",
+        "--tier",
+        "3",
+        "--workspace",
+        s(&ws),
+    ])
+    .expect_err(3, &["unknown actor `nobody`", "`main`"])
+    .expect_lowercase_message();
+    env.run(&[
+        "agent",
+        "test",
+        "main",
+        "--tier",
+        "2",
+        "--workspace",
+        s(&ws),
+    ])
+    .expect_err(3, &["unknown tier `2`"])
+    .expect_lowercase_message();
+}
+
+#[test]
+fn tier3_counts_a_skip_as_a_failure_unless_allowed() {
+    // With `/` as the turn's workspace no root can lie outside it, nor a
+    // probe path outside every root: two cases cannot run.
+    let env = Env::new();
+    let run = env.run(&["test", "--tier", "3", "--workspace", "/"]);
+    run.expect(1);
+    assert_eq!(
+        *run.lines().last().unwrap(),
+        "tier 3: 21 passed, 0 failed, 2 skipped"
+    );
+    let skipped: Vec<&str> = run
+        .lines()
+        .into_iter()
+        .filter(|l| l.starts_with("skip  "))
+        .collect();
+    assert_eq!(skipped.len(), 2, "{skipped:?}");
     assert!(
-        last.starts_with("tier 3: ")
-            && last.ends_with(" failed, 3 skipped")
-            && last.contains(" 0 failed"),
-        "{last}"
+        skipped[0].contains(" workspace.not_granted "),
+        "{skipped:?}"
+    );
+    assert!(
+        skipped[1].contains(" workspace.scope_mismatch "),
+        "{skipped:?}"
+    );
+    assert_eq!(
+        run.stderr,
+        "gatehouse: 2 case(s) skipped: a skip fails the run unless --allow-skips is given\n"
+    );
+    let allowed = env.run(&["test", "--tier", "3", "--workspace", "/", "--allow-skips"]);
+    allowed.expect(0);
+    assert_eq!(
+        *allowed.lines().last().unwrap(),
+        "tier 3: 21 passed, 0 failed, 2 skipped"
     );
 }
 
@@ -687,9 +820,13 @@ fn tier3_on_a_rich_config_runs_every_alp_code_and_skips_nothing() {
     let env = Env::new();
     let (config, turn) = rich_config(&env);
     let rows = tier3(&env, &["--config", s(&config), "--workspace", s(&turn)]);
+    assert_eq!(rows.len(), 2 * 23);
     for r in &rows {
         assert_eq!(r["status"], "pass", "nothing may be skipped here: {r}");
     }
+    // Every code has a deny path on these actors' own roots and lists:
+    // no fixture was needed.
+    assert!(rows.iter().all(|r| r["fixture"].is_null()), "{rows:?}");
     for actor in ["main", "worker"] {
         let mine: BTreeSet<&str> = rows
             .iter()

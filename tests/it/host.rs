@@ -1183,3 +1183,104 @@ fn a_guests_strings_and_a_turns_audit_are_bounded() {
         last.len()
     );
 }
+
+/// The tier-3 suite on the safe default, through the library: the fixture
+/// configuration, a host opened on it (and one at `ReadOnly`) as the
+/// second path, and the case table.
+fn tier3_on_default(
+    env: &Env,
+) -> (
+    gatehouse::policy::Snapshot,
+    Vec<gatehouse::tier3::Case>,
+    Host,
+    Host,
+) {
+    let ws = env
+        .mkdir("ws")
+        .canonicalize()
+        .unwrap()
+        .display()
+        .to_string();
+    let (config, fixtures) = gatehouse::tier3::fixture(&HostConfig::safe_default("tester"), &ws);
+    let open = |level| {
+        let mut options = HostOptions::new(
+            config.clone(),
+            StatePaths::under(&env.state_dir(), None, None),
+            ws.clone(),
+            vec![],
+        );
+        options.level = level;
+        Host::open(options).unwrap()
+    };
+    let (host, read_only) = (open(None), open(Some(Level::ReadOnly)));
+    let snapshot = host.snapshot();
+    let cases = gatehouse::tier3::cases(&snapshot, &fixtures, None);
+    (snapshot, cases, host, read_only)
+}
+
+#[test]
+fn tier3_fails_a_case_whose_expected_code_is_swapped_and_names_it() {
+    use gatehouse::tier3::{check, line, CaseStatus, Summary};
+    let env = Env::new();
+    let (snapshot, mut cases, host, read_only) = tier3_on_default(&env);
+    let second = |r: &serde_json::Value, level: Option<Level>| match level {
+        Some(Level::ReadOnly) => read_only.decide_json(r),
+        _ => host.decide_json(r),
+    };
+    let now = gatehouse::grants::now_utc();
+    // Positive control: the table as it is passes whole.
+    let all = check(&snapshot, cases.clone(), now, &second);
+    assert_eq!(
+        Summary::of(&all).line(),
+        "tier 3: 23 passed, 0 failed, 0 skipped"
+    );
+    assert!(Summary::of(&all).holds(false));
+    // One expectation swapped: that case, and only it, fails.
+    let swapped = cases
+        .iter_mut()
+        .find(|c| c.name == "workspace.read_only")
+        .unwrap();
+    swapped.expected = DenyCode::WorkspaceNotGranted;
+    let results = check(&snapshot, cases, now, &second);
+    let summary = Summary::of(&results);
+    assert_eq!(summary.line(), "tier 3: 22 passed, 1 failed, 0 skipped");
+    assert!(!summary.holds(false) && !summary.holds(true));
+    let failed: Vec<_> = results
+        .iter()
+        .filter(|r| r.status == CaseStatus::Fail)
+        .collect();
+    assert_eq!(failed.len(), 1);
+    assert_eq!(failed[0].case, "workspace.read_only");
+    assert_eq!(failed[0].got.as_deref(), Some("WORKSPACE_READ_ONLY"));
+    assert_eq!(failed[0].host_got.as_deref(), Some("WORKSPACE_READ_ONLY"));
+    assert!(
+        line(failed[0]).starts_with(
+            "FAIL  main via `main.tier3-read-only` workspace.read_only        WORKSPACE_NOT_GRANTED        got WORKSPACE_READ_ONLY          root `"
+        ),
+        "{}",
+        line(failed[0])
+    );
+}
+
+#[test]
+fn tier3_fails_a_case_when_the_host_path_disagrees() {
+    use gatehouse::tier3::{check, CaseStatus, Summary};
+    let env = Env::new();
+    let (snapshot, cases, host, _) = tier3_on_default(&env);
+    // The second path asked at the configured level for every case: the
+    // `capability.denied` case (ReadOnly) is then not denied by the host,
+    // and the case fails although the pure path gives its code.
+    let second = |r: &serde_json::Value, _: Option<Level>| host.decide_json(r);
+    let results = check(&snapshot, cases, gatehouse::grants::now_utc(), &second);
+    assert_eq!(
+        Summary::of(&results).line(),
+        "tier 3: 22 passed, 1 failed, 0 skipped"
+    );
+    let failed = results
+        .iter()
+        .find(|r| r.status == CaseStatus::Fail)
+        .unwrap();
+    assert_eq!(failed.case, "capability.denied");
+    assert_eq!(failed.got.as_deref(), Some("CAPABILITY_DENIED"));
+    assert_eq!(failed.host_got.as_deref(), Some("approval_required"));
+}
