@@ -113,7 +113,7 @@ impl TurnAudit {
             self.turn_field.as_str()
         };
         line.reserve(1 + turn.len() + self.tail.len());
-        self.finish_line(line, turn);
+        self.finish_line(line, turn, &self.tail);
     }
 
     /// [`TurnAudit::keep`] of a body encoded before (shared), completed
@@ -123,15 +123,15 @@ impl TurnAudit {
         let mut line =
             String::with_capacity(open.len() + 1 + self.turn_field.len() + self.tail.len());
         line.push_str(open);
-        self.finish_line(line, &self.turn_field);
+        self.finish_line(line, &self.turn_field, &self.tail);
     }
 
-    fn finish_line(&self, mut line: String, turn: &str) {
+    fn finish_line(&self, mut line: String, turn: &str, tail: &str) {
         if !line.ends_with('{') {
             line.push(',');
         }
         line.push_str(turn);
-        line.push_str(&self.tail);
+        line.push_str(tail);
         use std::sync::atomic::Ordering::Relaxed;
         let before = self.kept.fetch_add(line.len(), Relaxed);
         if before + line.len() > MAX_TURN_AUDIT_BYTES {
@@ -196,6 +196,21 @@ impl TurnAudit {
         }
         for a in answers {
             self.keep(encode(&AnswerLine { approval: a }), false);
+        }
+    }
+
+    /// Records the gate decisions of the nested turn `turn`, delegated to
+    /// another actor: each line ends with `tail`, that actor's (see
+    /// [`tail`]), since the callee is gated as it.
+    pub(crate) fn record_nested_gate(&self, turn: &str, tail: &str, steps: &[super::Step]) {
+        let field = format!("\"turn\":{},", encode(&turn));
+        for s in steps {
+            let body = encode_step(s);
+            let mut line = format!("{{{field}{}", body.strip_prefix('{').unwrap_or(&body));
+            if line.ends_with('}') {
+                line.pop();
+            }
+            self.finish_line(line, "", tail);
         }
     }
 
