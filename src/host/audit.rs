@@ -175,33 +175,21 @@ impl TurnAudit {
         self.write(line);
     }
 
-    /// Records a gate's decisions and the approval answers; `turn` names a
-    /// nested turn (its decisions go to its caller's audit).
-    pub(crate) fn record_gate(
-        &self,
-        turn: Option<&str>,
-        steps: &[super::Step],
-        answers: &[super::Answer],
-    ) {
-        let nested = turn.map(|t| format!("\"turn\":{},", encode(&t)));
+    /// Records a gate's decisions and the approval answers, each encoded
+    /// anew (what `record_turn_gate` must match).
+    #[cfg(test)]
+    fn record_gate(&self, steps: &[super::Step], answers: &[super::Answer]) {
         for s in steps {
-            let body = encode_step(s);
-            match &nested {
-                Some(field) => {
-                    let body = format!("{{{field}{}", body.strip_prefix('{').unwrap_or(&body));
-                    self.keep(body, true);
-                }
-                None => self.keep(body, false),
-            }
+            self.keep(encode_step(s), false);
         }
         for a in answers {
             self.keep(encode(&AnswerLine { approval: a }), false);
         }
     }
 
-    /// Records the gate decisions of the nested turn `turn`, delegated to
-    /// another actor: each line ends with `tail`, that actor's (see
-    /// [`tail`]), since the callee is gated as it.
+    /// Records the gate decisions of the nested turn `turn`: each line
+    /// ends with `tail`, that of the actor the step was asked as (see
+    /// [`tail`]): a callee delegated to another actor is gated as it.
     pub(crate) fn record_nested_gate(&self, turn: &str, tail: &str, steps: &[super::Step]) {
         let field = format!("\"turn\":{},", encode(&turn));
         for s in steps {
@@ -214,10 +202,10 @@ impl TurnAudit {
         }
     }
 
-    /// [`TurnAudit::record_gate`] of a turn's own gate, each step's body
-    /// taken from `encoded` when the same step (request, decision,
-    /// approval) was encoded before under the same snapshot: the line is
-    /// byte for byte the one encoding it again would give.
+    /// Records a turn's own gate decisions and its approval answers, each
+    /// step's body taken from `encoded` when the same step (request,
+    /// decision, approval) was encoded before under the same snapshot: the
+    /// line is byte for byte the one encoding it again would give.
     pub(crate) fn record_turn_gate(
         &self,
         encoded: &EncodedSteps,
@@ -381,7 +369,7 @@ mod tests {
         let audit = TurnAudit::new(id, tail("main", None, &hashes).into(), journal.clone());
         match cache {
             Some(c) => audit.record_turn_gate(c, steps, &[]),
-            None => audit.record_gate(None, steps, &[]),
+            None => audit.record_gate(steps, &[]),
         }
         journal.finish("ok", time).unwrap();
         std::fs::read_to_string(log.path()).unwrap()

@@ -170,14 +170,14 @@ impl NestedTurn for Nested {
                         Some((DenyCode::ApprovalRequired, reason.clone()))
                     }
                 };
-                scope.audit.record_gate(
-                    Some(&turn),
+                scope.audit.record_nested_gate(
+                    &turn,
+                    &scope.frozen.tail(&scope.request.actor),
                     &[Step {
                         request,
                         decision,
                         approval: None,
                     }],
-                    &[],
                 );
                 if let Some((code, reason)) = denied {
                     return Err(NestedError::Denied {
@@ -209,14 +209,11 @@ impl NestedTurn for Nested {
             | Gate::ApprovalRequired { steps, .. }
             | Gate::Ready { steps, .. } => steps,
         };
-        if actor == scope.request.actor {
-            scope.audit.record_gate(Some(&turn), steps, &[]);
-        } else {
-            // Its lines name the actor it is gated as, and its identity.
-            scope
-                .audit
-                .record_nested_gate(&turn, &scope.frozen.tail(&actor), steps);
-        }
+        // Its lines name the actor it is gated as, and its identity (a
+        // delegated callee's own calls run as its actor, not the turn's).
+        scope
+            .audit
+            .record_nested_gate(&turn, &scope.frozen.tail(&actor), steps);
         let plan = match g {
             Gate::Ready { plan, .. } => plan,
             Gate::Denied { code, reason, .. } => return Err(NestedError::Denied { code, reason }),

@@ -338,3 +338,57 @@ fn a_plain_callee_runs_as_the_caller() {
         "DELEGATION_NOT_ALLOWED"
     );
 }
+
+/// A delegated callee's own calls run as its actor too: `main` calls
+/// `worker/relay`, and `relay` (run as `worker`) calls plain `hello`,
+/// which is then gated as `worker`. With `worker` not allowed `hello`
+/// (`main` may run any executor), the inner call is refused
+/// `SKILL_NOT_GRANTED`.
+///
+/// Positive control: with `hello` among `worker`'s skills it runs, and
+/// its lines name `worker`.
+#[test]
+fn a_delegated_callees_own_calls_run_as_its_actor() {
+    let component = Manifest::load(&guest("call-other")).unwrap().component;
+    for worker_skills in [&["relay"][..], &["relay", "hello"][..]] {
+        let env = Env::new();
+        let ws = env.mkdir("ws");
+        let relay = format!(
+            "name = \"relay\"\ncomponent = \"{}\"\n[[capabilities]]\nname = \"delegate:call\"\ntarget = \"hello\"\n",
+            component.display()
+        );
+        let relay = Manifest::load(&env.write("relay.toml", &relay)).unwrap();
+        let h = host(
+            &env,
+            &ws,
+            vec![
+                caller(&env, &["worker/relay"]),
+                relay,
+                Manifest::load(&guest("hello")).unwrap(),
+            ],
+            Level::Full,
+            &["worker"],
+            worker_skills,
+        );
+        let outcome = call(
+            &h,
+            "worker/relay",
+            serde_json::json!({"executor": "hello", "input": "{}"}),
+        );
+        let steps = nested_decisions(&env, &outcome, "worker/relay.hello");
+        assert!(!steps.is_empty());
+        assert!(steps.iter().all(|s| s["actor"] == "worker"), "{steps:#?}");
+        assert_eq!(steps[0]["request"]["kind"], "skill", "{steps:#?}");
+        if worker_skills.contains(&"hello") {
+            assert!(outcome.is_ok(), "{:?}", outcome.end);
+            assert_eq!(
+                guest_output(&outcome)["output"],
+                serde_json::json!({"output": {"echo": {}}})
+            );
+        } else {
+            assert_eq!(steps[0]["decision"]["code"], "SKILL_NOT_GRANTED");
+            let error = guest_error(&outcome).to_string();
+            assert!(error.contains("SKILL_NOT_GRANTED"), "{error}");
+        }
+    }
+}
