@@ -392,3 +392,58 @@ fn a_delegated_callees_own_calls_run_as_its_actor() {
         }
     }
 }
+
+/// A delegated callee gets only what is left of its caller's deadline:
+/// `worker/spin` (which loops forever) from a turn with a 1.5 s deadline
+/// ends with `LIMIT_DEADLINE` within it, not after a deadline of its own
+/// (the default is 5 s).
+///
+/// Control: the same call with a 4 s deadline also ends at
+/// `LIMIT_DEADLINE`, and only after the shorter one would have passed,
+/// so the bound measured is the caller's.
+#[test]
+fn a_delegated_callee_gets_what_is_left_of_its_callers_deadline() {
+    let env = Env::new();
+    let ws = env.mkdir("ws");
+    let h = host(
+        &env,
+        &ws,
+        vec![
+            caller(&env, &["worker/spin"]),
+            Manifest::load(&guest("spin")).unwrap(),
+        ],
+        Level::Full,
+        &["worker"],
+        &["spin"],
+    );
+    // Both components compiled and cached first, so the timings below are
+    // the runs'.
+    let mut warm = TurnRequest::new("spin", "worker", "");
+    warm.limits.deadline_ms = 50;
+    h.run(warm, &NoOne);
+    let outcome = call(&h, "ghost/spin", serde_json::json!({}));
+    assert_eq!(guest_error(&outcome)["denied"]["code"], "TARGET_MISMATCH");
+
+    let timed = |deadline_ms: u64| {
+        let input = serde_json::json!({"executor": "worker/spin", "input": ""}).to_string();
+        let mut request = TurnRequest::new("caller", "main", input);
+        request.limits.deadline_ms = deadline_ms;
+        let started = std::time::Instant::now();
+        let outcome = h.run(request, &NoOne);
+        (outcome, started.elapsed())
+    };
+    let (outcome, took) = timed(1_500);
+    let text = format!("{:?}", outcome.end);
+    assert!(text.contains("LIMIT_DEADLINE"), "{text}");
+    assert!(
+        took < std::time::Duration::from_millis(4_000),
+        "took {took:?}"
+    );
+    let (outcome, took) = timed(4_000);
+    let text = format!("{:?}", outcome.end);
+    assert!(text.contains("LIMIT_DEADLINE"), "{text}");
+    assert!(
+        took >= std::time::Duration::from_millis(3_500),
+        "took {took:?}"
+    );
+}
