@@ -113,7 +113,7 @@ impl TurnAudit {
             self.turn_field.as_str()
         };
         line.reserve(1 + turn.len() + self.tail.len());
-        self.finish_line(line, turn);
+        self.finish_line(line, turn, &self.tail);
     }
 
     /// [`TurnAudit::keep`] of a body encoded before (shared), completed
@@ -123,15 +123,15 @@ impl TurnAudit {
         let mut line =
             String::with_capacity(open.len() + 1 + self.turn_field.len() + self.tail.len());
         line.push_str(open);
-        self.finish_line(line, &self.turn_field);
+        self.finish_line(line, &self.turn_field, &self.tail);
     }
 
-    fn finish_line(&self, mut line: String, turn: &str) {
+    fn finish_line(&self, mut line: String, turn: &str, tail: &str) {
         if !line.ends_with('{') {
             line.push(',');
         }
         line.push_str(turn);
-        line.push_str(&self.tail);
+        line.push_str(tail);
         use std::sync::atomic::Ordering::Relaxed;
         let before = self.kept.fetch_add(line.len(), Relaxed);
         if before + line.len() > MAX_TURN_AUDIT_BYTES {
@@ -175,34 +175,37 @@ impl TurnAudit {
         self.write(line);
     }
 
-    /// Records a gate's decisions and the approval answers; `turn` names a
-    /// nested turn (its decisions go to its caller's audit).
-    pub(crate) fn record_gate(
-        &self,
-        turn: Option<&str>,
-        steps: &[super::Step],
-        answers: &[super::Answer],
-    ) {
-        let nested = turn.map(|t| format!("\"turn\":{},", encode(&t)));
+    /// Records a gate's decisions and the approval answers, each encoded
+    /// anew (what `record_turn_gate` must match).
+    #[cfg(test)]
+    fn record_gate(&self, steps: &[super::Step], answers: &[super::Answer]) {
         for s in steps {
-            let body = encode_step(s);
-            match &nested {
-                Some(field) => {
-                    let body = format!("{{{field}{}", body.strip_prefix('{').unwrap_or(&body));
-                    self.keep(body, true);
-                }
-                None => self.keep(body, false),
-            }
+            self.keep(encode_step(s), false);
         }
         for a in answers {
             self.keep(encode(&AnswerLine { approval: a }), false);
         }
     }
 
-    /// [`TurnAudit::record_gate`] of a turn's own gate, each step's body
-    /// taken from `encoded` when the same step (request, decision,
-    /// approval) was encoded before under the same snapshot: the line is
-    /// byte for byte the one encoding it again would give.
+    /// Records the gate decisions of the nested turn `turn`: each line
+    /// ends with `tail`, that of the actor the step was asked as (see
+    /// [`tail`]): a callee delegated to another actor is gated as it.
+    pub(crate) fn record_nested_gate(&self, turn: &str, tail: &str, steps: &[super::Step]) {
+        let field = format!("\"turn\":{},", encode(&turn));
+        for s in steps {
+            let body = encode_step(s);
+            let mut line = format!("{{{field}{}", body.strip_prefix('{').unwrap_or(&body));
+            if line.ends_with('}') {
+                line.pop();
+            }
+            self.finish_line(line, "", tail);
+        }
+    }
+
+    /// Records a turn's own gate decisions and its approval answers, each
+    /// step's body taken from `encoded` when the same step (request,
+    /// decision, approval) was encoded before under the same snapshot: the
+    /// line is byte for byte the one encoding it again would give.
     pub(crate) fn record_turn_gate(
         &self,
         encoded: &EncodedSteps,
@@ -366,7 +369,7 @@ mod tests {
         let audit = TurnAudit::new(id, tail("main", None, &hashes).into(), journal.clone());
         match cache {
             Some(c) => audit.record_turn_gate(c, steps, &[]),
-            None => audit.record_gate(None, steps, &[]),
+            None => audit.record_gate(steps, &[]),
         }
         journal.finish("ok", time).unwrap();
         std::fs::read_to_string(log.path()).unwrap()

@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use super::audit::TurnAudit;
-use super::gate::{gate, Gate, TurnInput};
+use super::gate::{gate, Gate, Step, TurnInput};
 use super::roots::{Waited, WriteRoots};
 use super::{Frozen, TurnRequest};
 use crate::config::chain;
@@ -127,10 +127,18 @@ impl CommandScreen for ActorScreen {
     }
 }
 
-/// Delegation: a callee runs as a turn of the same actor, through the same
-/// gate and snapshot, under the caller's limits and cancel switch, its
-/// decisions in the caller's audit. An approval it would need cannot be
-/// asked from inside a call: it comes back as `APPROVAL_REQUIRED`.
+/// Delegation: a callee runs as a nested turn, through the same gate and
+/// snapshot, under the caller's limits (its deadline what is left of the
+/// caller's) and cancel switch, its decisions in the caller's audit. A
+/// callee named `EXECUTOR` runs as the caller's own actor; one named
+/// `ACTOR/EXECUTOR` is a delegation to ACTOR, which the policy's
+/// `delegation` kind decides first (`DELEGATION_NOT_ALLOWED` when ACTOR is
+/// not in the caller's `delegates_to`, `UNKNOWN_TARGET` when it is not
+/// defined), and the callee is then gated and run as ACTOR: its skills,
+/// workspaces, grants (its identity) and tools. The level is the
+/// snapshot's one level (actors carry none). An approval it would need
+/// cannot be asked from inside a call: it comes back as
+/// `APPROVAL_REQUIRED`.
 struct Nested(Scope);
 
 impl NestedTurn for Nested {
@@ -150,27 +158,69 @@ impl NestedTurn for Nested {
             .min(u64::try_from(left.as_millis()).unwrap_or(u64::MAX))
             .max(1);
         let turn = format!("{}.{executor}", scope.turn);
-        let Some(manifest) = scope.manifests.iter().find(|m| m.name == executor) else {
+        let now = crate::grants::now_utc();
+        // `ACTOR/EXECUTOR` delegates to ACTOR, as the policy's `delegation`
+        // kind decides; a bare `EXECUTOR` runs as the caller's own actor.
+        let (actor, name) = match executor.split_once('/') {
+            Some((target, name)) => {
+                let request = Request::new(
+                    &scope.request.actor,
+                    RequestKind::Delegation {
+                        target: target.to_string(),
+                    },
+                );
+                let decision = decide(&scope.frozen.snapshot, &request, now);
+                let denied = match &decision {
+                    Decision::Allow { .. } => None,
+                    Decision::Deny { code, reason } => Some((*code, reason.clone())),
+                    Decision::ApprovalRequired { reason, .. } => {
+                        Some((DenyCode::ApprovalRequired, reason.clone()))
+                    }
+                };
+                scope.audit.record_nested_gate(
+                    &turn,
+                    &scope.frozen.tail(&scope.request.actor),
+                    &[Step {
+                        request,
+                        decision,
+                        approval: None,
+                    }],
+                );
+                if let Some((code, reason)) = denied {
+                    return Err(NestedError::Denied {
+                        code,
+                        reason: format!("`{executor}`: {reason}"),
+                    });
+                }
+                (target.to_string(), name)
+            }
+            None => (scope.request.actor.clone(), executor),
+        };
+        let Some(manifest) = scope.manifests.iter().find(|m| m.name == name) else {
             return Err(NestedError::Denied {
                 code: DenyCode::UnknownRequest,
-                reason: format!("executor `{executor}` is not known to this turn"),
+                reason: format!("executor `{name}` is not known to this turn"),
             });
         };
         let g = gate(TurnInput {
             snapshot: &scope.frozen.snapshot,
-            actor: &scope.request.actor,
+            actor: &actor,
             manifest,
             turn_id: turn.clone(),
             limits,
             approved_once: &[],
-            now: crate::grants::now_utc(),
+            now,
         });
         let steps = match &g {
             Gate::Denied { steps, .. }
             | Gate::ApprovalRequired { steps, .. }
             | Gate::Ready { steps, .. } => steps,
         };
-        scope.audit.record_gate(Some(&turn), steps, &[]);
+        // Its lines name the actor it is gated as, and its identity (a
+        // delegated callee's own calls run as its actor, not the turn's).
+        scope
+            .audit
+            .record_nested_gate(&turn, &scope.frozen.tail(&actor), steps);
         let plan = match g {
             Gate::Ready { plan, .. } => plan,
             Gate::Denied { code, reason, .. } => return Err(NestedError::Denied { code, reason }),
@@ -218,8 +268,11 @@ impl NestedTurn for Nested {
             })?;
         let mut held = scope.held.clone();
         held.extend(entered.roots().iter().cloned());
+        // The callee's services (its command screen, its own delegations)
+        // are bound to the actor it runs as.
         let mut request = scope.request.clone();
         request.limits = limits;
+        request.actor = actor;
         let services = services(
             Base {
                 memory_db: scope.memory_db.clone(),

@@ -1,9 +1,12 @@
 //! `delegate:call` → `gatehouse:executor/delegate`: run another executor as
 //! its own turn, through the same gate, with its own grants.
 //!
-//! The callee must be one the plan lists (`delegate:call` on its name); the
-//! host's [`NestedTurn`] then runs it like any turn of the same actor (skill,
-//! capabilities, workspace), its decisions going to the caller's audit. An
+//! The callee must be one the plan lists (`delegate:call` on its name,
+//! `EXECUTOR` or `ACTOR/EXECUTOR`, compared as written); the host's
+//! [`NestedTurn`] then runs it like any turn (skill, capabilities,
+//! workspace): of the same actor for `EXECUTOR`, of ACTOR, if the policy
+//! allows that delegation, for `ACTOR/EXECUTOR`. Its decisions go to the
+//! caller's audit. An
 //! approval it would need cannot be asked from inside a call, so it comes
 //! back as a denial value. The sandbox itself never sees the gate.
 

@@ -61,7 +61,9 @@ pub enum NestedError {
     Failed(String),
 }
 
-/// Runs another executor as a nested turn of the same actor.
+/// Runs another executor as a nested turn: of the same actor for
+/// `EXECUTOR`, of ACTOR for `ACTOR/EXECUTOR` (a delegation the policy
+/// decides).
 pub trait NestedTurn: Send + Sync {
     /// Runs `executor` on `input` at nesting `depth` (1 for a call made by
     /// a top-level turn), within `left` (what remains of the caller's

@@ -164,7 +164,7 @@ pub static BINDINGS: &[Binding] = &[
         name: "gatehouse:executor/delegate",
         interfaces: &["gatehouse:executor/delegate"],
         authority: Authority::Needs(&[C::DelegateCall]),
-        about: "run another executor by name, as its own turn",
+        about: "run another executor by name (`EXECUTOR`, or `ACTOR/EXECUTOR` to delegate to another actor), as its own turn",
         filled_by: &[],
         link: |l| delegate::add_to_linker(l, HostState::delegate_view),
     },

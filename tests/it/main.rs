@@ -18,6 +18,7 @@ mod authoring;
 mod cli;
 mod conformance;
 mod decide;
+mod delegation;
 mod exec;
 mod fs_items;
 mod host;

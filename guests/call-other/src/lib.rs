@@ -2,6 +2,11 @@
 //! `{"executor": "hello", "input": <any JSON>}` → `{"output": <the callee's
 //! output, parsed as JSON, or the string if it is not JSON>}`.
 //!
+//! `executor` is passed to the host as written: `EXECUTOR` runs as the
+//! caller's own actor, `ACTOR/EXECUTOR` is a delegation to ACTOR, which the
+//! host's policy decides (its manifest must declare `delegate:call` on that
+//! exact name).
+//!
 //! A string `input` is passed to the callee as it is (it is the callee's raw
 //! input text); any other JSON value is serialized; no `input` means `{}`.
 //! The host's errors (e.g. `denied`) come back unchanged.
