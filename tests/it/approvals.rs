@@ -511,3 +511,91 @@ fn an_approval_shows_the_input_argv_and_files_and_is_bound_to_the_files() {
         digest("version two: something else\n")
     );
 }
+
+/// Issue 27, point 2, the recipe "Running the server under its own
+/// account": the server and its state belong to one account; an agent
+/// running as another (`nobody`, through setpriv) can neither read the
+/// HTTP token nor open the grants or approvals databases, so it can
+/// neither approve its own request nor grant itself anything.
+///
+/// Positive control: the server's account reads the token and records a
+/// grant with the same commands.
+#[test]
+fn an_agent_under_another_account_cannot_read_the_token_or_touch_the_state() {
+    use std::os::unix::fs::PermissionsExt;
+    assert_eq!(
+        gatehouse::host::current_uid(),
+        0,
+        "this test needs root to switch accounts"
+    );
+    let env = Env::new();
+    let ws = env.mkdir("ws");
+    env.mkdir("ws/out");
+    let id = queued(&env, &ws, A);
+    let state = env.state_dir();
+    // The token as `serve --listen` makes it, then the state made the
+    // server account's own (0700), the rest of the tree open to all, as a
+    // home directory of a person would be to an agent of another account.
+    gatehouse::serve::serve_token(&state).unwrap();
+    std::fs::set_permissions(&state, std::fs::Permissions::from_mode(0o700)).unwrap();
+    std::fs::set_permissions(env.root(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let as_nobody = |program: &str, args: &[&str]| {
+        let mut cmd = std::process::Command::new("setpriv");
+        cmd.args([
+            "--reuid=65534",
+            "--regid=65534",
+            "--clear-groups",
+            "--",
+            program,
+        ])
+        .args(args)
+        .stdin(std::process::Stdio::null());
+        for (k, v) in env.command().get_envs() {
+            match v {
+                Some(v) => cmd.env(k, v),
+                None => cmd.env_remove(k),
+            };
+        }
+        cmd.current_dir("/").output().unwrap()
+    };
+    let token = state.join("serve.token");
+    let cat = as_nobody("/usr/bin/cat", &[s(&token)]);
+    assert!(!cat.status.success());
+    assert!(String::from_utf8_lossy(&cat.stderr).contains("Permission denied"));
+    let gatehouse = env!("CARGO_BIN_EXE_gatehouse");
+    let target = format!("{}/out/**", s(&ws));
+    let grant = as_nobody(
+        gatehouse,
+        &[
+            "grants",
+            "add",
+            "--channel",
+            "cli",
+            "--sender",
+            "tester",
+            "fs:write",
+            &target,
+        ],
+    );
+    assert!(!grant.status.success(), "{grant:?}");
+    let allow = as_nobody(gatehouse, &["approvals", "allow", &id, "--yes"]);
+    assert!(!allow.status.success(), "{allow:?}");
+    assert_eq!(list(&env, false)[0]["status"], "pending");
+    assert!(env.run(&["grants", "list"]).json_lines().is_empty());
+    // The control: the server's account can.
+    assert_eq!(
+        std::fs::read_to_string(&token).unwrap().trim().len() > 16,
+        true
+    );
+    env.run(&[
+        "grants",
+        "add",
+        "--channel",
+        "cli",
+        "--sender",
+        "tester",
+        "fs:write",
+        &target,
+    ])
+    .expect(0);
+}
