@@ -189,6 +189,11 @@ pub fn run(ctx: &Context, args: RunArgs) -> CmdResult {
         },
         forward_output: !ctx.json,
         forward_cap: args.output_kib.map(|k| k.saturating_mul(1 << 10)),
+        // Read at the edge: the sandbox gets the handle, never the process.
+        process_stdin: args
+            .input
+            .is_none()
+            .then(|| gatehouse::host::HostStdin::new(std::io::stdin())),
     };
     // A guest's questions (`human:ask`) go to the person at the terminal,
     // when someone is there.

@@ -592,6 +592,7 @@ impl Suite<'_> {
             stdin: StdinFrom::Input,
             forward_output: false,
             forward_cap: None,
+            process_stdin: None,
         };
         // A `code:exec` case is approved once, as at the terminal; every
         // other case needs no approval at level Full.

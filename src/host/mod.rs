@@ -50,8 +50,8 @@ pub use crate::sandbox::{EngineKind, EngineProfile};
 // The sandbox's types a caller of the host handles: it needs nothing else
 // from the sandbox.
 pub use crate::sandbox::{
-    Asker, AskerRef, CancelHandle, GuestResult, IsolationReport, Limits, OnDegraded, RunIo,
-    RunReport, StdinFrom,
+    Asker, AskerRef, CancelHandle, GuestResult, HostStdin, IsolationReport, Limits, OnDegraded,
+    RunIo, RunReport, StdinFrom,
 };
 use crate::snapshot::{self, SnapshotError, Sources};
 use crate::undo::AppendLog;

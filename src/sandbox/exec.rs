@@ -535,9 +535,8 @@ pub fn run_command(
     let argv: Vec<String> = args.iter().chain(&io.args).cloned().collect();
     let stdin = match io.stdin {
         super::run::StdinFrom::Input => input.as_bytes().to_vec(),
-        super::run::StdinFrom::Inherit => {
-            let mut buf = Vec::new();
-            std::io::Read::read_to_end(&mut std::io::stdin(), &mut buf).map_err(|e| {
+        super::run::StdinFrom::Inherit => match &io.process_stdin {
+            Some(stdin) => stdin.read_all().map_err(|e| {
                 RunError::Host(
                     format!(
                         "cannot read stdin: {}",
@@ -545,9 +544,9 @@ pub fn run_command(
                     )
                     .into(),
                 )
-            })?;
-            buf
-        }
+            })?,
+            None => Vec::new(),
+        },
     };
     let result = binding.call(program.clone(), argv, stdin);
     let o = match result {

@@ -42,7 +42,9 @@ pub use engine::{Counters, EngineKind, EngineProfile, LoadError, Sandbox};
 pub use isolation::{IsolationReport, OnDegraded};
 pub use limits::{LimitHit, Limits, DEFAULT_JOURNAL_BYTES};
 pub use plan::{Allowed, DirAccess, MemoryGrant, Plan, Preopen};
-pub use run::{execute, GuestResult, RunError, RunIo, RunReport, StdinFrom, Stopped, TrapFrame};
+pub use run::{
+    execute, GuestResult, HostStdin, RunError, RunIo, RunReport, StdinFrom, Stopped, TrapFrame,
+};
 pub use services::{
     Asker, AskerRef, AuditSink, CancelHandle, CommandScreen, NestedError, NestedTurn, RunServices,
 };

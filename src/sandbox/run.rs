@@ -129,6 +129,53 @@ pub struct RunIo {
     /// The cap on each forwarded stream; `None`: uncapped (the kept
     /// streams are capped by the plan's limits).
     pub forward_cap: Option<usize>,
+    /// The process's stdin, handed over by the caller for
+    /// [`StdinFrom::Inherit`] (the sandbox reads no process state). With
+    /// `Inherit` and none given, the command's stdin is empty.
+    pub process_stdin: Option<HostStdin>,
+}
+
+/// The process's stdin as the caller hands it to a run.
+///
+/// # Security
+/// The guest reads whatever the process's stdin holds.
+#[derive(Clone)]
+pub struct HostStdin(std::sync::Arc<std::io::Stdin>);
+
+impl HostStdin {
+    /// Hands `stdin` to a run.
+    pub fn new(stdin: std::io::Stdin) -> HostStdin {
+        HostStdin(std::sync::Arc::new(stdin))
+    }
+
+    /// Reads it to its end.
+    pub fn read_all(&self) -> std::io::Result<Vec<u8>> {
+        let mut buf = Vec::new();
+        std::io::Read::read_to_end(&mut self.0.lock(), &mut buf)?;
+        Ok(buf)
+    }
+}
+
+impl std::fmt::Debug for HostStdin {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("HostStdin")
+    }
+}
+
+impl wasmtime_wasi::cli::IsTerminal for HostStdin {
+    fn is_terminal(&self) -> bool {
+        std::io::IsTerminal::is_terminal(&*self.0)
+    }
+}
+
+impl wasmtime_wasi::cli::StdinStream for HostStdin {
+    fn async_stream(&self) -> Box<dyn tokio::io::AsyncRead + Send + Sync> {
+        self.0.async_stream()
+    }
+
+    fn p2_stream(&self) -> Box<dyn wasmtime_wasi::p2::InputStream> {
+        self.0.p2_stream()
+    }
 }
 
 /// Where a command's stdin comes from.
@@ -310,7 +357,9 @@ pub fn execute(
                 b.stdin(MemoryInputPipe::new(input.to_string()));
             }
             StdinFrom::Inherit => {
-                b.stdin(std::io::stdin());
+                if let Some(stdin) = &io.process_stdin {
+                    b.stdin(stdin.clone());
+                }
             }
         }
         b.arg(plan.executor());

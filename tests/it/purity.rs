@@ -172,8 +172,8 @@ const LAYERS: [(&str, &[&str]); 16] = [
 /// The sandbox opens no terminal and reads no environment variable:
 /// whoever answers a guest's question is the run's asker, and the granted
 /// variables' values come in its services, both from the caller of the
-/// turn (issue 28, point 4; security round 2, item 3). Its stdin stream
-/// for a command (`run` without `--input`) is not yet passed in.
+/// turn (issue 28, point 4; security round 2, item 3); so does the
+/// process's stdin for a command (`run` without `--input`).
 #[test]
 fn the_sandbox_opens_no_terminal_and_reads_no_environment() {
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src/sandbox");
@@ -190,6 +190,12 @@ fn the_sandbox_opens_no_terminal_and_reads_no_environment() {
             assert!(
                 !code.contains("std::env::var"),
                 "{}:{} reads the process environment",
+                f.display(),
+                n + 1
+            );
+            assert!(
+                !code.contains("stdin()"),
+                "{}:{} reads the process's stdin",
                 f.display(),
                 n + 1
             );
