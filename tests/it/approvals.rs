@@ -336,18 +336,10 @@ fn another_account_may_answer_with_yes_and_no_terminal() {
         open(&e.unwrap().path());
     }
     open(&env.state_dir());
-    let mut cmd = std::process::Command::new("setpriv");
-    cmd.args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"])
-        .arg(env!("CARGO_BIN_EXE_gatehouse"))
-        .args(["approvals", "allow", &id, "--yes"])
-        .stdin(std::process::Stdio::null());
-    for (k, v) in env.command().get_envs() {
-        match v {
-            Some(v) => cmd.env(k, v),
-            None => cmd.env_remove(k),
-        };
-    }
-    let out = cmd.current_dir(env.root()).output().unwrap();
+    let out = env.as_nobody(
+        env!("CARGO_BIN_EXE_gatehouse"),
+        &["approvals", "allow", &id, "--yes"],
+    );
     assert!(
         out.status.success(),
         "{}",
@@ -539,25 +531,7 @@ fn an_agent_under_another_account_cannot_read_the_token_or_touch_the_state() {
     gatehouse::serve::serve_token(&state).unwrap();
     std::fs::set_permissions(&state, std::fs::Permissions::from_mode(0o700)).unwrap();
     std::fs::set_permissions(env.root(), std::fs::Permissions::from_mode(0o755)).unwrap();
-    let as_nobody = |program: &str, args: &[&str]| {
-        let mut cmd = std::process::Command::new("setpriv");
-        cmd.args([
-            "--reuid=65534",
-            "--regid=65534",
-            "--clear-groups",
-            "--",
-            program,
-        ])
-        .args(args)
-        .stdin(std::process::Stdio::null());
-        for (k, v) in env.command().get_envs() {
-            match v {
-                Some(v) => cmd.env(k, v),
-                None => cmd.env_remove(k),
-            };
-        }
-        cmd.current_dir("/").output().unwrap()
-    };
+    let as_nobody = |program: &str, args: &[&str]| env.as_nobody(program, args);
     let token = state.join("serve.token");
     let cat = as_nobody("/usr/bin/cat", &[s(&token)]);
     assert!(!cat.status.success());

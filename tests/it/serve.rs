@@ -1288,20 +1288,7 @@ fn serve_from_a_snapshot_uses_only_its_grants_and_still_honours_a_revoke() {
     env.mkdir("ws/out");
     let ex = executors(&env);
     let target = format!("{}/out/**", s(&ws));
-    let add = || {
-        let run = env.run(&[
-            "grants",
-            "add",
-            "--channel",
-            "cli",
-            "--sender",
-            "tester",
-            "fs:write",
-            &target,
-        ]);
-        run.expect(0);
-        run.json_lines()[0]["id"].to_string()
-    };
+    let add = || env.grant("fs:write", &target)["id"].to_string();
     let first = add();
     let policy = env.path("policy.json");
     let mut prepare = vec![
@@ -1384,19 +1371,7 @@ fn run_from_a_snapshot_runs_under_it_and_refuses_one_that_moved() {
     env.mkdir("ws/out");
     env.mkdir("ws/other");
     let m = guest("write-file");
-    let grant = |target: String| {
-        env.run(&[
-            "grants",
-            "add",
-            "--channel",
-            "cli",
-            "--sender",
-            "tester",
-            "fs:write",
-            &target,
-        ])
-        .expect(0);
-    };
+    let grant = |target: String| env.grant("fs:write", &target);
     grant(format!("{}/out/**", s(&ws)));
     let policy = env.path("policy.json");
     env.run(&[

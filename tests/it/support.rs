@@ -240,6 +240,48 @@ impl Env {
     }
 }
 
+impl Env {
+    /// `program ARGS` run as the account `nobody` (setpriv; needs root),
+    /// in the sealed environment, with no terminal and stdin closed.
+    pub fn as_nobody(&self, program: &str, args: &[&str]) -> std::process::Output {
+        let mut cmd = Command::new("setpriv");
+        cmd.args([
+            "--reuid=65534",
+            "--regid=65534",
+            "--clear-groups",
+            "--",
+            program,
+        ])
+        .args(args)
+        .stdin(std::process::Stdio::null());
+        for (k, v) in self.command().get_envs() {
+            match v {
+                Some(v) => cmd.env(k, v),
+                None => cmd.env_remove(k),
+            };
+        }
+        cmd.current_dir("/").output().expect("setpriv")
+    }
+
+    /// `gatehouse grants add` of `capability` on `target` for the sealed
+    /// environment's identity (`cli`, `tester`), which must succeed: the
+    /// grant as JSON.
+    pub fn grant(&self, capability: &str, target: &str) -> serde_json::Value {
+        let run = self.run(&[
+            "grants",
+            "add",
+            "--channel",
+            "cli",
+            "--sender",
+            "tester",
+            capability,
+            target,
+        ]);
+        run.expect(0);
+        run.json_lines().remove(0)
+    }
+}
+
 /// Runs `cmd` (a [`Env::terminal_command`]) typing `answers`.
 pub fn type_answers(cmd: &mut Command, answers: &str) -> Run {
     use std::io::Write;
