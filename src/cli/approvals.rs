@@ -129,14 +129,8 @@ fn confirm(e: &QueueEntry, question: &str) -> Result<(), Failure> {
         "pending approval `{}`: actor `{}`{who} runs executor `{}` (sha256 {})\n  input sha256 {}\n",
         e.id, e.actor, e.executor, e.executor_sha256, e.input_sha256
     );
-    let shown = gatehouse::host::Shown {
-        executor_sha256: e.executor_sha256.clone(),
-        input: e.input_preview.clone(),
-        input_bytes: e.input_bytes,
-        argv: e.argv.clone(),
-        files: e.files.clone(),
-    };
-    for line in shown.lines().into_iter().skip(1) {
+    // The digest is on the first line already.
+    for line in e.shown().lines().into_iter().skip(1) {
         text.push_str(&line);
         text.push('\n');
     }

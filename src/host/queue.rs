@@ -236,6 +236,20 @@ pub struct QueueEntry {
     pub files: Vec<FileArg>,
 }
 
+impl QueueEntry {
+    /// What the entry shows of the turn it allows, as the approval that
+    /// queued it showed it.
+    pub fn shown(&self) -> super::Shown {
+        super::Shown {
+            executor_sha256: self.executor_sha256.clone(),
+            input: self.input_preview.clone(),
+            input_bytes: self.input_bytes,
+            argv: self.argv.clone(),
+            files: self.files.clone(),
+        }
+    }
+}
+
 /// Bytes of a turn's input an approval shows.
 pub const INPUT_SHOWN: usize = 1024;
 

@@ -1550,7 +1550,7 @@ fn a_grant_is_one_per_identity_capability_and_target() {
     let again = add("1h");
     assert_ne!(again["id"], first["id"]);
     check(0, "allowed");
-    env.run(&[
+    let revoke_tuple = [
         "grants",
         "revoke",
         "--channel",
@@ -1559,20 +1559,11 @@ fn a_grant_is_one_per_identity_capability_and_target() {
         "alice",
         "fs:write",
         &target,
-    ])
-    .expect(0);
+    ];
+    env.run(&revoke_tuple).expect(0);
     check(4, "approval_required");
-    env.run(&[
-        "grants",
-        "revoke",
-        "--channel",
-        "cli",
-        "--sender",
-        "alice",
-        "fs:write",
-        &target,
-    ])
-    .expect_err(3, &["no grant in force of `fs:write` on `"]);
+    env.run(&revoke_tuple)
+        .expect_err(3, &["no grant in force of `fs:write` on `"]);
 }
 
 /// Issue 27, point 5: an existing `grants.db` with duplicate rows (made

@@ -1111,12 +1111,9 @@ fn serve_ends_on_sigterm_and_says_when_the_definitions_changed_meanwhile() {
     );
 }
 
-#[test]
-fn serve_from_a_verified_snapshot_offers_no_remember_and_refuses_another() {
-    let env = Env::new();
-    let ws = env.mkdir("ws");
-    env.mkdir("ws/out");
-    let ex = executors(&env);
+/// `gatehouse snapshot prepare` at level Supervised for workspace `ws` and
+/// the executors `ex`: the file's path (`policy.json` in the test's root).
+fn prepare_snapshot(env: &Env, ws: &Path, ex: &[PathBuf]) -> PathBuf {
     let policy = env.path("policy.json");
     let mut prepare = vec![
         "snapshot",
@@ -1124,14 +1121,24 @@ fn serve_from_a_verified_snapshot_offers_no_remember_and_refuses_another() {
         "--out",
         s(&policy),
         "--workspace",
-        s(&ws),
+        s(ws),
         "--level",
         "Supervised",
     ];
-    for e in &ex {
+    for e in ex {
         prepare.extend(["--executor", s(e)]);
     }
     env.run(&prepare).expect(0);
+    policy
+}
+
+#[test]
+fn serve_from_a_verified_snapshot_offers_no_remember_and_refuses_another() {
+    let env = Env::new();
+    let ws = env.mkdir("ws");
+    env.mkdir("ws/out");
+    let ex = executors(&env);
+    let policy = prepare_snapshot(&env, &ws, &ex);
     let mut a = args(&ws, &ex, "Supervised");
     a.extend(["--snapshot", s(&policy)]);
     let mut c = Client::start(&env, &a, true);
@@ -1290,21 +1297,7 @@ fn serve_from_a_snapshot_uses_only_its_grants_and_still_honours_a_revoke() {
     let target = format!("{}/out/**", s(&ws));
     let add = || env.grant("fs:write", &target)["id"].to_string();
     let first = add();
-    let policy = env.path("policy.json");
-    let mut prepare = vec![
-        "snapshot",
-        "prepare",
-        "--out",
-        s(&policy),
-        "--workspace",
-        s(&ws),
-        "--level",
-        "Supervised",
-    ];
-    for e in &ex {
-        prepare.extend(["--executor", s(e)]);
-    }
-    env.run(&prepare).expect(0);
+    let policy = prepare_snapshot(&env, &ws, &ex);
     let mut a = args(&ws, &ex, "Supervised");
     a.extend(["--snapshot", s(&policy)]);
     let mut c = Client::start(&env, &a, true);
@@ -1373,20 +1366,7 @@ fn run_from_a_snapshot_runs_under_it_and_refuses_one_that_moved() {
     let m = guest("write-file");
     let grant = |target: String| env.grant("fs:write", &target);
     grant(format!("{}/out/**", s(&ws)));
-    let policy = env.path("policy.json");
-    env.run(&[
-        "snapshot",
-        "prepare",
-        "--out",
-        s(&policy),
-        "--workspace",
-        s(&ws),
-        "--level",
-        "Supervised",
-        "--executor",
-        s(&m),
-    ])
-    .expect(0);
+    let policy = prepare_snapshot(&env, &ws, std::slice::from_ref(&m));
     let run = |path: &str| {
         env.run(&[
             "run",
