@@ -16,6 +16,7 @@
 //! those two of its own tools, for the serving actor's own turns only.
 
 mod env;
+mod network;
 pub(crate) mod nofollow;
 mod on_degraded;
 mod resolve;
@@ -27,6 +28,9 @@ use std::path::{Path, PathBuf};
 use serde::Deserialize;
 
 pub use env::{HostEnv, StatePaths};
+pub use network::{
+    NetworkConfig, ProviderDef, ValueSource, DEFAULT_HTTP_REQUESTS, DEFAULT_HTTP_RESPONSE_BYTES,
+};
 pub use on_degraded::{OnDegraded, UnknownOnDegraded};
 pub use resolve::{
     absolutize, chain, lower, printable, resolve_ancestor, resolve_glob, resolve_path,
@@ -76,6 +80,9 @@ struct RawConfig {
     engine: Option<EngineConfig>,
     limits: Option<RawLimits>,
     serve: Option<RawServe>,
+    network: Option<network::RawNetwork>,
+    #[serde(default)]
+    providers: BTreeMap<String, network::RawProvider>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -110,6 +117,8 @@ impl ServeTool {
 struct RawLimits {
     journal_mib: Option<u64>,
     memory_keys: Option<u64>,
+    http_requests: Option<u64>,
+    http_response_mib: Option<u64>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -192,6 +201,15 @@ pub struct HostConfig {
     /// (default 10000); a new key past it is refused with
     /// `LIMIT_MEMORY_KEYS`.
     pub memory_keys: u64,
+    /// `[limits] http_requests`: HTTP requests one turn may send.
+    pub http_requests: u64,
+    /// `[limits] http_response_mib`, in bytes: response bytes one turn
+    /// may receive over HTTP.
+    pub http_response_bytes: u64,
+    /// `[network]`: TLS roots and pinned names of the HTTP sender.
+    pub network: NetworkConfig,
+    /// `[providers.NAME]`: credentials for `provider:access`.
+    pub providers: Vec<ProviderDef>,
     /// `[serve] tools`: which of gatehouse's own tools (`history`,
     /// `undo`) `gatehouse serve` offers beside the executors. Default:
     /// none, so an agent sees only executors unless the person says so.
@@ -254,6 +272,10 @@ impl HostConfig {
             engine: EngineConfig::default(),
             journal_bytes: DEFAULT_JOURNAL_BYTES,
             memory_keys: DEFAULT_MEMORY_KEYS,
+            http_requests: DEFAULT_HTTP_REQUESTS,
+            http_response_bytes: DEFAULT_HTTP_RESPONSE_BYTES,
+            network: NetworkConfig::default(),
+            providers: Vec::new(),
             serve_tools: vec![],
             places: Places::default(),
         }
@@ -328,6 +350,29 @@ impl HostConfig {
                 ))
             }
         };
+        let http_requests = match raw.limits.as_ref().and_then(|l| l.http_requests) {
+            None => DEFAULT_HTTP_REQUESTS,
+            Some(n) if (1..=1_000_000).contains(&n) => n,
+            Some(_) => {
+                return Err(invalid(
+                    "limits.http_requests".into(),
+                    "between 1 and 1000000".into(),
+                ))
+            }
+        };
+        let http_response_bytes = match raw.limits.as_ref().and_then(|l| l.http_response_mib) {
+            None => DEFAULT_HTTP_RESPONSE_BYTES,
+            Some(mib) if (1..=1 << 20).contains(&mib) => mib << 20,
+            Some(_) => {
+                return Err(invalid(
+                    "limits.http_response_mib".into(),
+                    "between 1 and 1048576 (MiB)".into(),
+                ))
+            }
+        };
+        let here = path.parent().unwrap_or(Path::new("/")).to_path_buf();
+        let network = network::network(raw.network, &here).map_err(|(f, m)| invalid(f, m))?;
+        let providers = network::providers(raw.providers, &here).map_err(|(f, m)| invalid(f, m))?;
         let journal_bytes = match raw.limits.and_then(|l| l.journal_mib) {
             None => DEFAULT_JOURNAL_BYTES,
             Some(mib) if (1..=1 << 20).contains(&mib) => mib << 20,
@@ -472,6 +517,10 @@ impl HostConfig {
             engine,
             journal_bytes,
             memory_keys,
+            http_requests,
+            http_response_bytes,
+            network,
+            providers,
             serve_tools,
             places: Places::default(),
         })

@@ -87,6 +87,8 @@ pub struct TurnInput<'a> {
     /// The time of the decision, read from the clock by the caller: a
     /// grant counts only while unexpired at it.
     pub now: UtcTime,
+    /// The host's providers (`[providers.NAME]`).
+    pub providers: &'a [crate::config::ProviderDef],
 }
 
 /// Asks the policy for every need of the turn: the skill first, then each
@@ -132,6 +134,8 @@ pub(crate) fn gate(input: TurnInput<'_>) -> Gate {
             executor: name,
             manifest: input.manifest,
             workspace: &workspace,
+            methods: declared.methods.as_deref(),
+            providers: input.providers,
         };
         if let Err(stop) = needs::need(&mut parts, &mut asking, &need) {
             return denied(asking, stop);

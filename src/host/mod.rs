@@ -78,6 +78,9 @@ pub enum HostError {
     History(#[from] HistoryError),
     #[error("cannot start the engine")]
     Engine(#[source] Arc<wasmtime::Error>),
+    /// `[network]` cannot be used (an unreadable or malformed `ca_file`).
+    #[error("{0}")]
+    Network(String),
 }
 
 /// What a host is opened with.
@@ -294,6 +297,10 @@ pub struct Host {
 
 struct Inner {
     config: HostConfig,
+    /// How HTTP requests connect (`[network]`), built once.
+    http: Arc<crate::sandbox::services::HttpClient>,
+    /// `[providers.NAME]`, shared with delegated turns.
+    providers: Arc<[crate::config::ProviderDef]>,
     state: StatePaths,
     workspace: String,
     home: Option<PathBuf>,
@@ -333,6 +340,29 @@ struct Inner {
     sandbox: OnceLock<Result<Arc<Sandbox>, Arc<wasmtime::Error>>>,
     audit_log: Arc<AppendLog>,
     denials_log: Arc<AppendLog>,
+}
+
+/// The HTTP sender's client of `[network]`: the webpki roots and those
+/// of `ca_file`, and the pinned names.
+fn http_client(
+    network: &crate::config::NetworkConfig,
+) -> Result<crate::sandbox::services::HttpClient, HostError> {
+    use rustls::pki_types::pem::PemObject;
+    let mut extra = Vec::new();
+    if let Some(path) = &network.ca_file {
+        let bad = |why: String| {
+            HostError::Network(format!("`[network] ca_file` `{}`: {why}", path.display()))
+        };
+        let pem = std::fs::read(path).map_err(|e| bad(crate::config::lower(&e.to_string())))?;
+        for cert in rustls::pki_types::CertificateDer::pem_slice_iter(&pem) {
+            extra.push(cert.map_err(|e| bad(format!("not a PEM certificate: {e}")))?);
+        }
+        if extra.is_empty() {
+            return Err(bad("it holds no certificate".into()));
+        }
+    }
+    crate::sandbox::services::HttpClient::new(extra, network.resolve.clone())
+        .map_err(HostError::Network)
 }
 
 /// A snapshot with its hashes, computed once.
@@ -407,7 +437,10 @@ impl Host {
             options.home.as_deref(),
             options.level,
         )?;
+        let http = Arc::new(http_client(&options.config.network)?);
         let inner = Inner {
+            http,
+            providers: options.config.providers.clone().into(),
             on_degraded: options.on_degraded.unwrap_or(options.config.on_degraded),
             config: options.config,
             state: options.state,
@@ -490,12 +523,14 @@ impl Host {
     /// Starts a turn: the gate, and the run itself if nothing needs an
     /// approval; otherwise the turn is parked for [`Host::resume`].
     ///
-    /// The configuration's `[limits] journal_mib` and `memory_keys` set
-    /// the request's journal and memory caps: how much a turn may back up
-    /// or store is the host's to say.
+    /// The configuration's `[limits] journal_mib`, `memory_keys`,
+    /// `http_requests` and `http_response_mib` set the request's caps: how
+    /// much a turn may back up, store or fetch is the host's to say.
     pub fn begin(&self, mut request: TurnRequest) -> Begun {
         request.limits.journal_bytes = self.inner.config.journal_bytes;
         request.limits.memory_keys = self.inner.config.memory_keys;
+        request.limits.http_requests = self.inner.config.http_requests;
+        request.limits.http_response_bytes = self.inner.config.http_response_bytes;
         self.inner.reread_grants();
         let turn = new_turn_id(now_utc());
         match self.inner.advance(&request, &turn, Vec::new(), None) {

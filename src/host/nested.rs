@@ -10,10 +10,12 @@ use super::audit::TurnAudit;
 use super::gate::{gate, Gate, Step, TurnInput};
 use super::roots::{Waited, WriteRoots};
 use super::{Frozen, TurnRequest};
-use crate::config::chain;
+use crate::config::{chain, ProviderDef, ValueSource};
 use crate::manifest::Manifest;
 use crate::policy::{decide, Capability, Decision, DenyCode, Request, RequestKind};
-use crate::sandbox::services::{CommandScreen, NestedError, NestedTurn};
+use crate::sandbox::services::{
+    CommandScreen, HttpClient, NestedError, NestedTurn, ProviderSecret,
+};
 use crate::sandbox::{execute, GuestResult, OnDegraded, Plan, RunServices, Sandbox};
 use crate::undo::TurnJournal;
 
@@ -21,6 +23,8 @@ use crate::undo::TurnJournal;
 #[derive(Clone)]
 pub(super) struct Scope {
     pub manifests: Arc<Vec<Manifest>>,
+    pub providers: Arc<[ProviderDef]>,
+    pub http: Arc<HttpClient>,
     pub on_degraded: OnDegraded,
     pub memory_db: PathBuf,
     pub frozen: Arc<Frozen>,
@@ -39,6 +43,8 @@ pub(super) struct Scope {
 
 /// What every run's services are built from (see [`services`]).
 pub(super) struct Base<'a> {
+    pub http: &'a Arc<HttpClient>,
+    pub providers: &'a [ProviderDef],
     pub memory_db: PathBuf,
     pub frozen: &'a Arc<Frozen>,
     pub audit: &'a Arc<TurnAudit>,
@@ -91,6 +97,57 @@ pub(super) fn services(
             .iter()
             .filter_map(|n| std::env::var(n).ok().map(|v| (n.clone(), v)))
             .collect(),
+        http: base.http.clone(),
+        // The providers' values, read here too, and only for the
+        // providers the plan was allowed.
+        secrets: plan
+            .parts()
+            .http
+            .providers
+            .iter()
+            .filter_map(|p| base.providers.iter().find(|d| d.name == p.name))
+            .map(|d| ProviderSecret::new(d.name.clone(), read_value(d)))
+            .collect(),
+    }
+}
+
+/// The value of provider `def`, from the host's environment or a file that
+/// only its owner may read.
+fn read_value(def: &ProviderDef) -> Result<String, String> {
+    match &def.value {
+        ValueSource::Env(var) => std::env::var(var).map_err(|_| {
+            format!(
+                "provider `{}`: the variable `{var}` is not set on the host",
+                def.name
+            )
+        }),
+        ValueSource::File(path) => {
+            use std::os::unix::fs::PermissionsExt;
+            let shown = path.display();
+            let meta = std::fs::metadata(path).map_err(|e| {
+                format!(
+                    "provider `{}`: `{shown}`: {}",
+                    def.name,
+                    crate::config::lower(&e.to_string())
+                )
+            })?;
+            if meta.permissions().mode() & 0o077 != 0 {
+                return Err(format!(
+                    "provider `{}`: `{shown}` may be read by others (mode {:o}); make it 0600",
+                    def.name,
+                    meta.permissions().mode() & 0o777
+                ));
+            }
+            std::fs::read_to_string(path)
+                .map(|v| v.trim_end_matches(['\n', '\r']).to_string())
+                .map_err(|e| {
+                    format!(
+                        "provider `{}`: `{shown}`: {}",
+                        def.name,
+                        crate::config::lower(&e.to_string())
+                    )
+                })
+        }
     }
 }
 
@@ -212,6 +269,7 @@ impl NestedTurn for Nested {
             limits,
             approved_once: &[],
             now,
+            providers: &scope.providers,
         });
         let steps = match &g {
             Gate::Denied { steps, .. }
@@ -277,6 +335,8 @@ impl NestedTurn for Nested {
         request.actor = actor;
         let services = services(
             Base {
+                http: &scope.http,
+                providers: &scope.providers,
                 memory_db: scope.memory_db.clone(),
                 frozen: &scope.frozen,
                 audit: &scope.audit,

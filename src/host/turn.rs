@@ -384,6 +384,7 @@ impl Inner {
             limits: request.limits,
             approved_once: &answered.once,
             now: crate::grants::now_utc(),
+            providers: &self.providers,
         }) {
             Gate::Denied {
                 steps,
@@ -490,6 +491,7 @@ impl Inner {
             limits: request.limits,
             approved_once: &[],
             now: crate::grants::now_utc(),
+            providers: &self.providers,
         }) {
             Gate::Denied {
                 steps,
@@ -614,6 +616,8 @@ impl Inner {
         let memory_db = || self.state.state_dir.join("memory.db");
         let services = nested::services(
             nested::Base {
+                http: &self.http,
+                providers: &self.providers,
                 memory_db: memory_db(),
                 frozen: &t.frozen,
                 audit: &audit,
@@ -624,6 +628,8 @@ impl Inner {
             self.journaled.then(|| journal.clone()),
             || nested::Scope {
                 manifests: self.manifests.clone(),
+                providers: self.providers.clone(),
+                http: self.http.clone(),
                 on_degraded: self.on_degraded,
                 memory_db: memory_db(),
                 frozen: t.frozen.clone(),

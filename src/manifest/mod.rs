@@ -105,6 +105,9 @@ pub struct ManifestCapability {
     /// directory in the workspace keeps its workspace-relative name (`.`,
     /// `out`); a directory outside the workspace must have one.
     pub mount: Option<String>,
+    /// For `network:sites`: the HTTP methods allowed on the target
+    /// (uppercase); `None`: any.
+    pub methods: Option<Vec<String>>,
 }
 
 /// The file's shape; everything is checked again in [`Manifest::parse`].
@@ -145,6 +148,9 @@ struct RawCapability {
     target: Option<String>,
     #[serde(default)]
     mount: Option<String>,
+    /// `network:sites` only: the HTTP methods allowed (default: any).
+    #[serde(default)]
+    methods: Option<Vec<String>>,
 }
 
 /// The JSON Schema of the file's shape, generated from the types that
@@ -294,10 +300,34 @@ impl Manifest {
                 }
                 target::check_mount(mount).map_err(|why| invalid(&field, why))?;
             }
+            if let Some(methods) = &cap.methods {
+                let field = format!("capabilities[{i}].methods");
+                if capability != Capability::NetworkSites {
+                    return Err(invalid(
+                        &field,
+                        format!("`methods` are HTTP methods: only `network:sites` has them, not `{capability}`"),
+                    ));
+                }
+                if methods.is_empty() {
+                    return Err(invalid(
+                        &field,
+                        "an empty list allows no request; leave `methods` out to allow any".into(),
+                    ));
+                }
+                if let Some(bad) = methods
+                    .iter()
+                    .find(|m| m.is_empty() || !m.bytes().all(|b| b.is_ascii_alphabetic()))
+                {
+                    return Err(invalid(&field, format!("`{bad}` is not an HTTP method")));
+                }
+            }
             capabilities.push(ManifestCapability {
                 capability,
                 target: cap.target,
                 mount: cap.mount,
+                methods: cap
+                    .methods
+                    .map(|m| m.iter().map(|x| x.to_ascii_uppercase()).collect()),
             });
         }
         target::check_mounts_agree(&capabilities)
@@ -509,6 +539,7 @@ impl Manifest {
                 capability: cap.capability,
                 target,
                 mount: cap.mount.clone(),
+                methods: cap.methods.clone(),
             });
         }
         Ok(ExecutorDef {

@@ -48,6 +48,9 @@ pub enum DenyCode {
     LimitMemoryKeys,
     TurnCancelled,
     HostStateHidden,
+    NetworkNotGranted,
+    LimitHttpRequests,
+    LimitHttpResponse,
 }
 
 /// Which part of the gate produces a code.
@@ -100,7 +103,7 @@ use DenyCode as D;
 impl DenyCode {
     /// Every code, in documentation order (a code added later comes
     /// after the ones before it, so the order of the older ones holds).
-    pub const ALL: [DenyCode; 37] = [
+    pub const ALL: [DenyCode; 40] = [
         D::UnknownRequest,
         D::UnknownActor,
         D::UnknownTarget,
@@ -138,6 +141,9 @@ impl DenyCode {
         D::TurnCancelled,
         D::HostStateHidden,
         D::LimitMemoryKeys,
+        D::NetworkNotGranted,
+        D::LimitHttpRequests,
+        D::LimitHttpResponse,
     ];
 
     /// The stable string of the code.
@@ -198,6 +204,9 @@ impl DenyCode {
             D::LimitResources => ("LIMIT_RESOURCES", F::Limit, "the guest held more host resources (handles) than the resource-table cap"),
             D::LimitMemoryKeys => ("LIMIT_MEMORY_KEYS", F::Limit, "a new memory key would pass the scope's cap on keys (`[limits] memory_keys`, default 10000); nothing was stored"),
             D::LimitJournal => ("LIMIT_JOURNAL", F::Limit, "the change would back up more bytes than the turn's journal cap (`[limits] journal_mib`, default 256); refused before anything changed"),
+            D::NetworkNotGranted => ("NETWORK_NOT_GRANTED", F::Capability, "an HTTP request whose scheme, host, port, path or method no `network:sites` grant of the turn covers; nothing was sent"),
+            D::LimitHttpRequests => ("LIMIT_HTTP_REQUESTS", F::Limit, "the turn made more HTTP requests than its cap (`[limits] http_requests`, default 100); the one past it was not sent"),
+            D::LimitHttpResponse => ("LIMIT_HTTP_RESPONSE", F::Limit, "the turn's HTTP responses passed their cap on bytes (`[limits] http_response_mib`, default 64); the body was cut"),
             D::TurnCancelled => ("TURN_CANCELLED", F::Limit, "the turn was cancelled through its cancel handle and interrupted like a deadline"),
         }
     }

@@ -73,17 +73,19 @@ impl fmt::Display for Outcome {
 }
 
 /// The scoped reads that ReadOnly may still do after an approval.
-pub const READ_ONLY_SCOPED_READS: [Capability; 4] = [
+pub const READ_ONLY_SCOPED_READS: [Capability; 5] = [
     Capability::FsRead,
     Capability::EnvRead,
     Capability::MemoryRead,
     Capability::NetworkSites,
+    Capability::ProviderAccess,
 ];
 
 /// The matrix cell for `level` × `capability`, from the three rules:
 ///
 /// - ReadOnly: class `none` and not critical → allowed; the scoped reads
-///   (fs:read, env:read, memory:read, network:sites) → approval_required;
+///   (fs:read, env:read, memory:read, network:sites, provider:access) →
+///   approval_required;
 ///   everything else → denied.
 /// - Supervised: class `none` → allowed; everything else → approval_required.
 /// - Full: class `always` → approval_required; everything else → allowed.

@@ -73,6 +73,7 @@ pub enum Capability {
     DelegateCall,
     CodeExec,
     SystemAdmin,
+    ProviderAccess,
 }
 
 /// The registry row of a capability.
@@ -112,7 +113,7 @@ use Capability as C;
 use TargetKind as T;
 
 /// The whole registry, in its documented order.
-pub const REGISTRY: [CapabilitySpec; 12] = [
+pub const REGISTRY: [CapabilitySpec; 13] = [
     spec(
         C::ComputePure,
         "compute:pure",
@@ -209,11 +210,19 @@ pub const REGISTRY: [CapabilitySpec; 12] = [
         T::None,
         "change the host's own configuration",
     ),
+    spec(
+        C::ProviderAccess,
+        "provider:access",
+        false,
+        A::PerTarget,
+        T::Exact,
+        "the host adds a provider's credential to HTTP requests under its base URL; the guest never sees it",
+    ),
 ];
 
 impl Capability {
     /// Every capability, in registry order.
-    pub const ALL: [Capability; 12] = [
+    pub const ALL: [Capability; 13] = [
         C::ComputePure,
         C::TimeRead,
         C::EnvRead,
@@ -226,6 +235,7 @@ impl Capability {
         C::DelegateCall,
         C::CodeExec,
         C::SystemAdmin,
+        C::ProviderAccess,
     ];
 
     /// This capability's registry row.

@@ -57,6 +57,10 @@ pub struct DeclaredCapability {
     /// without one hash as before.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mount: Option<String>,
+    /// For `network:sites`: the HTTP methods allowed (`None`: any);
+    /// absent when the manifest gives none, so definitions hash as before.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub methods: Option<Vec<String>>,
 }
 
 /// An executor definition, as frozen from its manifest.

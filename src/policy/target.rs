@@ -33,6 +33,8 @@ pub enum TargetError {
 pub enum TargetPattern {
     PathGlob(PathGlob),
     Host(HostPattern),
+    /// A `network:sites` URL pattern (`https://api.example.com/v1/**`).
+    Url(super::http::UrlPattern),
     Exact(String),
 }
 
@@ -42,7 +44,10 @@ impl TargetPattern {
     pub fn parse(kind: TargetKind, value: &str) -> Result<TargetPattern, TargetError> {
         match kind {
             TargetKind::PathGlob => PathGlob::parse(value).map(TargetPattern::PathGlob),
-            TargetKind::Host => HostPattern::parse(value).map(TargetPattern::Host),
+            TargetKind::Host => match super::http::SitePattern::parse(value)? {
+                super::http::SitePattern::Host(h) => Ok(TargetPattern::Host(h)),
+                super::http::SitePattern::Url(u) => Ok(TargetPattern::Url(u)),
+            },
             TargetKind::Exact => parse_exact(value).map(TargetPattern::Exact),
             TargetKind::None => Err(TargetError::Unexpected {
                 capability: "this capability".into(),
@@ -56,7 +61,8 @@ impl TargetPattern {
     pub fn covers(&self, target: &str) -> bool {
         match self {
             TargetPattern::PathGlob(g) => g.covers(target),
-            TargetPattern::Host(h) => h.covers(target),
+            TargetPattern::Host(h) => super::http::SitePattern::Host(h.clone()).covers(target),
+            TargetPattern::Url(u) => super::http::SitePattern::Url(u.clone()).covers(target),
             TargetPattern::Exact(name) => name == target,
         }
     }
@@ -65,6 +71,7 @@ impl TargetPattern {
         match self {
             TargetPattern::PathGlob(g) => &g.source,
             TargetPattern::Host(h) => &h.source,
+            TargetPattern::Url(u) => u.as_str(),
             TargetPattern::Exact(name) => name,
         }
     }
@@ -83,7 +90,9 @@ pub fn pattern_covers(kind: TargetKind, pattern: &str, target: &str) -> bool {
     match kind {
         TargetKind::PathGlob => glob_covers(pattern, target),
         TargetKind::Exact => pattern == target && exact_problem(pattern).is_ok(),
-        TargetKind::Host => HostPattern::parse(pattern).is_ok_and(|h| h.covers(target)),
+        TargetKind::Host => {
+            super::http::SitePattern::parse(pattern).is_ok_and(|h| h.covers(target))
+        }
         TargetKind::None => false,
     }
 }
@@ -356,6 +365,11 @@ impl HostPattern {
             host,
             port,
         })
+    }
+
+    /// The pattern as written (lowercase).
+    pub fn as_str(&self) -> &str {
+        &self.source
     }
 
     /// The host part, lowercase (`*.` kept for a wildcard pattern).

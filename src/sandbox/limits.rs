@@ -34,7 +34,16 @@ pub struct Limits {
     /// Keys one memory scope may hold (`[limits] memory_keys`); a new key
     /// past it is refused with `LIMIT_MEMORY_KEYS`.
     pub memory_keys: u64,
+    /// HTTP requests one turn may send (`[limits] http_requests`); the
+    /// one past it is refused with `LIMIT_HTTP_REQUESTS`.
+    pub http_requests: u64,
+    /// Response bytes one turn may receive over HTTP (`[limits]
+    /// http_response_mib`); past it the body is cut and the run stopped
+    /// with `LIMIT_HTTP_RESPONSE`.
+    pub http_response_bytes: u64,
 }
+
+pub use crate::config::{DEFAULT_HTTP_REQUESTS, DEFAULT_HTTP_RESPONSE_BYTES};
 
 pub use crate::config::DEFAULT_JOURNAL_BYTES;
 
@@ -49,6 +58,8 @@ impl Default for Limits {
             resources: 4_096,
             journal_bytes: DEFAULT_JOURNAL_BYTES,
             memory_keys: crate::config::DEFAULT_MEMORY_KEYS,
+            http_requests: DEFAULT_HTTP_REQUESTS,
+            http_response_bytes: DEFAULT_HTTP_RESPONSE_BYTES,
         }
     }
 }

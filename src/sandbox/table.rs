@@ -16,7 +16,7 @@
 use serde::Serialize;
 use wasmtime::component::Linker;
 
-use super::bindings::{delegate, exec, fs, human, log, memory, network, wasi};
+use super::bindings::{delegate, exec, fs, http, human, log, memory, network, wasi};
 use super::deadline_io;
 use super::plan::Plan;
 use super::state::HostState;
@@ -185,6 +185,14 @@ pub static BINDINGS: &[Binding] = &[
         filled_by: &[],
         link: network::add_to_linker,
     },
+    Binding {
+        name: "wasi:http",
+        interfaces: &["wasi:http/outgoing-handler", "wasi:http/types"],
+        authority: Authority::Needs(&[C::NetworkSites]),
+        about: "HTTP requests that a `network:sites` grant covers (scheme, host, port, path, method), decided one by one, with TLS on the host and providers' credentials added by the host",
+        filled_by: &[C::ProviderAccess],
+        link: http::add_to_linker,
+    },
 ];
 
 /// The binding that serves `interface` (`package/name`, no version).
@@ -265,6 +273,10 @@ mod tests {
         );
         assert_eq!(
             authority("wasi:http/outgoing-handler"),
+            Authority::Needs(&[C::NetworkSites])
+        );
+        assert_eq!(
+            authority("wasi:http/incoming-handler"),
             Authority::Unsupported
         );
         assert_eq!(authority("wasi:cli/run"), Authority::Unsupported);

@@ -140,6 +140,10 @@ pub(super) struct Need<'a> {
     pub manifest: &'a Manifest,
     /// The turn's workspace (canonical; empty when none).
     pub workspace: &'a str,
+    /// For `network:sites`: the HTTP methods allowed (`None`: any).
+    pub methods: Option<&'a [String]>,
+    /// The host's providers (`[providers.NAME]`), for `provider:access`.
+    pub providers: &'a [crate::config::ProviderDef],
 }
 
 /// Asks the policy for `need` and fills its unit's part of `parts`.
@@ -155,7 +159,10 @@ pub(super) fn need(
         }
         Capability::CodeExec => exec::need(&mut parts.exec, asking, need),
         Capability::EnvRead => plain::env(&mut parts.env, asking, need),
-        Capability::NetworkSites => plain::network(&mut parts.network, asking, need),
+        Capability::NetworkSites => {
+            plain::network(&mut parts.network, &mut parts.http, asking, need)
+        }
+        Capability::ProviderAccess => plain::provider(&mut parts.http, asking, need),
         Capability::DelegateCall => plain::delegate(&mut parts.delegate, asking, need),
         Capability::TimeRead => plain::clocks(&mut parts.clocks, asking, need),
         Capability::HumanAsk => plain::human(&mut parts.human, asking, need),

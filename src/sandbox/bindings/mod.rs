@@ -32,6 +32,7 @@ pub mod delegate;
 pub mod env;
 pub mod exec;
 pub mod fs;
+pub mod http;
 pub mod human;
 pub mod log;
 pub mod memory;
@@ -153,8 +154,10 @@ units! {
     env: env::Env,
     /// `time:read`: real clocks, else frozen ones.
     clocks: clocks::Clocks,
-    /// `network:sites`: the granted hosts.
+    /// `network:sites`: the granted hosts, for sockets.
     network: network::NetworkSites,
+    /// `network:sites` and `provider:access`: HTTP requests.
+    http: http::Http,
     /// Baseline: the guest's log lines.
     log: log::Log,
     /// `memory:read` / `memory:write`: one scope.

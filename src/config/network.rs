@@ -1,0 +1,158 @@
+//! `[network]` and `[providers.NAME]` of `gatehouse.toml`: how the host's
+//! HTTP sender connects, and the credentials it adds for `provider:access`.
+
+use std::collections::BTreeMap;
+use std::net::IpAddr;
+use std::path::PathBuf;
+
+use serde::Deserialize;
+
+use crate::policy::{SitePattern, UrlPattern};
+
+/// The default of `[limits] http_requests`.
+pub const DEFAULT_HTTP_REQUESTS: u64 = 100;
+/// The default of `[limits] http_response_mib`: 64 MiB.
+pub const DEFAULT_HTTP_RESPONSE_BYTES: u64 = 64 << 20;
+
+/// `[network]` as written.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawNetwork {
+    ca_file: Option<String>,
+    #[serde(default)]
+    resolve: BTreeMap<String, Vec<String>>,
+}
+
+/// `[providers.NAME]` as written.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawProvider {
+    base_url: Option<String>,
+    #[serde(default)]
+    base_urls: Vec<String>,
+    header: Option<String>,
+    format: Option<String>,
+    value_env: Option<String>,
+    value_file: Option<String>,
+}
+
+/// `[network]`.
+///
+/// Defaults: the webpki roots only; every name through the system
+/// resolver.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct NetworkConfig {
+    /// `ca_file`: PEM certificates trusted besides the webpki roots.
+    pub ca_file: Option<PathBuf>,
+    /// `resolve`: names the sender answers with these addresses instead of
+    /// asking the system resolver (the addresses are vetted all the same).
+    pub resolve: BTreeMap<String, Vec<IpAddr>>,
+}
+
+/// Where a provider's value comes from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ValueSource {
+    /// The host's environment variable.
+    Env(String),
+    /// A file, mode 0600 or stricter (or refused).
+    File(PathBuf),
+}
+
+/// One `[providers.NAME]`: never the value itself, which the host reads
+/// at each turn that uses it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProviderDef {
+    pub name: String,
+    /// `base_url`, or `base_urls`: `scheme://host[:port][/path]`.
+    pub base_urls: Vec<String>,
+    /// Default `Authorization`.
+    pub header: String,
+    /// Default `Bearer {value}`.
+    pub format: String,
+    pub value: ValueSource,
+}
+
+pub(super) fn network(
+    raw: Option<RawNetwork>,
+    base: &std::path::Path,
+) -> Result<NetworkConfig, (String, String)> {
+    let raw = raw.unwrap_or_default();
+    let mut resolve = BTreeMap::new();
+    for (name, ips) in raw.resolve {
+        let field = format!("network.resolve.{name}");
+        if ips.is_empty() {
+            return Err((field, "give at least one address".into()));
+        }
+        let mut out = Vec::new();
+        for ip in &ips {
+            out.push(
+                ip.parse::<IpAddr>()
+                    .map_err(|_| (field.clone(), format!("`{ip}` is not an IP address")))?,
+            );
+        }
+        resolve.insert(
+            name.to_ascii_lowercase().trim_end_matches('.').to_string(),
+            out,
+        );
+    }
+    Ok(NetworkConfig {
+        ca_file: raw.ca_file.map(|f| base.join(f)),
+        resolve,
+    })
+}
+
+pub(super) fn providers(
+    raw: BTreeMap<String, RawProvider>,
+    base: &std::path::Path,
+) -> Result<Vec<ProviderDef>, (String, String)> {
+    let mut out = Vec::new();
+    for (name, p) in raw {
+        let field = |f: &str| format!("providers.{name}.{f}");
+        let mut base_urls: Vec<String> = p.base_url.into_iter().collect();
+        base_urls.extend(p.base_urls);
+        if base_urls.is_empty() {
+            return Err((
+                field("base_url"),
+                "a provider needs `base_url` or `base_urls`".into(),
+            ));
+        }
+        for u in &base_urls {
+            let parsed = UrlPattern::parse(u).map_err(|e| (field("base_url"), e.to_string()))?;
+            if u.contains('*') || !matches!(SitePattern::Url(parsed), SitePattern::Url(_)) {
+                return Err((
+                    field("base_url"),
+                    format!("`{u}` must be a URL without wildcards"),
+                ));
+            }
+        }
+        let format = p.format.unwrap_or_else(|| "Bearer {value}".into());
+        if !format.contains("{value}") {
+            return Err((
+                field("format"),
+                format!("`{format}` does not hold `{{value}}`"),
+            ));
+        }
+        let header = p.header.unwrap_or_else(|| "Authorization".into());
+        if http::HeaderName::from_bytes(header.as_bytes()).is_err() {
+            return Err((field("header"), format!("`{header}` is not a header name")));
+        }
+        let value = match (p.value_env, p.value_file) {
+            (Some(var), None) => ValueSource::Env(var),
+            (None, Some(file)) => ValueSource::File(base.join(file)),
+            _ => {
+                return Err((
+                    field("value_env"),
+                    "give exactly one of `value_env` and `value_file`".into(),
+                ))
+            }
+        };
+        out.push(ProviderDef {
+            name,
+            base_urls,
+            header,
+            format,
+            value,
+        });
+    }
+    Ok(out)
+}

@@ -1,0 +1,575 @@
+//! HTTP requests under `network:sites`: URL patterns, the canonical form
+//! of a request, and the decision on one request. Pure: no I/O, no clock.
+//!
+//! A `network:sites` target is a host pattern (`api.example.com`,
+//! `*.example.com`, with a port where given), which allows HTTP only as
+//! `https://HOST:443` (or its given port), or a URL pattern
+//! (`https://api.example.com`, `https://api.example.com:8443/v1/**`,
+//! `http://localhost:8080/**`). `http://` needs a URL pattern that names
+//! it. A URL pattern without a path covers every path; `X/**` covers `X`
+//! and everything beneath it; any other path is exact.
+//!
+//! A request is canonicalized before it is matched: the host lowercased,
+//! IDNA to ASCII, a trailing dot removed; no userinfo; the path
+//! percent-decoded once, with `.` and `..` segments refused; the default
+//! port made explicit. Anything that cannot be put in that form is refused.
+
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+
+use super::target::{parse_ip, HostPattern, TargetError};
+
+/// `http` or `https`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Scheme {
+    Http,
+    Https,
+}
+
+impl Scheme {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Scheme::Http => "http",
+            Scheme::Https => "https",
+        }
+    }
+
+    /// The port a URL without one means.
+    pub fn default_port(self) -> u16 {
+        match self {
+            Scheme::Http => 80,
+            Scheme::Https => 443,
+        }
+    }
+
+    fn parse(s: &str) -> Option<Scheme> {
+        match s.to_ascii_lowercase().as_str() {
+            "http" => Some(Scheme::Http),
+            "https" => Some(Scheme::Https),
+            _ => None,
+        }
+    }
+}
+
+/// A URL pattern: scheme, host pattern, port (explicit), and a path rule.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(try_from = "String", into = "String")]
+pub struct UrlPattern {
+    source: String,
+    scheme: Scheme,
+    /// Host (lowercase; `*.suffix` for a wildcard) with the explicit port.
+    host: HostPattern,
+    port: u16,
+    path: PathRule,
+}
+
+/// Which paths a URL pattern covers.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+enum PathRule {
+    /// No path given: every path.
+    Any,
+    /// `PREFIX/**`: the prefix itself and everything beneath it (segment
+    /// boundaries: `/v1/**` does not cover `/v1evil`).
+    Under(String),
+    /// One path exactly.
+    Exact(String),
+}
+
+impl TryFrom<String> for UrlPattern {
+    type Error = TargetError;
+    fn try_from(value: String) -> Result<Self, Self::Error> {
+        UrlPattern::parse(&value)
+    }
+}
+
+impl From<UrlPattern> for String {
+    fn from(u: UrlPattern) -> String {
+        u.source
+    }
+}
+
+fn bad(value: &str, why: &'static str) -> TargetError {
+    TargetError::BadHost {
+        value: value.to_string(),
+        why,
+    }
+}
+
+impl UrlPattern {
+    /// Parses `scheme://host[:port][/path[/**]]`.
+    pub fn parse(value: &str) -> Result<UrlPattern, TargetError> {
+        let Some((scheme, rest)) = value.split_once("://") else {
+            return Err(bad(value, "a URL pattern needs `http://` or `https://`"));
+        };
+        let scheme =
+            Scheme::parse(scheme).ok_or(bad(value, "only `http` and `https` URLs are allowed"))?;
+        let (authority, path) = match rest.find('/') {
+            Some(i) => (&rest[..i], &rest[i..]),
+            None => (rest, ""),
+        };
+        if authority.contains('@') {
+            return Err(bad(value, "a URL pattern cannot hold userinfo"));
+        }
+        if path.contains(['?', '#']) {
+            return Err(bad(
+                value,
+                "a URL pattern cannot hold a query or a fragment",
+            ));
+        }
+        let host = HostPattern::parse(authority)?;
+        let port = host.port().unwrap_or(scheme.default_port());
+        let path = match path {
+            "" | "/**" => PathRule::Any,
+            p => {
+                let (rule, literal) = match p.strip_suffix("/**") {
+                    Some(prefix) => (true, prefix),
+                    None => (false, p),
+                };
+                if literal.contains('*') {
+                    return Err(bad(
+                        value,
+                        "a URL pattern's path may end in `/**`, and holds no other wildcard",
+                    ));
+                }
+                let canonical = canonical_path(literal).map_err(|_| {
+                    bad(
+                        value,
+                        "a URL pattern's path cannot hold `.` or `..` segments or bad escapes",
+                    )
+                })?;
+                if rule {
+                    PathRule::Under(canonical)
+                } else {
+                    PathRule::Exact(canonical)
+                }
+            }
+        };
+        Ok(UrlPattern {
+            source: value.to_string(),
+            scheme,
+            host,
+            port,
+            path,
+        })
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.source
+    }
+
+    /// The host pattern, with the explicit port.
+    pub fn host(&self) -> &HostPattern {
+        &self.host
+    }
+
+    pub fn scheme(&self) -> Scheme {
+        self.scheme
+    }
+
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    /// Whether `path` (canonical) is one this pattern covers.
+    fn covers_path(&self, path: &str) -> bool {
+        match &self.path {
+            PathRule::Any => true,
+            PathRule::Exact(p) => p == path,
+            PathRule::Under(prefix) => {
+                path == prefix
+                    || prefix == "/"
+                    || path
+                        .strip_prefix(prefix.as_str())
+                        .is_some_and(|rest| rest.starts_with('/'))
+            }
+        }
+    }
+
+    /// Whether this pattern covers `other` (a narrower pattern names
+    /// nothing this one does not).
+    fn covers_url(&self, other: &UrlPattern) -> bool {
+        self.scheme == other.scheme
+            && self.port == other.port
+            && self.host.covers(other.host.host())
+            && match &other.path {
+                PathRule::Any => self.path == PathRule::Any,
+                PathRule::Exact(p) => self.covers_path(p),
+                PathRule::Under(p) => match &self.path {
+                    PathRule::Any => true,
+                    PathRule::Exact(_) => false,
+                    PathRule::Under(_) => self.covers_path(p),
+                },
+            }
+    }
+}
+
+/// A `network:sites` target: a host pattern, or a URL pattern.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum SitePattern {
+    Host(HostPattern),
+    Url(UrlPattern),
+}
+
+impl SitePattern {
+    /// A URL pattern when `value` has a scheme, else a host pattern.
+    pub fn parse(value: &str) -> Result<SitePattern, TargetError> {
+        if value.contains("://") {
+            UrlPattern::parse(value).map(SitePattern::Url)
+        } else {
+            HostPattern::parse(value).map(SitePattern::Host)
+        }
+    }
+
+    pub fn as_str(&self) -> &str {
+        match self {
+            SitePattern::Host(h) => h.as_str(),
+            SitePattern::Url(u) => u.as_str(),
+        }
+    }
+
+    /// Whether this pattern covers `target`: a host (`host[:port]`), a URL
+    /// pattern, or a pattern of either kind that names nothing this one
+    /// does not. A host pattern covers a URL only as HTTPS on its port (443
+    /// when it names none); a URL pattern never covers a host target (which
+    /// would allow raw sockets).
+    pub fn covers(&self, target: &str) -> bool {
+        match (self, SitePattern::parse(target)) {
+            (SitePattern::Host(h), Ok(SitePattern::Url(u))) => {
+                u.scheme == Scheme::Https
+                    && h.port().unwrap_or(443) == u.port
+                    && h.covers(u.host.host())
+            }
+            (SitePattern::Host(h), _) => h.covers(target),
+            (SitePattern::Url(mine), Ok(SitePattern::Url(u))) => mine.covers_url(&u),
+            (SitePattern::Url(_), _) => false,
+        }
+    }
+
+    /// The host pattern a raw socket may use: a host pattern's own; none
+    /// for a URL pattern (it allows HTTP only).
+    pub fn socket_host(&self) -> Option<&HostPattern> {
+        match self {
+            SitePattern::Host(h) => Some(h),
+            SitePattern::Url(_) => None,
+        }
+    }
+}
+
+impl fmt::Display for SitePattern {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// One thing a turn may call: a site, and the methods allowed on it (any
+/// when `None`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HttpRule {
+    pub site: SitePattern,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub methods: Option<Vec<String>>,
+}
+
+/// A request as the policy decides it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct HttpRequest {
+    pub method: String,
+    pub scheme: Scheme,
+    /// Lowercase ASCII (IDNA), no trailing dot; an IP literal in its
+    /// canonical text (IPv6 without brackets).
+    pub host: String,
+    pub port: u16,
+    /// Percent-decoded once; `/` when empty.
+    pub path: String,
+    /// The raw query (without `?`), never logged: only its sha256 and
+    /// length are.
+    #[serde(skip)]
+    pub query: Option<String>,
+}
+
+/// Why a request could not be put in canonical form.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RequestError {
+    #[error("the scheme `{0}` is not http or https")]
+    Scheme(String),
+    #[error("a request URL cannot hold userinfo")]
+    Userinfo,
+    #[error("the host `{0}` is not a valid host name")]
+    Host(String),
+    #[error("the port `{0}` is not a port")]
+    Port(String),
+    #[error("the path holds a `.` or `..` segment, or a bad escape")]
+    Path,
+    #[error("the method `{0}` is not a token")]
+    Method(String),
+}
+
+impl HttpRequest {
+    /// Canonicalizes a request from its parts as the guest gave them.
+    pub fn canonical(
+        method: &str,
+        scheme: &str,
+        authority: &str,
+        path_with_query: &str,
+    ) -> Result<HttpRequest, RequestError> {
+        let scheme = Scheme::parse(scheme).ok_or_else(|| RequestError::Scheme(scheme.into()))?;
+        if method.is_empty()
+            || !method
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b))
+        {
+            return Err(RequestError::Method(method.into()));
+        }
+        if authority.contains('@') {
+            return Err(RequestError::Userinfo);
+        }
+        let (host, port) = split_authority(authority)?;
+        let host = canonical_host(host)?;
+        let port = match port {
+            None => scheme.default_port(),
+            Some(p) => p.parse::<u16>().map_err(|_| RequestError::Port(p.into()))?,
+        };
+        let (path, query) = match path_with_query.split_once('?') {
+            Some((p, q)) => (p, Some(q.to_string())),
+            None => (path_with_query, None),
+        };
+        let path = canonical_path(path).map_err(|_| RequestError::Path)?;
+        Ok(HttpRequest {
+            method: method.to_ascii_uppercase(),
+            scheme,
+            host,
+            port,
+            path,
+            query,
+        })
+    }
+
+    /// `scheme://host:port` (IPv6 in brackets).
+    pub fn origin(&self) -> String {
+        if self.host.contains(':') {
+            format!("{}://[{}]:{}", self.scheme.as_str(), self.host, self.port)
+        } else {
+            format!("{}://{}:{}", self.scheme.as_str(), self.host, self.port)
+        }
+    }
+}
+
+/// `host[:port]`, with a bracketed IPv6 literal.
+fn split_authority(authority: &str) -> Result<(&str, Option<&str>), RequestError> {
+    if let Some(rest) = authority.strip_prefix('[') {
+        let end = rest
+            .find(']')
+            .ok_or_else(|| RequestError::Host(authority.into()))?;
+        let port = match &rest[end + 1..] {
+            "" => None,
+            p => Some(
+                p.strip_prefix(':')
+                    .ok_or_else(|| RequestError::Host(authority.into()))?,
+            ),
+        };
+        return Ok((&rest[..end], port));
+    }
+    Ok(match authority.rsplit_once(':') {
+        Some((h, p)) => (h, Some(p)),
+        None => (authority, None),
+    })
+}
+
+/// Lowercase ASCII, IDNA, no trailing dot; an IP literal canonical.
+fn canonical_host(host: &str) -> Result<String, RequestError> {
+    if let Some(ip) = parse_ip(host) {
+        return Ok(ip.to_string());
+    }
+    let trimmed = host.strip_suffix('.').unwrap_or(host);
+    if trimmed.is_empty() {
+        return Err(RequestError::Host(host.into()));
+    }
+    let ascii =
+        idna::domain_to_ascii_strict(trimmed).map_err(|_| RequestError::Host(host.into()))?;
+    if ascii.is_empty() || ascii.ends_with('.') {
+        return Err(RequestError::Host(host.into()));
+    }
+    Ok(ascii)
+}
+
+/// The path percent-decoded once, `/` when empty; refused when it holds a
+/// `.` or `..` segment (before or after decoding), a bad escape, or bytes
+/// that are not UTF-8.
+fn canonical_path(path: &str) -> Result<String, ()> {
+    if path.is_empty() {
+        return Ok("/".into());
+    }
+    if !path.starts_with('/') {
+        return Err(());
+    }
+    // A `%` must start a full escape: `%zz` is not decoded silently.
+    let bytes = path.as_bytes();
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'%' {
+            let ok = bytes.get(i + 1).is_some_and(u8::is_ascii_hexdigit)
+                && bytes.get(i + 2).is_some_and(u8::is_ascii_hexdigit);
+            if !ok {
+                return Err(());
+            }
+            i += 3;
+        } else {
+            i += 1;
+        }
+    }
+    let decoded = percent_encoding::percent_decode_str(path)
+        .decode_utf8()
+        .map_err(|_| ())?
+        .into_owned();
+    let dot = |p: &str| p.split('/').any(|s| s == "." || s == "..");
+    if dot(path) || dot(&decoded) {
+        return Err(());
+    }
+    Ok(decoded)
+}
+
+/// Whether the request is allowed by one of `rules`: the index of the
+/// first rule that allows it, or why none does.
+pub fn decide_request(rules: &[HttpRule], req: &HttpRequest) -> Result<usize, String> {
+    let mut why = None;
+    for (i, rule) in rules.iter().enumerate() {
+        let site_ok = match &rule.site {
+            SitePattern::Host(h) => {
+                req.scheme == Scheme::Https
+                    && h.port().unwrap_or(443) == req.port
+                    && h.matches_host(&req.host)
+            }
+            SitePattern::Url(u) => {
+                u.scheme == req.scheme
+                    && u.port == req.port
+                    && u.host.matches_host(&req.host)
+                    && u.covers_path(&req.path)
+            }
+        };
+        if !site_ok {
+            continue;
+        }
+        match &rule.methods {
+            Some(methods) if !methods.iter().any(|m| m.eq_ignore_ascii_case(&req.method)) => {
+                why.get_or_insert_with(|| {
+                    format!(
+                        "`{}` is not one of the methods granted on `{}` ({})",
+                        req.method,
+                        rule.site,
+                        methods.join(", ")
+                    )
+                });
+            }
+            _ => return Ok(i),
+        }
+    }
+    Err(why.unwrap_or_else(|| {
+        format!(
+            "`{} {}{}` is not covered by any `network:sites` grant of this turn",
+            req.method,
+            req.origin(),
+            req.path
+        )
+    }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rule(site: &str, methods: Option<&[&str]>) -> HttpRule {
+        HttpRule {
+            site: SitePattern::parse(site).unwrap(),
+            methods: methods.map(|m| m.iter().map(|s| s.to_string()).collect()),
+        }
+    }
+
+    fn req(method: &str, url: &str) -> Result<HttpRequest, RequestError> {
+        let (scheme, rest) = url.split_once("://").unwrap();
+        let (authority, path) = match rest.find('/') {
+            Some(i) => (&rest[..i], &rest[i..]),
+            None => (rest, ""),
+        };
+        HttpRequest::canonical(method, scheme, authority, path)
+    }
+
+    fn allowed(rules: &[HttpRule], method: &str, url: &str) -> bool {
+        req(method, url).is_ok_and(|r| decide_request(rules, &r).is_ok())
+    }
+
+    #[test]
+    fn a_host_target_allows_https_on_its_port_only() {
+        let rules = [rule("api.example.com", None)];
+        assert!(allowed(&rules, "GET", "https://api.example.com/x"));
+        assert!(allowed(&rules, "GET", "https://API.Example.com./x"));
+        assert!(!allowed(&rules, "GET", "http://api.example.com/x"));
+        assert!(!allowed(&rules, "GET", "https://api.example.com:8443/x"));
+        let rules = [rule("localhost:8443", None)];
+        assert!(allowed(&rules, "GET", "https://localhost:8443/"));
+        assert!(!allowed(&rules, "GET", "https://localhost/"));
+    }
+
+    #[test]
+    fn a_url_pattern_decides_scheme_port_path_and_method() {
+        let rules = [rule(
+            "https://api.example.com:8443/v1/**",
+            Some(&["GET", "POST"]),
+        )];
+        assert!(allowed(&rules, "GET", "https://api.example.com:8443/v1"));
+        assert!(allowed(
+            &rules,
+            "post",
+            "https://api.example.com:8443/v1/a/b?q=1"
+        ));
+        assert!(!allowed(
+            &rules,
+            "DELETE",
+            "https://api.example.com:8443/v1/a"
+        ));
+        assert!(!allowed(
+            &rules,
+            "GET",
+            "https://api.example.com:8443/v1evil"
+        ));
+        assert!(!allowed(&rules, "GET", "https://api.example.com:8443/v2/x"));
+        assert!(!allowed(&rules, "GET", "https://api.example.com/v1/a"));
+        assert!(!allowed(&rules, "GET", "http://api.example.com:8443/v1/a"));
+        let err = req("GET", "https://api.example.com:8443/v1/../v2/x").unwrap_err();
+        assert_eq!(err, RequestError::Path);
+        let err = req("GET", "https://api.example.com:8443/v1/%2e%2e/v2/x").unwrap_err();
+        assert_eq!(err, RequestError::Path);
+        assert!(req("GET", "https://api.example.com:8443/v1/%zz").is_err());
+    }
+
+    #[test]
+    fn userinfo_and_numeric_hosts_are_never_a_granted_name() {
+        let rules = [rule("https://localhost:8443/**", None)];
+        assert_eq!(
+            req("GET", "https://localhost@other:8443/").unwrap_err(),
+            RequestError::Userinfo
+        );
+        assert!(!allowed(&rules, "GET", "https://2130706433:8443/"));
+        assert!(!allowed(&rules, "GET", "https://0177.0.0.1:8443/"));
+        assert!(!allowed(&rules, "GET", "https://[::ffff:127.0.0.1]:8443/"));
+        let ip = [rule("https://127.0.0.1:8443", None)];
+        assert!(allowed(&ip, "GET", "https://[::ffff:127.0.0.1]:8443/"));
+    }
+
+    #[test]
+    fn patterns_cover_narrower_ones() {
+        let host = SitePattern::parse("api.example.com").unwrap();
+        assert!(host.covers("https://api.example.com/v1/**"));
+        assert!(!host.covers("http://api.example.com/v1/**"));
+        let url = SitePattern::parse("https://api.example.com/**").unwrap();
+        assert!(url.covers("https://api.example.com/v1/**"));
+        assert!(!url.covers("api.example.com"));
+        let v1 = SitePattern::parse("https://api.example.com/v1/**").unwrap();
+        assert!(v1.covers("https://api.example.com/v1/x"));
+        assert!(!v1.covers("https://api.example.com/**"));
+        assert!(UrlPattern::parse("ftp://x").is_err());
+        assert!(UrlPattern::parse("https://u@x").is_err());
+    }
+}
