@@ -373,10 +373,19 @@ fn a_p1_module_has_the_grants_and_refusals_of_its_p2_twin() {
 
 #[test]
 fn every_guest_is_used_by_a_test() {
-    let sources: String = std::fs::read_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/it"))
-        .unwrap()
-        .map(|e| std::fs::read_to_string(e.unwrap().path()).unwrap())
-        .collect();
+    // The sources of tests/it, its helpers in support/ included.
+    let mut sources = String::new();
+    let mut dirs = vec![Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/it")];
+    while let Some(dir) = dirs.pop() {
+        for e in std::fs::read_dir(dir).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                dirs.push(p);
+            } else {
+                sources.push_str(&std::fs::read_to_string(p).unwrap());
+            }
+        }
+    }
     for e in std::fs::read_dir(GUESTS).unwrap() {
         let p = e.unwrap().path();
         if !p.join("executor.toml").exists() {
