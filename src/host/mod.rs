@@ -29,6 +29,7 @@ pub mod approver;
 pub mod audit;
 pub(crate) mod gate;
 pub mod grants;
+mod needs;
 mod nested;
 mod own;
 pub mod queue;

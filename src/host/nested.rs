@@ -60,7 +60,7 @@ pub(super) fn services(
     scope: impl FnOnce() -> Scope,
 ) -> RunServices {
     let screen: Arc<dyn CommandScreen> =
-        if plan.exec_tools().is_empty() && plan.command().is_empty() {
+        if plan.parts().exec.tools.is_empty() && !plan.runnable().is_command() {
             Arc::new(NoCommands)
         } else {
             Arc::new(ActorScreen {
@@ -68,7 +68,7 @@ pub(super) fn services(
                 actor: base.request.actor.clone(),
             })
         };
-    let nested: Option<Arc<dyn NestedTurn>> = if plan.delegates().is_empty() {
+    let nested: Option<Arc<dyn NestedTurn>> = if plan.parts().delegate.callees.is_empty() {
         None
     } else {
         Some(Arc::new(Nested(scope())))
@@ -85,7 +85,9 @@ pub(super) fn services(
         // The granted variables' values, read here (the host's edge), not
         // in the sandbox.
         env: plan
-            .env_names()
+            .parts()
+            .env
+            .names
             .iter()
             .filter_map(|n| std::env::var(n).ok().map(|v| (n.clone(), v)))
             .collect(),

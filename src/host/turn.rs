@@ -17,7 +17,8 @@ use crate::manifest::Manifest;
 use crate::policy::snapshot::sha256_hex;
 use crate::policy::{Capability, DenyCode};
 use crate::sandbox::{
-    execute, EngineProfile, GuestResult, IsolationReport, Limits, Plan, RunError, Sandbox, Stopped,
+    execute, EngineProfile, GuestResult, IsolationReport, Limits, Plan, RunError, Runnable,
+    Sandbox, Stopped,
 };
 use crate::undo::{TurnJournal, TurnRecord};
 
@@ -652,10 +653,13 @@ impl Inner {
                 // pinned digest): one denial line, nothing else. The digest
                 // is the one the file really has.
                 journal.discard();
-                let digest = std::fs::read(plan.component())
-                    .ok()
-                    .map(|b| sha256_hex(&b))
-                    .or_else(|| plan.sha256().map(str::to_string));
+                let digest = match plan.runnable() {
+                    Runnable::Component { path, sha256 } => std::fs::read(path)
+                        .ok()
+                        .map(|b| sha256_hex(&b))
+                        .or_else(|| sha256.clone()),
+                    Runnable::Command { .. } => None,
+                };
                 return self.refuse(t, code, reason, digest);
             }
             Err(RunError::Load(e)) => {

@@ -3,6 +3,7 @@
 
 use std::borrow::Cow;
 use std::sync::atomic::Ordering;
+use std::sync::Arc;
 use std::time::Instant;
 
 use serde::Serialize;
@@ -11,19 +12,15 @@ use wasmtime::{CallHook, Store, Trap};
 use wasmtime_wasi::p2::pipe::MemoryInputPipe;
 use wasmtime_wasi::WasiCtxBuilder;
 
-use super::bindings::GuestError;
-use super::delegate::DelegateBinding;
-use super::engine::{LoadError, Pre, PreError, Sandbox};
+use super::bindings::log::LogLine;
+use super::bindings::{Core, GuestError, HostState, Prepare, States};
+use super::engine::{LoadError, Pre, PreError, Prepared, Sandbox};
 use super::imports::{self, RefusedImport};
-use super::limits::LimitHit;
-use super::log::LogLine;
-use super::memory::MemoryBinding;
+use super::limits::{LimitHit, Limits};
 use super::output::{CappedPipe, Forward};
-use super::plan::Plan;
+use super::plan::{Plan, Runnable};
 use super::services::RunServices;
-use super::state::HostState;
-use super::{clocks, env, fs, table};
-use crate::memory::MemoryStore;
+use super::{command, table};
 use crate::policy::DenyCode;
 
 /// What the guest returned.
@@ -55,7 +52,7 @@ pub struct RunReport {
     /// Every host command the guest asked for (`code:exec`), refused or
     /// run, with what confined it.
     #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub commands: Vec<super::exec::CommandRecord>,
+    pub commands: Vec<super::bindings::exec::CommandRecord>,
     /// The guest's exit status, as `wasmtime run` would exit with it:
     /// `proc_exit(N)` / `exit-with-code(N)` → N, `exit(ok)` or `run`
     /// returning ok → 0, a failure status or `run` returning an error → 1.
@@ -258,35 +255,107 @@ pub fn execute(
     io: &RunIo,
     services: &RunServices,
 ) -> Result<RunReport, RunError> {
-    if !plan.command().is_empty() {
-        return super::exec::run_command(plan, input, io, services);
-    }
+    let (path, sha256) = match plan.runnable() {
+        Runnable::Command { argv } => return command::run_command(plan, argv, input, io, services),
+        Runnable::Component { path, sha256 } => (path, sha256.as_deref()),
+    };
     let started = Instant::now();
-    let path = plan.component();
-    // Read, hashed and compiled once per host (the pin checked before any
-    // compilation); afterwards only the file's identity is looked at.
-    let (prepared, cache_hit) = sandbox.prepare(path, plan.sha256()).map_err(|e| match e {
+    let (prepared, cache_hit, pre, mask) = load(sandbox, plan, path, sha256)?;
+    let is_command = prepared.is_command;
+    let limits = *plan.limits();
+    let (stdout, stderr, cap) = pipes(io, is_command, &limits);
+    let mut b = WasiCtxBuilder::new();
+    b.stdout(stdout.clone()).stderr(stderr.clone());
+    // Sockets stay off unless the network unit turns them on.
+    b.allow_blocking_current_thread(true)
+        .allow_tcp(false)
+        .allow_udp(false)
+        .allow_ip_name_lookup(false);
+    if is_command {
+        command_io(&mut b, plan, input, io);
+    }
+    // The run's deadline, for everything it does from here on.
+    let deadline = Instant::now() + std::time::Duration::from_millis(limits.deadline_ms);
+    // Each unit's state, built from its part of the same plan; only the
+    // bindings of the granted units were linked (`mask`).
+    let states = States::prepare(&mut Prepare {
+        plan,
+        services,
+        wasi: &mut b,
+        deadline,
+    })
+    .map_err(host)?;
+    let mut linked = table::names(mask);
+    states.describe(plan.parts(), &mut linked);
+    let mut table = wasmtime::component::ResourceTable::new();
+    table.set_max_capacity(limits.resources);
+    let state = states.into_host_state(Core {
+        wasi: b.build(),
+        table,
+        limits: super::limits::GuardedLimits::new(&limits),
+        hostcalls_left: limits.hostcalls,
+        deadline,
+        cancel: services.cancel.clone(),
+    });
+    let mut store = store(sandbox, state, &services.cancel, deadline);
+    let outcome = call(pre, &mut store, input, &stdout);
+    // What the turn left each touched path as, for undo (a run killed
+    // before this still has its write-ahead journal).
+    store.data_mut().fs.finish().map_err(host)?;
+    let over = over_cap(&stdout, &stderr, cap);
+    let stdout = String::from_utf8_lossy(&stdout.contents()).into_owned();
+    let settled = settle(outcome, over, &store, &limits, &services.cancel, &stdout);
+    let data = store.data_mut();
+    let report = RunReport {
+        result: settled.result,
+        stdout,
+        stderr: String::from_utf8_lossy(&stderr.contents()).into_owned(),
+        log: std::mem::take(&mut data.log.lines),
+        linked,
+        imports: prepared.imports.clone(),
+        cache_hit,
+        compiled: sandbox.counters().compiled.load(Ordering::Relaxed),
+        sha256: prepared.digest.clone(),
+        elapsed_ms: started.elapsed().as_secs_f64() * 1e3,
+        commands: std::mem::take(&mut data.exec.records),
+        exit_code: settled.exit_code,
+        command: is_command,
+        backtrace: settled.backtrace,
+    };
+    match settled.stopped {
+        None => Ok(report),
+        Some(error) => Err(RunError::Stopped(Box::new(Stopped { error, report }))),
+    }
+}
+
+/// Loads the component (its pin checked before any compilation), checks
+/// its imports against the plan, and links only what was granted: the
+/// table's bindings the plan allows, linked once per (component, set of
+/// bindings) and kept prepared. Returns the component, whether it was
+/// cached, its pre-instance (or why its exports do not fit, which fails
+/// the run as instantiation would) and the set of bindings linked.
+fn load(
+    sandbox: &Sandbox,
+    plan: &Plan,
+    path: &std::path::Path,
+    sha256: Option<&str>,
+) -> Result<(Arc<Prepared>, bool, wasmtime::Result<Pre>, u32), RunError> {
+    let (prepared, cache_hit) = sandbox.prepare(path, sha256).map_err(|e| match e {
         LoadError::Pinned { .. } => RunError::Refused {
             code: DenyCode::DigestMismatch,
             reason: e.to_string(),
         },
         e => RunError::Load(e),
     })?;
-    let engine = sandbox.engine();
-    let import_names = prepared.imports.clone();
-    let is_command = prepared.is_command;
-    imports::check_known(&import_names, &prepared.authorities, plan).map_err(
+    imports::check_known(&prepared.imports, &prepared.authorities, plan).map_err(
         |RefusedImport { reason, .. }| RunError::Refused {
             code: DenyCode::ImportNotGranted,
             reason,
         },
     )?;
-
-    // Link only what was granted: the table's bindings the plan allows,
-    // linked once per (component, set of bindings) and kept prepared.
     let mask = table::granted_mask(plan);
     let pre = match prepared.pre(mask, || {
-        let mut linker: Linker<HostState> = Linker::new(engine);
+        let mut linker: Linker<HostState> = Linker::new(sandbox.engine());
         table::link(&mut linker, &table::granted(plan))?;
         Ok(linker)
     }) {
@@ -303,118 +372,69 @@ pub fn execute(
             })
         }
     };
-    let mut linked: Vec<Cow<'static, str>> = table::BINDINGS
-        .iter()
-        .enumerate()
-        .filter(|(i, _)| mask & (1 << i) != 0)
-        .map(|(_, b)| describe(b.name, plan))
-        .collect();
-    // Each linked binding's state, built from the same plan.
-    let memory_binding = match plan.memory() {
-        Some(grant) => Some(MemoryBinding {
-            store: MemoryStore::open(&services.memory_db).map_err(host)?,
-            grant: grant.clone(),
-            journal: services.journal.clone(),
-            max_keys: plan.limits().memory_keys,
-        }),
-        None => None,
-    };
-    let delegate_binding = services
-        .nested
-        .as_ref()
-        .filter(|_| !plan.delegates().is_empty())
-        .map(|nested| DelegateBinding {
-            nested: nested.clone(),
-            allowed: plan.delegates().to_vec(),
-            depth: services.depth,
-            journal: services.journal.clone(),
-        });
-    let exec_binding =
-        (!plan.exec_tools().is_empty()).then(|| super::exec::ExecBinding::new(plan, services));
+    Ok((prepared, cache_hit, pre, mask))
+}
 
-    let limits = *plan.limits();
-    let (stdout, stderr) = if io.forward_output && is_command {
+/// The run's stdout and stderr, and their cap: a command's streams go to
+/// the process's own when the caller forwards them, capped as it says;
+/// otherwise both are kept for the report, capped by the plan's limits.
+fn pipes(io: &RunIo, is_command: bool, limits: &Limits) -> (CappedPipe, CappedPipe, usize) {
+    if io.forward_output && is_command {
         let cap = io.forward_cap.unwrap_or(usize::MAX);
         (
             CappedPipe::forwarding(cap, Forward::Stdout),
             CappedPipe::forwarding(cap, Forward::Stderr),
+            cap,
         )
     } else {
-        (
-            CappedPipe::new(limits.output_bytes),
-            CappedPipe::new(limits.output_bytes),
-        )
-    };
-    let mut b = WasiCtxBuilder::new();
-    b.stdout(stdout.clone()).stderr(stderr.clone());
-    b.allow_blocking_current_thread(true);
-    b.allow_tcp(false)
-        .allow_udp(false)
-        .allow_ip_name_lookup(false);
-    if is_command {
-        match io.stdin {
-            StdinFrom::Input => {
-                b.stdin(MemoryInputPipe::new(input.to_string()));
-            }
-            StdinFrom::Inherit => {
-                if let Some(stdin) = &io.process_stdin {
-                    b.stdin(stdin.clone());
-                }
+        let cap = limits.output_bytes;
+        (CappedPipe::new(cap), CappedPipe::new(cap), cap)
+    }
+}
+
+/// The output cap's limit, when a stream reached it.
+fn over_cap(stdout: &CappedPipe, stderr: &CappedPipe, cap: usize) -> Option<RunError> {
+    [(stdout, "stdout"), (stderr, "stderr")]
+        .into_iter()
+        .find(|(pipe, _)| pipe.cap_hit())
+        .map(|(_, name)| {
+            RunError::Limit(LimitHit::new(
+                DenyCode::LimitOutput,
+                format!("the guest wrote more than {cap} bytes to {name}"),
+            ))
+        })
+}
+
+/// A command's stdin and arguments (`argv[0]` the executor's name).
+fn command_io(b: &mut WasiCtxBuilder, plan: &Plan, input: &str, io: &RunIo) {
+    match io.stdin {
+        StdinFrom::Input => {
+            b.stdin(MemoryInputPipe::new(input.to_string()));
+        }
+        StdinFrom::Inherit => {
+            if let Some(stdin) = &io.process_stdin {
+                b.stdin(stdin.clone());
             }
         }
-        b.arg(plan.executor());
-        b.args(&io.args);
     }
-    linked.extend(
-        fs::apply(&mut b, plan)
-            .map_err(host)?
-            .into_iter()
-            .map(Cow::Owned),
-    );
-    for name in env::apply(&mut b, plan, services) {
-        linked.push(format!("env `{name}`").into());
-    }
-    linked.push(Cow::Borrowed(if clocks::apply(&mut b, plan) {
-        "clocks: real"
-    } else {
-        "clocks: frozen"
-    }));
-    let network = super::network::Sites::new(plan);
-    linked.extend(
-        super::network::apply(&mut b, &network)
-            .into_iter()
-            .map(Cow::Owned),
-    );
+    b.arg(plan.executor());
+    b.args(&io.args);
+}
 
-    // The run's deadline, for everything it does from here on.
-    let deadline = Instant::now() + std::time::Duration::from_millis(limits.deadline_ms);
-    let mut table = wasmtime::component::ResourceTable::new();
-    table.set_max_capacity(limits.resources);
-    let state = HostState {
-        wasi: b.build(),
-        table,
-        network,
-        limits: super::limits::GuardedLimits::new(&limits),
-        log: Default::default(),
-        human: super::human::HumanState {
-            asked: 0,
-            asker: services.asker.clone(),
-        },
-        memory: memory_binding,
-        delegate: delegate_binding,
-        exec: exec_binding,
-        hostcalls_left: limits.hostcalls,
-        hostcalls_exhausted: false,
-        deadline,
-        cancel: services.cancel.clone(),
-        fs: super::journal_fs::FsLayer::new(plan, services.journal.clone(), services.audit.clone()),
-    };
-    let mut store = Store::new(engine, state);
+/// The run's store, with its limits, deadline, cancel switch and host-call
+/// fuel.
+fn store(
+    sandbox: &Sandbox,
+    state: HostState,
+    cancel: &super::services::CancelHandle,
+    deadline: Instant,
+) -> Store<HostState> {
+    let mut store = Store::new(sandbox.engine(), state);
     store.limiter(|s| &mut s.limits);
     sandbox.start_ticker();
     // Checked every epoch tick while wasm runs: the cancel switch, then the
     // deadline. All the run's time counts, in wasm or in host calls.
-    let cancel = services.cancel.clone();
+    let cancel = cancel.clone();
     store.set_epoch_deadline(1);
     store.epoch_deadline_callback(move |_| {
         if cancel.is_cancelled() || Instant::now() >= deadline {
@@ -433,13 +453,21 @@ pub fn execute(
         }
         Ok(())
     });
+    store
+}
 
-    let outcome: wasmtime::Result<GuestResult> = match pre {
-        Err(e) => Err(e),
-        Ok(Pre::Command(p)) => (|| {
-            let cmd = p.instantiate(&mut store)?;
-            let status = cmd.wasi_cli_run().call_run(&mut store)?;
-            Ok(match status {
+/// Instantiates and runs the guest: a command's `run`, or the executor's
+/// `run(input)`.
+fn call(
+    pre: wasmtime::Result<Pre>,
+    store: &mut Store<HostState>,
+    input: &str,
+    stdout: &CappedPipe,
+) -> wasmtime::Result<GuestResult> {
+    match pre? {
+        Pre::Command(p) => {
+            let cmd = p.instantiate(&mut *store)?;
+            Ok(match cmd.wasi_cli_run().call_run(&mut *store)? {
                 Ok(()) => GuestResult::Ok {
                     output: String::from_utf8_lossy(&stdout.contents()).into_owned(),
                 },
@@ -447,47 +475,53 @@ pub fn execute(
                     error: serde_json::json!({"failed": "the command exited with a failure status"}),
                 },
             })
-        })(),
-        Ok(Pre::Executor(p)) => (|| {
-            let exe = p.instantiate(&mut store)?;
-            Ok(match exe.call_run(&mut store, input)? {
+        }
+        Pre::Executor(p) => {
+            let exe = p.instantiate(&mut *store)?;
+            Ok(match exe.call_run(&mut *store, input)? {
                 Ok(output) => GuestResult::Ok { output },
                 Err(e) => GuestResult::Err {
                     error: guest_error_json(&e),
                 },
             })
-        })(),
-    };
-    // What the turn left each touched path as, for undo (a run killed
-    // before this still has its write-ahead journal).
-    store.data_mut().fs.finish().map_err(host)?;
-    let stopped = if stdout.cap_hit() || stderr.cap_hit() {
-        Some(RunError::Limit(LimitHit::new(
-            DenyCode::LimitOutput,
-            format!(
-                "the guest wrote more than {} bytes to {}",
-                if io.forward_output && is_command {
-                    io.forward_cap.unwrap_or(usize::MAX)
-                } else {
-                    limits.output_bytes
-                },
-                if stdout.cap_hit() { "stdout" } else { "stderr" }
-            ),
-        )))
-    } else {
-        None
-    };
-    let output = || String::from_utf8_lossy(&stdout.contents()).into_owned();
+        }
+    }
+}
+
+/// How a run ended: its result, or why it was stopped.
+struct Settled {
+    result: GuestResult,
+    stopped: Option<RunError>,
+    exit_code: Option<i32>,
+    backtrace: Vec<TrapFrame>,
+}
+
+/// Settles the guest's `outcome`: a cap hit (`over`) stops the run
+/// whatever the guest returned; an exit is the guest's own status, not a
+/// failure of the run; any other error is classified (a limit, a cancel, a
+/// trap with its frames).
+fn settle(
+    outcome: wasmtime::Result<GuestResult>,
+    over: Option<RunError>,
+    store: &Store<HostState>,
+    limits: &Limits,
+    cancel: &super::services::CancelHandle,
+    stdout: &str,
+) -> Settled {
     let frames = match &outcome {
         Err(e) => frames_of(e),
         Ok(_) => Vec::new(),
     };
-    let (result, stopped) = match (stopped, outcome) {
+    let (result, stopped) = match (over, outcome) {
         (Some(limit), _) => (None, Some(limit)),
         (None, Ok(result)) => (Some(result), None),
-        (None, Err(e)) => match classify(e, &store, &limits, &services.cancel) {
-            // An exit is the guest's own status, not a failure of the run.
-            RunError::Exit(0) => (Some(GuestResult::Ok { output: output() }), None),
+        (None, Err(e)) => match classify(e, store, limits, cancel) {
+            RunError::Exit(0) => (
+                Some(GuestResult::Ok {
+                    output: stdout.to_string(),
+                }),
+                None,
+            ),
             RunError::Exit(n) => (
                 Some(GuestResult::Err {
                     error: serde_json::json!({
@@ -511,65 +545,28 @@ pub fn execute(
         ),
         None => None,
     };
-    let report = RunReport {
+    Settled {
         result: result.unwrap_or_else(|| GuestResult::Err {
             error: serde_json::json!({
                 "stopped": stopped.as_ref().map(|e| e.to_string()).unwrap_or_default()
             }),
         }),
-        stdout: output(),
-        stderr: String::from_utf8_lossy(&stderr.contents()).into_owned(),
-        log: std::mem::take(&mut store.data_mut().log.lines),
-        linked,
-        imports: import_names,
-        cache_hit,
-        compiled: sandbox.counters().compiled.load(Ordering::Relaxed),
-        sha256: prepared.digest.clone(),
-        elapsed_ms: started.elapsed().as_secs_f64() * 1e3,
-        commands: store
-            .data_mut()
-            .exec
-            .as_mut()
-            .map(|b| std::mem::take(&mut b.records))
-            .unwrap_or_default(),
-        exit_code,
-        command: is_command,
         // Only a trap's: a limit's or a cancel's stack says nothing wrong.
         backtrace: if matches!(stopped, Some(RunError::Trap(_))) {
             frames
         } else {
             Vec::new()
         },
-    };
-    match stopped {
-        None => Ok(report),
-        Some(error) => Err(RunError::Stopped(Box::new(Stopped { error, report }))),
+        stopped,
+        exit_code,
     }
-}
-
-/// How the run report names a linked binding (with what the plan gave it).
-fn describe(name: &'static str, plan: &Plan) -> Cow<'static, str> {
-    Cow::Owned(match name {
-        "gatehouse:executor/memory" => match plan.memory() {
-            Some(grant) => format!(
-                "{name} (scope `{}`{}{})",
-                grant.scope,
-                if grant.read { ", read" } else { "" },
-                if grant.write { ", write" } else { "" }
-            ),
-            None => return Cow::Borrowed(name),
-        },
-        "gatehouse:executor/delegate" => format!("{name} ({})", plan.delegates().join(", ")),
-        "gatehouse:executor/exec" => format!("{name} ({})", plan.exec_tools().join(", ")),
-        _ => return Cow::Borrowed(name),
-    })
 }
 
 /// Turns a wasmtime error into its limit code when a limit caused it.
 fn classify(
     e: wasmtime::Error,
     store: &Store<HostState>,
-    limits: &super::limits::Limits,
+    limits: &Limits,
     cancel: &super::services::CancelHandle,
 ) -> RunError {
     if let Some(exit) = e.downcast_ref::<wasmtime_wasi::I32Exit>() {

@@ -16,9 +16,10 @@
 use serde::Serialize;
 use wasmtime::component::Linker;
 
+use super::bindings::{delegate, exec, fs, human, log, memory, network, wasi};
+use super::deadline_io;
 use super::plan::Plan;
 use super::state::HostState;
-use super::{deadline_io, delegate, exec, human, journal_fs, log, memory, network, wasi};
 use crate::policy::Capability;
 
 /// Whether an interface needs a grant, and which.
@@ -134,7 +135,7 @@ pub static BINDINGS: &[Binding] = &[
         authority: Authority::Baseline,
         about: "files and directories beneath the preopens; there are none without `fs:read` or `fs:write`",
         filled_by: &[C::FsRead, C::FsWrite],
-        link: link_filesystem,
+        link: fs::add_to_linker,
     },
     Binding {
         name: "gatehouse:executor/log",
@@ -142,7 +143,7 @@ pub static BINDINGS: &[Binding] = &[
         authority: Authority::Baseline,
         about: "structured log lines kept with the turn",
         filled_by: &[],
-        link: |l| log::add_to_linker(l, HostState::log_view),
+        link: log::add_to_linker,
     },
     Binding {
         name: "gatehouse:executor/memory",
@@ -150,7 +151,7 @@ pub static BINDINGS: &[Binding] = &[
         authority: Authority::Needs(&[C::MemoryRead, C::MemoryWrite]),
         about: "get, set, delete and list keys in the host's memory, in the one granted scope",
         filled_by: &[],
-        link: |l| memory::add_to_linker(l, HostState::memory_view),
+        link: memory::add_to_linker,
     },
     Binding {
         name: "gatehouse:executor/human",
@@ -158,7 +159,7 @@ pub static BINDINGS: &[Binding] = &[
         authority: Authority::Needs(&[C::HumanAsk]),
         about: "ask the person behind the turn a question",
         filled_by: &[],
-        link: |l| human::add_to_linker(l, HostState::human_view),
+        link: human::add_to_linker,
     },
     Binding {
         name: "gatehouse:executor/delegate",
@@ -166,7 +167,7 @@ pub static BINDINGS: &[Binding] = &[
         authority: Authority::Needs(&[C::DelegateCall]),
         about: "run another executor by name (`EXECUTOR`, or `ACTOR/EXECUTOR` to delegate to another actor), as its own turn",
         filled_by: &[],
-        link: |l| delegate::add_to_linker(l, HostState::delegate_view),
+        link: delegate::add_to_linker,
     },
     Binding {
         name: "gatehouse:executor/exec",
@@ -174,7 +175,7 @@ pub static BINDINGS: &[Binding] = &[
         authority: Authority::Needs(&[C::CodeExec]),
         about: "run a granted host command in the OS sandbox",
         filled_by: &[],
-        link: |l| exec::add_to_linker(l, HostState::exec_view),
+        link: exec::add_to_linker,
     },
     Binding {
         name: "wasi:sockets",
@@ -185,11 +186,6 @@ pub static BINDINGS: &[Binding] = &[
         link: network::add_to_linker,
     },
 ];
-
-fn link_filesystem(l: &mut Linker<HostState>) -> wasmtime::Result<()> {
-    wasi::link_preopens(l)?;
-    journal_fs::add_to_linker(l)
-}
 
 /// The binding that serves `interface` (`package/name`, no version).
 pub fn binding_of(interface: &str) -> Option<&'static Binding> {
@@ -215,6 +211,17 @@ pub fn granted_mask(plan: &Plan) -> u32 {
         .enumerate()
         .filter(|(_, b)| b.allowed_by(plan))
         .fold(0, |mask, (i, _)| mask | (1 << i))
+}
+
+/// The names of the bindings in `mask` (see [`granted_mask`]), for the
+/// run report.
+pub fn names(mask: u32) -> Vec<std::borrow::Cow<'static, str>> {
+    BINDINGS
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| mask & (1 << i) != 0)
+        .map(|(_, b)| std::borrow::Cow::Borrowed(b.name))
+        .collect()
 }
 
 /// Links `bindings` into `linker`.

@@ -533,7 +533,7 @@ fn a_guest_runs_a_granted_command_confined_to_the_workspace() {
     assert!(v["run"]["linked"]
         .as_array()
         .unwrap()
-        .contains(&Value::from("gatehouse:executor/exec (cat, touch)")));
+        .contains(&Value::from("code:exec `cat`, `touch`")));
     // Both approvals were asked for and given once.
     assert!(
         run.stdout

@@ -18,20 +18,22 @@
 //! refuses a `wasi:sockets` import first), and the context keeps
 //! `allow_tcp(false)`.
 
+use std::borrow::Cow;
 use std::collections::BTreeSet;
 use std::future::Future;
 use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
 use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 
+use serde::Serialize;
 use wasmtime::component::{HasData, Linker, Resource, ResourceTable};
 use wasmtime_wasi::p2::bindings::{self as p2, sync};
 use wasmtime_wasi::p2::{DynPollable, Network, Pollable};
 use wasmtime_wasi::sockets::{SocketAddrUse, WasiSockets};
-use wasmtime_wasi::WasiCtxBuilder;
 
-use super::state::HostState;
+use super::{Prepare, Unit};
 use crate::policy::HostPattern;
+use crate::sandbox::HostState;
 
 mod generated {
     // Only `ip-name-lookup` is linked from here. The resources it shares
@@ -227,10 +229,10 @@ pub struct Sites {
 }
 
 impl Sites {
-    /// The sites of `plan` (none without `network:sites`), with the granted
-    /// IP literals already allowed.
-    pub fn new(plan: &super::plan::Plan) -> Sites {
-        Sites::with_resolver(plan.hosts().to_vec(), system_resolver)
+    /// The sites of `hosts` (none without `network:sites`), with the
+    /// granted IP literals already allowed.
+    pub fn new(hosts: &[HostPattern]) -> Sites {
+        Sites::with_resolver(hosts.to_vec(), system_resolver)
     }
 
     fn with_resolver(patterns: Vec<HostPattern>, resolver: Resolver) -> Sites {
@@ -441,13 +443,14 @@ fn sites_view(s: &mut HostState) -> SitesView<'_> {
 /// network, TCP and UDP interfaces.
 ///
 /// UDP is linked because Rust's std imports it in every socket-using
-/// guest; the context built by [`apply`] refuses to create a UDP socket
+/// guest; the context the unit prepares refuses to create a UDP socket
 /// and `socket_addr_check` refuses every UDP address, so it carries no
 /// authority.
 ///
 /// # Security
 /// Hands the guest the sockets the store's `WasiCtx` allows; call it only
-/// together with [`apply`], which builds that context from the grant.
+/// together with the unit's `prepare`, which builds that context from
+/// the part.
 pub fn add_to_linker(l: &mut Linker<HostState>) -> wasmtime::Result<()> {
     use wasmtime_wasi::sockets::WasiSocketsView;
     let options = p2::sockets::network::LinkOptions::default();
@@ -466,43 +469,69 @@ pub fn add_to_linker(l: &mut Linker<HostState>) -> wasmtime::Result<()> {
     Ok(())
 }
 
-/// With `network:sites` granted: TCP on, UDP off, the address check (the
-/// interfaces are linked by the table, [`super::table`]). Without it:
-/// nothing (the context keeps TCP, UDP and lookup off). Returns what the
-/// context allows.
-///
-/// # Security
-/// Grants TCP connections to the addresses `sites` allows, which grow as
-/// granted names are resolved during the run.
-pub fn apply(b: &mut WasiCtxBuilder, sites: &Sites) -> Vec<String> {
-    if !sites.granted() {
-        return Vec::new();
+/// The hosts `network:sites` was granted on (empty: no socket interface
+/// is linked, and the context keeps TCP, UDP and lookup off).
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct NetworkPart {
+    pub hosts: Vec<HostPattern>,
+}
+
+/// The network unit.
+pub struct NetworkSites;
+
+impl Unit for NetworkSites {
+    type Part = NetworkPart;
+    type State = Sites;
+
+    /// With hosts granted: TCP on, UDP off, the address check (the
+    /// interfaces are linked by the table, [`crate::sandbox::table`]).
+    /// Without: nothing.
+    ///
+    /// # Security
+    /// Grants TCP connections to the addresses the sites allow, which grow
+    /// as granted names are resolved during the run.
+    fn prepare(part: &NetworkPart, cx: &mut Prepare<'_>) -> Result<Sites, String> {
+        let sites = Sites::new(&part.hosts);
+        if !sites.granted() {
+            return Ok(sites);
+        }
+        // wasmtime-wasi's own lookup stays off: ours is linked in its
+        // place, and this flag would only matter to wasmtime-wasi's.
+        cx.wasi
+            .allow_tcp(true)
+            .allow_udp(false)
+            .allow_ip_name_lookup(false);
+        let allowed = Arc::clone(&sites.allowed);
+        cx.wasi.socket_addr_check(move |addr, use_| {
+            // Decided now, not in the future: the answer needs no I/O.
+            let ok = permits_use(&allowed, addr, use_);
+            Box::pin(std::future::ready(ok))
+        });
+        Ok(sites)
     }
-    // wasmtime-wasi's own lookup stays off: ours is linked in its place,
-    // and this flag would only matter to wasmtime-wasi's.
-    b.allow_tcp(true)
-        .allow_udp(false)
-        .allow_ip_name_lookup(false);
-    let allowed = Arc::clone(&sites.allowed);
-    b.socket_addr_check(move |addr, use_| {
-        // Decided now, not in the future: the answer needs no I/O.
-        let ok = permits_use(&allowed, addr, use_);
-        Box::pin(std::future::ready(ok))
-    });
-    let mut linked = vec![
-        "wasi:sockets/{network,instance-network,tcp-create-socket,tcp}".to_string(),
-        "wasi:sockets/{udp-create-socket,udp} (no udp socket can be created)".to_string(),
-        "wasi:sockets/ip-name-lookup (granted names only)".to_string(),
-    ];
-    for p in &sites.patterns {
-        let what = if parse_ip(p.host()).is_some() {
-            "connect"
-        } else {
-            "name lookup"
-        };
-        linked.push(format!("{what}: `{}`", String::from(p.clone())));
+
+    fn describe(_: &NetworkPart, sites: &Sites, out: &mut Vec<Cow<'static, str>>) {
+        if !sites.granted() {
+            return;
+        }
+        out.push(Cow::Borrowed(
+            "wasi:sockets/{network,instance-network,tcp-create-socket,tcp}",
+        ));
+        out.push(Cow::Borrowed(
+            "wasi:sockets/{udp-create-socket,udp} (no udp socket can be created)",
+        ));
+        out.push(Cow::Borrowed(
+            "wasi:sockets/ip-name-lookup (granted names only)",
+        ));
+        for p in &sites.patterns {
+            let what = if parse_ip(p.host()).is_some() {
+                "connect"
+            } else {
+                "name lookup"
+            };
+            out.push(Cow::Owned(format!("{what}: `{}`", String::from(p.clone()))));
+        }
     }
-    linked
 }
 
 #[cfg(test)]

@@ -10,22 +10,35 @@
 //! approval it would need cannot be asked from inside a call, so it comes
 //! back as a denial value. The sandbox itself never sees the gate.
 
+use std::borrow::Cow;
 use std::sync::Arc;
 
+use serde::Serialize;
 use wasmtime::component::{HasData, Linker};
 
-use super::bindings::gatehouse::executor::delegate;
-use super::bindings::gatehouse::executor::types::{Denial, Error};
-use super::services::{NestedError, NestedTurn};
+use super::wit::gatehouse::executor::delegate;
+use super::wit::gatehouse::executor::types::{Denial, Error};
+use super::{Prepare, Unit};
 use crate::policy::DenyCode;
+use crate::sandbox::services::{NestedError, NestedTurn};
+use crate::sandbox::HostState;
 use crate::undo::TurnJournal;
 
 /// Calls nest at most this deep.
 pub const MAX_DEPTH: u32 = 4;
 
+/// The executors `delegate:call` was granted on (`EXECUTOR` or
+/// `ACTOR/EXECUTOR`, as written); empty, and nothing linked, without it.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct DelegatePart {
+    pub callees: Vec<String>,
+}
+
 /// What a run needs to start nested turns.
-pub struct DelegateBinding {
-    pub nested: Arc<dyn NestedTurn>,
+pub struct DelegateState {
+    /// The host's nested turns (`None` when the host gave none: every call
+    /// is refused).
+    pub nested: Option<Arc<dyn NestedTurn>>,
     /// Executor names the plan allows `delegate:call` on.
     pub allowed: Vec<String>,
     /// This run's depth (0 for a top-level turn).
@@ -41,23 +54,25 @@ fn denial(code: DenyCode, reason: String) -> Error {
     })
 }
 
-impl DelegateBinding {
+impl DelegateState {
     fn call(
         &self,
         executor: String,
         input: String,
         left: std::time::Duration,
     ) -> Result<String, Error> {
+        let Some(nested) = self.nested.as_ref().filter(|_| !self.allowed.is_empty()) else {
+            return Err(denial(
+                DenyCode::TargetMismatch,
+                "no delegation was granted".into(),
+            ));
+        };
         if !self.allowed.contains(&executor) {
             return Err(denial(
                 DenyCode::TargetMismatch,
                 format!(
                     "`delegate:call` is granted for {}, not `{executor}`",
-                    self.allowed
-                        .iter()
-                        .map(|a| format!("`{a}`"))
-                        .collect::<Vec<_>>()
-                        .join(", ")
+                    quoted(&self.allowed)
                 ),
             ));
         }
@@ -67,7 +82,7 @@ impl DelegateBinding {
                 format!("calls nest at most {MAX_DEPTH} deep"),
             ));
         }
-        match self.nested.call(
+        match nested.call(
             &executor,
             &input,
             self.depth + 1,
@@ -84,18 +99,12 @@ impl DelegateBinding {
 /// What the binding works on: the run's delegation, when granted, and the
 /// run's deadline (a callee's time is the caller's: it gets what is left).
 pub struct DelegateView<'a> {
-    pub binding: Option<&'a DelegateBinding>,
+    pub state: &'a DelegateState,
     pub deadline: std::time::Instant,
 }
 
 impl delegate::Host for DelegateView<'_> {
     fn call(&mut self, executor: String, input: String) -> Result<String, Error> {
-        let Some(d) = self.binding else {
-            return Err(denial(
-                DenyCode::TargetMismatch,
-                "no delegation was granted".into(),
-            ));
-        };
         let left = self
             .deadline
             .saturating_duration_since(std::time::Instant::now());
@@ -105,7 +114,7 @@ impl delegate::Host for DelegateView<'_> {
                 "the run's deadline has passed; no call starts".into(),
             ));
         }
-        d.call(executor, input, left)
+        self.state.call(executor, input, left)
     }
 }
 
@@ -115,15 +124,53 @@ impl HasData for HasDelegate {
     type Data<'a> = DelegateView<'a>;
 }
 
+/// The delegation unit.
+pub struct Delegate;
+
+impl Unit for Delegate {
+    type Part = DelegatePart;
+    type State = DelegateState;
+
+    /// The host's nested turns, bound to the part's callees, at the run's
+    /// depth, journaled like the run.
+    ///
+    /// # Security
+    /// Lets the guest start turns of the part's executors, each through
+    /// the host's gate.
+    fn prepare(part: &DelegatePart, cx: &mut Prepare<'_>) -> Result<DelegateState, String> {
+        Ok(DelegateState {
+            nested: cx.services.nested.clone(),
+            allowed: part.callees.clone(),
+            depth: cx.services.depth,
+            journal: cx.services.journal.clone(),
+        })
+    }
+
+    fn describe(part: &DelegatePart, _: &DelegateState, out: &mut Vec<Cow<'static, str>>) {
+        if !part.callees.is_empty() {
+            out.push(Cow::Owned(format!("delegate to {}", quoted(&part.callees))));
+        }
+    }
+}
+
+/// `` `a`, `b` ``.
+fn quoted(names: &[String]) -> String {
+    names
+        .iter()
+        .map(|a| format!("`{a}`"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
 /// Links `gatehouse:executor/delegate`.
 ///
 /// # Security
-/// Lets the guest start nested turns of the executors the binding lists,
-/// each through the host's gate; link only with a binding built from the
-/// plan.
-pub fn add_to_linker<T: 'static>(
-    linker: &mut Linker<T>,
-    getter: fn(&mut T) -> DelegateView<'_>,
-) -> wasmtime::Result<()> {
-    delegate::add_to_linker::<T, HasDelegate>(linker, getter)
+/// Lets the guest start nested turns of the executors the state lists,
+/// each through the host's gate; the table links it only with
+/// `delegate:call` granted.
+pub fn add_to_linker(linker: &mut Linker<HostState>) -> wasmtime::Result<()> {
+    delegate::add_to_linker::<HostState, HasDelegate>(linker, |s| DelegateView {
+        state: &s.delegate,
+        deadline: s.deadline,
+    })
 }

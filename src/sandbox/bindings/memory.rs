@@ -1,21 +1,40 @@
 //! `memory:read` / `memory:write` → `gatehouse:executor/memory`, in the one
 //! scope the plan grants. Linked only when one of the two is granted; a
-//! call without its half of the grant returns `denied`, never traps.
+//! call without its half of the grant returns `denied`, never traps. The
+//! database is opened at the first call, so a run that never uses its
+//! memory never opens it.
 
+use std::borrow::Cow;
+use std::path::PathBuf;
+use std::sync::OnceLock;
+
+use serde::Serialize;
 use wasmtime::component::{HasData, Linker};
 
-use super::bindings::gatehouse::executor::memory;
-use super::bindings::gatehouse::executor::types::{Denial, Error};
-use super::plan::MemoryGrant;
+use super::wit::gatehouse::executor::memory;
+use super::wit::gatehouse::executor::types::{Denial, Error};
+use super::{Prepare, Unit};
 use crate::memory::{MemoryError, MemoryStore};
 use crate::policy::snapshot::sha256_hex;
 use crate::policy::DenyCode;
+use crate::sandbox::HostState;
 use crate::undo::{Operation, TurnJournal};
 
+/// The memory namespace a turn may use, and how (neither read nor write,
+/// and nothing linked, without a grant).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct MemoryPart {
+    pub scope: String,
+    pub read: bool,
+    pub write: bool,
+}
+
 /// The memory a run may use.
-pub struct MemoryBinding {
-    pub store: MemoryStore,
-    pub grant: MemoryGrant,
+pub struct MemoryState {
+    /// The database (`<state>/memory.db`), opened at the first call.
+    db: PathBuf,
+    store: OnceLock<MemoryStore>,
+    pub grant: MemoryPart,
     /// Every write is journaled here before it is made.
     pub journal: Option<TurnJournal>,
     /// The most keys the scope may hold: a new key past it is refused
@@ -24,7 +43,16 @@ pub struct MemoryBinding {
     pub max_keys: u64,
 }
 
-impl MemoryBinding {
+impl MemoryState {
+    /// The store, opened now if this is the first call.
+    fn store(&self) -> Result<&MemoryStore, Error> {
+        if let Some(store) = self.store.get() {
+            return Ok(store);
+        }
+        let store = MemoryStore::open(&self.db).map_err(failed)?;
+        Ok(self.store.get_or_init(|| store))
+    }
+
     /// Journals `op` ahead of the write; a journal that cannot be written
     /// fails the write (nothing unjournaled is ever done).
     fn journal(&self, op: Operation) -> Result<(), Error> {
@@ -54,18 +82,14 @@ fn failed(e: MemoryError) -> Error {
     }
 }
 
-/// What the binding works on: the run's memory, when granted.
+/// What the binding works on: the run's memory.
 pub struct MemoryView<'a> {
-    pub binding: Option<&'a MemoryBinding>,
+    pub state: &'a MemoryState,
 }
 
 impl MemoryView<'_> {
-    fn memory_for(&self, op: &str, write: bool) -> Result<&MemoryBinding, Error> {
-        let Some(m) = self.binding else {
-            // Unreachable by construction (the interface is linked only with
-            // a binding), answered as a denial rather than a panic.
-            return Err(denied(op, "memory:read", "-"));
-        };
+    fn memory_for(&self, op: &str, write: bool) -> Result<&MemoryState, Error> {
+        let m = self.state;
         let ok = if write { m.grant.write } else { m.grant.read };
         if !ok {
             return Err(denied(
@@ -81,14 +105,14 @@ impl MemoryView<'_> {
 impl memory::Host for MemoryView<'_> {
     fn get(&mut self, key: String) -> Result<Option<String>, Error> {
         let m = self.memory_for("get", false)?;
-        m.store.get(&m.grant.scope, &key).map_err(failed)
+        m.store()?.get(&m.grant.scope, &key).map_err(failed)
     }
 
     fn set(&mut self, key: String, value: String) -> Result<(), Error> {
         let m = self.memory_for("set", true)?;
         let scope = m.grant.scope.clone();
-        let previous = m.store.get(&scope, &key).map_err(failed)?;
-        if previous.is_none() && m.store.count(&scope).map_err(failed)? >= m.max_keys {
+        let previous = m.store()?.get(&scope, &key).map_err(failed)?;
+        if previous.is_none() && m.store()?.count(&scope).map_err(failed)? >= m.max_keys {
             return Err(Error::Denied(Denial {
                 code: DenyCode::LimitMemoryKeys.as_str().into(),
                 reason: format!(
@@ -103,24 +127,24 @@ impl memory::Host for MemoryView<'_> {
             previous,
             value_sha256: sha256_hex(value.as_bytes()),
         })?;
-        m.store.set(&scope, &key, &value).map_err(failed)
+        m.store()?.set(&scope, &key, &value).map_err(failed)
     }
 
     fn delete(&mut self, key: String) -> Result<bool, Error> {
         let m = self.memory_for("delete", true)?;
         let scope = m.grant.scope.clone();
-        let previous = m.store.get(&scope, &key).map_err(failed)?;
+        let previous = m.store()?.get(&scope, &key).map_err(failed)?;
         m.journal(Operation::MemoryDelete {
             scope: scope.clone(),
             key: key.clone(),
             previous,
         })?;
-        m.store.delete(&scope, &key).map_err(failed)
+        m.store()?.delete(&scope, &key).map_err(failed)
     }
 
     fn list(&mut self, prefix: String) -> Result<Vec<String>, Error> {
         let m = self.memory_for("list", false)?;
-        m.store.list(&m.grant.scope, &prefix).map_err(failed)
+        m.store()?.list(&m.grant.scope, &prefix).map_err(failed)
     }
 }
 
@@ -130,14 +154,45 @@ impl HasData for HasMemory {
     type Data<'a> = MemoryView<'a>;
 }
 
+/// The memory unit.
+pub struct Memory;
+
+impl Unit for Memory {
+    type Part = MemoryPart;
+    type State = MemoryState;
+
+    /// The part's scope in the host's memory database, each write
+    /// journaled into the turn's journal.
+    ///
+    /// # Security
+    /// Hands the guest the part's scope, read and/or write as granted.
+    fn prepare(part: &MemoryPart, cx: &mut Prepare<'_>) -> Result<MemoryState, String> {
+        Ok(MemoryState {
+            db: cx.services.memory_db.clone(),
+            store: OnceLock::new(),
+            grant: part.clone(),
+            journal: cx.services.journal.clone(),
+            max_keys: cx.plan.limits().memory_keys,
+        })
+    }
+
+    fn describe(part: &MemoryPart, _: &MemoryState, out: &mut Vec<Cow<'static, str>>) {
+        if part.read || part.write {
+            out.push(Cow::Owned(format!(
+                "memory scope `{}`{}{}",
+                part.scope,
+                if part.read { ", read" } else { "" },
+                if part.write { ", write" } else { "" }
+            )));
+        }
+    }
+}
+
 /// Links `gatehouse:executor/memory`.
 ///
 /// # Security
-/// Gives the guest the memory of the binding's scope (read and/or write as
-/// granted); link only with a binding built from the plan.
-pub fn add_to_linker<T: 'static>(
-    linker: &mut Linker<T>,
-    getter: fn(&mut T) -> MemoryView<'_>,
-) -> wasmtime::Result<()> {
-    memory::add_to_linker::<T, HasMemory>(linker, getter)
+/// Gives the guest the memory of the state's scope (read and/or write as
+/// granted); the table links it only when the plan grants memory.
+pub fn add_to_linker(linker: &mut Linker<HostState>) -> wasmtime::Result<()> {
+    memory::add_to_linker::<HostState, HasMemory>(linker, |s| MemoryView { state: &s.memory })
 }

@@ -1,11 +1,14 @@
 //! `gatehouse:executor/log`: structured lines kept with the turn. Baseline
 //! (no authority): the lines go nowhere but the turn's own report, capped.
 
-use serde::Serialize;
+use std::borrow::Cow;
 
+use serde::Serialize;
 use wasmtime::component::{HasData, Linker};
 
-use super::bindings::gatehouse::executor::log::{self, Level};
+use super::wit::gatehouse::executor::log::{self, Level};
+use super::{Prepare, Unit};
+use crate::sandbox::HostState;
 
 /// At most this many lines are kept; later ones are counted, not stored.
 pub const MAX_LINES: usize = 1_000;
@@ -60,11 +63,22 @@ impl HasData for HasLog {
     type Data<'a> = LogView<'a>;
 }
 
+/// The log unit (baseline: every run has it, and it has no part).
+pub struct Log;
+
+impl Unit for Log {
+    type Part = ();
+    type State = LogState;
+
+    fn prepare(_: &(), _: &mut Prepare<'_>) -> Result<LogState, String> {
+        Ok(LogState::default())
+    }
+
+    fn describe(_: &(), _: &LogState, _: &mut Vec<Cow<'static, str>>) {}
+}
+
 /// Links `gatehouse:executor/log`. Baseline: carries no authority (the
 /// lines stay in the run's report, capped).
-pub fn add_to_linker<T: 'static>(
-    linker: &mut Linker<T>,
-    getter: fn(&mut T) -> LogView<'_>,
-) -> wasmtime::Result<()> {
-    log::add_to_linker::<T, HasLog>(linker, getter)
+pub fn add_to_linker(linker: &mut Linker<HostState>) -> wasmtime::Result<()> {
+    log::add_to_linker::<HostState, HasLog>(linker, |s| LogView { state: &mut s.log })
 }

@@ -1,14 +1,19 @@
 //! `human:ask` → `gatehouse:executor/human`: a question to the person,
-//! through the run's [`Asker`](super::services::Asker): the controlling
+//! through the run's [`Asker`](crate::sandbox::services::Asker): the controlling
 //! terminal (`crate::terminal::TerminalAsker`, which the command line
 //! passes) or an MCP client's elicitation. Without one the answer is a
 //! denial value. The asker waits no longer than what is left of the run.
 
+use std::borrow::Cow;
+
+use serde::Serialize;
 use wasmtime::component::{HasData, Linker};
 
-use super::bindings::gatehouse::executor::human;
-use super::bindings::gatehouse::executor::types::{Denial, Error};
+use super::wit::gatehouse::executor::human;
+use super::wit::gatehouse::executor::types::{Denial, Error};
+use super::{Prepare, Unit};
 use crate::policy::DenyCode;
+use crate::sandbox::HostState;
 
 /// Questions and answers are cut to this many bytes.
 pub const MAX_TEXT: usize = 4_096;
@@ -21,7 +26,13 @@ pub const MAX_QUESTIONS: u32 = 64;
 pub struct HumanState {
     pub asked: u32,
     /// Who answers: the terminal, a client; nobody when `None`.
-    pub asker: Option<super::services::AskerRef>,
+    pub asker: Option<crate::sandbox::services::AskerRef>,
+}
+
+/// Whether `human:ask` was granted (nothing is linked without it).
+#[derive(Debug, Clone, Copy, Default, Serialize)]
+pub struct HumanPart {
+    pub granted: bool,
 }
 
 /// What the binding works on.
@@ -82,14 +93,35 @@ impl HasData for HasHuman {
     type Data<'a> = HumanView<'a>;
 }
 
+/// The human unit.
+pub struct Human;
+
+impl Unit for Human {
+    type Part = HumanPart;
+    type State = HumanState;
+
+    /// The run's asker, when `human:ask` was granted.
+    ///
+    /// # Security
+    /// Hands the guest the person behind the turn (their answers).
+    fn prepare(part: &HumanPart, cx: &mut Prepare<'_>) -> Result<HumanState, String> {
+        Ok(HumanState {
+            asked: 0,
+            asker: cx.services.asker.clone().filter(|_| part.granted),
+        })
+    }
+
+    fn describe(_: &HumanPart, _: &HumanState, _: &mut Vec<Cow<'static, str>>) {}
+}
+
 /// Links `gatehouse:executor/human`.
 ///
 /// # Security
-/// Hands the guest the person at the terminal: link it only with
-/// `human:ask` granted.
-pub fn add_to_linker<T: 'static>(
-    linker: &mut Linker<T>,
-    getter: fn(&mut T) -> HumanView<'_>,
-) -> wasmtime::Result<()> {
-    human::add_to_linker::<T, HasHuman>(linker, getter)
+/// Hands the guest the person behind the turn: the table links it only
+/// with `human:ask` granted.
+pub fn add_to_linker(linker: &mut Linker<HostState>) -> wasmtime::Result<()> {
+    human::add_to_linker::<HostState, HasHuman>(linker, |s| HumanView {
+        state: &mut s.human,
+        deadline: s.deadline,
+    })
 }

@@ -1,4 +1,4 @@
-//! Linking WASI, interface by interface (the rows of [`super::table`]): an
+//! Linking WASI, interface by interface (the rows of [`crate::sandbox::table`]): an
 //! interface that is not linked is absent, not stubbed.
 
 use wasmtime::component::Linker;
@@ -8,7 +8,7 @@ use wasmtime_wasi::filesystem::{WasiFilesystem, WasiFilesystemView};
 use wasmtime_wasi::p2::bindings as p2;
 use wasmtime_wasi::random::WasiRandom;
 
-use super::state::HostState;
+use crate::sandbox::state::HostState;
 
 /// `wasi:clocks`: real with `time:read`, else frozen (the context decides).
 pub fn link_clocks(l: &mut Linker<HostState>) -> wasmtime::Result<()> {

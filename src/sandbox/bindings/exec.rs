@@ -10,18 +10,17 @@
 //! preopens, its environment the granted variables, internet sockets only
 //! with `network:sites`.
 
+use std::borrow::Cow;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use serde::Serialize;
 use wasmtime::component::{HasData, Linker};
 
-use super::bindings::gatehouse::executor::exec;
-use super::bindings::gatehouse::executor::types::{Denial, Error};
-use super::limits::LimitHit;
-use super::plan::{DirAccess, Plan};
-use super::run::{GuestResult, RunError, RunReport};
-use super::services::{AuditSink, CommandScreen, RunServices};
+use super::fs::DirAccess;
+use super::wit::gatehouse::executor::exec;
+use super::wit::gatehouse::executor::types::{Denial, Error};
+use super::{Prepare, Unit};
 use crate::exec::{
     quote_argv, resolve_program, Confinement, ExecLimits, ExecOutcome, ExecSpec, ExecSupport,
 };
@@ -29,6 +28,9 @@ use crate::exec::{PinError, PinnedDir};
 use crate::policy::command::basename;
 use crate::policy::snapshot::ProtectedKind;
 use crate::policy::{is_within, DenyCode};
+use crate::sandbox::plan::Plan;
+use crate::sandbox::services::{AuditSink, CommandScreen, RunServices};
+use crate::sandbox::HostState;
 
 /// The command calls one turn may make (each is recorded in the run report
 /// and the audit, refused or run): past it a call is refused with
@@ -97,14 +99,14 @@ impl CommandRecord {
 }
 
 /// What a run needs to start commands.
-pub struct ExecBinding {
+pub struct ExecState {
     /// The policy's answer for a command line, bound to the turn's actor.
     pub screen: Arc<dyn CommandScreen>,
     /// Where every call, refused or run, is recorded.
     pub audit: Arc<dyn AuditSink>,
     /// Program names the plan allows.
     pub tools: Vec<String>,
-    /// The plan's pinned directories (see [`super::pinned`]).
+    /// The plan's pinned directories (see [`crate::sandbox::pinned`]).
     pub read_roots: Vec<PinnedDir>,
     pub write_roots: Vec<PinnedDir>,
     /// The workspace when it is inside a root (opened beneath that root's
@@ -126,7 +128,7 @@ pub struct ExecBinding {
     pub records: Vec<CommandRecord>,
 }
 
-impl ExecBinding {
+impl ExecState {
     /// The binding of `plan`: whole-directory preopens become roots (a
     /// preopen whose glob is finer than its directory is not given to
     /// commands: Landlock confines directory trees, not globs), the granted
@@ -136,18 +138,45 @@ impl ExecBinding {
     /// Hands every command of the run the plan's roots, variables and,
     /// with `network:sites`, TCP and UDP sockets to any address (the
     /// per-name filter of `network:sites` covers wasm guests only).
-    pub fn new(plan: &Plan, services: &RunServices) -> ExecBinding {
+    pub fn new(plan: &Plan, services: &RunServices) -> ExecState {
+        let parts = plan.parts();
+        let limits = plan.limits();
+        let mut state = ExecState {
+            screen: services.screen.clone(),
+            audit: services.audit.clone(),
+            tools: parts.exec.tools.clone(),
+            read_roots: Vec::new(),
+            write_roots: Vec::new(),
+            cwd: Err("no command was granted".into()),
+            env: Vec::new(),
+            network: !parts.network.hosts.is_empty(),
+            timeout_ms: limits.deadline_ms,
+            limits: ExecLimits {
+                timeout_ms: limits.deadline_ms,
+                output_bytes: limits.output_bytes,
+                ..ExecLimits::default()
+            },
+            support: ExecSupport::probe(),
+            protected_overlap: None,
+            records: Vec::new(),
+        };
+        if state.tools.is_empty() && !plan.runnable().is_command() {
+            // Nothing may run: no root is opened, every call is refused
+            // by the screen.
+            return state;
+        }
+        let fs = &parts.fs;
         let whole = |host: &std::path::Path, access: DirAccess| {
             let want = format!("{}/**", host.display().to_string().trim_end_matches('/'));
             let globs = match access {
-                DirAccess::ReadOnly => plan.read_globs(),
-                DirAccess::ReadWrite => plan.write_globs(),
+                DirAccess::ReadOnly => &fs.read_globs,
+                DirAccess::ReadWrite => &fs.write_globs,
             };
             globs.iter().any(|g| g.as_str() == want)
         };
         let mut read_roots = Vec::new();
         let mut write_roots = Vec::new();
-        for p in plan.preopens() {
+        for p in &fs.preopens {
             match p.access {
                 DirAccess::ReadWrite if whole(&p.host, DirAccess::ReadWrite) => {
                     write_roots.push(p.dir.clone())
@@ -177,12 +206,12 @@ impl ExecBinding {
         let env = services
             .env
             .iter()
-            .filter(|(n, _)| plan.env_names().contains(n))
+            .filter(|(n, _)| parts.env.names.contains(n))
             .cloned()
             .collect();
         let read_only_inside = write_roots.iter().find_map(|root| {
             let root_str = root.path().display().to_string();
-            plan.read_only_roots()
+            fs.read_only_roots()
                 .find(|ro| is_within(ro, &root_str))
                 .map(|ro| {
                     (DenyCode::WorkspaceReadOnly, format!("the write root `{root_str}` holds the read-only root `{ro}`, which a command's sandbox cannot exclude; no command may run with it"))
@@ -190,7 +219,7 @@ impl ExecBinding {
         });
         let protected_overlap = write_roots.iter().find_map(|root| {
             let root_str = root.path().display().to_string();
-            plan.protected()
+            fs.protected
                 .iter()
                 .find(|p| is_within(&p.path, &root_str) || is_within(&root_str, &p.path))
                 .map(|p| {
@@ -202,7 +231,7 @@ impl ExecBinding {
             // Nor can it hide host state from a read root that holds it.
             read_roots.iter().find_map(|root| {
                 let root_str = root.path().display().to_string();
-                plan.protected()
+                fs.protected
                     .iter()
                     .find(|p| p.kind == ProtectedKind::State && (is_within(&p.path, &root_str) || is_within(&root_str, &p.path)))
                     .map(|p| {
@@ -210,26 +239,12 @@ impl ExecBinding {
                     })
             })
         });
-        let limits = plan.limits();
-        ExecBinding {
-            screen: services.screen.clone(),
-            audit: services.audit.clone(),
-            tools: plan.exec_tools().to_vec(),
-            read_roots,
-            write_roots,
-            cwd,
-            env,
-            network: !plan.hosts().is_empty(),
-            timeout_ms: limits.deadline_ms,
-            limits: ExecLimits {
-                timeout_ms: limits.deadline_ms,
-                output_bytes: limits.output_bytes,
-                ..ExecLimits::default()
-            },
-            support: ExecSupport::probe(),
-            protected_overlap,
-            records: Vec::new(),
-        }
+        state.read_roots = read_roots;
+        state.write_roots = write_roots;
+        state.cwd = cwd;
+        state.env = env;
+        state.protected_overlap = protected_overlap;
+        state
     }
 }
 
@@ -240,7 +255,7 @@ fn denial(code: DenyCode, reason: String) -> Error {
     })
 }
 
-impl ExecBinding {
+impl ExecState {
     /// The policy's answer for `program args`, before anything starts.
     fn screen(&self, program: &str, args: &[String]) -> Result<(), (DenyCode, String)> {
         let name = basename(program);
@@ -270,7 +285,7 @@ impl ExecBinding {
     }
 }
 
-impl ExecBinding {
+impl ExecState {
     /// Screens `program args`, then runs it confined; every call, refused
     /// or not, is recorded. A refusal starts nothing.
     pub fn call(
@@ -410,7 +425,7 @@ impl ExecBinding {
     }
 }
 
-impl ExecBinding {
+impl ExecState {
     /// The file that runs for `program`: the granted tool, resolved by
     /// name in the fixed program path (or the granted absolute path). A
     /// path the guest gives must be that same file: a program of the same
@@ -451,7 +466,7 @@ impl ExecBinding {
 /// run's deadline (a command's time is the run's time: its timeout is what
 /// is left of the run).
 pub struct ExecView<'a> {
-    pub binding: Option<&'a mut ExecBinding>,
+    pub state: &'a mut ExecState,
     pub deadline: std::time::Instant,
 }
 
@@ -462,12 +477,7 @@ impl exec::Host for ExecView<'_> {
         args: Vec<String>,
         stdin: Vec<u8>,
     ) -> Result<exec::Outcome, Error> {
-        let Some(b) = self.binding.as_deref_mut() else {
-            return Err(denial(
-                DenyCode::ImportNotGranted,
-                "`code:exec` was not granted".into(),
-            ));
-        };
+        let b = &mut *self.state;
         if b.records.len() >= MAX_COMMANDS {
             // Every call is recorded, so past the records a turn may keep
             // no call runs.
@@ -500,141 +510,52 @@ impl exec::Host for ExecView<'_> {
     }
 }
 
-/// Runs a command executor: the plan's command, screened like any
-/// `code:exec` call, in the OS sandbox, with `input` on its stdin. Exit
-/// status 0 is `ok` with stdout as the output; any other end is an error
-/// result; a refusal, the timeout or the output cap end the run with their
-/// codes, as they do for a component.
-pub fn run_command(
-    plan: &Plan,
-    input: &str,
-    io: &super::run::RunIo,
-    services: &RunServices,
-) -> Result<RunReport, RunError> {
-    let started = std::time::Instant::now();
-    let Some((program, args)) = plan.command().split_first() else {
-        return Err(RunError::Host("the plan has no command".into()));
-    };
-    let mut binding = ExecBinding::new(plan, services);
-    let mut linked = vec![format!("code:exec `{program}` (command executor)")];
-    linked.extend(
-        binding
-            .read_roots
-            .iter()
-            .map(|r| format!("root `{}` (read-only)", r.path().display())),
-    );
-    linked.extend(
-        binding
-            .write_roots
-            .iter()
-            .map(|r| format!("root `{}` (read-write)", r.path().display())),
-    );
-    linked.extend(binding.env.iter().map(|(k, _)| format!("env `{k}`")));
-    // The turn's arguments follow the manifest's; the screen sees the
-    // whole argv, as for any command call.
-    let argv: Vec<String> = args.iter().chain(&io.args).cloned().collect();
-    let stdin = match io.stdin {
-        super::run::StdinFrom::Input => input.as_bytes().to_vec(),
-        super::run::StdinFrom::Inherit => match &io.process_stdin {
-            Some(stdin) => stdin.read_all().map_err(|e| {
-                RunError::Host(
-                    format!(
-                        "cannot read stdin: {}",
-                        crate::config::lower(&e.to_string())
-                    )
-                    .into(),
-                )
-            })?,
-            None => Vec::new(),
-        },
-    };
-    let result = binding.call(program.clone(), argv, stdin);
-    let o = match result {
-        Ok(o) => o,
-        Err(Error::Denied(d)) => {
-            return Err(RunError::Refused {
-                code: DenyCode::from_name(&d.code).unwrap_or(DenyCode::UnknownRequest),
-                reason: d.reason,
-            })
-        }
-        Err(Error::InvalidInput(m) | Error::Failed(m)) => return Err(RunError::Host(m.into())),
-    };
-    let limits = plan.limits();
-    if o.timed_out {
-        return Err(RunError::Limit(LimitHit::new(
-            DenyCode::LimitDeadline,
-            format!("the command ran longer than {} ms", limits.deadline_ms),
-        )));
-    }
-    if o.truncated {
-        return Err(RunError::Limit(LimitHit::new(
-            DenyCode::LimitOutput,
-            format!(
-                "the command wrote more than {} bytes to {}",
-                limits.output_bytes,
-                if o.stdout_total > o.stdout.len() as u64 {
-                    "stdout"
-                } else {
-                    "stderr"
-                }
-            ),
-        )));
-    }
-    let stdout = String::from_utf8_lossy(&o.stdout).into_owned();
-    let result = match (o.status, o.signal) {
-        (Some(0), _) => GuestResult::Ok {
-            output: stdout.clone(),
-        },
-        (Some(code), _) => GuestResult::Err {
-            error: serde_json::json!({"failed": format!("`{program}` exited with status {code}"), "status": code}),
-        },
-        (None, signal) => GuestResult::Err {
-            error: serde_json::json!({"failed": format!("`{program}` was killed by signal {}", signal.unwrap_or(0)), "signal": signal}),
-        },
-    };
-    let report = RunReport {
-        result,
-        stdout,
-        stderr: String::from_utf8_lossy(&o.stderr).into_owned(),
-        log: Vec::new(),
-        linked: linked.into_iter().map(std::borrow::Cow::Owned).collect(),
-        imports: Vec::new().into(),
-        cache_hit: false,
-        compiled: 0,
-        sha256: String::new(),
-        elapsed_ms: started.elapsed().as_secs_f64() * 1e3,
-        commands: std::mem::take(&mut binding.records),
-        exit_code: match (o.status, o.signal) {
-            (Some(code), _) => Some(code),
-            // Killed by a signal: as a shell reports it.
-            (None, signal) => Some(128 + signal.unwrap_or(0)),
-        },
-        command: true,
-        backtrace: Vec::new(),
-    };
-    if io.forward_output {
-        use std::io::Write;
-        let _ = std::io::stdout().lock().write_all(report.stdout.as_bytes());
-        let _ = std::io::stderr().lock().write_all(report.stderr.as_bytes());
-    }
-    Ok(report)
-}
-
 struct HasExec;
 
 impl HasData for HasExec {
     type Data<'a> = ExecView<'a>;
 }
 
+/// The programs `code:exec` was allowed on that the manifest's `tools`
+/// lists too; empty, and nothing linked, without the grant.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct ExecPart {
+    pub tools: Vec<String>,
+}
+
+/// The command unit.
+pub struct Exec;
+
+impl Unit for Exec {
+    type Part = ExecPart;
+    type State = ExecState;
+
+    /// The screen and the plan's roots, variables and sockets for every
+    /// command of the run (see [`ExecState::new`]).
+    ///
+    /// # Security
+    /// Hands each command of the run the plan's whole-directory roots.
+    fn prepare(_: &ExecPart, cx: &mut Prepare<'_>) -> Result<ExecState, String> {
+        Ok(ExecState::new(cx.plan, cx.services))
+    }
+
+    fn describe(part: &ExecPart, _: &ExecState, out: &mut Vec<Cow<'static, str>>) {
+        if !part.tools.is_empty() {
+            let tools: Vec<String> = part.tools.iter().map(|t| format!("`{t}`")).collect();
+            out.push(Cow::Owned(format!("code:exec {}", tools.join(", "))));
+        }
+    }
+}
+
 /// Links `gatehouse:executor/exec`.
 ///
 /// # Security
-/// Lets the guest run the binding's programs, each call screened by the
-/// policy and confined by [`crate::exec`]; link only with a binding built
-/// from the plan.
-pub fn add_to_linker<T: 'static>(
-    linker: &mut Linker<T>,
-    getter: fn(&mut T) -> ExecView<'_>,
-) -> wasmtime::Result<()> {
-    exec::add_to_linker::<T, HasExec>(linker, getter)
+/// Lets the guest run the state's programs, each call screened by the
+/// policy and confined by [`crate::exec`]; the table links it only with
+/// `code:exec` granted.
+pub fn add_to_linker(linker: &mut Linker<HostState>) -> wasmtime::Result<()> {
+    exec::add_to_linker::<HostState, HasExec>(linker, |s| ExecView {
+        state: &mut s.exec,
+        deadline: s.deadline,
+    })
 }

@@ -1,0 +1,165 @@
+//! The host side of each capability: one need function per capability,
+//! called by the gate ([`super::gate`]) for each capability the executor
+//! declared. A need function asks the policy its questions (the
+//! capability with its target, and whatever rule the capability adds: the
+//! workspace rule for a path, the scope rule for memory, the tool layers
+//! for a program) and, when they allow, fills its unit's part of the plan
+//! ([`crate::sandbox::Parts`]). I/O a question needs (resolving a path)
+//! happens here, before `decide`, and its result is passed in.
+
+mod exec;
+mod fs;
+mod memory;
+mod plain;
+
+use crate::manifest::Manifest;
+use crate::policy::{
+    decide, ApprovalClass, Capability, Decision, DenyCode, Request, RequestKind, Snapshot, UtcTime,
+};
+use crate::sandbox::{Allowed, Parts};
+
+use super::gate::{Pending, Step};
+
+pub(super) use fs::finish;
+
+/// Why the gate stops: the first deny.
+#[derive(Debug)]
+pub(super) struct Stop {
+    pub code: DenyCode,
+    pub reason: String,
+}
+
+impl Stop {
+    pub fn new(code: DenyCode, reason: impl Into<String>) -> Stop {
+        Stop {
+            code,
+            reason: reason.into(),
+        }
+    }
+}
+
+/// The questions of one turn so far, and what they allowed.
+pub(super) struct Asking<'a> {
+    pub snapshot: &'a Snapshot,
+    pub actor: &'a str,
+    pub now: UtcTime,
+    /// Approvals given once, for this turn only.
+    pub approved_once: &'a [(Capability, Option<String>)],
+    pub steps: Vec<Step>,
+    pub pending: Vec<Pending>,
+    pub allowed: Vec<Allowed>,
+}
+
+impl Asking<'_> {
+    /// Asks the policy `kind`; a deny stops the gate. The step keeps the
+    /// decision; the caller gets what it acts on.
+    pub fn ask(&mut self, kind: RequestKind) -> Result<Decision, Stop> {
+        let request = Request::new(self.actor, kind);
+        let decision = decide(self.snapshot, &request, self.now);
+        // An allow's reason is the step's alone: not copied.
+        let answer = match &decision {
+            Decision::Allow { .. } => Decision::Allow {
+                reason: String::new(),
+                grant: None,
+            },
+            other => other.clone(),
+        };
+        self.steps.push(Step {
+            request,
+            decision,
+            approval: None,
+        });
+        match answer {
+            Decision::Deny { code, reason } => Err(Stop { code, reason }),
+            other => Ok(other),
+        }
+    }
+
+    /// Asks about the declared capability itself, its target matched where
+    /// it really is (`canonical`, when the need resolved it). An approval
+    /// it needs is pending unless given once for this turn; either way the
+    /// need goes on to its unit's own rules, and the capability is kept as
+    /// allowed with the target it was matched on.
+    pub fn capability(&mut self, need: &Need<'_>, canonical: Option<String>) -> Result<(), Stop> {
+        let cap = need.cap;
+        let matched = canonical
+            .clone()
+            .or_else(|| need.target.map(str::to_string));
+        let decision = self.ask(RequestKind::Capability {
+            capability: cap.as_str().to_string(),
+            target: need.target.map(str::to_string),
+            canonical_target: canonical,
+            executor: Some(need.executor.to_string()),
+        })?;
+        if let Decision::ApprovalRequired {
+            target: asked,
+            reason,
+            ..
+        } = decision
+        {
+            if self
+                .approved_once
+                .iter()
+                .any(|(c, t)| *c == cap && *t == asked)
+            {
+                if let Some(last) = self.steps.last_mut() {
+                    last.approval = Some("allow_once");
+                }
+            } else {
+                self.pending.push(Pending {
+                    capability: cap,
+                    declared_target: need
+                        .target
+                        .map(str::to_string)
+                        .filter(|t| Some(t) != asked.as_ref()),
+                    target: asked,
+                    mount: need.mount.map(str::to_string),
+                    critical: cap.critical(),
+                    rememberable: cap.default_approval() != ApprovalClass::Always,
+                    reason,
+                });
+            }
+        }
+        self.allowed.push(Allowed {
+            capability: cap,
+            target: matched,
+        });
+        Ok(())
+    }
+}
+
+/// One capability an executor declared.
+pub(super) struct Need<'a> {
+    pub cap: Capability,
+    pub target: Option<&'a str>,
+    /// For a path: the directory's name in the guest, when declared.
+    pub mount: Option<&'a str>,
+    /// Its place in the manifest's `capabilities` (for messages).
+    pub index: usize,
+    pub executor: &'a str,
+    pub manifest: &'a Manifest,
+    /// The turn's workspace (canonical; empty when none).
+    pub workspace: &'a str,
+}
+
+/// Asks the policy for `need` and fills its unit's part of `parts`.
+pub(super) fn need(
+    parts: &mut Parts,
+    asking: &mut Asking<'_>,
+    need: &Need<'_>,
+) -> Result<(), Stop> {
+    match need.cap {
+        Capability::FsRead | Capability::FsWrite => fs::need(&mut parts.fs, asking, need),
+        Capability::MemoryRead | Capability::MemoryWrite => {
+            memory::need(&mut parts.memory, asking, need)
+        }
+        Capability::CodeExec => exec::need(&mut parts.exec, asking, need),
+        Capability::EnvRead => plain::env(&mut parts.env, asking, need),
+        Capability::NetworkSites => plain::network(&mut parts.network, asking, need),
+        Capability::DelegateCall => plain::delegate(&mut parts.delegate, asking, need),
+        Capability::TimeRead => plain::clocks(&mut parts.clocks, asking, need),
+        Capability::HumanAsk => plain::human(&mut parts.human, asking, need),
+        // No unit: the capability itself is the whole answer.
+        Capability::ComputePure | Capability::SystemAdmin => asking.capability(need, None),
+    }
+}

@@ -1,0 +1,71 @@
+//! `time:read` → the real clocks; without it, a frozen clock.
+//!
+//! The frozen clock stands still at the Unix epoch and its monotonic clock
+//! never advances, so a guest without `time:read` learns nothing about
+//! when it runs (and cannot time the host).
+
+use std::time::Duration;
+
+use std::borrow::Cow;
+
+use serde::Serialize;
+use wasmtime_wasi::{HostMonotonicClock, HostWallClock};
+
+use super::{Prepare, Unit};
+
+struct FrozenWall;
+
+impl HostWallClock for FrozenWall {
+    fn resolution(&self) -> Duration {
+        Duration::from_secs(1)
+    }
+    fn now(&self) -> Duration {
+        Duration::ZERO
+    }
+}
+
+struct FrozenMonotonic;
+
+impl HostMonotonicClock for FrozenMonotonic {
+    fn resolution(&self) -> u64 {
+        1_000_000_000
+    }
+    fn now(&self) -> u64 {
+        0
+    }
+}
+
+/// Whether `time:read` was granted: real clocks, else frozen ones.
+#[derive(Debug, Clone, Copy, Default, Serialize)]
+pub struct ClocksPart {
+    pub real: bool,
+}
+
+/// The clocks unit.
+pub struct Clocks;
+
+impl Unit for Clocks {
+    type Part = ClocksPart;
+    type State = ();
+
+    /// Gives the context frozen clocks unless the part says real.
+    ///
+    /// # Security
+    /// Real clocks let a guest learn the time and time the host.
+    fn prepare(part: &ClocksPart, cx: &mut Prepare<'_>) -> Result<(), String> {
+        if !part.real {
+            cx.wasi
+                .wall_clock(FrozenWall)
+                .monotonic_clock(FrozenMonotonic);
+        }
+        Ok(())
+    }
+
+    fn describe(part: &ClocksPart, _: &(), out: &mut Vec<Cow<'static, str>>) {
+        out.push(Cow::Borrowed(if part.real {
+            "clocks: real"
+        } else {
+            "clocks: frozen"
+        }));
+    }
+}
