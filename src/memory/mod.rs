@@ -3,7 +3,7 @@
 //!
 //! The store is opened only for a turn whose plan grants memory, so a
 //! denied turn never creates it. Every write through the binding is
-//! journaled ahead of it (`crate::sandbox::memory`: a journal that cannot
+//! journaled ahead of it (`crate::sandbox::bindings::memory`: a journal that cannot
 //! be written fails the write), so `gatehouse undo` reverses it with the
 //! `delete_memory_by_id` pattern, skipping a key changed since.
 
