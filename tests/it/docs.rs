@@ -10,6 +10,8 @@
 //!   from one machine and one run to the next.
 //! - Every test the book or the README names as `FILE::FUNCTION` (a module
 //!   of `tests/it`, then a function of it) exists.
+//! - The README links only inside the repository, and no relative link of
+//!   the docs is broken.
 //!
 //! A generated part sits between `<!-- generated: NAME -->` and
 //! `<!-- end generated: NAME -->`; the prose around it is written by hand.
@@ -339,4 +341,41 @@ fn every_test_the_docs_name_exists() {
     // The security chapter names its proofs; a check that finds none
     // checks nothing.
     assert!(named > 40, "only {named} tests named in the docs");
+}
+
+/// The README links only inside the repository (issue 28: no links that
+/// point outside it), and every relative link of the README, the book,
+/// BENCHMARKS.md and CHANGELOG.md reaches a file that exists.
+#[test]
+fn the_docs_link_only_to_files_of_the_repository() {
+    let mut files = vec![
+        page("README.md"),
+        page("BENCHMARKS.md"),
+        page("CHANGELOG.md"),
+    ];
+    markdown(&page("docs/src"), &mut files);
+    let mut bad = Vec::new();
+    for file in &files {
+        let text = std::fs::read_to_string(file).unwrap();
+        for (at, _) in text.match_indices("](") {
+            let rest = &text[at + 2..];
+            let Some(end) = rest.find(')') else { continue };
+            let link = &rest[..end];
+            if link.contains("://") {
+                if file.ends_with("README.md") {
+                    bad.push(format!("{}: {link} points outside", file.display()));
+                }
+                continue;
+            }
+            let path = link.split('#').next().unwrap_or_default();
+            if path.is_empty() {
+                continue;
+            }
+            let target = file.parent().unwrap().join(path);
+            if !target.exists() {
+                bad.push(format!("{}: {link} reaches nothing", file.display()));
+            }
+        }
+    }
+    assert!(bad.is_empty(), "{bad:#?}");
 }
