@@ -1,19 +1,33 @@
 //! gatehouse: run executors as WebAssembly components in a sandbox built
 //! from a deny-by-default policy.
 //!
+//! Every top-level module:
+//!
 //! - [`policy`] — the pure gate: registry, matrix, requests, `decide`.
 //! - [`grants`] — the SQLite grant store and `effective_outcome`.
 //! - [`manifest`] — `executor.toml` and its validator.
-//! - [`config`] — `gatehouse.toml`, actors, path resolution.
+//! - [`config`] — `gatehouse.toml`, actors, path resolution, file watches.
 //! - [`snapshot`] — `policy.json`: prepare and verify.
-//! - [`tier3`] — the deny-path suite.
-//! - [`authoring`] — for people who write executors: inspect, coverage,
-//!   the WIT package, the crate template, the manifest schema.
-//! - [`conformance`] — the sandbox suite: attacks that must hold, programs
-//!   that must succeed.
-//! - [`serve`] — executors as MCP tools (`gatehouse serve --mcp`).
+//! - [`host`] — the host: one turn pipeline for every caller (gate,
+//!   approvals, the run, the audit and denial logs, the pending queue).
+//! - [`sandbox`] — the wasmtime engine and a run built only from a `Plan`:
+//!   one binding per capability, limits, the journaling filesystem layer,
+//!   the isolation report.
+//! - [`exec`] — the OS sandbox of `code:exec`: a host command as a
+//!   confined child (Landlock, seccomp, rlimits, timeout, capped output).
+//! - [`memory`] — the memory store behind `gatehouse:executor/memory`.
+//! - [`undo`] — turn history, the write-ahead journal, undo and pruning.
 //! - [`terminal`] — the controlling terminal: prompts, escaped guest text,
 //!   answers read under a deadline.
+//! - [`tier3`] — the deny-path suite.
+//! - [`conformance`] — the sandbox suite: attacks that must hold, programs
+//!   that must succeed.
+//! - [`authoring`] — for people who write executors: inspect, coverage,
+//!   the WIT package, the crate template, the manifest schema.
+//! - [`serve`] — executors as MCP tools (`gatehouse serve --mcp`).
+//!
+//! The binary (`src/main.rs`, `src/cli/`) is a thin command line over
+//! these; the book under `docs/` describes them for users.
 
 pub mod authoring;
 pub mod config;

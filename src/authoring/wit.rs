@@ -41,7 +41,7 @@ pub fn write(dir: &Path) -> Result<Vec<PathBuf>, AuthoringError> {
 
 /// The interfaces a guest may import, one row per binding of the table:
 /// what it does and which capability links it, as a Markdown table
-/// (`gatehouse wit --table`, quoted by the README).
+/// (`gatehouse wit --table`, quoted by `docs/src/reference/interfaces.md`).
 pub fn table_markdown() -> String {
     let mut out = String::from(
         "| interfaces | what a guest can do with them | linked |\n| --- | --- | --- |\n",

@@ -100,7 +100,8 @@ fn pending_entry(queue: &ApprovalQueue, id: &str) -> Result<QueueEntry, Failure>
 /// (an agent's shell runs as the server's account; a person answering from
 /// their own account is not it). A terminal is not proof of a person (an
 /// agent can make a pseudo-terminal); the separation that holds is the
-/// second account (README, "Running the server under its own account").
+/// second account (`docs/src/guide/mcp.md`, "Running the server under its
+/// own account").
 fn confirm_by_a_person(entry: &QueueEntry, yes: bool, question: &str) -> Result<(), Failure> {
     let another_account = entry
         .queued_uid

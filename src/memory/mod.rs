@@ -2,8 +2,10 @@
 //! directory (`memory.db`), one namespace per scope.
 //!
 //! The store is opened only for a turn whose plan grants memory, so a
-//! denied turn never creates it. Writes are not yet journaled for undo
-//! (that is the undo issue's `delete_memory_by_id`).
+//! denied turn never creates it. Every write through the binding is
+//! journaled ahead of it (`crate::sandbox::bindings::memory`: a journal that cannot
+//! be written fails the write), so `gatehouse undo` reverses it with the
+//! `delete_memory_by_id` pattern, skipping a key changed since.
 
 use std::path::{Path, PathBuf};
 

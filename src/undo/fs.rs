@@ -671,7 +671,7 @@ mod tests {
     /// root nested in the turn's read-write one, which the turn itself
     /// could not write; the control beside it is restored.
     #[test]
-    fn item01_undo_writes_nothing_beneath_a_nested_read_only_root() {
+    fn undo_writes_nothing_beneath_a_nested_read_only_root() {
         let ws = tempfile::tempdir().unwrap();
         let r = ws.path().canonicalize().unwrap();
         let r = r.to_str().unwrap();
@@ -692,7 +692,7 @@ mod tests {
     /// the way (even one that stays inside the root); the control, a
     /// plain path in the same root, is restored.
     #[test]
-    fn item04_undo_rechecks_roots_globs_protected_paths_and_links() {
+    fn undo_rechecks_roots_globs_protected_paths_and_links() {
         let ws = tempfile::tempdir().unwrap();
         let r = ws.path().canonicalize().unwrap();
         let r = r.to_str().unwrap();

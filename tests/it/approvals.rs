@@ -5,7 +5,7 @@
 
 use serde_json::{json, Value};
 
-use crate::sandbox::{component, guest, manifest, output, run_json};
+use crate::support::guests::{component, guest, manifest, output, run_json};
 use crate::support::{s, Env};
 
 fn sha(text: &str) -> String {

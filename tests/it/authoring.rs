@@ -7,7 +7,7 @@ use std::process::Command;
 
 use serde_json::{json, Value};
 
-use crate::sandbox::{component, guest, manifest, run_json};
+use crate::support::guests::{component, guest, manifest, run_json};
 use crate::support::{s, Env};
 
 const ROOT: &str = env!("CARGO_MANIFEST_DIR");
@@ -229,7 +229,7 @@ fn authoring_manifest_check_warns_of_a_capability_the_component_cannot_use() {
 
 /// Every file under `dir`, relative, with its text.
 fn files(dir: &Path) -> Vec<(String, String)> {
-    crate::sandbox::tree(dir)
+    crate::support::guests::tree(dir)
         .into_iter()
         .filter(|(p, _)| !p.ends_with('/'))
         .map(|(p, b)| (p, String::from_utf8(b).unwrap()))
@@ -360,24 +360,6 @@ fn wit_out_refuses_a_symbolic_link_below_its_directory_and_writes_through_none()
         files(&crate_dir.join("wit")),
         package,
         "`new` writes the package under wit/"
-    );
-}
-
-#[test]
-fn authoring_readme_quotes_the_generated_interface_table() {
-    let env = Env::new();
-    let run = env.run(&["wit", "--table"]);
-    run.expect(0);
-    let readme = std::fs::read_to_string(Path::new(ROOT).join("README.md")).unwrap();
-    assert!(
-        readme.contains(&run.stdout),
-        "README.md does not hold `gatehouse wit --table` as it prints today:\n{}",
-        run.stdout
-    );
-    // One row per binding of the table, and the rest.
-    assert_eq!(
-        run.lines().len(),
-        2 + gatehouse::sandbox::table::BINDINGS.len() + 1
     );
 }
 

@@ -1314,8 +1314,10 @@ fn policy_decide_answers_a_json_request() {
 // ---------------------------------------------------------------------------
 // issue 12: bypasses found by attack
 
+/// `policy decide` refuses a `resolved` path that is not canonical, and
+/// canonicalizes a `raw` one (Issue 12, item 6).
 #[test]
-fn item06_a_resolved_path_must_be_canonical_and_raw_is_resolved_by_the_cli() {
+fn a_resolved_path_must_be_canonical_and_raw_is_resolved_by_the_cli() {
     let env = Env::new();
     let ws = env.mkdir("ws");
     let ws_s = s(&ws).to_string();
@@ -1386,8 +1388,10 @@ fn item06_a_resolved_path_must_be_canonical_and_raw_is_resolved_by_the_cli() {
     assert_eq!(run.json_lines()[0]["code"], "PATH_RESOLUTION_FAILED");
 }
 
+/// A host wildcard never covers an IP literal; one ending in a numeric label is
+/// refused (Issue 12, item 7).
 #[test]
-fn item07_a_wildcard_never_covers_an_ip_literal() {
+fn a_wildcard_never_covers_an_ip_literal() {
     let env = Env::new();
     // The recipe: `*.0.0.1` was recorded and then covered `127.0.0.1`.
     let run = env.run(&[

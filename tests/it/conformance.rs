@@ -9,7 +9,7 @@ use std::path::PathBuf;
 
 use gatehouse::conformance::{self, classify, Case, Observed, Verdict, World};
 
-use crate::sandbox::component;
+use crate::support::guests::component;
 use crate::support::{s, Env};
 
 /// The guests' build directory (built by setup.sh on first use).
@@ -563,7 +563,11 @@ fn conformance_skips_a_case_whose_layer_the_report_says_is_missing() {
         "--only",
         "exec.",
     ]);
-    crate::isolation::seccomp_errno(&mut cmd, libc::SYS_landlock_create_ruleset, libc::ENOSYS);
+    crate::support::seccomp::seccomp_errno(
+        &mut cmd,
+        libc::SYS_landlock_create_ruleset,
+        libc::ENOSYS,
+    );
     let out = cmd.output().unwrap();
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(out.status.code(), Some(0), "{v:#}");
@@ -697,7 +701,7 @@ fn conformance_skips_the_seccomp_cases_where_no_filter_can_be_installed() {
         "--only",
         "exec.",
     ]);
-    crate::isolation::seccomp_errno(&mut cmd, libc::SYS_seccomp, libc::ENOSYS);
+    crate::support::seccomp::seccomp_errno(&mut cmd, libc::SYS_seccomp, libc::ENOSYS);
     let out = cmd.output().unwrap();
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(out.status.code(), Some(0), "{v:#}");

@@ -1174,8 +1174,10 @@ fn tools_snapshot(tools: &[&str]) -> Snapshot {
     s
 }
 
+/// The command screen refuses ANSI-C and locale quoting (`$'…'`, `$"…"`) (Issue
+/// 12, item 5).
 #[test]
-fn item05_ansi_c_quoting_is_refused() {
+fn ansi_c_and_locale_quoting_is_refused() {
     let s = tools_snapshot(&["ls"]);
     // The recipe: bash reads `$'\''` as one quoted `'`, so `; herdr run`
     // is a second command; the screen read it as quoted text. Now the
@@ -1211,8 +1213,10 @@ fn item05_ansi_c_quoting_is_refused() {
     }
 }
 
+/// The command screen refuses a `#` that starts a word (a comment) (Issue 12,
+/// item 5).
 #[test]
-fn item05_a_comment_is_refused() {
+fn a_comment_in_a_command_is_refused() {
     let s = tools_snapshot(&["ls"]);
     // The recipe: `#` starts a comment for bash, so the newline ends it and
     // the quote that "hid" the second line is not a quote at all.
@@ -1235,8 +1239,10 @@ fn item05_a_comment_is_refused() {
     }
 }
 
+/// The command screen refuses every control character, even inside quotes
+/// (Issue 12, item 5).
 #[test]
-fn item05_control_characters_are_refused() {
+fn control_characters_in_a_command_are_refused() {
     let s = tools_snapshot(&["ls"]);
     for c in [
         "ls\ncurl x",
@@ -1257,8 +1263,10 @@ fn item05_control_characters_are_refused() {
     assert_allow(&decide(&s, &tool("main", "ls", Some("ls x"))));
 }
 
+/// The command screen reads wrappers and assignments as bash does, or refuses
+/// them (Issue 12, item 5).
 #[test]
-fn item05_wrappers_and_assignments_are_read_as_bash_reads_them() {
+fn wrappers_and_assignments_are_read_as_bash_reads_them() {
     let s = tools_snapshot(&["ls"]);
     for (c, want) in [
         // A function named like the granted tool, defined and called.
@@ -1311,8 +1319,10 @@ fn item05_wrappers_and_assignments_are_read_as_bash_reads_them() {
     }
 }
 
+/// A full path names a granted tool only in `/usr/local/bin`, `/usr/bin` or
+/// `/bin` (Issue 12, item 13).
 #[test]
-fn item13_a_full_path_is_not_the_granted_tool() {
+fn a_full_path_outside_the_program_directories_is_not_the_granted_tool() {
     let s = tools_snapshot(&["ls"]);
     // The recipe: `/tmp/evil/ls` was the granted `ls` by its basename.
     for c in [
@@ -1337,8 +1347,10 @@ fn item13_a_full_path_is_not_the_granted_tool() {
     assert_allow(&decide(&s, &tool("main", "/usr/bin/ls", None)));
 }
 
+/// The best-known program-running options (`find -exec`, `git -c`, …) are
+/// refused, as defence in depth (Issue 12, item 13).
 #[test]
-fn item13_options_that_run_programs_are_refused() {
+fn options_that_run_programs_are_refused() {
     // Defence in depth only: the OS sandbox is what holds (tests/it/exec.rs).
     let s = tools_snapshot(&["find", "git", "awk", "tar", "touch"]);
     for c in [
@@ -1368,8 +1380,10 @@ fn item13_options_that_run_programs_are_refused() {
     }
 }
 
+/// One host matcher: an address matches only an IP literal, and a wildcard
+/// never covers an address (Issue 12, item 7).
 #[test]
-fn item07_one_host_matcher_and_no_wildcard_over_an_address() {
+fn one_host_matcher_and_no_wildcard_over_an_address() {
     use gatehouse::policy::HostPattern;
     for bad in ["*.0.0.1", "*.1", "*.0x7f", "*.1.2.3.4:80"] {
         let e = HostPattern::parse(bad).unwrap_err();
@@ -1419,8 +1433,10 @@ fn item07_one_host_matcher_and_no_wildcard_over_an_address() {
     ));
 }
 
+/// The core refuses a `resolved` path that is not absolute and normalized
+/// (Issue 12, item 6).
 #[test]
-fn item06_the_core_refuses_a_resolved_path_that_is_not_normalized() {
+fn the_core_refuses_a_resolved_path_that_is_not_normalized() {
     let tmp = tempfile::tempdir().unwrap();
     let ws = tmp.path().join("ws");
     std::fs::create_dir_all(&ws).unwrap();
@@ -1469,11 +1485,11 @@ fn item06_the_core_refuses_a_resolved_path_that_is_not_normalized() {
 // tool from `PATH`: another program, a program from the working directory,
 // or one from the evil directory. Denials cannot disagree in that sense.
 //
-// `item05_fuzz_screen_against_bash` runs for 2 s in every `cargo test`;
-// the long run is
+// `the_screen_agrees_with_bash_on_random_commands` runs for 2 s in every
+// `cargo test`; the long run is
 //
 //     GATEHOUSE_FUZZ_SECS=600 nice -n 19 cargo test --test it \
-//         decide::item05_fuzz_screen_against_bash_long -- --ignored --nocapture
+//         decide::the_screen_agrees_with_bash_on_random_commands_long -- --ignored --nocapture
 //
 // (`GATEHOUSE_FUZZ_SEED` picks the seed; it prints the cases it ran.)
 
@@ -1794,16 +1810,20 @@ fn fuzz_seed(default: u64) -> u64 {
         .unwrap_or(default)
 }
 
+/// Fuzzing, 2 s: every command the screen allows, run by a real bash with
+/// logging stubs, starts only the granted tools (Issue 12, item 5).
 #[test]
-fn item05_fuzz_screen_against_bash() {
+fn the_screen_agrees_with_bash_on_random_commands() {
     let (cases, allowed, bad) = fuzz_screen(2, fuzz_seed(0x9e37_79b9_7f4a_7c15));
     assert!(allowed > 20, "too few allowed cases: {allowed} of {cases}");
     assert!(bad.is_empty(), "{} disagreements: {bad:#?}", bad.len());
 }
 
+/// The same fuzzing for `GATEHOUSE_FUZZ_SECS` (ignored by default) (Issue 12,
+/// item 5).
 #[test]
 #[ignore = "long: GATEHOUSE_FUZZ_SECS (600) of fuzzing; run with --ignored"]
-fn item05_fuzz_screen_against_bash_long() {
+fn the_screen_agrees_with_bash_on_random_commands_long() {
     let secs = std::env::var("GATEHOUSE_FUZZ_SECS")
         .ok()
         .and_then(|v| v.parse().ok())
@@ -1833,7 +1853,7 @@ fn item05_fuzz_screen_against_bash_long() {
 /// is not a normalized glob, changes the wildcards, or comes with a
 /// capability that has no path target is refused.
 #[test]
-fn item08_grants_are_matched_on_the_canonical_target() {
+fn grants_are_matched_on_the_canonical_target() {
     let mut s = base();
     s.grants = vec![grant(7, "fs:write", "/w/out/**")];
     s.executors.insert(

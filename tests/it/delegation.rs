@@ -12,7 +12,7 @@ use gatehouse::host::{GrantBook, Host, HostOptions, NoOne, TurnEnd, TurnOutcome,
 use gatehouse::manifest::Manifest;
 use gatehouse::policy::{Identity, Level};
 
-use crate::sandbox::guest;
+use crate::support::guests::guest;
 use crate::support::Env;
 
 /// `caller`: the `call-other` guest, allowed `delegate:call` on each of

@@ -16,8 +16,9 @@ use gatehouse::exec::{run, ExecLimits, ExecOutcome, ExecSpec, ExecSupport};
 use gatehouse::sandbox::PinnedDir;
 use serde_json::Value;
 
-use crate::sandbox::{component, guest, run_json};
-use crate::support::{s, Env, Run};
+use crate::support::exec::{confined_host, run_approved, tool_call, tool_manifest};
+use crate::support::guests::{component, guest, run_json};
+use crate::support::{s, Env};
 
 const PROBE: &str = env!("CARGO_BIN_EXE_gatehouse-exec-probe");
 
@@ -53,13 +54,6 @@ fn probe_in(dir: &Path) -> String {
     let to = dir.join("gatehouse-exec-probe");
     std::fs::copy(PROBE, &to).unwrap();
     s(&to).to_string()
-}
-
-/// This host has Landlock and seccomp filters, as the tests below assume
-/// (the isolation report says so otherwise, and `isolation` tests that).
-pub(crate) fn confined_host() -> bool {
-    let support = ExecSupport::probe();
-    support.landlock.is_ok() && support.seccomp.is_ok()
 }
 
 #[test]
@@ -499,77 +493,6 @@ fn without_landlock_the_outcome_says_the_files_were_not_confined() {
 
 const CONFIG: &str = "[actors.main]\nskills = [\"*\"]\ntools = [\"cat\", \"touch\"]\n";
 
-/// A manifest of `run-tool` allowed `cat` and `touch`, reading and writing
-/// the workspace.
-pub(crate) fn tool_manifest(env: &Env) -> PathBuf {
-    env.write(
-        "manifests/tool.toml",
-        &format!(
-            "name = \"tool\"\ncomponent = \"{}\"\ntools = [\"cat\", \"touch\"]\n\
-             [[capabilities]]\nname = \"code:exec\"\ntarget = \"cat\"\n\
-             [[capabilities]]\nname = \"code:exec\"\ntarget = \"touch\"\n\
-             [[capabilities]]\nname = \"fs:write\"\ntarget = \"**\"\n",
-            s(&component("run-tool"))
-        ),
-    )
-}
-
-/// `gatehouse --json run` at level Full under a pseudo-terminal,
-/// answering `o` (allow once) to every approval prompt.
-pub(crate) fn run_approved(
-    env: &Env,
-    manifest: &Path,
-    ws: &Path,
-    config: &Path,
-    input: &str,
-    extra: &[&str],
-) -> (Run, Value) {
-    let mut args = vec![
-        "--json",
-        "run",
-        s(manifest),
-        "--workspace",
-        s(ws),
-        "--config",
-        s(config),
-        "--level",
-        "Full",
-        "--input",
-        input,
-    ];
-    args.extend_from_slice(extra);
-    let run = env.run_on_terminal(
-        &args,
-        &[],
-        // One answer per prompt; extra lines are never read.
-        "o\no\no\no\n",
-    );
-    // On a terminal the last prompt and the JSON share a line.
-    let v = run
-        .stdout
-        .lines()
-        .rev()
-        .find_map(|l| {
-            let at = l.find("{\"")?;
-            serde_json::from_str::<Value>(l[at..].trim()).ok()
-        })
-        .unwrap_or(Value::Null);
-    (run, v)
-}
-
-/// `run-tool` (manifest `m`) asked to run `program args`, approved.
-pub(crate) fn tool_call(
-    env: &Env,
-    m: &Path,
-    ws: &Path,
-    config: &Path,
-    program: &str,
-    args: &[&str],
-) -> (Run, Value) {
-    let input = serde_json::json!({"program": program, "args": args}).to_string();
-    run_approved(env, m, ws, config, &input, &[])
-}
-
 fn guest_output(v: &Value) -> Value {
     let text = v["run"]["result"]["output"]
         .as_str()
@@ -931,8 +854,10 @@ fn datagram(sock: &std::os::unix::net::UnixDatagram) -> String {
     text(&buf[..n])
 }
 
+/// A command cannot open a pathname unix socket, stream or datagram (Issue 12,
+/// item 2).
 #[test]
-fn item02_pathname_unix_socket_refused() {
+fn a_command_cannot_open_a_pathname_unix_socket() {
     use std::os::unix::net::{UnixDatagram, UnixListener};
     assert!(confined_host(), "this host lacks landlock or seccomp");
     let env = Env::new();
@@ -975,8 +900,9 @@ fn item02_pathname_unix_socket_refused() {
     assert_eq!(datagram(&dgram), "probe");
 }
 
+/// A command cannot open an abstract unix socket (Issue 12, item 2).
 #[test]
-fn item02_abstract_unix_socket_refused() {
+fn a_command_cannot_open_an_abstract_unix_socket() {
     use std::os::linux::net::SocketAddrExt;
     use std::os::unix::net::{SocketAddr, UnixDatagram, UnixListener};
     assert!(confined_host(), "this host lacks landlock or seccomp");
@@ -1026,8 +952,10 @@ fn item02_abstract_unix_socket_refused() {
     assert_eq!(datagram(&dgram), "probe");
 }
 
+/// A stream socketpair works in the sandbox, and no socketpair can reach a unix
+/// socket outside it (Issue 12, item 2).
 #[test]
-fn item02_a_socketpair_works_and_cannot_reach_a_unix_socket() {
+fn a_stream_socketpair_works_and_no_socketpair_reaches_a_unix_socket() {
     use std::os::unix::net::UnixDatagram;
     assert!(confined_host(), "this host lacks landlock or seccomp");
     let env = Env::new();
@@ -1072,8 +1000,10 @@ fn item02_a_socketpair_works_and_cannot_reach_a_unix_socket() {
     assert_eq!(datagram(&dgram), "probe");
 }
 
+/// The kernel refuses whatever a granted tool starts that is not itself granted
+/// (`find -exec`) (Issue 12, item 13).
 #[test]
-fn item13_a_granted_tool_cannot_start_another_program() {
+fn a_granted_tool_cannot_start_another_program() {
     assert!(confined_host(), "this host lacks landlock or seccomp");
     let env = Env::new();
     let ws = env.mkdir("ws");
@@ -1143,8 +1073,11 @@ fn item13_a_granted_tool_cannot_start_another_program() {
     assert_eq!(c.executable[2], "/usr/bin/touch");
 }
 
+/// No directory that carries a write right carries the execute right: a program
+/// copied beneath a write root (even one under `/usr`) cannot run (Issue 12,
+/// item 16).
 #[test]
-fn item16_no_execute_where_a_write_right_is_given() {
+fn no_execute_right_where_a_write_right_is_given() {
     assert!(confined_host(), "this host lacks landlock or seccomp");
     let env = Env::new();
     // A write root under `/usr`, whose read-and-execute rule reached
@@ -1191,8 +1124,10 @@ fn item16_no_execute_where_a_write_right_is_given() {
     assert_eq!(o.status, Some(0), "{o:?}");
 }
 
+/// A granted script runs with its `#!` interpreter and may execute nothing else
+/// (Issue 12, item 13).
 #[test]
-fn item13_a_granted_script_runs_with_its_interpreter_and_nothing_else() {
+fn a_granted_script_runs_with_its_interpreter_and_nothing_else() {
     use std::os::unix::fs::PermissionsExt;
     assert!(confined_host(), "this host lacks landlock or seccomp");
     let env = Env::new();

@@ -7,8 +7,8 @@ use std::path::{Path, PathBuf};
 
 use serde_json::{json, Value};
 
-use crate::exec::{confined_host, tool_call, tool_manifest};
-use crate::sandbox::{component, guest, manifest, output, run_json, tree};
+use crate::support::exec::{confined_host, tool_call, tool_manifest};
+use crate::support::guests::{component, guest, manifest, output, run_json, tree};
 use crate::support::{s, Env, Run};
 
 /// The filesystem refusals a turn recorded in its audit.
@@ -75,8 +75,10 @@ fn nested_read_only(env: &Env) -> (PathBuf, PathBuf) {
     (ws, config)
 }
 
+/// A read-only root nested in a read-write root is not written (Issue 12, item
+/// 1).
 #[test]
-fn item01_a_nested_read_only_root_is_not_written() {
+fn a_nested_read_only_root_is_not_written() {
     let env = Env::new();
     let (ws, config) = nested_read_only(&env);
     // The policy says so.
@@ -117,8 +119,10 @@ fn item01_a_nested_read_only_root_is_not_written() {
     assert_eq!(std::fs::read(ws.join("out/k.txt")).unwrap(), b"fine");
 }
 
+/// Renames and links do not reach into, or carry away, a nested read-only root
+/// (Issue 12, item 1).
 #[test]
-fn item01_renames_and_links_do_not_reach_a_nested_read_only_root() {
+fn renames_and_links_do_not_reach_a_nested_read_only_root() {
     let env = Env::new();
     let (ws, config) = nested_read_only(&env);
     env.write("ws/out/mine.txt", "mine\n");
@@ -166,8 +170,10 @@ fn item01_renames_and_links_do_not_reach_a_nested_read_only_root() {
     );
 }
 
+/// A write root that holds a read-only root runs no command
+/// (`WORKSPACE_READ_ONLY`) (Issue 12, item 1).
 #[test]
-fn item01_a_write_root_holding_a_read_only_root_runs_no_command() {
+fn a_write_root_holding_a_read_only_root_runs_no_command() {
     assert!(confined_host(), "this host lacks landlock or seccomp");
     let env = Env::new();
     let (ws, _) = nested_read_only(&env);
@@ -206,8 +212,10 @@ fn item01_a_write_root_holding_a_read_only_root_runs_no_command() {
 // ---------------------------------------------------------------------------
 // item 9: TRUNCATE with EXCLUSIVE but without CREATE
 
+/// TRUNCATE with EXCLUSIVE but without CREATE is backed up and journaled (Issue
+/// 12, item 9).
 #[test]
-fn item09_truncate_exclusive_without_create_is_journaled() {
+fn truncate_exclusive_without_create_is_journaled() {
     let env = Env::new();
     let ws = env.mkdir("ws");
     env.write("ws/out/plain.txt", "plain original\n");
@@ -245,8 +253,9 @@ fn item09_truncate_exclusive_without_create_is_journaled() {
 // ---------------------------------------------------------------------------
 // item 10: a directory rename carries files between globs
 
+/// A directory moves only within one `**` write glob (Issue 12, item 10).
 #[test]
-fn item10_a_directory_rename_does_not_carry_files_between_globs() {
+fn a_directory_rename_does_not_carry_files_between_globs() {
     let env = Env::new();
     let ws = env.mkdir("ws");
     env.write("ws/src/sub/secret.txt", "the original secret\n");
@@ -336,8 +345,10 @@ fn run_without_xdg_config(env: &Env, args: &[&str]) -> (Run, Value) {
 const EVIL_CONFIG: &str =
     "level = \"Full\"\n[actors.main]\nskills = [\"*\"]\ntools = [\"sh\", \"bash\"]\n";
 
+/// The configuration gatehouse would load cannot be created, nor any directory
+/// above it (Issue 12, item 3).
 #[test]
-fn item03_the_configuration_gatehouse_would_load_cannot_be_created() {
+fn the_configuration_gatehouse_would_load_cannot_be_created() {
     let env = Env::new();
     let home = env.root().join("home");
     let m = manifest(
@@ -429,8 +440,10 @@ fn item03_the_configuration_gatehouse_would_load_cannot_be_created() {
     assert_eq!(v["code"], "TOOL_NOT_GRANTED", "{run:#?}");
 }
 
+/// Every place configuration is discovered from is protected, whichever
+/// configuration is in use (Issue 12, item 3).
 #[test]
-fn item03_every_place_configuration_is_found_is_protected_with_an_explicit_config() {
+fn every_place_configuration_is_found_is_protected_with_an_explicit_config() {
     // A configuration given with `--config`: the configuration directory
     // (`$XDG_CONFIG_HOME/gatehouse`) is still where the next invocation
     // without it would look.
@@ -488,8 +501,10 @@ fn item03_every_place_configuration_is_found_is_protected_with_an_explicit_confi
 // ---------------------------------------------------------------------------
 // item 14: host state is hidden from reads too
 
+/// A read root that holds the state directory reads no host state
+/// (`HOST_STATE_HIDDEN`) (Issue 12, item 14).
 #[test]
-fn item14_a_read_root_holding_the_state_directory_reads_no_host_state() {
+fn a_read_root_holding_the_state_directory_reads_no_host_state() {
     let env = Env::new();
     let ws = env.root();
     env.run(&[
@@ -602,8 +617,10 @@ fn item14_a_read_root_holding_the_state_directory_reads_no_host_state() {
     assert_eq!(v["code"], "HOST_STATE_HIDDEN", "{v:#}");
 }
 
+/// A command whose read root holds host state runs not at all (Issue 12, item
+/// 14).
 #[test]
-fn item14_a_command_with_a_read_root_holding_host_state_is_refused() {
+fn a_command_with_a_read_root_holding_host_state_is_refused() {
     assert!(confined_host(), "this host lacks landlock or seccomp");
     let env = Env::new();
     env.mkdir("state");
@@ -645,8 +662,10 @@ fn item14_a_command_with_a_read_root_holding_host_state_is_refused() {
 // ---------------------------------------------------------------------------
 // item 17: code substitution
 
+/// A known component (as the file and as the manifest's name) and the
+/// compiled-component cache cannot be replaced (Issue 12, item 17).
 #[test]
-fn item17_a_known_component_and_the_cache_cannot_be_replaced() {
+fn a_known_component_and_the_cache_cannot_be_replaced() {
     let env = Env::new();
     let ws = env.root();
     // Another executor, known through the configured executor directory,
@@ -713,8 +732,10 @@ fn rel_to(base: &Path, p: &Path) -> String {
     p.strip_prefix(base).unwrap().display().to_string()
 }
 
+/// `manifest check` warns of a component that is neither pinned nor outside
+/// every write root (Issue 12, item 17).
 #[test]
-fn item17_manifest_check_warns_of_an_unpinned_component_in_a_write_root() {
+fn manifest_check_warns_of_an_unpinned_component_in_a_write_root() {
     let env = Env::new();
     let ws = env.mkdir("ws");
     std::fs::create_dir_all(ws.join("bin")).unwrap();
@@ -762,8 +783,10 @@ fn item17_manifest_check_warns_of_an_unpinned_component_in_a_write_root() {
 // ---------------------------------------------------------------------------
 // item 12: the journal is capped
 
+/// A change whose backup would pass the journal cap is refused
+/// (`LIMIT_JOURNAL`) and changes nothing (Issue 12, item 12).
 #[test]
-fn item12_a_write_that_would_pass_the_journal_cap_is_refused_and_changes_nothing() {
+fn a_write_that_would_pass_the_journal_cap_is_refused_and_changes_nothing() {
     let env = Env::new();
     let ws = env.mkdir("ws");
     env.mkdir("ws/out");
@@ -837,8 +860,10 @@ fn item12_a_write_that_would_pass_the_journal_cap_is_refused_and_changes_nothing
     );
 }
 
+/// The journal cap is `[limits] journal_mib`, refused by name when invalid
+/// (Issue 12, item 12).
 #[test]
-fn item12_the_journal_cap_is_configured_by_name() {
+fn the_journal_cap_is_configured_by_name() {
     let env = Env::new();
     let ws = env.mkdir("ws");
     let config = env.write(

@@ -12,7 +12,7 @@ use gatehouse::host::{
 use gatehouse::manifest::Manifest;
 use gatehouse::policy::{Capability, DenyCode, Level};
 
-use crate::sandbox::guest;
+use crate::support::guests::guest;
 use crate::support::Env;
 
 /// A host on `env`'s state, workspace `ws`, knowing the guests `names`.
@@ -392,8 +392,10 @@ fn timed_asking(
     (outcome, started.elapsed())
 }
 
+/// A guest asleep in a host call (`poll`) ends at the run's deadline (Issue 12,
+/// item 11).
 #[test]
-fn item11_a_guest_asleep_in_a_host_call_ends_at_the_deadline() {
+fn a_guest_asleep_in_a_host_call_ends_at_the_deadline() {
     let env = Env::new();
     let ws = env.mkdir("ws");
     let h = host(&env, &ws, &["spin"], None);
@@ -417,8 +419,10 @@ fn item11_a_guest_asleep_in_a_host_call_ends_at_the_deadline() {
     assert!(took >= Duration::from_millis(1000), "took {took:?}");
 }
 
+/// A server that accepts and never answers cannot hold a run past its deadline
+/// (Issue 12, item 11).
 #[test]
-fn item11_a_server_that_never_answers_cannot_hold_the_run() {
+fn a_server_that_never_answers_cannot_hold_the_run() {
     use std::io::{Read, Write};
     let env = Env::new();
     let ws = env.mkdir("ws");
@@ -442,7 +446,7 @@ fn item11_a_server_that_never_answers_cannot_hold_the_run() {
     });
     let text = format!(
         "name = \"fetch-silent\"\ncomponent = \"{}\"\n[[capabilities]]\nname = \"network:sites\"\ntarget = \"localhost:{port}\"\n",
-        crate::sandbox::component("fetch").display()
+        crate::support::guests::component("fetch").display()
     );
     let m = Manifest::load(&env.write("manifests/fetch-silent.toml", &text)).unwrap();
     let h = host_with(&env, &ws, vec![m], HostConfig::safe_default("tester"));
@@ -464,13 +468,15 @@ fn item11_a_server_that_never_answers_cannot_hold_the_run() {
     assert!(took < Duration::from_secs(3), "took {took:?}");
 }
 
+/// Time spent in host commands counts toward the run's deadline (Issue 12, item
+/// 11).
 #[test]
-fn item11_time_in_commands_counts_toward_the_deadline() {
+fn time_in_commands_counts_toward_the_deadline() {
     let env = Env::new();
     let ws = env.mkdir("ws");
     let text = format!(
         "name = \"napper\"\ncomponent = \"{}\"\ntools = [\"sleep\"]\n[[capabilities]]\nname = \"code:exec\"\ntarget = \"sleep\"\n",
-        crate::sandbox::component("run-tool").display()
+        crate::support::guests::component("run-tool").display()
     );
     let m = Manifest::load(&env.write("manifests/napper.toml", &text)).unwrap();
     let mut config = HostConfig::safe_default("tester");
@@ -505,7 +511,7 @@ fn item11_time_in_commands_counts_toward_the_deadline() {
 /// canonical `WS/private/**`, and remembering it records that target, so
 /// the next turn matches it.
 #[test]
-fn item08_a_grant_is_matched_on_the_canonical_target() {
+fn a_grant_is_matched_on_the_canonical_target_at_every_turn() {
     let env = Env::new();
     let ws = env.mkdir("ws");
     env.mkdir("ws/out");
@@ -601,8 +607,10 @@ fn item08_a_grant_is_matched_on_the_canonical_target() {
         .any(|s| s.decision.grant() == Some(second)));
 }
 
+/// A memory scope holds at most `[limits] memory_keys` keys; a new key past it
+/// is refused as a value (`LIMIT_MEMORY_KEYS`) (Issue 12, item 12).
 #[test]
-fn item12_a_memory_scope_holds_at_most_its_cap_of_keys() {
+fn a_memory_scope_holds_at_most_its_cap_of_keys() {
     let env = Env::new();
     let ws = env.mkdir("ws");
     let mut config = HostConfig::safe_default("tester");
@@ -722,7 +730,7 @@ fn a_component_changed_under_a_running_host_is_seen_at_the_next_turn() {
     let ws = env.mkdir("ws");
     let dir = env.mkdir("components/v");
     let wasm = dir.join("x.wasm");
-    let hello = std::fs::read(crate::sandbox::component("hello")).unwrap();
+    let hello = std::fs::read(crate::support::guests::component("hello")).unwrap();
     std::fs::write(&wasm, &hello).unwrap();
     let manifest = |pin: Option<String>| {
         let mut text = format!("name = \"hello\"\ncomponent = \"{}\"\n", wasm.display());
@@ -844,7 +852,7 @@ fn a_grant_revoked_while_a_turn_waits_for_its_approval_no_longer_covers_it() {
         "name = \"write-file\"\ncomponent = \"{}\"\n\
          [[capabilities]]\nname = \"fs:write\"\ntarget = \"out/**\"\n\
          [[capabilities]]\nname = \"fs:write\"\ntarget = \"log/**\"\n",
-        crate::sandbox::component("write-file").display()
+        crate::support::guests::component("write-file").display()
     );
     let manifest = Manifest::load(&env.write("manifests/w.toml", &text)).unwrap();
     let h = host_of(&env, &ws, vec![manifest], Some(Level::Supervised));
@@ -899,7 +907,7 @@ fn a_component_replaced_while_a_turn_waits_for_its_approval_is_seen_when_it_resu
     env.mkdir("ws/out");
     let dir = env.mkdir("components");
     let wasm = dir.join("w.wasm");
-    let original = std::fs::read(crate::sandbox::component("write-file")).unwrap();
+    let original = std::fs::read(crate::support::guests::component("write-file")).unwrap();
     std::fs::write(&wasm, &original).unwrap();
     let text = format!(
         "name = \"write-file\"\ncomponent = \"{}\"\n[[capabilities]]\nname = \"fs:write\"\ntarget = \"out/**\"\n",
@@ -1108,7 +1116,7 @@ fn a_guests_strings_and_a_turns_audit_are_bounded() {
         Manifest::load(&guest("write-file")).unwrap().component.display()
     );
     let writer = Manifest::load(&env.write("writer/executor.toml", &writer_toml)).unwrap();
-    let tool = Manifest::load(&crate::exec::tool_manifest(&env)).unwrap();
+    let tool = Manifest::load(&crate::support::exec::tool_manifest(&env)).unwrap();
     let mut config = HostConfig::safe_default("tester");
     if let Some(main) = config.actors.get_mut("main") {
         main.tools = vec!["cat".into(), "touch".into()];

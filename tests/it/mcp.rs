@@ -17,7 +17,7 @@ use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
 use rmcp::{ClientHandler, RoleClient, ServiceExt};
 use serde_json::{json, Value};
 
-use crate::serve::{args, executors, spin_args, wait_for_records, HttpServer};
+use crate::support::serve::{args, executors, spin_args, wait_for_records, HttpServer};
 use crate::support::{s, Env};
 
 /// The person at the client: answers every elicitation with `answer`
@@ -506,8 +506,8 @@ async fn mcp_a_client_that_goes_away_over_http_stops_its_spinning_guest() {
     let env = Env::new();
     let ws = env.mkdir("ws");
     let ex = [
-        crate::sandbox::guest("spin"),
-        crate::sandbox::guest("hello"),
+        crate::support::guests::guest("spin"),
+        crate::support::guests::guest("hello"),
     ];
     let server = HttpServer::start(&env, &spin_args(&ws, &ex, &["--no-auth"]));
     let person = Person::new(false);

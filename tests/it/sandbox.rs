@@ -1,114 +1,12 @@
 //! Issue 4: executors run as components in a sandbox built from the plan.
 //! Every security claim here is tested by a guest that tries.
 
-use std::path::{Path, PathBuf};
-use std::sync::Once;
+use std::path::Path;
 
+use crate::support::guests::{
+    build_guests, component, guest, manifest, output, run_json, tree, GUESTS,
+};
 use crate::support::{s, Env, Run};
-
-const GUESTS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/guests");
-
-/// Builds the guest workspace once per test binary (the build step the
-/// README's set-up runs too).
-fn build_guests() {
-    static BUILD: Once = Once::new();
-    BUILD.call_once(|| {
-        let status = std::process::Command::new("bash")
-            .arg(concat!(env!("CARGO_MANIFEST_DIR"), "/setup.sh"))
-            .status()
-            .expect("run setup.sh");
-        assert!(status.success(), "building the guests failed");
-    });
-}
-
-/// The manifest of guest `name` (building the guests first).
-pub(crate) fn guest(name: &str) -> PathBuf {
-    build_guests();
-    Path::new(GUESTS).join(name).join("executor.toml")
-}
-
-/// A guest's component built for wasm32-wasip2.
-pub(crate) fn component(name: &str) -> PathBuf {
-    build_guests();
-    Path::new(GUESTS)
-        .join("target/wasm32-wasip2/release")
-        .join(format!("{}.wasm", name.replace('-', "_")))
-}
-
-/// A manifest in the test's temp dir for `component` with `caps` (TOML
-/// `[[capabilities]]` blocks).
-pub(crate) fn manifest(
-    env: &Env,
-    name: &str,
-    component: &Path,
-    caps: &[(&str, Option<&str>)],
-) -> PathBuf {
-    let mut text = format!("name = \"{name}\"\ncomponent = \"{}\"\n", s(component));
-    for (cap, target) in caps {
-        text.push_str(&format!("[[capabilities]]\nname = \"{cap}\"\n"));
-        if let Some(t) = target {
-            text.push_str(&format!("target = \"{t}\"\n"));
-        }
-    }
-    env.write(&format!("manifests/{name}.toml"), &text)
-}
-
-pub(crate) fn run_json(
-    env: &Env,
-    manifest: &Path,
-    ws: &Path,
-    level: &str,
-    input: &str,
-    extra: &[&str],
-) -> (Run, serde_json::Value) {
-    let mut args = vec![
-        "--json",
-        "run",
-        s(manifest),
-        "--workspace",
-        s(ws),
-        "--level",
-        level,
-        "--input",
-        input,
-    ];
-    args.extend_from_slice(extra);
-    let run = env.run(&args);
-    let v = run
-        .stdout
-        .lines()
-        .last()
-        .and_then(|l| serde_json::from_str(l).ok())
-        .unwrap_or(serde_json::Value::Null);
-    (run, v)
-}
-
-pub(crate) fn output(v: &serde_json::Value) -> serde_json::Value {
-    let text = v["run"]["result"]["output"]
-        .as_str()
-        .unwrap_or_else(|| panic!("no output in {v:#}"));
-    serde_json::from_str(text).unwrap_or_else(|_| serde_json::Value::String(text.to_string()))
-}
-
-/// Every file under `dir` with its bytes, sorted.
-pub(crate) fn tree(dir: &Path) -> Vec<(String, Vec<u8>)> {
-    let mut out = Vec::new();
-    let mut stack = vec![dir.to_path_buf()];
-    while let Some(d) = stack.pop() {
-        for e in std::fs::read_dir(&d).unwrap() {
-            let p = e.unwrap().path();
-            let rel = p.strip_prefix(dir).unwrap().display().to_string();
-            if p.is_dir() {
-                out.push((format!("{rel}/"), vec![]));
-                stack.push(p);
-            } else {
-                out.push((rel, std::fs::read(&p).unwrap()));
-            }
-        }
-    }
-    out.sort();
-    out
-}
 
 #[test]
 fn hello_runs_and_a_second_run_does_no_compilation() {
@@ -475,10 +373,19 @@ fn a_p1_module_has_the_grants_and_refusals_of_its_p2_twin() {
 
 #[test]
 fn every_guest_is_used_by_a_test() {
-    let sources: String = std::fs::read_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/it"))
-        .unwrap()
-        .map(|e| std::fs::read_to_string(e.unwrap().path()).unwrap())
-        .collect();
+    // The sources of tests/it, its helpers in support/ included.
+    let mut sources = String::new();
+    let mut dirs = vec![Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/it")];
+    while let Some(dir) = dirs.pop() {
+        for e in std::fs::read_dir(dir).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                dirs.push(p);
+            } else {
+                sources.push_str(&std::fs::read_to_string(p).unwrap());
+            }
+        }
+    }
     for e in std::fs::read_dir(GUESTS).unwrap() {
         let p = e.unwrap().path();
         if !p.join("executor.toml").exists() {
@@ -1179,7 +1086,7 @@ fn a_write_root_that_holds_host_configuration_is_guarded_by_the_layer() {
 /// executor declared). The control: with `out` a real directory again,
 /// the same grant covers the same turn, no terminal needed.
 #[test]
-fn item08_the_prompt_shows_the_canonical_target() {
+fn the_prompt_shows_the_canonical_target() {
     let env = Env::new();
     let ws = env.mkdir("ws");
     env.mkdir("ws/private");
@@ -1292,7 +1199,7 @@ fn item08_the_prompt_shows_the_canonical_target() {
 /// gatehouse wrote, and no line of it is the forgery. The control, in the
 /// same runs: `--json` keeps the guest's bytes exact.
 #[test]
-fn item15_guest_text_cannot_drive_the_terminal() {
+fn guest_text_cannot_drive_the_terminal() {
     const FORGED: &str = "decision capability  allowed: fs:write on `/` (grant #1)";
     let evil = format!("\u{1b}[2J\n{FORGED}\n");
     let escaped = format!("\\u{{1b}}[2J\\n{FORGED}\\n");

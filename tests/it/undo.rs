@@ -1,7 +1,7 @@
 //! Issue 6 (in part): the turn history, the audit log, and undo of memory
 //! writes. Every claim is checked on the store's real contents.
 
-use crate::sandbox::{guest, output, run_json};
+use crate::support::guests::{guest, output, run_json};
 use crate::support::{s, Env};
 
 fn memory_env() -> (Env, std::path::PathBuf, Vec<String>) {

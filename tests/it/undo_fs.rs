@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 
 use serde_json::{json, Value};
 
-use crate::sandbox::{component, guest, manifest, output, run_json, tree};
+use crate::support::guests::{component, guest, manifest, output, run_json, tree};
 use crate::support::{s, Env};
 
 /// A workspace with files and directories to mutate.
@@ -492,7 +492,7 @@ fn undo_restores_a_turn_whose_host_was_killed_midway() {
 /// moved back, `out/d` back in place), the same undo of turn 1 restores
 /// the file where the turn deleted it.
 #[test]
-fn item04_undo_does_not_follow_a_planted_symlink() {
+fn undo_does_not_follow_a_planted_symlink() {
     const EVIL: &str =
         "level = \"Full\"\n[actors.main]\nskills = [\"*\"]\ntools = [\"sh\", \"bash\"]\n";
     for attack in [true, false] {
@@ -577,7 +577,7 @@ fn item04_undo_does_not_follow_a_planted_symlink() {
 /// climbs out of the preopened directory (here `out`) at any step; links
 /// that stay inside are made, read through, and undone.
 #[test]
-fn item04_symlink_at_refuses_targets_that_leave_the_preopen() {
+fn symlink_at_refuses_targets_that_leave_the_preopen() {
     let env = Env::new();
     let ws = workspace(&env);
     env.write("ws/secret.txt", "outside the grant\n");

@@ -8,7 +8,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
-use crate::sandbox::{guest, manifest};
+use crate::support::guests::{guest, manifest};
 use crate::support::{s, Env, Run};
 
 const GUESTS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/guests");
@@ -135,7 +135,7 @@ fn a_bare_wasm_file_runs_with_compute_pure_only() {
     }
     // A bare file that imports more than compute:pure: refused before it
     // runs, naming the manifest field that would grant the import.
-    let fetch = crate::sandbox::component("fetch");
+    let fetch = crate::support::guests::component("fetch");
     let run = env.run(&["run", s(&fetch), "--workspace", s(&ws)]);
     run.expect_err(
         2,

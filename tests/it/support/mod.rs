@@ -1,10 +1,20 @@
 //! Shared helpers: a sealed environment per test and a way to run the binary
-//! in it.
+//! in it (here), and the helpers more than one test module uses:
+//!
+//! - `guests`: the guests under `guests/`, manifests for them, `run --json`;
+//! - `exec`: whether this host confines commands, `run-tool` approved;
+//! - `seccomp`: a seccomp filter in a child, to hide a kernel facility;
+//! - `serve`: a `gatehouse serve --mcp` child over stdio or HTTP.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use tempfile::TempDir;
+
+pub mod exec;
+pub mod guests;
+pub mod seccomp;
+pub mod serve;
 
 /// What one run of the binary did.
 #[derive(Debug)]
