@@ -14,6 +14,8 @@
 //! - [`serve`] — executors as MCP tools (`gatehouse serve --mcp`).
 //! - [`terminal`] — the controlling terminal: prompts, escaped guest text,
 //!   answers read under a deadline.
+//! - [`util`] — the leaf every layer may use: locks that survive a
+//!   panicking holder, file digests, message helpers.
 
 pub mod authoring;
 pub mod config;
@@ -30,3 +32,4 @@ pub mod snapshot;
 pub mod terminal;
 pub mod tier3;
 pub mod undo;
+pub mod util;

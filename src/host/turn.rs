@@ -100,10 +100,7 @@ struct Answered {
 
 impl Inner {
     pub(super) fn frozen(&self) -> Arc<Frozen> {
-        match self.snapshot.read() {
-            Ok(s) => s.clone(),
-            Err(poisoned) => poisoned.into_inner().clone(),
-        }
+        crate::util::read(&self.snapshot).clone()
     }
 
     /// Rebuilds the snapshot when the grants database changed since it
@@ -161,16 +158,8 @@ impl Inner {
                 .cloned()
                 .collect();
         }
-        let mut guard = match self.snapshot.write() {
-            Ok(g) => g,
-            Err(poisoned) => poisoned.into_inner(),
-        };
-        *guard = Arc::new(Frozen::new(snap));
-        drop(guard);
-        match self.grants_stamp.lock() {
-            Ok(mut s) => *s = stamp,
-            Err(poisoned) => *poisoned.into_inner() = stamp,
-        }
+        *crate::util::write(&self.snapshot) = Arc::new(Frozen::new(snap));
+        *crate::util::lock(&self.grants_stamp) = stamp;
         Ok(())
     }
 
@@ -251,9 +240,9 @@ impl Inner {
             Some(m) if !m.command.is_empty() => {
                 sha256_hex(crate::policy::snapshot::canonical_json(&m.command).as_bytes())
             }
-            Some(m) => std::fs::read(&m.component)
-                .map(|b| sha256_hex(&b))
-                .unwrap_or_else(|_| "unreadable".into()),
+            Some(m) => {
+                crate::util::sha256_file(&m.component).unwrap_or_else(|_| "unreadable".into())
+            }
             None => String::new(),
         };
         let argv: Vec<String> = match self.manifest(&request.executor) {
@@ -652,9 +641,8 @@ impl Inner {
                 // pinned digest): one denial line, nothing else. The digest
                 // is the one the file really has.
                 journal.discard();
-                let digest = std::fs::read(plan.component())
+                let digest = crate::util::sha256_file(plan.component())
                     .ok()
-                    .map(|b| sha256_hex(&b))
                     .or_else(|| plan.sha256().map(str::to_string));
                 return self.refuse(t, code, reason, digest);
             }

@@ -47,7 +47,6 @@ use std::io;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
-use sha2::{Digest, Sha256};
 
 use crate::policy::{Capability, DeclaredCapability, ExecutorDef, TargetKind};
 
@@ -440,14 +439,7 @@ impl Manifest {
             }
             Err(e) => return Err(io_error(e)),
         };
-        // Streamed: components can be tens of megabytes.
-        let mut hasher = Sha256::new();
-        io::copy(&mut file, &mut hasher).map_err(io_error)?;
-        let actual: String = hasher
-            .finalize()
-            .iter()
-            .map(|b| format!("{b:02x}"))
-            .collect();
+        let actual = crate::util::sha256_reader(&mut file).map_err(io_error)?;
         match &self.sha256 {
             Some(expected) if *expected != actual => Err(ManifestError::DigestMismatch {
                 component: self.component.clone(),

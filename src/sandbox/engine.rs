@@ -363,10 +363,7 @@ impl Prepared {
         mask: u32,
         link: impl FnOnce() -> wasmtime::Result<Linker<super::state::HostState>>,
     ) -> Result<Pre, PreError> {
-        let known = match self.pres.read() {
-            Ok(m) => m.get(&mask).cloned(),
-            Err(poisoned) => poisoned.into_inner().get(&mask).cloned(),
-        };
+        let known = crate::util::read(&self.pres).get(&mask).cloned();
         if let Some(pre) = known {
             return Ok(pre);
         }
@@ -382,10 +379,7 @@ impl Prepared {
         } else {
             Pre::Executor(super::bindings::ExecutorHostPre::new(pre).map_err(PreError::Exports)?)
         };
-        match self.pres.write() {
-            Ok(mut m) => m.insert(mask, pre.clone()),
-            Err(poisoned) => poisoned.into_inner().insert(mask, pre.clone()),
-        };
+        crate::util::write(&self.pres).insert(mask, pre.clone());
         Ok(pre)
     }
 }
@@ -542,10 +536,9 @@ impl Sandbox {
         path: &Path,
         pinned: Option<&str>,
     ) -> Result<(Arc<Prepared>, bool), LoadError> {
-        let known = match self.prepared.read() {
-            Ok(m) => m.get(path.as_os_str()).cloned(),
-            Err(poisoned) => poisoned.into_inner().get(path.as_os_str()).cloned(),
-        };
+        let known = crate::util::read(&self.prepared)
+            .get(path.as_os_str())
+            .cloned();
         let Some(p) = known else {
             return self.load_path(path, pinned, None);
         };
@@ -633,12 +626,7 @@ impl Sandbox {
             is_command,
             pres: std::sync::RwLock::new(HashMap::new()),
         });
-        match self.prepared.write() {
-            Ok(mut m) => m.insert(path.as_os_str().to_owned(), p.clone()),
-            Err(poisoned) => poisoned
-                .into_inner()
-                .insert(path.as_os_str().to_owned(), p.clone()),
-        };
+        crate::util::write(&self.prepared).insert(path.as_os_str().to_owned(), p.clone());
         Ok((p, cache_hit))
     }
 

@@ -43,6 +43,7 @@ use crate::host::{
 };
 use crate::manifest::Manifest;
 use crate::policy::{Capability, DenyCode, Outcome};
+use crate::util::lock;
 
 pub use http::{serve_http, serve_token, HttpOptions, ServeHttpError};
 
@@ -323,10 +324,7 @@ impl Server {
     /// ended it (`DELETE`). Each ends within one epoch tick, its journal
     /// finished and its audit written.
     pub fn end_session(&self, session: &str) {
-        let turns = match self.inner.sessions.lock() {
-            Ok(mut s) => s.running.remove(session),
-            Err(p) => p.into_inner().running.remove(session),
-        };
+        let turns = lock(&self.inner.sessions).running.remove(session);
         for (_, cancel) in turns.into_iter().flatten() {
             cancel.cancel();
         }
@@ -335,10 +333,7 @@ impl Server {
     /// Registers a running turn's cancel switch under its session; the
     /// key to [`Server::unregister`] it with.
     fn register(&self, session: &str, cancel: crate::host::CancelHandle) -> u64 {
-        let mut s = match self.inner.sessions.lock() {
-            Ok(s) => s,
-            Err(p) => p.into_inner(),
-        };
+        let mut s = lock(&self.inner.sessions);
         s.next += 1;
         let key = s.next;
         s.running
@@ -349,10 +344,7 @@ impl Server {
     }
 
     fn unregister(&self, session: &str, key: u64) {
-        let mut s = match self.inner.sessions.lock() {
-            Ok(s) => s,
-            Err(p) => p.into_inner(),
-        };
+        let mut s = lock(&self.inner.sessions);
         if let Some(list) = s.running.get_mut(session) {
             list.retain(|(k, _)| *k != key);
             if list.is_empty() {

@@ -532,31 +532,7 @@ pub(crate) fn each_line(
     }
 }
 
-/// The sha256 of a file's bytes, read in chunks (never the whole file in
-/// memory).
-pub fn sha256_file(path: &Path) -> std::io::Result<String> {
-    use sha2::{Digest, Sha256};
-    use std::io::Read;
-    let mut f = File::open(path)?;
-    let mut hasher = Sha256::new();
-    let mut buf = vec![0u8; 64 * 1024];
-    loop {
-        let n = f.read(&mut buf)?;
-        if n == 0 {
-            break;
-        }
-        hasher.update(&buf[..n]);
-    }
-    Ok(hex(&hasher.finalize()))
-}
-
-fn hex(bytes: &[u8]) -> String {
-    let mut out = String::with_capacity(bytes.len() * 2);
-    for b in bytes {
-        out.push_str(&format!("{b:02x}"));
-    }
-    out
-}
+pub use crate::util::sha256_file;
 
 /// What [`store_blob_file`] did.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -599,7 +575,7 @@ pub fn store_blob_file(turn_dir: &Path, src: &Path, max_bytes: u64) -> std::io::
             out.write_all(&buf[..n])?;
         }
         out.sync_data()?;
-        let sha256 = hex(&hasher.finalize());
+        let sha256 = crate::util::hash::hex(hasher);
         let dest = super::fs::blob_path(turn_dir, &sha256);
         if !dest.is_file() {
             std::fs::rename(&tmp, &dest)?;
