@@ -40,13 +40,13 @@ use std::sync::{Arc, OnceLock, RwLock};
 
 use serde::Serialize;
 
-use crate::config::watch::{WatchKey, Watcher};
 use crate::config::{HostConfig, StatePaths};
 use crate::grants::{now_utc, GrantError};
 use crate::manifest::Manifest;
 use crate::policy::{Capability, DenyCode, Level, Snapshot};
-use crate::sandbox::Sandbox;
 pub use crate::sandbox::{EngineKind, EngineProfile};
+use crate::sandbox::{Sandbox, DEFAULT_JOURNAL_BYTES, DEFAULT_MEMORY_KEYS};
+use crate::util::watch::{WatchKey, Watcher};
 // The sandbox's types a caller of the host handles: it needs nothing else
 // from the sandbox.
 pub use crate::sandbox::{
@@ -493,8 +493,9 @@ impl Host {
     /// the request's journal and memory caps: how much a turn may back up
     /// or store is the host's to say.
     pub fn begin(&self, mut request: TurnRequest) -> Begun {
-        request.limits.journal_bytes = self.inner.config.journal_bytes;
-        request.limits.memory_keys = self.inner.config.memory_keys;
+        let config = &self.inner.config;
+        request.limits.journal_bytes = config.journal_bytes.unwrap_or(DEFAULT_JOURNAL_BYTES);
+        request.limits.memory_keys = config.memory_keys.unwrap_or(DEFAULT_MEMORY_KEYS);
         self.inner.reread_grants();
         let turn = new_turn_id(now_utc());
         match self.inner.advance(&request, &turn, Vec::new(), None) {
@@ -586,10 +587,25 @@ pub fn isolation_report(
     state: &StatePaths,
     kind: EngineKind,
 ) -> Result<(IsolationReport, EngineProfile), HostError> {
-    let profile = EngineProfile::configured(&config.engine, kind, Limits::default().memory_bytes);
+    let profile = engine_profile(config, kind, Limits::default().memory_bytes);
     let sandbox = Sandbox::with_profile(&state.cache_dir, &profile)
         .map_err(|e| HostError::Engine(Arc::new(e)))?;
     Ok((sandbox.isolation().clone(), *sandbox.profile()))
+}
+
+/// The engine profile `config`'s `[engine]` asks for, for a `kind` of
+/// host, every memory bounded at `max_memory`.
+pub(crate) fn engine_profile(
+    config: &HostConfig,
+    kind: EngineKind,
+    max_memory: usize,
+) -> EngineProfile {
+    EngineProfile::configured(
+        config.engine.signals_based_traps,
+        config.engine.guard_bytes,
+        kind,
+        max_memory,
+    )
 }
 
 /// A new turn id: UTC time and a per-process counter with the pid.

@@ -10,12 +10,12 @@ use super::audit::TurnAudit;
 use super::gate::{gate, Gate, Step, TurnInput};
 use super::roots::{Waited, WriteRoots};
 use super::{Frozen, TurnRequest};
-use crate::config::chain;
 use crate::manifest::Manifest;
 use crate::policy::{decide, Capability, Decision, DenyCode, Request, RequestKind};
 use crate::sandbox::services::{CommandScreen, NestedError, NestedTurn};
 use crate::sandbox::{execute, GuestResult, OnDegraded, Plan, RunServices, Sandbox};
 use crate::undo::TurnJournal;
+use crate::util::chain;
 
 /// What the services of one turn (and its nested turns) are bound to.
 #[derive(Clone)]

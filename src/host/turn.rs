@@ -11,7 +11,6 @@ use super::{
     build_snapshot, nested, Answer, ApprovalRequest, Choice, DenialRecord, Frozen, HostError,
     Inner, Pending, Step, TurnEnd, TurnOutcome, TurnRequest,
 };
-use crate::config::chain;
 use crate::grants::{now_utc, NewGrant};
 use crate::manifest::Manifest;
 use crate::policy::snapshot::sha256_hex;
@@ -20,6 +19,7 @@ use crate::sandbox::{
     execute, EngineProfile, GuestResult, IsolationReport, Limits, Plan, RunError, Sandbox, Stopped,
 };
 use crate::undo::{TurnJournal, TurnRecord};
+use crate::util::chain;
 
 /// The grants database as `stat` sees it: size and modification time of
 /// the file and of its write-ahead log (where SQLite commits first).
@@ -107,7 +107,7 @@ impl Inner {
     /// was built; a database that cannot be read keeps the snapshot
     /// (logged). With a watch on the database, its files are looked at
     /// only when the watch says they may have changed (a write, a rename,
-    /// a new write-ahead log: see [`crate::config::watch`]); the check and
+    /// a new write-ahead log: see [`crate::util::watch`]); the check and
     /// the rebuild happen with the watcher held, so no turn runs ahead of
     /// a rebuild another turn is making.
     pub(super) fn reread_grants(&self) {
@@ -164,8 +164,8 @@ impl Inner {
     }
 
     pub(super) fn profile(&self) -> EngineProfile {
-        EngineProfile::configured(
-            &self.config.engine,
+        super::engine_profile(
+            &self.config,
             self.engine,
             self.max_memory_bytes.max(Limits::default().memory_bytes),
         )

@@ -12,6 +12,7 @@ pub mod command;
 pub mod decide;
 pub mod grant;
 pub mod matrix;
+pub mod on_degraded;
 pub mod registry;
 pub mod request;
 pub mod snapshot;
@@ -23,6 +24,7 @@ pub use codes::{CodeFamily, DenyCode};
 pub use decide::{check_target, decide, decide_json, is_within, private_scope, Decision};
 pub use grant::{effective_outcome, Effective, Grant, Identity};
 pub use matrix::{matrix, Level, Outcome};
+pub use on_degraded::{OnDegraded, UnknownOnDegraded};
 pub use registry::{ApprovalClass, Capability, CapabilitySpec, TargetKind, REGISTRY};
 pub use request::{Access, ConfigSubject, Request, RequestKind, ResolvedPath};
 pub use snapshot::{

@@ -36,7 +36,11 @@ pub struct Limits {
     pub memory_keys: u64,
 }
 
-pub use crate::config::DEFAULT_JOURNAL_BYTES;
+/// The default of `[limits] journal_mib`: 256 MiB.
+pub const DEFAULT_JOURNAL_BYTES: u64 = 256 << 20;
+
+/// The default of `[limits] memory_keys`.
+pub const DEFAULT_MEMORY_KEYS: u64 = 10_000;
 
 impl Default for Limits {
     fn default() -> Limits {
@@ -48,7 +52,7 @@ impl Default for Limits {
             hostcalls: 1_000_000,
             resources: 4_096,
             journal_bytes: DEFAULT_JOURNAL_BYTES,
-            memory_keys: crate::config::DEFAULT_MEMORY_KEYS,
+            memory_keys: DEFAULT_MEMORY_KEYS,
         }
     }
 }

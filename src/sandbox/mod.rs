@@ -40,7 +40,7 @@ pub mod wasi;
 pub use crate::exec::pinned::{PinError, PinnedDir};
 pub use engine::{Counters, EngineKind, EngineProfile, LoadError, Sandbox};
 pub use isolation::{IsolationReport, OnDegraded};
-pub use limits::{LimitHit, Limits, DEFAULT_JOURNAL_BYTES};
+pub use limits::{LimitHit, Limits, DEFAULT_JOURNAL_BYTES, DEFAULT_MEMORY_KEYS};
 pub use plan::{Allowed, DirAccess, MemoryGrant, Plan, Preopen};
 pub use run::{
     execute, GuestResult, HostStdin, RunError, RunIo, RunReport, StdinFrom, Stopped, TrapFrame,

@@ -298,7 +298,7 @@ pub fn execute(
                 code: DenyCode::ImportNotGranted,
                 reason: format!(
                     "the component's imports do not match what gatehouse provides: {}",
-                    crate::config::lower(&e.to_string())
+                    crate::util::lower(&e.to_string())
                 ),
             })
         }

@@ -490,7 +490,7 @@ impl Server {
         let host = self.inner.host.clone();
         match tokio::task::block_in_place(|| host.own_turns(actor, limit)) {
             Ok(turns) => structured_result(json!({ "actor": actor, "turns": turns }), false),
-            Err(e) => error_result(None, &crate::config::chain(&e), None),
+            Err(e) => error_result(None, &crate::util::chain(&e), None),
         }
     }
 
@@ -532,7 +532,7 @@ impl Server {
                 &format!("no turn `{t}` of actor `{actor}` in the history"),
                 None,
             ),
-            Err(e) => error_result(None, &crate::config::chain(&e), None),
+            Err(e) => error_result(None, &crate::util::chain(&e), None),
         }
     }
 
@@ -717,7 +717,7 @@ pub fn elicitation(approval: &ApprovalRequest, remember: bool) -> Value {
     // argv and the files it names (escaped: guest and client text).
     for line in approval.shown.lines() {
         message.push('\n');
-        message.push_str(&crate::config::printable(&line));
+        message.push_str(&crate::util::printable(&line));
     }
     let all_rememberable = approval.pending.iter().all(|p| p.rememberable);
     let rememberable = remember && all_rememberable;

@@ -21,7 +21,7 @@ use std::fs::File;
 use std::io::Write;
 use std::os::fd::OwnedFd;
 
-pub(crate) use crate::config::nofollow::{components, open_below, open_root, Reach, DIR_FLAGS};
+pub(crate) use crate::util::nofollow::{components, open_below, open_root, Reach, DIR_FLAGS};
 use rustix::io::Errno;
 
 use rustix::fs::{AtFlags, FileType, Mode, OFlags, RenameFlags};
@@ -220,7 +220,7 @@ fn io(r: Reach) -> std::io::Error {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::nofollow::walk;
+    use crate::util::nofollow::walk;
 
     fn canonical(p: &std::path::Path) -> String {
         p.canonicalize().unwrap().to_str().unwrap().to_string()

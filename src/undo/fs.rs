@@ -279,7 +279,7 @@ impl FsUndo {
                     UndoStatus::Failed,
                     format!(
                         "cannot inspect `{path}`: {}",
-                        crate::config::lower(&e.to_string())
+                        crate::util::lower(&e.to_string())
                     ),
                 ))
             }
@@ -303,7 +303,7 @@ impl FsUndo {
                 format!(
                     "cannot read the backup `{}`: {}",
                     p.display(),
-                    crate::config::lower(&e.to_string())
+                    crate::util::lower(&e.to_string())
                 ),
             )
         })?;
@@ -608,7 +608,7 @@ fn act(
         Ok(()) => (UndoStatus::Done, what),
         Err(e) => (
             UndoStatus::Failed,
-            format!("{what}: {}", crate::config::lower(&e.to_string())),
+            format!("{what}: {}", crate::util::lower(&e.to_string())),
         ),
     }
 }

@@ -23,7 +23,7 @@ pub enum HistoryError {
         action: &'static str,
         path: PathBuf,
         #[source]
-        source: crate::config::IoCause,
+        source: crate::util::IoCause,
     },
     #[error("cannot encode a record for `{path}`")]
     Encode {

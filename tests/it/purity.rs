@@ -129,7 +129,9 @@ fn the_checks_would_catch_a_violation() {
 /// may use only the modules listed for it: no import cycles, the sandbox
 /// never reaches the gate or the host, the policy core nothing at all,
 /// and `util` (the shared helpers) nothing either, so every layer may use
-/// it.
+/// it. The sandbox, exec, undo and the terminal do not reach the
+/// configuration: its values (the engine settings, `on_degraded`, the
+/// limits) are passed in by the host.
 const LAYERS: [(&str, &[&str]); 17] = [
     ("util", &[]),
     ("policy", &[]),
@@ -139,17 +141,14 @@ const LAYERS: [(&str, &[&str]); 17] = [
     ("manifest", &["util", "policy", "config"]),
     ("snapshot", &["util", "policy", "config", "manifest"]),
     ("tier3", &["util", "policy", "config"]),
-    ("exec", &["util", "policy", "config"]),
-    ("undo", &["util", "policy", "config", "memory"]),
-    (
-        "sandbox",
-        &["util", "policy", "config", "memory", "exec", "undo"],
-    ),
+    ("exec", &["util", "policy"]),
+    ("undo", &["util", "policy", "memory"]),
+    ("sandbox", &["util", "policy", "memory", "exec", "undo"]),
     (
         "authoring",
         &["util", "policy", "config", "manifest", "sandbox"],
     ),
-    ("terminal", &["util", "policy", "config", "sandbox"]),
+    ("terminal", &["util", "policy", "sandbox"]),
     (
         "host",
         &[
