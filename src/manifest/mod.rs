@@ -219,7 +219,10 @@ impl Manifest {
                 {
                     return Err(invalid(
                         "command[0]",
-                        format!("invalid program `{program}`: it must be a non-empty program name or path without whitespace"),
+                        format!(
+                            "invalid program `{}`: it must be a non-empty program name or path without whitespace",
+                            crate::util::printable(program)
+                        ),
                     ));
                 }
                 if let Some((i, a)) = argv
@@ -229,7 +232,7 @@ impl Manifest {
                 {
                     return Err(invalid(
                         &format!("command[{i}]"),
-                        format!("`{}` holds a control character", a.escape_default()),
+                        format!("`{}` holds a control character", crate::util::printable(a)),
                     ));
                 }
                 if raw.sha256.is_some() {

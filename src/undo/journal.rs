@@ -548,8 +548,7 @@ pub enum StoredBlob {
 /// in chunks, and at most `max_bytes` of it: a longer file is
 /// [`StoredBlob::TooLarge`] and leaves nothing behind.
 pub fn store_blob_file(turn_dir: &Path, src: &Path, max_bytes: u64) -> std::io::Result<StoredBlob> {
-    use sha2::{Digest, Sha256};
-    use std::io::Read;
+    use std::ops::ControlFlow;
     let dir = turn_dir.join("blob");
     if !dir.is_dir() {
         std::fs::create_dir_all(&dir)?;
@@ -559,23 +558,19 @@ pub fn store_blob_file(turn_dir: &Path, src: &Path, max_bytes: u64) -> std::io::
     let tmp = tempfile_in(&dir)?;
     let result = (|| {
         let mut out = File::create(&tmp)?;
-        let mut hasher = Sha256::new();
-        let mut buf = vec![0u8; 64 * 1024];
         let mut total: u64 = 0;
-        loop {
-            let n = input.read(&mut buf)?;
-            if n == 0 {
-                break;
-            }
-            total += n as u64;
+        let hashed = crate::util::hash::sha256_each(&mut input, |block| {
+            total += block.len() as u64;
             if total > max_bytes {
-                return Ok(StoredBlob::TooLarge);
+                return Ok(ControlFlow::Break(()));
             }
-            hasher.update(&buf[..n]);
-            out.write_all(&buf[..n])?;
-        }
+            out.write_all(block)?;
+            Ok(ControlFlow::Continue(()))
+        })?;
+        let Some(sha256) = hashed else {
+            return Ok(StoredBlob::TooLarge);
+        };
         out.sync_data()?;
-        let sha256 = crate::util::hash::hex(hasher);
         let dest = super::fs::blob_path(turn_dir, &sha256);
         if !dest.is_file() {
             std::fs::rename(&tmp, &dest)?;

@@ -5,6 +5,7 @@
 //! digest of bytes already in memory is the policy core's `sha256_hex`.)
 
 use std::io::Read;
+use std::ops::ControlFlow;
 use std::path::Path;
 
 use sha2::{Digest, Sha256};
@@ -13,8 +14,13 @@ use sha2::{Digest, Sha256};
 /// `read(2)` calls.
 const BLOCK: usize = 64 * 1024;
 
-/// The lowercase hex sha256 of everything `input` yields.
-pub fn sha256_reader(mut input: impl Read) -> std::io::Result<String> {
+/// The lowercase hex sha256 of everything `input` yields, each block
+/// also handed to `each` as it is read (for a caller that copies while
+/// it hashes); `None` when `each` stopped the reading early.
+pub fn sha256_each(
+    mut input: impl Read,
+    mut each: impl FnMut(&[u8]) -> std::io::Result<ControlFlow<()>>,
+) -> std::io::Result<Option<String>> {
     let mut hasher = Sha256::new();
     let mut buf = vec![0u8; BLOCK];
     loop {
@@ -22,20 +28,23 @@ pub fn sha256_reader(mut input: impl Read) -> std::io::Result<String> {
         if n == 0 {
             break;
         }
+        if each(&buf[..n])?.is_break() {
+            return Ok(None);
+        }
         hasher.update(&buf[..n]);
     }
-    Ok(hex(hasher))
+    Ok(Some(format!("{:x}", hasher.finalize())))
+}
+
+/// The lowercase hex sha256 of everything `input` yields.
+pub fn sha256_reader(input: impl Read) -> std::io::Result<String> {
+    // Nothing stops the reading, so there is always a digest.
+    sha256_each(input, |_| Ok(ControlFlow::Continue(()))).map(Option::unwrap_or_default)
 }
 
 /// The lowercase hex sha256 of the file at `path` (links followed).
 pub fn sha256_file(path: &Path) -> std::io::Result<String> {
     sha256_reader(std::fs::File::open(path)?)
-}
-
-/// `hasher`'s digest in lowercase hex: for a caller that hashes while it
-/// does something else with the bytes (a copy).
-pub fn hex(hasher: Sha256) -> String {
-    format!("{:x}", hasher.finalize())
 }
 
 #[cfg(test)]
@@ -56,5 +65,20 @@ mod tests {
             format!("{:x}", Sha256::digest(&big))
         );
         assert!(sha256_file(&dir.path().join("none")).is_err());
+    }
+
+    #[test]
+    fn each_block_is_seen_and_may_stop_the_reading() {
+        let big = vec![1u8; BLOCK + 1];
+        let mut seen = 0;
+        let whole = sha256_each(&big[..], |b| {
+            seen += b.len();
+            Ok(ControlFlow::Continue(()))
+        })
+        .unwrap();
+        assert_eq!(seen, big.len());
+        assert_eq!(whole, Some(format!("{:x}", Sha256::digest(&big))));
+        let stopped = sha256_each(&big[..], |_| Ok(ControlFlow::Break(()))).unwrap();
+        assert_eq!(stopped, None);
     }
 }
