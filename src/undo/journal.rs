@@ -549,11 +549,7 @@ pub enum StoredBlob {
 /// [`StoredBlob::TooLarge`] and leaves nothing behind.
 pub fn store_blob_file(turn_dir: &Path, src: &Path, max_bytes: u64) -> std::io::Result<StoredBlob> {
     use std::ops::ControlFlow;
-    let dir = turn_dir.join("blob");
-    if !dir.is_dir() {
-        std::fs::create_dir_all(&dir)?;
-        File::open(turn_dir)?.sync_all()?;
-    }
+    let dir = super::fs::blob_dir(turn_dir)?;
     let mut input = File::open(src)?;
     let tmp = tempfile_in(&dir)?;
     let result = (|| {
