@@ -19,6 +19,8 @@
 //! - [`undo`] — turn history, the write-ahead journal, undo and pruning.
 //! - [`terminal`] — the controlling terminal: prompts, escaped guest text,
 //!   answers read under a deadline.
+//! - [`util`] — the leaf every layer may use: locks that survive a
+//!   panicking holder, file digests, message helpers.
 //! - [`tier3`] — the deny-path suite.
 //! - [`conformance`] — the sandbox suite: attacks that must hold, programs
 //!   that must succeed.
@@ -44,3 +46,4 @@ pub mod snapshot;
 pub mod terminal;
 pub mod tier3;
 pub mod undo;
+pub mod util;

@@ -7,9 +7,10 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::config::{lower, resolve_ancestor, HostConfig, StatePaths};
+use crate::config::{resolve_ancestor, HostConfig, StatePaths};
 use crate::manifest::Manifest;
 use crate::policy::{FrozenSnapshot, Grant, Level, ProtectedKind, ProtectedPath, Roots, Snapshot};
+use crate::util::lower;
 
 /// Why a snapshot could not be built, written or accepted.
 #[derive(Debug, thiserror::Error)]

@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 use crate::policy::DenyCode;
 use crate::sandbox::Asker;
 
-pub use crate::config::printable as shown;
+pub use crate::util::printable as shown;
 
 /// Text a terminal shows of one answer or question, at most.
 pub const MAX_LINE: usize = 4_096;
@@ -164,7 +164,7 @@ impl Asker for TerminalAsker {
                 DenyCode::ApprovalRequired,
                 format!(
                     "cannot read the answer: {}",
-                    crate::config::lower(&e.to_string())
+                    crate::util::lower(&e.to_string())
                 ),
             )),
         }

@@ -1,9 +1,9 @@
 //! `gatehouse approvals`: the pending-approval queue, answered by the
 //! person.
 
-use gatehouse::config::printable;
 use gatehouse::host::grants::{now_utc, remember_for};
 use gatehouse::host::{ApprovalQueue, QueueAnswer, QueueEntry, QueueError};
+use gatehouse::util::printable;
 
 use super::args::ApprovalsCmd;
 use super::{out_json, CmdResult, Context, Exit, Failure};

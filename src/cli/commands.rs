@@ -88,7 +88,7 @@ impl From<ManifestError> for Failure {
         };
         Failure {
             exit,
-            message: gatehouse::config::chain(&e),
+            message: gatehouse::util::chain(&e),
         }
     }
 }

@@ -22,7 +22,7 @@ pub fn run(ctx: &Context, args: ConformanceArgs) -> CmdResult {
     })
     .map_err(|e| match e {
         conformance::RunError::NoCase(_) => Failure::invalid(e.to_string()),
-        e => Failure::error(gatehouse::config::chain(&e)),
+        e => Failure::error(gatehouse::util::chain(&e)),
     })?;
     if ctx.json {
         out_json(&report);

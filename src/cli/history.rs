@@ -9,7 +9,7 @@ impl From<HistoryError> for Failure {
     fn from(e: HistoryError) -> Failure {
         match e {
             HistoryError::NoSuchTurn(_) => Failure::invalid(e.to_string()),
-            _ => Failure::error(gatehouse::config::chain(&e)),
+            _ => Failure::error(gatehouse::util::chain(&e)),
         }
     }
 }

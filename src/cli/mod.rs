@@ -18,10 +18,9 @@ use std::path::{Path, PathBuf};
 
 use clap::Parser;
 
-use gatehouse::config::{
-    lower, printable, resolve_path, ConfigError, HostConfig, HostEnv, StatePaths,
-};
+use gatehouse::config::{resolve_path, ConfigError, HostConfig, HostEnv, StatePaths};
 use gatehouse::policy::ResolvedPath;
+use gatehouse::util::{lower, printable};
 
 pub use args::Cli;
 
@@ -99,7 +98,7 @@ impl Failure {
     pub fn of(e: &(dyn std::error::Error + 'static), invalid: bool) -> Failure {
         Failure {
             exit: if invalid { Exit::Invalid } else { Exit::Error },
-            message: gatehouse::config::chain(e),
+            message: gatehouse::util::chain(e),
         }
     }
 }

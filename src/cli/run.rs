@@ -110,7 +110,7 @@ pub(super) fn host_failure(e: HostError) -> Failure {
     match e {
         HostError::Snapshot(e) => Failure::from(e),
         HostError::Grants(e) => Failure::from(e),
-        e => Failure::error(gatehouse::config::chain(&e)),
+        e => Failure::error(gatehouse::util::chain(&e)),
     }
 }
 

@@ -17,27 +17,22 @@
 
 mod env;
 mod network;
-pub(crate) mod nofollow;
-mod on_degraded;
 mod resolve;
-pub mod watch;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 
+pub use crate::policy::{OnDegraded, UnknownOnDegraded};
 pub use env::{HostEnv, StatePaths};
-pub use network::{
-    NetworkConfig, ProviderDef, ValueSource, DEFAULT_HTTP_REQUESTS, DEFAULT_HTTP_RESPONSE_BYTES,
-};
-pub use on_degraded::{OnDegraded, UnknownOnDegraded};
+pub use network::{NetworkConfig, ProviderDef, ValueSource};
 pub use resolve::{
-    absolutize, chain, lower, printable, resolve_ancestor, resolve_glob, resolve_path,
-    resolve_raw_path, GlobRoot, IoCause,
+    absolutize, resolve_ancestor, resolve_glob, resolve_path, resolve_raw_path, GlobRoot,
 };
 
 use crate::policy::{Actor, Identity, Level, ResolvedPath, WorkspaceMode, WorkspaceRoot};
+use crate::util::lower;
 
 /// Why a configuration could not be used.
 #[derive(Debug, thiserror::Error)]
@@ -194,18 +189,20 @@ pub struct HostConfig {
     /// `[engine]`.
     pub engine: EngineConfig,
     /// `[limits] journal_mib`, in bytes: what one turn may back up for
-    /// undo (default 256 MiB); past it a change is refused with
-    /// `LIMIT_JOURNAL`.
-    pub journal_bytes: u64,
-    /// `[limits] memory_keys`: how many keys one memory scope may hold
-    /// (default 10000); a new key past it is refused with
-    /// `LIMIT_MEMORY_KEYS`.
-    pub memory_keys: u64,
-    /// `[limits] http_requests`: HTTP requests one turn may send.
-    pub http_requests: u64,
+    /// undo; past it a change is refused with `LIMIT_JOURNAL`. `None`:
+    /// the sandbox's default (`sandbox::DEFAULT_JOURNAL_BYTES`, 256 MiB),
+    /// which the host applies.
+    pub journal_bytes: Option<u64>,
+    /// `[limits] memory_keys`: how many keys one memory scope may hold;
+    /// a new key past it is refused with `LIMIT_MEMORY_KEYS`. `None`: the
+    /// sandbox's default (`sandbox::DEFAULT_MEMORY_KEYS`, 10000).
+    pub memory_keys: Option<u64>,
+    /// `[limits] http_requests`: HTTP requests one turn may send; `None`:
+    /// the sandbox's default (`sandbox::DEFAULT_HTTP_REQUESTS`, 100).
+    pub http_requests: Option<u64>,
     /// `[limits] http_response_mib`, in bytes: response bytes one turn
-    /// may receive over HTTP.
-    pub http_response_bytes: u64,
+    /// may receive over HTTP; `None`: the sandbox's default (64 MiB).
+    pub http_response_bytes: Option<u64>,
     /// `[network]`: TLS roots and pinned names of the HTTP sender.
     pub network: NetworkConfig,
     /// `[providers.NAME]`: credentials for `provider:access`.
@@ -219,12 +216,6 @@ pub struct HostConfig {
     /// configuration, whether or not it exists yet.
     pub places: Places,
 }
-
-/// The default of `[limits] memory_keys`.
-pub const DEFAULT_MEMORY_KEYS: u64 = 10_000;
-
-/// The default of `[limits] journal_mib`: 256 MiB.
-pub const DEFAULT_JOURNAL_BYTES: u64 = 256 << 20;
 
 /// Where gatehouse looks for its configuration and its state: `--config`,
 /// `$GATEHOUSE_CONFIG`, `$XDG_CONFIG_HOME/gatehouse`,
@@ -270,10 +261,10 @@ impl HostConfig {
             actors,
             on_degraded: OnDegraded::default(),
             engine: EngineConfig::default(),
-            journal_bytes: DEFAULT_JOURNAL_BYTES,
-            memory_keys: DEFAULT_MEMORY_KEYS,
-            http_requests: DEFAULT_HTTP_REQUESTS,
-            http_response_bytes: DEFAULT_HTTP_RESPONSE_BYTES,
+            journal_bytes: None,
+            memory_keys: None,
+            http_requests: None,
+            http_response_bytes: None,
             network: NetworkConfig::default(),
             providers: Vec::new(),
             serve_tools: vec![],
@@ -341,8 +332,8 @@ impl HostConfig {
                 .map_err(|e| invalid("isolation.on_degraded".into(), e.to_string()))?,
         };
         let memory_keys = match raw.limits.as_ref().and_then(|l| l.memory_keys) {
-            None => DEFAULT_MEMORY_KEYS,
-            Some(n) if (1..=1_000_000).contains(&n) => n,
+            None => None,
+            Some(n) if (1..=1_000_000).contains(&n) => Some(n),
             Some(_) => {
                 return Err(invalid(
                     "limits.memory_keys".into(),
@@ -351,8 +342,8 @@ impl HostConfig {
             }
         };
         let http_requests = match raw.limits.as_ref().and_then(|l| l.http_requests) {
-            None => DEFAULT_HTTP_REQUESTS,
-            Some(n) if (1..=1_000_000).contains(&n) => n,
+            None => None,
+            Some(n) if (1..=1_000_000).contains(&n) => Some(n),
             Some(_) => {
                 return Err(invalid(
                     "limits.http_requests".into(),
@@ -361,8 +352,8 @@ impl HostConfig {
             }
         };
         let http_response_bytes = match raw.limits.as_ref().and_then(|l| l.http_response_mib) {
-            None => DEFAULT_HTTP_RESPONSE_BYTES,
-            Some(mib) if (1..=1 << 20).contains(&mib) => mib << 20,
+            None => None,
+            Some(mib) if (1..=1 << 20).contains(&mib) => Some(mib << 20),
             Some(_) => {
                 return Err(invalid(
                     "limits.http_response_mib".into(),
@@ -374,8 +365,8 @@ impl HostConfig {
         let network = network::network(raw.network, &here).map_err(|(f, m)| invalid(f, m))?;
         let providers = network::providers(raw.providers, &here).map_err(|(f, m)| invalid(f, m))?;
         let journal_bytes = match raw.limits.and_then(|l| l.journal_mib) {
-            None => DEFAULT_JOURNAL_BYTES,
-            Some(mib) if (1..=1 << 20).contains(&mib) => mib << 20,
+            None => None,
+            Some(mib) if (1..=1 << 20).contains(&mib) => Some(mib << 20),
             Some(_) => {
                 return Err(invalid(
                     "limits.journal_mib".into(),
@@ -691,9 +682,9 @@ workspaces = [{ path = "/tmp", mode = "read-only" }]
     #[test]
     fn the_limits_table() {
         let c = parse("[actors.main]\n").unwrap();
-        assert_eq!(c.journal_bytes, 256 << 20);
+        assert_eq!(c.journal_bytes, None);
         let c = parse("[actors.main]\n[limits]\njournal_mib = 3\n").unwrap();
-        assert_eq!(c.journal_bytes, 3 << 20);
+        assert_eq!(c.journal_bytes, Some(3 << 20));
         let e = parse("[actors.main]\n[limits]\njournal_mib = 0\n")
             .unwrap_err()
             .to_string();

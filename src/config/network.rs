@@ -9,11 +9,6 @@ use serde::Deserialize;
 
 use crate::policy::{SitePattern, UrlPattern};
 
-/// The default of `[limits] http_requests`.
-pub const DEFAULT_HTTP_REQUESTS: u64 = 100;
-/// The default of `[limits] http_response_mib`: 64 MiB.
-pub const DEFAULT_HTTP_RESPONSE_BYTES: u64 = 64 << 20;
-
 /// `[network]` as written.
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]

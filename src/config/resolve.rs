@@ -10,6 +10,7 @@
 use std::path::{Component, Path, PathBuf};
 
 use crate::policy::{PathGlob, ResolvedPath};
+use crate::util::lower;
 
 /// Makes `path` absolute against `base` and expands a leading `~/` with
 /// `home`, without touching the filesystem.
@@ -180,42 +181,6 @@ fn to_resolved(input: &str, real: &Path) -> ResolvedPath {
     }
 }
 
-/// Whether `c` must not reach a terminal as it is: a control character
-/// (C0, DEL, C1: escape sequences, carriage return, backspace, newline) or
-/// a bidirectional formatting character (which reorders what is shown).
-fn unprintable(c: char) -> bool {
-    c.is_control()
-        || matches!(c, '\u{61c}' | '\u{200e}' | '\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
-}
-
-/// `text` as one line a person can read and no one can drive a terminal
-/// with: every control and bidirectional formatting character escaped
-/// the way Rust writes it (`\n`, `\t`, `\u{1b}`, `\u{202e}`), everything
-/// else as it is. Borrowed when nothing needs escaping.
-pub fn printable(text: &str) -> std::borrow::Cow<'_, str> {
-    if !text.chars().any(unprintable) {
-        return std::borrow::Cow::Borrowed(text);
-    }
-    let mut out = String::with_capacity(text.len() + 8);
-    for c in text.chars() {
-        if unprintable(c) {
-            out.extend(c.escape_default());
-        } else {
-            out.push(c);
-        }
-    }
-    std::borrow::Cow::Owned(out)
-}
-
-/// Lowercases the first letter of an OS error message (`No such file…`).
-pub fn lower(msg: &str) -> String {
-    let mut chars = msg.chars();
-    match chars.next() {
-        Some(c) => c.to_lowercase().chain(chars).collect(),
-        None => String::new(),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -279,16 +244,6 @@ mod tests {
     }
 
     #[test]
-    fn printable_escapes_controls_and_bidi_and_keeps_the_rest() {
-        assert_eq!(printable("plain é → ok"), "plain é → ok");
-        assert!(matches!(printable("plain"), std::borrow::Cow::Borrowed(_)));
-        assert_eq!(
-            printable("\x1b[2J\ndecision\r\t\u{7f}\u{9b}x\u{202e}y"),
-            "\\u{1b}[2J\\ndecision\\r\\t\\u{7f}\\u{9b}x\\u{202e}y"
-        );
-    }
-
-    #[test]
     fn absolutize_expands_home_and_base() {
         let home = Path::new("/home/a");
         assert_eq!(
@@ -305,45 +260,4 @@ mod tests {
         );
         assert!(absolutize("~/n", Path::new("/b"), None).is_err());
     }
-}
-
-/// An I/O error kept whole as the cause of another error (its kind and
-/// errno stay readable), shown in lowercase as every gatehouse message is.
-#[derive(Debug)]
-pub struct IoCause(pub std::io::Error);
-
-impl std::fmt::Display for IoCause {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&lower(&self.0.to_string()))
-    }
-}
-
-impl std::error::Error for IoCause {
-    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        self.0.source()
-    }
-}
-
-impl From<std::io::Error> for IoCause {
-    fn from(e: std::io::Error) -> IoCause {
-        IoCause(e)
-    }
-}
-
-/// An error and its causes, one line: each message joined by `: ` (what a
-/// person reads; the causes themselves stay on the error).
-pub fn chain(e: &(dyn std::error::Error + 'static)) -> String {
-    let mut out = e.to_string();
-    let mut cur = e.source();
-    while let Some(c) = cur {
-        let text = c.to_string();
-        // A message that already ends with its cause's text is not
-        // repeated (an error that both shows and keeps its cause).
-        if !out.ends_with(&text) {
-            out.push_str(": ");
-            out.push_str(&text);
-        }
-        cur = c.source();
-    }
-    out
 }

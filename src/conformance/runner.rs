@@ -507,7 +507,7 @@ impl Suite<'_> {
             }
         }
         let path = self.root.join("config").join(format!("{name}.toml"));
-        Manifest::parse(&path, &text).map_err(|e| format!("manifest: {}", crate::config::chain(&e)))
+        Manifest::parse(&path, &text).map_err(|e| format!("manifest: {}", crate::util::chain(&e)))
     }
 
     fn host(
@@ -528,7 +528,7 @@ impl Suite<'_> {
         );
         options.level = Some(Level::Full);
         options.engine = EngineKind::OneShot;
-        Host::open(options).map_err(|e| crate::config::chain(&e))
+        Host::open(options).map_err(|e| crate::util::chain(&e))
     }
 
     fn guest_file(&self, case: &Case, bytes: &[u8]) -> Result<PathBuf, String> {

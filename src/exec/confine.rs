@@ -238,11 +238,11 @@ type RlimitResource = libc::__rlimit_resource_t;
 type RlimitResource = libc::c_int;
 
 fn landlock_error(e: impl std::fmt::Display) -> ExecError {
-    ExecError::Landlock(crate::config::lower(&e.to_string()))
+    ExecError::Landlock(crate::util::lower(&e.to_string()))
 }
 
 fn seccomp_error(e: impl std::fmt::Display) -> ExecError {
-    ExecError::Seccomp(crate::config::lower(&e.to_string()))
+    ExecError::Seccomp(crate::util::lower(&e.to_string()))
 }
 
 /// Builds the confinement of `spec` (whose roots the caller checked are

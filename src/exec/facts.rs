@@ -87,7 +87,7 @@ impl HostFacts {
             seccomp: sys::seccomp_errno_available(),
             status: std::fs::read_to_string("/proc/self/status")
                 .map(|t| ProcStatus::parse(&t))
-                .map_err(|e| crate::config::lower(&e.to_string())),
+                .map_err(|e| crate::util::lower(&e.to_string())),
         }
     }
 }
@@ -152,7 +152,7 @@ mod sys {
                 return Openat2::NotTried(format!(
                     "cannot open `{}`: {}",
                     dir.display(),
-                    crate::config::lower(&e.to_string())
+                    crate::util::lower(&e.to_string())
                 ))
             }
         };

@@ -296,7 +296,7 @@ pub fn run(spec: &ExecSpec, support: &ExecSupport) -> Result<ExecOutcome, ExecEr
     }
     let real_program = std::fs::canonicalize(&spec.program).map_err(|e| ExecError::Spawn {
         program: program.clone(),
-        reason: crate::config::lower(&e.to_string()),
+        reason: crate::util::lower(&e.to_string()),
     })?;
     let system = confine::system_roots();
     // A program in a write root could have been written by a command:
@@ -368,7 +368,7 @@ pub fn run(spec: &ExecSpec, support: &ExecSupport) -> Result<ExecOutcome, ExecEr
     let started = Instant::now();
     let mut child = cmd.spawn().map_err(|e| ExecError::Spawn {
         program: program.clone(),
-        reason: crate::config::lower(&e.to_string()),
+        reason: crate::util::lower(&e.to_string()),
     })?;
     let pid = child.id() as i32;
 
@@ -423,7 +423,7 @@ pub fn run(spec: &ExecSpec, support: &ExecSupport) -> Result<ExecOutcome, ExecEr
     kill_group(pid);
     let status = child.wait().map_err(|e| ExecError::Wait {
         program: program.clone(),
-        reason: crate::config::lower(&e.to_string()),
+        reason: crate::util::lower(&e.to_string()),
     })?;
     // A process that left the group and kept a pipe open is not waited
     // for past a short grace.

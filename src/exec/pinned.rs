@@ -17,7 +17,7 @@ use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use crate::config::nofollow::{open_canonical_dir, open_dir_below, Reach};
+use crate::util::nofollow::{open_canonical_dir, open_dir_below, Reach};
 
 /// One directory, opened. Cloning shares the descriptor.
 #[derive(Clone)]
@@ -159,7 +159,7 @@ fn reach_error(path: &str, e: Reach) -> PinError {
 fn io_error(path: &str, e: &std::io::Error) -> PinError {
     PinError::Io {
         path: path.to_string(),
-        reason: crate::config::lower(&e.to_string()),
+        reason: crate::util::lower(&e.to_string()),
     }
 }
 

@@ -65,7 +65,7 @@ pub enum GrantError {
         value: String,
     },
     /// The parent directory of the database could not be created.
-    #[error("cannot create directory `{}`: {}", path.display(), crate::config::lower(&source.to_string()))]
+    #[error("cannot create directory `{}`: {}", path.display(), crate::util::lower(&source.to_string()))]
     CreateDir {
         path: PathBuf,
         #[source]

@@ -140,18 +140,14 @@ impl Scripted {
 
     /// Every request asked so far.
     pub fn asked(&self) -> Vec<ApprovalRequest> {
-        self.asked.lock().map(|a| a.clone()).unwrap_or_default()
+        crate::util::lock(&self.asked).clone()
     }
 }
 
 impl Approver for Scripted {
     fn ask(&self, request: &ApprovalRequest) -> Vec<Choice> {
-        if let Ok(mut asked) = self.asked.lock() {
-            asked.push(request.clone());
-        }
-        let Ok(mut answers) = self.answers.lock() else {
-            return vec![Choice::Queue; request.pending.len()];
-        };
+        crate::util::lock(&self.asked).push(request.clone());
+        let mut answers = crate::util::lock(&self.answers);
         request
             .pending
             .iter()

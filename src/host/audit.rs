@@ -253,10 +253,7 @@ impl EncodedSteps {
     }
 
     fn get(&self, step: &super::Step) -> Option<std::sync::Arc<str>> {
-        let steps = match self.steps.read() {
-            Ok(s) => s,
-            Err(poisoned) => poisoned.into_inner(),
-        };
+        let steps = crate::util::read(&self.steps);
         steps
             .iter()
             .find(|(s, _)| Self::same(s, step))
@@ -264,10 +261,7 @@ impl EncodedSteps {
     }
 
     fn put(&self, step: &super::Step, body: &str) {
-        let mut steps = match self.steps.write() {
-            Ok(s) => s,
-            Err(poisoned) => poisoned.into_inner(),
-        };
+        let mut steps = crate::util::write(&self.steps);
         if steps.len() < Self::MAX && !steps.iter().any(|(s, _)| Self::same(s, step)) {
             steps.push((step.clone(), std::sync::Arc::from(body)));
         }

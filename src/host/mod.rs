@@ -41,13 +41,16 @@ use std::sync::{Arc, OnceLock, RwLock};
 
 use serde::Serialize;
 
-use crate::config::watch::{WatchKey, Watcher};
 use crate::config::{HostConfig, StatePaths};
 use crate::grants::{now_utc, GrantError};
 use crate::manifest::Manifest;
 use crate::policy::{Capability, DenyCode, Level, Snapshot};
-use crate::sandbox::Sandbox;
 pub use crate::sandbox::{EngineKind, EngineProfile};
+use crate::sandbox::{
+    Sandbox, DEFAULT_HTTP_REQUESTS, DEFAULT_HTTP_RESPONSE_BYTES, DEFAULT_JOURNAL_BYTES,
+    DEFAULT_MEMORY_KEYS,
+};
+use crate::util::watch::{WatchKey, Watcher};
 // The sandbox's types a caller of the host handles: it needs nothing else
 // from the sandbox.
 pub use crate::sandbox::{
@@ -353,7 +356,7 @@ fn http_client(
         let bad = |why: String| {
             HostError::Network(format!("`[network] ca_file` `{}`: {why}", path.display()))
         };
-        let pem = std::fs::read(path).map_err(|e| bad(crate::config::lower(&e.to_string())))?;
+        let pem = std::fs::read(path).map_err(|e| bad(crate::util::lower(&e.to_string())))?;
         for cert in rustls::pki_types::CertificateDer::pem_slice_iter(&pem) {
             extra.push(cert.map_err(|e| bad(format!("not a PEM certificate: {e}")))?);
         }
@@ -527,10 +530,13 @@ impl Host {
     /// `http_requests` and `http_response_mib` set the request's caps: how
     /// much a turn may back up, store or fetch is the host's to say.
     pub fn begin(&self, mut request: TurnRequest) -> Begun {
-        request.limits.journal_bytes = self.inner.config.journal_bytes;
-        request.limits.memory_keys = self.inner.config.memory_keys;
-        request.limits.http_requests = self.inner.config.http_requests;
-        request.limits.http_response_bytes = self.inner.config.http_response_bytes;
+        let config = &self.inner.config;
+        request.limits.journal_bytes = config.journal_bytes.unwrap_or(DEFAULT_JOURNAL_BYTES);
+        request.limits.memory_keys = config.memory_keys.unwrap_or(DEFAULT_MEMORY_KEYS);
+        request.limits.http_requests = config.http_requests.unwrap_or(DEFAULT_HTTP_REQUESTS);
+        request.limits.http_response_bytes = config
+            .http_response_bytes
+            .unwrap_or(DEFAULT_HTTP_RESPONSE_BYTES);
         self.inner.reread_grants();
         let turn = new_turn_id(now_utc());
         match self.inner.advance(&request, &turn, Vec::new(), None) {
@@ -622,10 +628,25 @@ pub fn isolation_report(
     state: &StatePaths,
     kind: EngineKind,
 ) -> Result<(IsolationReport, EngineProfile), HostError> {
-    let profile = EngineProfile::configured(&config.engine, kind, Limits::default().memory_bytes);
+    let profile = engine_profile(config, kind, Limits::default().memory_bytes);
     let sandbox = Sandbox::with_profile(&state.cache_dir, &profile)
         .map_err(|e| HostError::Engine(Arc::new(e)))?;
     Ok((sandbox.isolation().clone(), *sandbox.profile()))
+}
+
+/// The engine profile `config`'s `[engine]` asks for, for a `kind` of
+/// host, every memory bounded at `max_memory`.
+pub(crate) fn engine_profile(
+    config: &HostConfig,
+    kind: EngineKind,
+    max_memory: usize,
+) -> EngineProfile {
+    EngineProfile::configured(
+        config.engine.signals_based_traps,
+        config.engine.guard_bytes,
+        kind,
+        max_memory,
+    )
 }
 
 /// A new turn id: UTC time and a per-process counter with the pid.

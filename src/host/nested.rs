@@ -10,7 +10,7 @@ use super::audit::TurnAudit;
 use super::gate::{gate, Gate, Step, TurnInput};
 use super::roots::{Waited, WriteRoots};
 use super::{Frozen, TurnRequest};
-use crate::config::{chain, ProviderDef, ValueSource};
+use crate::config::{ProviderDef, ValueSource};
 use crate::manifest::Manifest;
 use crate::policy::{decide, Capability, Decision, DenyCode, Request, RequestKind};
 use crate::sandbox::services::{
@@ -18,6 +18,7 @@ use crate::sandbox::services::{
 };
 use crate::sandbox::{execute, GuestResult, OnDegraded, Plan, RunServices, Sandbox};
 use crate::undo::TurnJournal;
+use crate::util::chain;
 
 /// What the services of one turn (and its nested turns) are bound to.
 #[derive(Clone)]
@@ -128,7 +129,7 @@ fn read_value(def: &ProviderDef) -> Result<String, String> {
                 format!(
                     "provider `{}`: `{shown}`: {}",
                     def.name,
-                    crate::config::lower(&e.to_string())
+                    crate::util::lower(&e.to_string())
                 )
             })?;
             if meta.permissions().mode() & 0o077 != 0 {
@@ -144,7 +145,7 @@ fn read_value(def: &ProviderDef) -> Result<String, String> {
                     format!(
                         "provider `{}`: `{shown}`: {}",
                         def.name,
-                        crate::config::lower(&e.to_string())
+                        crate::util::lower(&e.to_string())
                     )
                 })
         }

@@ -301,7 +301,7 @@ pub struct ApprovalQueue {
 fn sqlite(path: &Path) -> impl Fn(rusqlite::Error) -> QueueError + '_ {
     move |e| QueueError::Sqlite {
         path: path.to_path_buf(),
-        reason: crate::config::lower(&e.to_string()),
+        reason: crate::util::lower(&e.to_string()),
     }
 }
 
@@ -327,7 +327,7 @@ impl ApprovalQueue {
             if !parent.as_os_str().is_empty() && !parent.exists() {
                 std::fs::create_dir_all(parent).map_err(|e| QueueError::CreateDir {
                     path: parent.to_path_buf(),
-                    reason: crate::config::lower(&e.to_string()),
+                    reason: crate::util::lower(&e.to_string()),
                 })?;
             }
         }

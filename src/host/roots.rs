@@ -18,6 +18,7 @@ use std::sync::{Condvar, Mutex};
 use std::time::{Duration, Instant};
 
 use crate::sandbox::CancelHandle;
+use crate::util::{lock, wait_timeout};
 
 /// The write roots of the running turns.
 #[derive(Default)]
@@ -69,10 +70,7 @@ impl WriteRoots {
         if roots.is_empty() {
             return Ok(Held { owner: self, roots });
         }
-        let mut active = match self.active.lock() {
-            Ok(a) => a,
-            Err(p) => p.into_inner(),
-        };
+        let mut active = lock(&self.active);
         while active
             .iter()
             .any(|held| roots.iter().any(|r| overlap(r, held)))
@@ -85,10 +83,7 @@ impl WriteRoots {
             }
             // Woken when a turn ends; the timeout only rechecks the cancel
             // switch.
-            active = match self.freed.wait_timeout(active, Duration::from_millis(50)) {
-                Ok((a, _)) => a,
-                Err(p) => p.into_inner().0,
-            };
+            active = wait_timeout(&self.freed, active, Duration::from_millis(50));
         }
         active.extend(roots.iter().cloned());
         Ok(Held { owner: self, roots })
@@ -114,10 +109,7 @@ impl Drop for Held<'_> {
         if self.roots.is_empty() {
             return;
         }
-        let mut active = match self.owner.active.lock() {
-            Ok(a) => a,
-            Err(p) => p.into_inner(),
-        };
+        let mut active = lock(&self.owner.active);
         for r in &self.roots {
             if let Some(i) = active.iter().position(|a| a == r) {
                 active.swap_remove(i);

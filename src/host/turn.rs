@@ -11,7 +11,6 @@ use super::{
     build_snapshot, nested, Answer, ApprovalRequest, Choice, DenialRecord, Frozen, HostError,
     Inner, Pending, Step, TurnEnd, TurnOutcome, TurnRequest,
 };
-use crate::config::chain;
 use crate::grants::{now_utc, NewGrant};
 use crate::manifest::Manifest;
 use crate::policy::snapshot::sha256_hex;
@@ -21,6 +20,7 @@ use crate::sandbox::{
     Sandbox, Stopped,
 };
 use crate::undo::{TurnJournal, TurnRecord};
+use crate::util::chain;
 
 /// The grants database as `stat` sees it: size and modification time of
 /// the file and of its write-ahead log (where SQLite commits first).
@@ -101,17 +101,14 @@ struct Answered {
 
 impl Inner {
     pub(super) fn frozen(&self) -> Arc<Frozen> {
-        match self.snapshot.read() {
-            Ok(s) => s.clone(),
-            Err(poisoned) => poisoned.into_inner().clone(),
-        }
+        crate::util::read(&self.snapshot).clone()
     }
 
     /// Rebuilds the snapshot when the grants database changed since it
     /// was built; a database that cannot be read keeps the snapshot
     /// (logged). With a watch on the database, its files are looked at
     /// only when the watch says they may have changed (a write, a rename,
-    /// a new write-ahead log: see [`crate::config::watch`]); the check and
+    /// a new write-ahead log: see [`crate::util::watch`]); the check and
     /// the rebuild happen with the watcher held, so no turn runs ahead of
     /// a rebuild another turn is making.
     pub(super) fn reread_grants(&self) {
@@ -162,22 +159,14 @@ impl Inner {
                 .cloned()
                 .collect();
         }
-        let mut guard = match self.snapshot.write() {
-            Ok(g) => g,
-            Err(poisoned) => poisoned.into_inner(),
-        };
-        *guard = Arc::new(Frozen::new(snap));
-        drop(guard);
-        match self.grants_stamp.lock() {
-            Ok(mut s) => *s = stamp,
-            Err(poisoned) => *poisoned.into_inner() = stamp,
-        }
+        *crate::util::write(&self.snapshot) = Arc::new(Frozen::new(snap));
+        *crate::util::lock(&self.grants_stamp) = stamp;
         Ok(())
     }
 
     pub(super) fn profile(&self) -> EngineProfile {
-        EngineProfile::configured(
-            &self.config.engine,
+        super::engine_profile(
+            &self.config,
             self.engine,
             self.max_memory_bytes.max(Limits::default().memory_bytes),
         )
@@ -252,9 +241,9 @@ impl Inner {
             Some(m) if !m.command.is_empty() => {
                 sha256_hex(crate::policy::snapshot::canonical_json(&m.command).as_bytes())
             }
-            Some(m) => std::fs::read(&m.component)
-                .map(|b| sha256_hex(&b))
-                .unwrap_or_else(|_| "unreadable".into()),
+            Some(m) => {
+                crate::util::sha256_file(&m.component).unwrap_or_else(|_| "unreadable".into())
+            }
             None => String::new(),
         };
         let argv: Vec<String> = match self.manifest(&request.executor) {
@@ -660,9 +649,8 @@ impl Inner {
                 // is the one the file really has.
                 journal.discard();
                 let digest = match plan.runnable() {
-                    Runnable::Component { path, sha256 } => std::fs::read(path)
+                    Runnable::Component { path, sha256 } => crate::util::sha256_file(path)
                         .ok()
-                        .map(|b| sha256_hex(&b))
                         .or_else(|| sha256.clone()),
                     Runnable::Command { .. } => None,
                 };

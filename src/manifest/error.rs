@@ -12,7 +12,7 @@ use crate::policy::DenyCode;
 pub enum ManifestError {
     /// A file or directory could not be read (other than a missing
     /// component, which is [`ManifestError::ComponentMissing`]).
-    #[error("cannot read `{}`: {}", path.display(), crate::config::lower(&source.to_string()))]
+    #[error("cannot read `{}`: {}", path.display(), crate::util::lower(&source.to_string()))]
     Io {
         path: PathBuf,
         #[source]

@@ -47,7 +47,6 @@ use std::io;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
-use sha2::{Digest, Sha256};
 
 use crate::policy::{Capability, DeclaredCapability, ExecutorDef, TargetKind};
 
@@ -226,7 +225,10 @@ impl Manifest {
                 {
                     return Err(invalid(
                         "command[0]",
-                        format!("invalid program `{program}`: it must be a non-empty program name or path without whitespace"),
+                        format!(
+                            "invalid program `{}`: it must be a non-empty program name or path without whitespace",
+                            crate::util::printable(program)
+                        ),
                     ));
                 }
                 if let Some((i, a)) = argv
@@ -236,7 +238,7 @@ impl Manifest {
                 {
                     return Err(invalid(
                         &format!("command[{i}]"),
-                        format!("`{}` holds a control character", a.escape_default()),
+                        format!("`{}` holds a control character", crate::util::printable(a)),
                     ));
                 }
                 if raw.sha256.is_some() {
@@ -470,14 +472,7 @@ impl Manifest {
             }
             Err(e) => return Err(io_error(e)),
         };
-        // Streamed: components can be tens of megabytes.
-        let mut hasher = Sha256::new();
-        io::copy(&mut file, &mut hasher).map_err(io_error)?;
-        let actual: String = hasher
-            .finalize()
-            .iter()
-            .map(|b| format!("{b:02x}"))
-            .collect();
+        let actual = crate::util::sha256_reader(&mut file).map_err(io_error)?;
         match &self.sha256 {
             Some(expected) if *expected != actual => Err(ManifestError::DigestMismatch {
                 component: self.component.clone(),

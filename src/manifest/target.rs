@@ -137,7 +137,7 @@ fn base_str<'a>(what: &str, dir: &'a Path) -> Result<&'a str, String> {
 /// guest (`/`, `/data`, `/data/in`): no empty, `.` or `..` segment, no
 /// trailing `/`, nothing a guest path could not spell.
 pub(crate) fn check_mount(mount: &str) -> Result<(), String> {
-    let bad = |why: &str| format!("invalid mount `{}`: {why}", mount.escape_default());
+    let bad = |why: &str| format!("invalid mount `{}`: {why}", crate::util::printable(mount));
     if !mount.starts_with('/') {
         return Err(bad("it must be an absolute guest path such as `/data`"));
     }

@@ -13,6 +13,7 @@ pub mod decide;
 pub mod grant;
 pub mod http;
 pub mod matrix;
+pub mod on_degraded;
 pub mod registry;
 pub mod request;
 pub mod snapshot;
@@ -25,6 +26,7 @@ pub use decide::{check_target, decide, decide_json, is_within, private_scope, De
 pub use grant::{effective_outcome, Effective, Grant, Identity};
 pub use http::{decide_request, HttpRequest, HttpRule, SitePattern, UrlPattern};
 pub use matrix::{matrix, Level, Outcome};
+pub use on_degraded::{OnDegraded, UnknownOnDegraded};
 pub use registry::{ApprovalClass, Capability, CapabilitySpec, TargetKind, REGISTRY};
 pub use request::{Access, ConfigSubject, Request, RequestKind, ResolvedPath};
 pub use snapshot::{

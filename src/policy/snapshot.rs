@@ -161,12 +161,7 @@ pub fn canonical_json<T: Serialize>(value: &T) -> String {
 
 /// Lowercase hex sha256.
 pub fn sha256_hex(bytes: &[u8]) -> String {
-    let digest = Sha256::digest(bytes);
-    let mut out = String::with_capacity(64);
-    for b in digest {
-        out.push_str(&format!("{b:02x}"));
-    }
-    out
+    format!("{:x}", Sha256::digest(bytes))
 }
 
 impl Snapshot {

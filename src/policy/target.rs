@@ -517,24 +517,38 @@ fn split_host_port(value: &str) -> Result<(String, Option<u16>), TargetError> {
                 "a wildcard cannot cover an IP address (its last label is a number)",
             ));
         }
-        for label in name.split('.') {
-            if label.is_empty() || label.len() > 63 {
-                return Err(bad("a host label is empty or longer than 63 characters"));
-            }
-            if !label
-                .bytes()
-                .all(|b| b.is_ascii_alphanumeric() || b == b'-')
-            {
-                return Err(bad(
-                    "a host name may contain only letters, digits, `-` and `.`",
-                ));
-            }
-            if label.starts_with('-') || label.ends_with('-') {
-                return Err(bad("a host label cannot start or end with `-`"));
-            }
-        }
+        labels_problem(name).map_err(bad)?;
     }
     Ok((host, port))
+}
+
+/// What is wrong with the labels of host name `name`, if anything: each
+/// must be 1 to 63 letters, digits and `-`, not starting or ending with
+/// `-`.
+fn labels_problem(name: &str) -> Result<(), &'static str> {
+    for label in name.split('.') {
+        if label.is_empty() || label.len() > 63 {
+            return Err("a host label is empty or longer than 63 characters");
+        }
+        if !label
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-')
+        {
+            return Err("a host name may contain only letters, digits, `-` and `.`");
+        }
+        if label.starts_with('-') || label.ends_with('-') {
+            return Err("a host label cannot start or end with `-`");
+        }
+    }
+    Ok(())
+}
+
+/// Whether `name` is a syntactically valid host name (no wildcard, no
+/// port): at most 253 bytes of valid labels, the rule every host pattern
+/// is held to. The one host-name check of gatehouse: a pattern's
+/// validation and the network layer's lookups both use it.
+pub fn is_host_name(name: &str) -> bool {
+    !name.is_empty() && name.len() <= 253 && labels_problem(name).is_ok()
 }
 
 /// Validates a concrete request target (or a declared narrower pattern) of

@@ -52,7 +52,7 @@ pub fn run_command(
                 RunError::Host(
                     format!(
                         "cannot read stdin: {}",
-                        crate::config::lower(&e.to_string())
+                        crate::util::lower(&e.to_string())
                     )
                     .into(),
                 )

@@ -12,8 +12,8 @@ use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConf
 
 use super::isolation::{self, IsolationReport};
 use super::limits::{Limits, EPOCH_TICK_MS};
-use crate::config::watch::{WatchKey, Watcher};
 use crate::policy::snapshot::sha256_hex;
+use crate::util::watch::{WatchKey, Watcher};
 
 /// What the engine path did; a denied turn must leave every counter at 0.
 #[derive(Debug, Default)]
@@ -192,6 +192,25 @@ impl EngineProfile {
         }
     }
 
+    /// The engine a host's settings ask for (`[engine]` of
+    /// `gatehouse.toml`, passed in as values: `None` keeps the default),
+    /// its pool bounding every memory at `max_memory`.
+    pub fn configured(
+        signals_based_traps: Option<bool>,
+        guard_bytes: Option<u64>,
+        kind: EngineKind,
+        max_memory: usize,
+    ) -> EngineProfile {
+        let mut p = EngineProfile::for_kind(kind, max_memory);
+        if let Some(on) = signals_based_traps {
+            p = p.signals_based_traps(on);
+        }
+        if let Some(bytes) = guard_bytes {
+            p = p.guard_bytes(bytes);
+        }
+        p
+    }
+
     /// Turns signals-based traps on or off.
     ///
     /// # Security
@@ -199,23 +218,6 @@ impl EngineProfile {
     /// bounds itself and a fault it misses crashes the host. The isolation
     /// report then says `signals_based_traps` and `linear_memory_guards`
     /// are `partial`.
-    /// The engine `settings` (`[engine]` of `gatehouse.toml`) ask for,
-    /// its pool bounding every memory at `max_memory`.
-    pub fn configured(
-        settings: &crate::config::EngineConfig,
-        kind: EngineKind,
-        max_memory: usize,
-    ) -> EngineProfile {
-        let mut p = EngineProfile::for_kind(kind, max_memory);
-        if let Some(on) = settings.signals_based_traps {
-            p = p.signals_based_traps(on);
-        }
-        if let Some(bytes) = settings.guard_bytes {
-            p = p.guard_bytes(bytes);
-        }
-        p
-    }
-
     pub fn signals_based_traps(mut self, on: bool) -> EngineProfile {
         self.signals_based_traps = on;
         self
@@ -262,7 +264,7 @@ pub enum LoadError {
     Read {
         path: PathBuf,
         #[source]
-        source: crate::config::IoCause,
+        source: crate::util::IoCause,
     },
     /// The file's sha256 is not the one its manifest pins (nothing was
     /// compiled).
@@ -363,10 +365,7 @@ impl Prepared {
         mask: u32,
         link: impl FnOnce() -> wasmtime::Result<Linker<super::state::HostState>>,
     ) -> Result<Pre, PreError> {
-        let known = match self.pres.read() {
-            Ok(m) => m.get(&mask).cloned(),
-            Err(poisoned) => poisoned.into_inner().get(&mask).cloned(),
-        };
+        let known = crate::util::read(&self.pres).get(&mask).cloned();
         if let Some(pre) = known {
             return Ok(pre);
         }
@@ -382,10 +381,7 @@ impl Prepared {
         } else {
             Pre::Executor(super::bindings::ExecutorHostPre::new(pre).map_err(PreError::Exports)?)
         };
-        match self.pres.write() {
-            Ok(mut m) => m.insert(mask, pre.clone()),
-            Err(poisoned) => poisoned.into_inner().insert(mask, pre.clone()),
-        };
+        crate::util::write(&self.pres).insert(mask, pre.clone());
         Ok(pre)
     }
 }
@@ -535,17 +531,16 @@ impl Sandbox {
     /// ctime), else read, hashed, checked against `pinned` (before anything
     /// is compiled) and loaded. A long-lived engine looks at the file's
     /// identity only when its watch says the file may have changed (see
-    /// [`crate::config::watch`]). Returns it and whether no compilation
+    /// [`crate::util::watch`]). Returns it and whether no compilation
     /// was needed.
     pub(crate) fn prepare(
         &self,
         path: &Path,
         pinned: Option<&str>,
     ) -> Result<(Arc<Prepared>, bool), LoadError> {
-        let known = match self.prepared.read() {
-            Ok(m) => m.get(path.as_os_str()).cloned(),
-            Err(poisoned) => poisoned.into_inner().get(path.as_os_str()).cloned(),
-        };
+        let known = crate::util::read(&self.prepared)
+            .get(path.as_os_str())
+            .cloned();
         let Some(p) = known else {
             return self.load_path(path, pinned, None);
         };
@@ -633,12 +628,7 @@ impl Sandbox {
             is_command,
             pres: std::sync::RwLock::new(HashMap::new()),
         });
-        match self.prepared.write() {
-            Ok(mut m) => m.insert(path.as_os_str().to_owned(), p.clone()),
-            Err(poisoned) => poisoned
-                .into_inner()
-                .insert(path.as_os_str().to_owned(), p.clone()),
-        };
+        crate::util::write(&self.prepared).insert(path.as_os_str().to_owned(), p.clone());
         Ok((p, cache_hit))
     }
 

@@ -55,8 +55,8 @@
 use serde::Serialize;
 use serde_json::{json, Value};
 
-pub use crate::config::{OnDegraded, UnknownOnDegraded};
 pub use crate::exec::facts::{host_facts, HostFacts, Openat2, ProcStatus};
+pub use crate::policy::{OnDegraded, UnknownOnDegraded};
 
 use super::engine::EngineProfile;
 use super::limits::{Limits, EPOCH_TICK_MS};

@@ -43,9 +43,17 @@ pub struct Limits {
     pub http_response_bytes: u64,
 }
 
-pub use crate::config::{DEFAULT_HTTP_REQUESTS, DEFAULT_HTTP_RESPONSE_BYTES};
+/// The default of `[limits] journal_mib`: 256 MiB.
+pub const DEFAULT_JOURNAL_BYTES: u64 = 256 << 20;
 
-pub use crate::config::DEFAULT_JOURNAL_BYTES;
+/// The default of `[limits] memory_keys`.
+pub const DEFAULT_MEMORY_KEYS: u64 = 10_000;
+
+/// The default of `[limits] http_requests`.
+pub const DEFAULT_HTTP_REQUESTS: u64 = 100;
+
+/// The default of `[limits] http_response_mib`: 64 MiB.
+pub const DEFAULT_HTTP_RESPONSE_BYTES: u64 = 64 << 20;
 
 impl Default for Limits {
     fn default() -> Limits {
@@ -57,7 +65,7 @@ impl Default for Limits {
             hostcalls: 1_000_000,
             resources: 4_096,
             journal_bytes: DEFAULT_JOURNAL_BYTES,
-            memory_keys: crate::config::DEFAULT_MEMORY_KEYS,
+            memory_keys: DEFAULT_MEMORY_KEYS,
             http_requests: DEFAULT_HTTP_REQUESTS,
             http_response_bytes: DEFAULT_HTTP_RESPONSE_BYTES,
         }

@@ -32,7 +32,10 @@ pub use bindings::{clocks, delegate, env, exec, fs, human, log, memory, network,
 pub use bindings::{HostState, Parts};
 pub use engine::{Counters, EngineKind, EngineProfile, LoadError, Sandbox};
 pub use isolation::{IsolationReport, OnDegraded};
-pub use limits::{LimitHit, Limits, DEFAULT_JOURNAL_BYTES};
+pub use limits::{
+    LimitHit, Limits, DEFAULT_HTTP_REQUESTS, DEFAULT_HTTP_RESPONSE_BYTES, DEFAULT_JOURNAL_BYTES,
+    DEFAULT_MEMORY_KEYS,
+};
 pub use plan::{Allowed, DirAccess, Plan, Preopen, Runnable};
 pub use run::{
     execute, GuestResult, HostStdin, RunError, RunIo, RunReport, StdinFrom, Stopped, TrapFrame,

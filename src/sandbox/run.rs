@@ -367,7 +367,7 @@ fn load(
                 code: DenyCode::ImportNotGranted,
                 reason: format!(
                     "the component's imports do not match what gatehouse provides: {}",
-                    crate::config::lower(&e.to_string())
+                    crate::util::lower(&e.to_string())
                 ),
             })
         }

@@ -68,7 +68,7 @@ pub fn serve_token(state_dir: &Path) -> Result<String, ServeHttpError> {
         path: path.clone(),
         reason,
     };
-    let lower = |e: std::io::Error| crate::config::lower(&e.to_string());
+    let lower = |e: std::io::Error| crate::util::lower(&e.to_string());
     match std::fs::metadata(&path) {
         Ok(meta) => {
             if meta.permissions().mode() & 0o077 != 0 {
@@ -214,7 +214,7 @@ pub fn serve_http(server: Server, options: HttpOptions) -> Result<(), ServeError
             .await
             .map_err(|e| ServeHttpError::Bind {
                 addr: options.listen,
-                reason: crate::config::lower(&e.to_string()),
+                reason: crate::util::lower(&e.to_string()),
             })?;
         let addr = listener.local_addr().unwrap_or(options.listen);
         // The one line a caller waits for: where to connect.

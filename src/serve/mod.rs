@@ -22,29 +22,36 @@
 //! The server offers nothing that changes grants, configuration or
 //! approvals: those are the person's, on the command line.
 
+mod elicitation;
 mod http;
+mod results;
+mod sessions;
+mod tools;
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, ElicitRequestParams,
-    ElicitationAction, ErrorData, ListToolsResult, PaginatedRequestParams, ServerCapabilities,
-    ServerConfig, Tool,
+    CallToolRequestParams, CallToolResponse, CallToolResult, ErrorData, ListToolsResult,
+    PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,
 };
 use rmcp::service::{RequestContext, RoleServer};
 use rmcp::ServerHandler;
 use serde_json::{json, Value};
 
 use crate::config::ServeTool;
-use crate::host::{
-    ApprovalRequest, Asker, AskerRef, Begun, Choice, GuestResult, Host, Limits, RunIo, TurnEnd,
-    TurnOutcome, TurnRequest,
-};
-use crate::manifest::Manifest;
-use crate::policy::{Capability, DenyCode, Outcome};
+use crate::host::{AskerRef, Begun, Host, Limits, RunIo, TurnOutcome, TurnRequest};
+use crate::policy::Outcome;
 
+pub use elicitation::elicitation;
 pub use http::{serve_http, serve_token, HttpOptions, ServeHttpError};
+pub use results::result_of;
+pub use tools::{tool_json, HISTORY_TOOL, UNDO_TOOL};
+
+use elicitation::{supports_elicitation, ElicitAsker};
+use results::{error_result, structured_result};
+use sessions::{session_of, SessionTurns};
+use tools::{own_tool_json, Kind, Offered};
 
 /// How a server serves.
 ///
@@ -112,58 +119,6 @@ impl ServeError {
     }
 }
 
-/// One offered tool: what it runs and its MCP definition.
-struct Offered {
-    name: String,
-    kind: Kind,
-    tool: Tool,
-}
-
-/// What an offered tool runs.
-#[derive(Clone, Copy)]
-enum Kind {
-    /// An executor; `command`: a WASI command (input on stdin, `args`).
-    Executor { command: bool },
-    /// `gatehouse_history` (`[serve] tools`).
-    History,
-    /// `gatehouse_undo` (`[serve] tools`).
-    Undo,
-}
-
-/// The name of the history tool.
-pub const HISTORY_TOOL: &str = "gatehouse_history";
-/// The name of the undo tool.
-pub const UNDO_TOOL: &str = "gatehouse_undo";
-
-/// The MCP definition of gatehouse's own tool `tool`, for `actor`.
-fn own_tool_json(tool: ServeTool, actor: &str) -> Value {
-    match tool {
-        ServeTool::History => json!({
-            "name": HISTORY_TOOL,
-            "description": format!(
-                "The turns actor `{actor}` ran, oldest first (at most `limit`, newest kept): \
-                 turn id, executor, start time, status, operations journaled, undo state. \
-                 Only this actor's own turns."),
-            "inputSchema": {"type": "object", "properties": {
-                "limit": {"type": "integer", "minimum": 1, "maximum": 1000, "default": 20,
-                          "description": "how many of the newest turns"}}},
-            "annotations": {"readOnlyHint": true, "destructiveHint": false, "openWorldHint": false}
-        }),
-        ServeTool::Undo => json!({
-            "name": UNDO_TOOL,
-            "description": format!(
-                "Undoes one turn actor `{actor}` ran: reverses its journaled file and memory \
-                 changes, newest first; anything changed since the turn is kept. `dry_run` \
-                 says what it would do. Only this actor's own turns."),
-            "inputSchema": {"type": "object", "properties": {
-                "turn": {"type": "string", "description": "the turn id (from gatehouse_history or a call's _meta)"},
-                "dry_run": {"type": "boolean", "default": false}},
-                "required": ["turn"]},
-            "annotations": {"readOnlyHint": false, "destructiveHint": true, "openWorldHint": false}
-        }),
-    }
-}
-
 /// The MCP server: a host, the serving actor and the tools it offers.
 /// Cheap to clone (one shared state); every HTTP session clones it.
 #[derive(Clone)]
@@ -179,76 +134,6 @@ struct Shared {
     /// The running turns of each HTTP session (by `Mcp-Session-Id`), so a
     /// client that ends its session (`DELETE`) stops them at once.
     sessions: std::sync::Mutex<SessionTurns>,
-}
-
-/// The cancel switches of the running turns, by HTTP session.
-#[derive(Default)]
-struct SessionTurns {
-    next: u64,
-    running: std::collections::HashMap<String, Vec<(u64, crate::host::CancelHandle)>>,
-}
-
-/// The HTTP session a call came in on, if it came over HTTP.
-fn session_of(context: &RequestContext<RoleServer>) -> Option<String> {
-    context
-        .extensions
-        .get::<hyper::http::request::Parts>()
-        .and_then(|p| p.headers.get("mcp-session-id"))
-        .and_then(|v| v.to_str().ok())
-        .map(str::to_string)
-}
-
-/// Whether `m` declares `cap`.
-fn declares(m: &Manifest, cap: Capability) -> bool {
-    m.capabilities.iter().any(|c| c.capability == cap)
-}
-
-/// The MCP tool definition of executor `m`: its description, its input
-/// schema (the manifest's `input_schema`; without one, an object with any
-/// fields, or for a command `input` (its stdin) and `args` (its argv)),
-/// and annotations from its capabilities: `readOnlyHint` when it declares
-/// no write (`fs:write`, `memory:write`, `code:exec`, `system:admin`),
-/// `destructiveHint` for `fs:write`, `memory:write` or `code:exec`,
-/// `openWorldHint` for `network:sites`.
-pub fn tool_json(m: &Manifest) -> Value {
-    let command = !m.command.is_empty();
-    let schema = match &m.input_schema {
-        Some(s) => s.clone(),
-        None if command => json!({
-            "type": "object",
-            "properties": {
-                "input": {"type": "string", "description": "the command's standard input"},
-                "args": {"type": "array", "items": {"type": "string"},
-                         "description": "the command's arguments (argv after its name)"}
-            }
-        }),
-        None => json!({"type": "object"}),
-    };
-    let writes = [
-        Capability::FsWrite,
-        Capability::MemoryWrite,
-        Capability::CodeExec,
-        Capability::SystemAdmin,
-    ]
-    .iter()
-    .any(|c| declares(m, *c));
-    let destructive = [
-        Capability::FsWrite,
-        Capability::MemoryWrite,
-        Capability::CodeExec,
-    ]
-    .iter()
-    .any(|c| declares(m, *c));
-    json!({
-        "name": m.name,
-        "description": m.description.clone().unwrap_or_default(),
-        "inputSchema": schema,
-        "annotations": {
-            "readOnlyHint": !writes,
-            "destructiveHint": destructive,
-            "openWorldHint": declares(m, Capability::NetworkSites),
-        }
-    })
 }
 
 impl Server {
@@ -317,48 +202,6 @@ impl Server {
                 sessions: std::sync::Mutex::new(SessionTurns::default()),
             }),
         })
-    }
-
-    /// Cancels the running turns of HTTP session `session`: its client
-    /// ended it (`DELETE`). Each ends within one epoch tick, its journal
-    /// finished and its audit written.
-    pub fn end_session(&self, session: &str) {
-        let turns = match self.inner.sessions.lock() {
-            Ok(mut s) => s.running.remove(session),
-            Err(p) => p.into_inner().running.remove(session),
-        };
-        for (_, cancel) in turns.into_iter().flatten() {
-            cancel.cancel();
-        }
-    }
-
-    /// Registers a running turn's cancel switch under its session; the
-    /// key to [`Server::unregister`] it with.
-    fn register(&self, session: &str, cancel: crate::host::CancelHandle) -> u64 {
-        let mut s = match self.inner.sessions.lock() {
-            Ok(s) => s,
-            Err(p) => p.into_inner(),
-        };
-        s.next += 1;
-        let key = s.next;
-        s.running
-            .entry(session.to_string())
-            .or_default()
-            .push((key, cancel));
-        key
-    }
-
-    fn unregister(&self, session: &str, key: u64) {
-        let mut s = match self.inner.sessions.lock() {
-            Ok(s) => s,
-            Err(p) => p.into_inner(),
-        };
-        if let Some(list) = s.running.get_mut(session) {
-            list.retain(|(k, _)| *k != key);
-            if list.is_empty() {
-                s.running.remove(session);
-            }
-        }
     }
 
     /// The names of the tools offered, in order.
@@ -498,7 +341,7 @@ impl Server {
         let host = self.inner.host.clone();
         match tokio::task::block_in_place(|| host.own_turns(actor, limit)) {
             Ok(turns) => structured_result(json!({ "actor": actor, "turns": turns }), false),
-            Err(e) => error_result(None, &crate::config::chain(&e), None),
+            Err(e) => error_result(None, &crate::util::chain(&e), None),
         }
     }
 
@@ -540,7 +383,7 @@ impl Server {
                 &format!("no turn `{t}` of actor `{actor}` in the history"),
                 None,
             ),
-            Err(e) => error_result(None, &crate::config::chain(&e), None),
+            Err(e) => error_result(None, &crate::util::chain(&e), None),
         }
     }
 
@@ -574,294 +417,6 @@ impl Server {
         Ok(tokio::task::block_in_place(move || {
             host.resume(*parked, answers)
         }))
-    }
-
-    /// Asks the person through elicitation, if the client declared it:
-    /// one question for the whole pending set. No answer (no elicitation,
-    /// a dismissal, the timeout, a malformed answer): every item queued.
-    async fn ask(
-        &self,
-        approval: &ApprovalRequest,
-        context: &RequestContext<RoleServer>,
-    ) -> Vec<Choice> {
-        let queued = vec![Choice::Queue; approval.pending.len()];
-        if !supports_elicitation(context) {
-            return queued;
-        }
-        let Ok(params) = serde_json::from_value::<ElicitRequestParams>(elicitation(
-            approval,
-            self.inner.options.remember,
-        )) else {
-            return queued;
-        };
-        let answer = context
-            .peer
-            .create_elicitation_with_timeout(params, Some(self.inner.options.elicitation_timeout))
-            .await;
-        let result = match answer {
-            Ok(r) => r,
-            Err(e) => {
-                tracing::info!(
-                    "turn `{}`: no answer to the elicitation: {e}",
-                    approval.turn
-                );
-                return queued;
-            }
-        };
-        let choice = match result.action {
-            ElicitationAction::Accept => {
-                let content = result.content.unwrap_or_default();
-                match content.get("decision").and_then(Value::as_str) {
-                    Some("allow_once") => Choice::Once,
-                    Some("allow_and_remember") if !self.inner.options.remember => Choice::Queue,
-                    Some("allow_and_remember") => {
-                        let answer = content
-                            .get("expires_in")
-                            .and_then(Value::as_str)
-                            .unwrap_or_default();
-                        match crate::host::grants::remember_for(answer) {
-                            Ok(secs) => Choice::Remember {
-                                expires_in_secs: secs.and_then(|s| u64::try_from(s).ok()),
-                            },
-                            Err(_) => Choice::Queue,
-                        }
-                    }
-                    Some("deny") => Choice::Deny,
-                    _ => Choice::Queue,
-                }
-            }
-            ElicitationAction::Decline => Choice::Deny,
-            _ => Choice::Queue,
-        };
-        vec![choice; approval.pending.len()]
-    }
-}
-
-/// Whether the client declared elicitation when it connected.
-fn supports_elicitation(context: &RequestContext<RoleServer>) -> bool {
-    context
-        .peer
-        .peer_info()
-        .is_some_and(|i| i.capabilities.elicitation.is_some())
-}
-
-/// A guest's questions (`human:ask`) asked of the person through the
-/// client's elicitation, from the turn's blocking thread.
-struct ElicitAsker {
-    peer: rmcp::service::Peer<RoleServer>,
-    runtime: tokio::runtime::Handle,
-    timeout: Duration,
-    supported: bool,
-    executor: String,
-}
-
-impl Asker for ElicitAsker {
-    fn ask(&self, question: &str, left: Duration) -> Result<String, (DenyCode, String)> {
-        if !self.supported {
-            return Err((
-                DenyCode::ApprovalRequired,
-                "there is no one to ask: the mcp client does not support elicitation".into(),
-            ));
-        }
-        let params = serde_json::from_value::<ElicitRequestParams>(json!({
-            "mode": "form",
-            "message": format!("executor `{}` asks: {question}", self.executor),
-            "requestedSchema": {"type": "object",
-                                "properties": {"answer": {"type": "string", "title": "Answer"}},
-                                "required": ["answer"]}
-        }))
-        .map_err(|e| (DenyCode::ApprovalRequired, format!("cannot ask: {e}")))?;
-        let wait = self.timeout.min(left);
-        let answer = self.runtime.block_on(
-            self.peer
-                .create_elicitation_with_timeout(params, Some(wait)),
-        );
-        match answer {
-            Ok(r) if r.action == ElicitationAction::Accept => Ok(r
-                .content
-                .as_ref()
-                .and_then(|c| c.get("answer"))
-                .and_then(Value::as_str)
-                .unwrap_or_default()
-                .to_string()),
-            Ok(_) => Err((
-                DenyCode::ApprovalRefused,
-                "the person declined to answer".into(),
-            )),
-            Err(e) => Err((
-                DenyCode::ApprovalRequired,
-                format!("no answer from the person: {e}"),
-            )),
-        }
-    }
-}
-
-/// The elicitation that asks about `approval`: every item with its
-/// capability, canonical target, whether it is critical and why; "allow
-/// and remember" offered only when `remember` and every item may be
-/// remembered.
-pub fn elicitation(approval: &ApprovalRequest, remember: bool) -> Value {
-    let mut message = format!(
-        "executor `{}` (actor `{}`, turn `{}`) needs your approval for:",
-        approval.executor, approval.actor, approval.turn
-    );
-    for p in &approval.pending {
-        message.push_str(&format!(
-            "\n- `{}` on `{}` ({}): {}",
-            p.capability,
-            p.target.as_deref().unwrap_or("-"),
-            if p.critical {
-                "critical"
-            } else {
-                "not critical"
-            },
-            p.reason
-        ));
-        if let Some(d) = &p.declared_target {
-            message.push_str(&format!(" (declared as `{d}`)"));
-        }
-    }
-    // What else it allows: the executor's digest, the input, a command's
-    // argv and the files it names (escaped: guest and client text).
-    for line in approval.shown.lines() {
-        message.push('\n');
-        message.push_str(&crate::config::printable(&line));
-    }
-    let all_rememberable = approval.pending.iter().all(|p| p.rememberable);
-    let rememberable = remember && all_rememberable;
-    let mut properties = serde_json::Map::new();
-    if rememberable {
-        properties.insert(
-            "decision".into(),
-            json!({"type": "string", "title": "Decision",
-                   "enum": ["allow_once", "allow_and_remember", "deny"],
-                   "enumNames": ["Allow once", "Allow and remember (writes a grant)", "Deny"]}),
-        );
-        properties.insert(
-            "expires_in".into(),
-            json!({"type": "string", "title": "Remember for",
-                   "description": "with allow and remember: 30s, 10m, 2h, 7d or forever; empty: 24h"}),
-        );
-    } else {
-        if !all_rememberable {
-            message.push_str("\n(an always-class capability: it cannot be remembered)");
-        }
-        properties.insert(
-            "decision".into(),
-            json!({"type": "string", "title": "Decision",
-                   "enum": ["allow_once", "deny"],
-                   "enumNames": ["Allow once", "Deny"]}),
-        );
-    }
-    json!({
-        "mode": "form",
-        "message": message,
-        "requestedSchema": {"type": "object", "properties": properties, "required": ["decision"]}
-    })
-}
-
-/// `text` cut at `cap` bytes (on a character boundary), with a marker
-/// saying how much was kept.
-fn capped(text: &str, cap: usize) -> String {
-    if text.len() <= cap {
-        return text.to_string();
-    }
-    let mut end = cap;
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    format!(
-        "{}\n[gatehouse: output truncated: {end} of {} bytes shown]",
-        &text[..end],
-        text.len()
-    )
-}
-
-fn meta(outcome: Option<&TurnOutcome>) -> Value {
-    let mut m = serde_json::Map::new();
-    if let Some(o) = outcome {
-        m.insert("gatehouse/turn".into(), json!(o.turn));
-        if let Some(id) = &o.pending_id {
-            m.insert("gatehouse/pending_id".into(), json!(id));
-        }
-    }
-    Value::Object(m)
-}
-
-fn build(result: Value) -> CallToolResult {
-    serde_json::from_value(result).unwrap_or_else(|e| {
-        CallToolResult::error(vec![rmcp::model::ContentBlock::text(format!(
-            "cannot encode the result: {e}"
-        ))])
-    })
-}
-
-/// A result that is one JSON value: its text the value encoded, its
-/// structured content the value itself (none for `null`).
-fn structured_result(structured: Value, is_error: bool) -> CallToolResult {
-    let text = vec![ContentBlock::text(structured.to_string())];
-    let mut result = if is_error {
-        CallToolResult::error(text)
-    } else {
-        CallToolResult::success(text)
-    };
-    result.structured_content = (!structured.is_null()).then_some(structured);
-    result
-}
-
-/// A tool error: its text `CODE: reason` (or the reason alone), its
-/// structured content `code` and `reason` (and the pending id).
-fn error_result(outcome: Option<&TurnOutcome>, reason: &str, code: Option<&str>) -> CallToolResult {
-    let text = match code {
-        Some(c) => format!("{c}: {reason}"),
-        None => reason.to_string(),
-    };
-    let mut structured = json!({"code": code, "reason": reason});
-    if let Some(id) = outcome.and_then(|o| o.pending_id.as_ref()) {
-        structured["pending_id"] = json!(id);
-    }
-    build(json!({
-        "content": [{"type": "text", "text": text}],
-        "structuredContent": structured,
-        "isError": true,
-        "_meta": meta(outcome),
-    }))
-}
-
-/// The MCP result of a turn.
-pub fn result_of(outcome: &TurnOutcome, cap: usize) -> CallToolResult {
-    match &outcome.end {
-        TurnEnd::Refused { code, reason } => {
-            error_result(Some(outcome), reason, Some(code.as_str()))
-        }
-        TurnEnd::Stopped { code, message, .. } => {
-            error_result(Some(outcome), message, code.map(|c| c.as_str()))
-        }
-        TurnEnd::Invalid { message } | TurnEnd::Failed { message } => {
-            error_result(Some(outcome), message, None)
-        }
-        TurnEnd::Ran { run } => {
-            // Built as the typed result (the hot path of a server: no
-            // round trip through a JSON value).
-            let (mut result, structured) = match &run.result {
-                GuestResult::Ok { output } => (
-                    CallToolResult::success(vec![ContentBlock::text(capped(output, cap))]),
-                    serde_json::from_str::<Value>(output).ok(),
-                ),
-                GuestResult::Err { error } => (
-                    CallToolResult::error(vec![ContentBlock::text(capped(
-                        &error.to_string(),
-                        cap,
-                    ))]),
-                    Some(error.clone()),
-                ),
-            };
-            result.structured_content = structured.filter(Value::is_object);
-            if let Value::Object(m) = meta(Some(outcome)) {
-                result.meta = Some(rmcp::model::MetaObject(m));
-            }
-            result
-        }
     }
 }
 

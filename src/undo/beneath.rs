@@ -18,14 +18,13 @@
 //! Linux only, like the journaling filesystem layer.
 
 use std::fs::File;
-use std::io::{Read, Write};
+use std::io::Write;
 use std::os::fd::OwnedFd;
 
-pub(crate) use crate::config::nofollow::{components, open_below, open_root, Reach, DIR_FLAGS};
+pub(crate) use crate::util::nofollow::{components, open_below, open_root, Reach, DIR_FLAGS};
 use rustix::io::Errno;
 
 use rustix::fs::{AtFlags, FileType, Mode, OFlags, RenameFlags};
-use sha2::{Digest, Sha256};
 
 /// One path beneath one root: the root's components and the path's below
 /// it (at least one: the root itself is never a target).
@@ -110,7 +109,7 @@ impl Beneath {
                     Mode::empty(),
                 )?;
                 Found::File {
-                    sha256: sha256_of(File::from(fd)).map_err(Reach::Io)?,
+                    sha256: crate::util::sha256_reader(File::from(fd)).map_err(Reach::Io)?,
                 }
             }
             _ => Found::Other,
@@ -218,28 +217,10 @@ fn io(r: Reach) -> std::io::Error {
     }
 }
 
-/// The sha256 of a file's bytes, read in blocks.
-fn sha256_of(mut f: File) -> std::io::Result<String> {
-    let mut hasher = Sha256::new();
-    let mut buf = vec![0u8; 64 * 1024];
-    loop {
-        let n = f.read(&mut buf)?;
-        if n == 0 {
-            break;
-        }
-        hasher.update(&buf[..n]);
-    }
-    Ok(hasher
-        .finalize()
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::nofollow::walk;
+    use crate::util::nofollow::walk;
 
     fn canonical(p: &std::path::Path) -> String {
         p.canonicalize().unwrap().to_str().unwrap().to_string()

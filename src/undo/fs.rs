@@ -161,6 +161,17 @@ pub fn blob_path(turn_dir: &Path, sha256: &str) -> PathBuf {
     turn_dir.join("blob").join(format!("{sha256}.bin"))
 }
 
+/// The blob directory of `turn_dir`, made (and the turn's directory
+/// synced, so the new entry is durable) if it does not exist yet.
+pub(crate) fn blob_dir(turn_dir: &Path) -> std::io::Result<PathBuf> {
+    let dir = turn_dir.join("blob");
+    if !dir.is_dir() {
+        std::fs::create_dir_all(&dir)?;
+        File::open(turn_dir)?.sync_all()?;
+    }
+    Ok(dir)
+}
+
 /// Stores `bytes` as a blob (once: content addressed), durable before it
 /// returns; returns its sha256.
 pub fn store_blob(turn_dir: &Path, bytes: &[u8]) -> std::io::Result<String> {
@@ -169,12 +180,7 @@ pub fn store_blob(turn_dir: &Path, bytes: &[u8]) -> std::io::Result<String> {
     if dest.is_file() {
         return Ok(sha);
     }
-    let dir = turn_dir.join("blob");
-    if !dir.is_dir() {
-        std::fs::create_dir_all(&dir)?;
-        File::open(turn_dir)?.sync_all()?;
-    }
-    let tmp = dir.join(format!("{sha}.tmp"));
+    let tmp = blob_dir(turn_dir)?.join(format!("{sha}.tmp"));
     let mut f = File::create(&tmp)?;
     f.write_all(bytes)?;
     f.sync_data()?;
@@ -279,7 +285,7 @@ impl FsUndo {
                     UndoStatus::Failed,
                     format!(
                         "cannot inspect `{path}`: {}",
-                        crate::config::lower(&e.to_string())
+                        crate::util::lower(&e.to_string())
                     ),
                 ))
             }
@@ -303,7 +309,7 @@ impl FsUndo {
                 format!(
                     "cannot read the backup `{}`: {}",
                     p.display(),
-                    crate::config::lower(&e.to_string())
+                    crate::util::lower(&e.to_string())
                 ),
             )
         })?;
@@ -608,7 +614,7 @@ fn act(
         Ok(()) => (UndoStatus::Done, what),
         Err(e) => (
             UndoStatus::Failed,
-            format!("{what}: {}", crate::config::lower(&e.to_string())),
+            format!("{what}: {}", crate::util::lower(&e.to_string())),
         ),
     }
 }

@@ -23,7 +23,7 @@ pub enum HistoryError {
         action: &'static str,
         path: PathBuf,
         #[source]
-        source: crate::config::IoCause,
+        source: crate::util::IoCause,
     },
     #[error("cannot encode a record for `{path}`")]
     Encode {
@@ -532,31 +532,7 @@ pub(crate) fn each_line(
     }
 }
 
-/// The sha256 of a file's bytes, read in chunks (never the whole file in
-/// memory).
-pub fn sha256_file(path: &Path) -> std::io::Result<String> {
-    use sha2::{Digest, Sha256};
-    use std::io::Read;
-    let mut f = File::open(path)?;
-    let mut hasher = Sha256::new();
-    let mut buf = vec![0u8; 64 * 1024];
-    loop {
-        let n = f.read(&mut buf)?;
-        if n == 0 {
-            break;
-        }
-        hasher.update(&buf[..n]);
-    }
-    Ok(hex(&hasher.finalize()))
-}
-
-fn hex(bytes: &[u8]) -> String {
-    let mut out = String::with_capacity(bytes.len() * 2);
-    for b in bytes {
-        out.push_str(&format!("{b:02x}"));
-    }
-    out
-}
+pub use crate::util::sha256_file;
 
 /// What [`store_blob_file`] did.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -572,34 +548,25 @@ pub enum StoredBlob {
 /// in chunks, and at most `max_bytes` of it: a longer file is
 /// [`StoredBlob::TooLarge`] and leaves nothing behind.
 pub fn store_blob_file(turn_dir: &Path, src: &Path, max_bytes: u64) -> std::io::Result<StoredBlob> {
-    use sha2::{Digest, Sha256};
-    use std::io::Read;
-    let dir = turn_dir.join("blob");
-    if !dir.is_dir() {
-        std::fs::create_dir_all(&dir)?;
-        File::open(turn_dir)?.sync_all()?;
-    }
+    use std::ops::ControlFlow;
+    let dir = super::fs::blob_dir(turn_dir)?;
     let mut input = File::open(src)?;
     let tmp = tempfile_in(&dir)?;
     let result = (|| {
         let mut out = File::create(&tmp)?;
-        let mut hasher = Sha256::new();
-        let mut buf = vec![0u8; 64 * 1024];
         let mut total: u64 = 0;
-        loop {
-            let n = input.read(&mut buf)?;
-            if n == 0 {
-                break;
-            }
-            total += n as u64;
+        let hashed = crate::util::hash::sha256_each(&mut input, |block| {
+            total += block.len() as u64;
             if total > max_bytes {
-                return Ok(StoredBlob::TooLarge);
+                return Ok(ControlFlow::Break(()));
             }
-            hasher.update(&buf[..n]);
-            out.write_all(&buf[..n])?;
-        }
+            out.write_all(block)?;
+            Ok(ControlFlow::Continue(()))
+        })?;
+        let Some(sha256) = hashed else {
+            return Ok(StoredBlob::TooLarge);
+        };
         out.sync_data()?;
-        let sha256 = hex(&hasher.finalize());
         let dest = super::fs::blob_path(turn_dir, &sha256);
         if !dest.is_file() {
             std::fs::rename(&tmp, &dest)?;

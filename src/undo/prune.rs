@@ -101,7 +101,7 @@ pub fn prune(
                 report.skipped.push(format!(
                     "`{}`: the filesystem cannot free part of a file ({}); its records are kept",
                     path.display(),
-                    crate::config::lower(&e.to_string())
+                    crate::util::lower(&e.to_string())
                 ));
                 continue;
             }

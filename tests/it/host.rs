@@ -617,7 +617,7 @@ fn a_memory_scope_holds_at_most_its_cap_of_keys() {
     if let Some(main) = config.actors.get_mut("main") {
         main.memory = vec!["notes".into()];
     }
-    config.memory_keys = 2;
+    config.memory_keys = Some(2);
     let h = host_with(
         &env,
         &ws,

@@ -127,32 +127,44 @@ fn the_checks_would_catch_a_violation() {
 
 /// The library's layers, lowest first, and what each may name. A module
 /// may use only the modules listed for it: no import cycles, the sandbox
-/// never reaches the gate or the host, the policy core nothing at all.
-const LAYERS: [(&str, &[&str]); 16] = [
+/// never reaches the gate or the host, the policy core nothing at all,
+/// and `util` (the shared helpers) nothing either, so every layer may use
+/// it. The sandbox, exec, undo and the terminal do not reach the
+/// configuration: its values (the engine settings, `on_degraded`, the
+/// limits) are passed in by the host.
+const LAYERS: [(&str, &[&str]); 17] = [
+    ("util", &[]),
     ("policy", &[]),
-    ("memory", &[]),
-    ("config", &["policy"]),
-    ("grants", &["policy", "config"]),
-    ("manifest", &["policy", "config"]),
-    ("snapshot", &["policy", "config", "manifest"]),
-    ("tier3", &["policy", "config"]),
-    ("exec", &["policy", "config"]),
-    ("undo", &["policy", "config", "memory"]),
-    ("sandbox", &["policy", "config", "memory", "exec", "undo"]),
-    ("authoring", &["policy", "config", "manifest", "sandbox"]),
-    ("terminal", &["policy", "config", "sandbox"]),
+    ("memory", &["util"]),
+    ("config", &["util", "policy"]),
+    ("grants", &["util", "policy", "config"]),
+    ("manifest", &["util", "policy", "config"]),
+    ("snapshot", &["util", "policy", "config", "manifest"]),
+    ("tier3", &["util", "policy", "config"]),
+    ("exec", &["util", "policy"]),
+    ("undo", &["util", "policy", "memory"]),
+    ("sandbox", &["util", "policy", "memory", "exec", "undo"]),
+    (
+        "authoring",
+        &["util", "policy", "config", "manifest", "sandbox"],
+    ),
+    ("terminal", &["util", "policy", "sandbox"]),
     (
         "host",
         &[
-            "policy", "config", "memory", "grants", "manifest", "snapshot", "exec", "undo",
+            "util", "policy", "config", "memory", "grants", "manifest", "snapshot", "exec", "undo",
             "sandbox", "terminal",
         ],
     ),
-    ("conformance", &["host", "config", "manifest", "policy"]),
-    ("serve", &["host", "config", "manifest", "policy"]),
+    (
+        "conformance",
+        &["util", "host", "config", "manifest", "policy"],
+    ),
+    ("serve", &["util", "host", "config", "manifest", "policy"]),
     (
         "cli",
         &[
+            "util",
             "host",
             "config",
             "manifest",

@@ -519,7 +519,7 @@ async fn send(
                 stream = Some(s);
                 break;
             }
-            Ok(Err(e)) => last = format!("{addr}: {}", crate::config::lower(&e.to_string())),
+            Ok(Err(e)) => last = format!("{addr}: {}", crate::util::lower(&e.to_string())),
             Err(_) => last = format!("{addr}: the connect timed out"),
         }
     }
@@ -553,7 +553,7 @@ async fn send(
                 Ok(Ok(s)) => Box::new(s),
                 Ok(Err(e)) => {
                     return Err(failed(
-                        format!("tls: {}", crate::config::lower(&e.to_string())),
+                        format!("tls: {}", crate::util::lower(&e.to_string())),
                         HttpError::TlsCertificateError,
                     ))
                 }
@@ -642,7 +642,7 @@ async fn resolve(
         }
         Ok(Err(e)) => Err(format!(
             "`{host}` does not resolve: {}",
-            crate::config::lower(&e.to_string())
+            crate::util::lower(&e.to_string())
         )),
         Err(_) => Err(format!("`{host}` did not resolve before the deadline")),
     }

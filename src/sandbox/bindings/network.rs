@@ -32,6 +32,7 @@ use wasmtime_wasi::p2::{DynPollable, Network, Pollable};
 use wasmtime_wasi::sockets::{SocketAddrUse, WasiSockets};
 
 use super::{Prepare, Unit};
+use crate::policy::target::{is_host_name, parse_ip};
 use crate::policy::HostPattern;
 use crate::sandbox::HostState;
 
@@ -185,32 +186,6 @@ fn permits_use(allowed: &Mutex<AllowSet>, addr: SocketAddr, use_: SocketAddrUse)
     }
 }
 
-/// Parses `127.0.0.1`, `::1` or `[::1]` as an address.
-fn parse_ip(s: &str) -> Option<IpAddr> {
-    let bare = s
-        .strip_prefix('[')
-        .and_then(|r| r.strip_suffix(']'))
-        .unwrap_or(s);
-    bare.parse::<IpAddr>().ok().map(|ip| ip.to_canonical())
-}
-
-/// Whether `name` is a syntactically valid host name: labels of letters,
-/// digits and `-`, 1 to 63 bytes each, at most 253 bytes in all (the same
-/// rule the policy applies to patterns).
-fn valid_name(name: &str) -> bool {
-    !name.is_empty()
-        && name.len() <= 253
-        && name.split('.').all(|label| {
-            !label.is_empty()
-                && label.len() <= 63
-                && label
-                    .bytes()
-                    .all(|b| b.is_ascii_alphanumeric() || b == b'-')
-                && !label.starts_with('-')
-                && !label.ends_with('-')
-        })
-}
-
 /// Whether the host part of `pattern` names `name`: the policy core's one
 /// host matcher ([`HostPattern::matches_host`]), so that a grant, the gate
 /// and this layer never disagree (`*.0.0.1` never covers `127.0.0.1`).
@@ -280,7 +255,7 @@ impl Sites {
     ) -> Result<Vec<IpAddr>, ErrorCode> {
         let name = name.to_ascii_lowercase();
         let ip = parse_ip(&name);
-        if ip.is_none() && !valid_name(&name) {
+        if ip.is_none() && !is_host_name(&name) {
             return Err(ErrorCode::InvalidArgument);
         }
         let ports: Vec<Option<u16>> = self

@@ -1,5 +1,9 @@
 //! `[isolation] on_degraded`: what a host does with critical work while
 //! its isolation is degraded.
+//!
+//! A pure setting that the configuration parses and the sandbox's
+//! isolation report applies (`IsolationReport::refusal`): it lives in the
+//! core both of them may name, so neither names the other.
 
 use serde::Serialize;
 

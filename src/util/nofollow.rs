@@ -3,8 +3,8 @@
 //! component at a time with `O_NOFOLLOW | O_DIRECTORY` where the kernel
 //! has no `openat2`): what undo reaches a journaled path by
 //! (`crate::undo`), and what a turn's roots are pinned with
-//! (`crate::exec::pinned`). I/O, so it lives here, beside the resolver,
-//! not in the policy core.
+//! (`crate::exec::pinned`). I/O, so not in the policy core; a leaf, so
+//! both layers reach it without reaching the configuration.
 
 use std::os::fd::OwnedFd;
 

@@ -1,0 +1,198 @@
+//! Asking the person through the client: an approval as one MCP
+//! elicitation for the whole pending set ([`elicitation`]), and a guest's
+//! questions (`human:ask`).
+
+use std::time::Duration;
+
+use rmcp::model::{ElicitRequestParams, ElicitationAction};
+use rmcp::service::{RequestContext, RoleServer};
+use serde_json::{json, Value};
+
+use super::Server;
+use crate::host::{ApprovalRequest, Asker, Choice};
+use crate::policy::DenyCode;
+
+impl Server {
+    /// Asks the person through elicitation, if the client declared it:
+    /// one question for the whole pending set. No answer (no elicitation,
+    /// a dismissal, the timeout, a malformed answer): every item queued.
+    pub(super) async fn ask(
+        &self,
+        approval: &ApprovalRequest,
+        context: &RequestContext<RoleServer>,
+    ) -> Vec<Choice> {
+        let queued = vec![Choice::Queue; approval.pending.len()];
+        if !supports_elicitation(context) {
+            return queued;
+        }
+        let Ok(params) = serde_json::from_value::<ElicitRequestParams>(elicitation(
+            approval,
+            self.inner.options.remember,
+        )) else {
+            return queued;
+        };
+        let answer = context
+            .peer
+            .create_elicitation_with_timeout(params, Some(self.inner.options.elicitation_timeout))
+            .await;
+        let result = match answer {
+            Ok(r) => r,
+            Err(e) => {
+                tracing::info!(
+                    "turn `{}`: no answer to the elicitation: {e}",
+                    approval.turn
+                );
+                return queued;
+            }
+        };
+        let choice = match result.action {
+            ElicitationAction::Accept => {
+                let content = result.content.unwrap_or_default();
+                match content.get("decision").and_then(Value::as_str) {
+                    Some("allow_once") => Choice::Once,
+                    Some("allow_and_remember") if !self.inner.options.remember => Choice::Queue,
+                    Some("allow_and_remember") => {
+                        let answer = content
+                            .get("expires_in")
+                            .and_then(Value::as_str)
+                            .unwrap_or_default();
+                        match crate::host::grants::remember_for(answer) {
+                            Ok(secs) => Choice::Remember {
+                                expires_in_secs: secs.and_then(|s| u64::try_from(s).ok()),
+                            },
+                            Err(_) => Choice::Queue,
+                        }
+                    }
+                    Some("deny") => Choice::Deny,
+                    _ => Choice::Queue,
+                }
+            }
+            ElicitationAction::Decline => Choice::Deny,
+            _ => Choice::Queue,
+        };
+        vec![choice; approval.pending.len()]
+    }
+}
+
+/// Whether the client declared elicitation when it connected.
+pub(super) fn supports_elicitation(context: &RequestContext<RoleServer>) -> bool {
+    context
+        .peer
+        .peer_info()
+        .is_some_and(|i| i.capabilities.elicitation.is_some())
+}
+
+/// A guest's questions (`human:ask`) asked of the person through the
+/// client's elicitation, from the turn's blocking thread.
+pub(super) struct ElicitAsker {
+    pub(super) peer: rmcp::service::Peer<RoleServer>,
+    pub(super) runtime: tokio::runtime::Handle,
+    pub(super) timeout: Duration,
+    pub(super) supported: bool,
+    pub(super) executor: String,
+}
+
+impl Asker for ElicitAsker {
+    fn ask(&self, question: &str, left: Duration) -> Result<String, (DenyCode, String)> {
+        if !self.supported {
+            return Err((
+                DenyCode::ApprovalRequired,
+                "there is no one to ask: the mcp client does not support elicitation".into(),
+            ));
+        }
+        let params = serde_json::from_value::<ElicitRequestParams>(json!({
+            "mode": "form",
+            "message": format!("executor `{}` asks: {question}", self.executor),
+            "requestedSchema": {"type": "object",
+                                "properties": {"answer": {"type": "string", "title": "Answer"}},
+                                "required": ["answer"]}
+        }))
+        .map_err(|e| (DenyCode::ApprovalRequired, format!("cannot ask: {e}")))?;
+        let wait = self.timeout.min(left);
+        let answer = self.runtime.block_on(
+            self.peer
+                .create_elicitation_with_timeout(params, Some(wait)),
+        );
+        match answer {
+            Ok(r) if r.action == ElicitationAction::Accept => Ok(r
+                .content
+                .as_ref()
+                .and_then(|c| c.get("answer"))
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_string()),
+            Ok(_) => Err((
+                DenyCode::ApprovalRefused,
+                "the person declined to answer".into(),
+            )),
+            Err(e) => Err((
+                DenyCode::ApprovalRequired,
+                format!("no answer from the person: {e}"),
+            )),
+        }
+    }
+}
+
+/// The elicitation that asks about `approval`: every item with its
+/// capability, canonical target, whether it is critical and why; "allow
+/// and remember" offered only when `remember` and every item may be
+/// remembered.
+pub fn elicitation(approval: &ApprovalRequest, remember: bool) -> Value {
+    let mut message = format!(
+        "executor `{}` (actor `{}`, turn `{}`) needs your approval for:",
+        approval.executor, approval.actor, approval.turn
+    );
+    for p in &approval.pending {
+        message.push_str(&format!(
+            "\n- `{}` on `{}` ({}): {}",
+            p.capability,
+            p.target.as_deref().unwrap_or("-"),
+            if p.critical {
+                "critical"
+            } else {
+                "not critical"
+            },
+            p.reason
+        ));
+        if let Some(d) = &p.declared_target {
+            message.push_str(&format!(" (declared as `{d}`)"));
+        }
+    }
+    // What else it allows: the executor's digest, the input, a command's
+    // argv and the files it names (escaped: guest and client text).
+    for line in approval.shown.lines() {
+        message.push('\n');
+        message.push_str(&crate::util::printable(&line));
+    }
+    let all_rememberable = approval.pending.iter().all(|p| p.rememberable);
+    let rememberable = remember && all_rememberable;
+    let mut properties = serde_json::Map::new();
+    if rememberable {
+        properties.insert(
+            "decision".into(),
+            json!({"type": "string", "title": "Decision",
+                   "enum": ["allow_once", "allow_and_remember", "deny"],
+                   "enumNames": ["Allow once", "Allow and remember (writes a grant)", "Deny"]}),
+        );
+        properties.insert(
+            "expires_in".into(),
+            json!({"type": "string", "title": "Remember for",
+                   "description": "with allow and remember: 30s, 10m, 2h, 7d or forever; empty: 24h"}),
+        );
+    } else {
+        if !all_rememberable {
+            message.push_str("\n(an always-class capability: it cannot be remembered)");
+        }
+        properties.insert(
+            "decision".into(),
+            json!({"type": "string", "title": "Decision",
+                   "enum": ["allow_once", "deny"],
+                   "enumNames": ["Allow once", "Deny"]}),
+        );
+    }
+    json!({
+        "mode": "form",
+        "message": message,
+        "requestedSchema": {"type": "object", "properties": properties, "required": ["decision"]}
+    })
+}

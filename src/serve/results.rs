@@ -1,0 +1,117 @@
+//! The MCP results of a call: a turn's outcome ([`result_of`]), a tool
+//! error with its deny code, and one JSON value; each with the turn in
+//! `_meta["gatehouse/turn"]`.
+
+use rmcp::model::{CallToolResult, ContentBlock};
+use serde_json::{json, Value};
+
+use crate::host::{GuestResult, TurnEnd, TurnOutcome};
+
+/// `text` cut at `cap` bytes (on a character boundary), with a marker
+/// saying how much was kept.
+fn capped(text: &str, cap: usize) -> String {
+    if text.len() <= cap {
+        return text.to_string();
+    }
+    let mut end = cap;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!(
+        "{}\n[gatehouse: output truncated: {end} of {} bytes shown]",
+        &text[..end],
+        text.len()
+    )
+}
+
+fn meta(outcome: Option<&TurnOutcome>) -> Value {
+    let mut m = serde_json::Map::new();
+    if let Some(o) = outcome {
+        m.insert("gatehouse/turn".into(), json!(o.turn));
+        if let Some(id) = &o.pending_id {
+            m.insert("gatehouse/pending_id".into(), json!(id));
+        }
+    }
+    Value::Object(m)
+}
+
+fn build(result: Value) -> CallToolResult {
+    serde_json::from_value(result).unwrap_or_else(|e| {
+        CallToolResult::error(vec![rmcp::model::ContentBlock::text(format!(
+            "cannot encode the result: {e}"
+        ))])
+    })
+}
+
+/// A result that is one JSON value: its text the value encoded, its
+/// structured content the value itself (none for `null`).
+pub(super) fn structured_result(structured: Value, is_error: bool) -> CallToolResult {
+    let text = vec![ContentBlock::text(structured.to_string())];
+    let mut result = if is_error {
+        CallToolResult::error(text)
+    } else {
+        CallToolResult::success(text)
+    };
+    result.structured_content = (!structured.is_null()).then_some(structured);
+    result
+}
+
+/// A tool error: its text `CODE: reason` (or the reason alone), its
+/// structured content `code` and `reason` (and the pending id).
+pub(super) fn error_result(
+    outcome: Option<&TurnOutcome>,
+    reason: &str,
+    code: Option<&str>,
+) -> CallToolResult {
+    let text = match code {
+        Some(c) => format!("{c}: {reason}"),
+        None => reason.to_string(),
+    };
+    let mut structured = json!({"code": code, "reason": reason});
+    if let Some(id) = outcome.and_then(|o| o.pending_id.as_ref()) {
+        structured["pending_id"] = json!(id);
+    }
+    build(json!({
+        "content": [{"type": "text", "text": text}],
+        "structuredContent": structured,
+        "isError": true,
+        "_meta": meta(outcome),
+    }))
+}
+
+/// The MCP result of a turn.
+pub fn result_of(outcome: &TurnOutcome, cap: usize) -> CallToolResult {
+    match &outcome.end {
+        TurnEnd::Refused { code, reason } => {
+            error_result(Some(outcome), reason, Some(code.as_str()))
+        }
+        TurnEnd::Stopped { code, message, .. } => {
+            error_result(Some(outcome), message, code.map(|c| c.as_str()))
+        }
+        TurnEnd::Invalid { message } | TurnEnd::Failed { message } => {
+            error_result(Some(outcome), message, None)
+        }
+        TurnEnd::Ran { run } => {
+            // Built as the typed result (the hot path of a server: no
+            // round trip through a JSON value).
+            let (mut result, structured) = match &run.result {
+                GuestResult::Ok { output } => (
+                    CallToolResult::success(vec![ContentBlock::text(capped(output, cap))]),
+                    serde_json::from_str::<Value>(output).ok(),
+                ),
+                GuestResult::Err { error } => (
+                    CallToolResult::error(vec![ContentBlock::text(capped(
+                        &error.to_string(),
+                        cap,
+                    ))]),
+                    Some(error.clone()),
+                ),
+            };
+            result.structured_content = structured.filter(Value::is_object);
+            if let Value::Object(m) = meta(Some(outcome)) {
+                result.meta = Some(rmcp::model::MetaObject(m));
+            }
+            result
+        }
+    }
+}

@@ -1,0 +1,70 @@
+//! Locks taken whether or not a holder panicked.
+//!
+//! A lock is poisoned when a thread panics while holding it. Every lock
+//! these helpers take guards data that each update leaves whole (a cache
+//! entry inserted, a set of roots extended, a snapshot swapped): a panic
+//! cannot leave it half-written, so the data is used as it is rather
+//! than failing every later turn. Where a poisoned value must not be
+//! trusted (the network allow-set, a turn's journal), the caller matches
+//! on the lock itself instead.
+
+use std::sync::{
+    Condvar, Mutex, MutexGuard, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard,
+};
+use std::time::Duration;
+
+/// `mutex`, locked (see the module documentation for why a poisoned one
+/// is used as it is).
+pub fn lock<T: ?Sized>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// `lock`, locked for reading.
+pub fn read<T: ?Sized>(lock: &RwLock<T>) -> RwLockReadGuard<'_, T> {
+    lock.read().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// `lock`, locked for writing.
+pub fn write<T: ?Sized>(lock: &RwLock<T>) -> RwLockWriteGuard<'_, T> {
+    lock.write().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// Waits on `condvar` for at most `timeout` with `guard` released, and
+/// returns it locked again (whether woken or timed out: the caller
+/// rechecks its condition either way).
+pub fn wait_timeout<'a, T>(
+    condvar: &Condvar,
+    guard: MutexGuard<'a, T>,
+    timeout: Duration,
+) -> MutexGuard<'a, T> {
+    match condvar.wait_timeout(guard, timeout) {
+        Ok((guard, _)) => guard,
+        Err(poisoned) => poisoned.into_inner().0,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_poisoned_lock_is_used_as_it_is() {
+        let m = std::sync::Arc::new(Mutex::new(1));
+        let r = std::sync::Arc::new(RwLock::new(2));
+        let (m2, r2) = (m.clone(), r.clone());
+        let _ = std::thread::spawn(move || {
+            let _m = m2.lock().unwrap();
+            let _r = r2.write().unwrap();
+            panic!("poison both");
+        })
+        .join();
+        assert!(m.is_poisoned() && r.is_poisoned());
+        *lock(&m) += 1;
+        assert_eq!(*lock(&m), 2);
+        *write(&r) += 1;
+        assert_eq!(*read(&r), 3);
+        let cv = Condvar::new();
+        let g = wait_timeout(&cv, lock(&m), Duration::from_millis(1));
+        assert_eq!(*g, 2);
+    }
+}

@@ -1,0 +1,109 @@
+//! The string and error helpers of every message: an OS message in
+//! lowercase, an error with its causes on one line, an I/O error kept as
+//! a cause, and text made safe to show on a terminal.
+
+use std::borrow::Cow;
+
+/// Lowercases the first letter of an OS error message (`No such file…`).
+pub fn lower(msg: &str) -> String {
+    let mut chars = msg.chars();
+    match chars.next() {
+        Some(c) => c.to_lowercase().chain(chars).collect(),
+        None => String::new(),
+    }
+}
+
+/// An error and its causes, one line: each message joined by `: ` (what a
+/// person reads; the causes themselves stay on the error).
+pub fn chain(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut out = e.to_string();
+    let mut cur = e.source();
+    while let Some(c) = cur {
+        let text = c.to_string();
+        // A message that already ends with its cause's text is not
+        // repeated (an error that both shows and keeps its cause).
+        if !out.ends_with(&text) {
+            out.push_str(": ");
+            out.push_str(&text);
+        }
+        cur = c.source();
+    }
+    out
+}
+
+/// An I/O error kept whole as the cause of another error (its kind and
+/// errno stay readable), shown in lowercase as every gatehouse message is.
+#[derive(Debug)]
+pub struct IoCause(pub std::io::Error);
+
+impl std::fmt::Display for IoCause {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&lower(&self.0.to_string()))
+    }
+}
+
+impl std::error::Error for IoCause {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        self.0.source()
+    }
+}
+
+impl From<std::io::Error> for IoCause {
+    fn from(e: std::io::Error) -> IoCause {
+        IoCause(e)
+    }
+}
+
+/// Whether `c` must not reach a terminal as it is: a control character
+/// (C0, DEL, C1: escape sequences, carriage return, backspace, newline) or
+/// a bidirectional formatting character (which reorders what is shown).
+fn unprintable(c: char) -> bool {
+    c.is_control()
+        || matches!(c, '\u{61c}' | '\u{200e}' | '\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
+}
+
+/// `text` as one line a person can read and no one can drive a terminal
+/// with: every control and bidirectional formatting character escaped
+/// the way Rust writes it (`\n`, `\t`, `\u{1b}`, `\u{202e}`), everything
+/// else as it is. Borrowed when nothing needs escaping. The one escaper
+/// of guest text (the terminal module shows it as `terminal::shown`).
+pub fn printable(text: &str) -> Cow<'_, str> {
+    if !text.chars().any(unprintable) {
+        return Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len() + 8);
+    for c in text.chars() {
+        if unprintable(c) {
+            out.extend(c.escape_default());
+        } else {
+            out.push(c);
+        }
+    }
+    Cow::Owned(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn printable_escapes_controls_and_bidi_and_keeps_the_rest() {
+        assert_eq!(printable("plain é → ok"), "plain é → ok");
+        assert!(matches!(printable("plain"), Cow::Borrowed(_)));
+        assert_eq!(
+            printable("\x1b[2J\ndecision\r\t\u{7f}\u{9b}x\u{202e}y"),
+            "\\u{1b}[2J\\ndecision\\r\\t\\u{7f}\\u{9b}x\\u{202e}y"
+        );
+    }
+
+    #[test]
+    fn lower_and_chain() {
+        assert_eq!(lower("No such file"), "no such file");
+        assert_eq!(lower(""), "");
+        #[derive(Debug, thiserror::Error)]
+        #[error("cannot read `x`")]
+        struct Outer(#[source] IoCause);
+        let e = Outer(IoCause(std::io::Error::from(std::io::ErrorKind::NotFound)));
+        assert_eq!(chain(&e), "cannot read `x`: entity not found");
+    }
+}
