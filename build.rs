@@ -40,6 +40,11 @@ const GUESTS: &[(&str, &str, &str)] = &[
     ),
     (
         "wasm32-wasip2",
+        "fetch_socket.wasm",
+        "guests/target/wasm32-wasip2/release",
+    ),
+    (
+        "wasm32-wasip2",
         "remember.wasm",
         "guests/target/wasm32-wasip2/release",
     ),

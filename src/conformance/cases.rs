@@ -468,8 +468,9 @@ fn p2_only(out: &mut Vec<Case>) {
     let p2 = World::P2;
     // Ungranted imports: each authority-carrying interface without its
     // grant, refused before instantiation.
-    let imports: [(&str, &'static str); 6] = [
-        ("imports.sockets-http", "fetch.wasm"),
+    let imports: [(&str, &'static str); 7] = [
+        ("imports.sockets-http", "fetch_socket.wasm"),
+        ("imports.wasi-http", "fetch.wasm"),
         ("imports.memory", "sneaky_memory.wasm"),
         ("imports.memory-remember", "remember.wasm"),
         ("imports.human-ask", "ask.wasm"),

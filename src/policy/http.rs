@@ -118,8 +118,10 @@ impl UrlPattern {
                 "a URL pattern cannot hold a query or a fragment",
             ));
         }
-        let host = HostPattern::parse(authority)?;
-        let port = host.port().unwrap_or(scheme.default_port());
+        let with_port = HostPattern::parse(authority)?;
+        let port = with_port.port().unwrap_or(scheme.default_port());
+        // The port is kept apart: the host pattern matches names only.
+        let host = with_port.without_port();
         let path = match path {
             "" | "/**" => PathRule::Any,
             p => {
@@ -159,7 +161,7 @@ impl UrlPattern {
         &self.source
     }
 
-    /// The host pattern, with the explicit port.
+    /// The host pattern: names only (the port is [`UrlPattern::port`]).
     pub fn host(&self) -> &HostPattern {
         &self.host
     }
@@ -240,7 +242,7 @@ impl SitePattern {
             (SitePattern::Host(h), Ok(SitePattern::Url(u))) => {
                 u.scheme == Scheme::Https
                     && h.port().unwrap_or(443) == u.port
-                    && h.covers(u.host.host())
+                    && h.without_port().covers(u.host.host())
             }
             (SitePattern::Host(h), _) => h.covers(target),
             (SitePattern::Url(mine), Ok(SitePattern::Url(u))) => mine.covers_url(&u),

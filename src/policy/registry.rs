@@ -38,7 +38,8 @@ impl ApprovalClass {
 pub enum TargetKind {
     /// An absolute path glob (`/home/a/notes/**`).
     PathGlob,
-    /// A host name or IP with an optional port (`example.com`, `localhost:8080`).
+    /// A host name or IP with an optional port (`example.com`,
+    /// `localhost:8080`), or a URL pattern (`https://api.example.com/v1/**`).
     Host,
     /// An exact name (an environment variable, a memory scope, an executor).
     Exact,
@@ -160,7 +161,7 @@ pub const REGISTRY: [CapabilitySpec; 13] = [
         false,
         A::PerTarget,
         T::Host,
-        "name lookup and outbound connections to that host only",
+        "a host pattern: name lookup, connections and HTTPS to that host only; a URL pattern: HTTP requests under it only",
     ),
     spec(
         C::MemoryRead,

@@ -367,6 +367,16 @@ impl HostPattern {
         })
     }
 
+    /// The same hosts on any port (what a URL pattern, which keeps its
+    /// port apart, matches hosts with).
+    pub fn without_port(&self) -> HostPattern {
+        HostPattern {
+            source: self.host.clone(),
+            host: self.host.clone(),
+            port: None,
+        }
+    }
+
     /// The pattern as written (lowercase).
     pub fn as_str(&self) -> &str {
         &self.source

@@ -50,11 +50,7 @@ pub fn run_command(
         crate::sandbox::run::StdinFrom::Inherit => match &io.process_stdin {
             Some(stdin) => stdin.read_all().map_err(|e| {
                 RunError::Host(
-                    format!(
-                        "cannot read stdin: {}",
-                        crate::util::lower(&e.to_string())
-                    )
-                    .into(),
+                    format!("cannot read stdin: {}", crate::util::lower(&e.to_string())).into(),
                 )
             })?,
             None => Vec::new(),

@@ -302,7 +302,10 @@ pub fn execute(
     // What the turn left each touched path as, for undo (a run killed
     // before this still has its write-ahead journal).
     store.data_mut().fs.finish().map_err(host)?;
-    let over = over_cap(&stdout, &stderr, cap);
+    // A cap of the output or of HTTP stops the run whatever the guest
+    // made of the error it got.
+    let over = over_cap(&stdout, &stderr, cap)
+        .or_else(|| store.data().http.limit_hit().map(RunError::Limit));
     let stdout = String::from_utf8_lossy(&stdout.contents()).into_owned();
     let settled = settle(outcome, over, &store, &limits, &services.cancel, &stdout);
     let data = store.data_mut();

@@ -18,7 +18,7 @@ const ROOT: &str = env!("CARGO_MANIFEST_DIR");
 #[test]
 fn authoring_inspect_names_each_import_and_what_it_needs() {
     let env = Env::new();
-    let fetch = component("fetch");
+    let fetch = component("fetch-socket");
     let run = env.run(&["--json", "inspect", s(&fetch)]);
     run.expect(0);
     let v = &run.json_lines()[0];
@@ -116,7 +116,7 @@ fn authoring_manifest_check_names_an_import_no_capability_covers() {
     let m = manifest(
         &env,
         "fetch",
-        &component("fetch"),
+        &component("fetch-socket"),
         &[("compute:pure", None)],
     );
     let run = env.run(&["manifest", "check", s(&m)]);
@@ -170,7 +170,7 @@ fn authoring_manifest_check_names_an_import_no_capability_covers() {
 
     // Control: the shipped manifest declares network:sites and passes,
     // explaining it.
-    let ok = env.run(&["manifest", "check", s(&guest("fetch"))]);
+    let ok = env.run(&["manifest", "check", s(&guest("fetch-socket"))]);
     ok.expect(0);
     assert!(
         ok.lines()

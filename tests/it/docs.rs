@@ -174,7 +174,7 @@ fn codes_table(codes: &str) -> String {
 #[test]
 fn the_capabilities_page_is_the_registry_and_the_matrix_the_binary_prints() {
     let registry = binary(&["policy", "registry"]);
-    assert_eq!(json_lines(&registry).len(), 12, "{registry}");
+    assert_eq!(json_lines(&registry).len(), 13, "{registry}");
     check_generated(
         "docs/src/reference/capabilities.md",
         "gatehouse policy registry",

@@ -446,7 +446,7 @@ fn a_server_that_never_answers_cannot_hold_the_run() {
     });
     let text = format!(
         "name = \"fetch-silent\"\ncomponent = \"{}\"\n[[capabilities]]\nname = \"network:sites\"\ntarget = \"localhost:{port}\"\n",
-        crate::support::guests::component("fetch").display()
+        crate::support::guests::component("fetch-socket").display()
     );
     let m = Manifest::load(&env.write("manifests/fetch-silent.toml", &text)).unwrap();
     let h = host_with(&env, &ws, vec![m], HostConfig::safe_default("tester"));

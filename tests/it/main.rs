@@ -44,6 +44,7 @@ mod docs;
 mod exec;
 mod fs_items;
 mod host;
+mod http;
 mod isolation;
 mod mcp;
 mod purity;

@@ -177,7 +177,7 @@ fn imports_without_their_grant_are_refused_before_instantiation() {
     );
     assert!(!env.state_dir().join("history").exists());
     assert!(!env.state_dir().join("audit.jsonl").exists());
-    let fetch = manifest(&env, "fetch-ungranted", &component("fetch"), &[]);
+    let fetch = manifest(&env, "fetch-ungranted", &component("fetch-socket"), &[]);
     let (run, v) = run_json(
         &env,
         &fetch,
@@ -722,7 +722,7 @@ fn fetch_reaches_only_its_granted_host() {
     let m = manifest(
         &env,
         "fetch-local",
-        &component("fetch"),
+        &component("fetch-socket"),
         &[("network:sites", Some(&format!("localhost:{port}")))],
     );
     let (run, v) = run_json(
@@ -776,7 +776,7 @@ fn fetch_refuses_a_name_that_resolves_but_was_not_granted() {
     let m = manifest(
         &env,
         "fetch-other-name",
-        &component("fetch"),
+        &component("fetch-socket"),
         &[("network:sites", Some(&format!("example.com:{port}")))],
     );
     let e = fetch_fails(
@@ -801,7 +801,7 @@ fn a_grant_for_another_port_does_not_open_this_one() {
     let m = manifest(
         &env,
         "fetch-other-port",
-        &component("fetch"),
+        &component("fetch-socket"),
         &[("network:sites", Some(&format!("localhost:{other}")))],
     );
     let (run, v) = run_json(
@@ -835,7 +835,7 @@ fn a_granted_ip_literal_is_reached_without_a_lookup() {
     let m = manifest(
         &env,
         "fetch-literal",
-        &component("fetch"),
+        &component("fetch-socket"),
         &[("network:sites", Some(&format!("127.0.0.1:{port}")))],
     );
     let (run, v) = run_json(

@@ -135,7 +135,7 @@ fn a_bare_wasm_file_runs_with_compute_pure_only() {
     }
     // A bare file that imports more than compute:pure: refused before it
     // runs, naming the manifest field that would grant the import.
-    let fetch = crate::support::guests::component("fetch");
+    let fetch = crate::support::guests::component("fetch-socket");
     let run = env.run(&["run", s(&fetch), "--workspace", s(&ws)]);
     run.expect_err(
         2,

@@ -1,201 +1,228 @@
-//! `fetch` (network:sites): `{"url": "http://localhost:8080/path"}` → one
-//! plain HTTP/1.1 GET with `Connection: close` over a `std::net::TcpStream`
-//! (on wasip2: name lookup through `wasi:sockets/ip-name-lookup`, the
-//! connection through `wasi:sockets/tcp`) → `{"status": 200, "body": "..."}`.
+//! `fetch` (network:sites, through `wasi:http`): `{"url": "https://…",
+//! "method": "GET", "headers": {"name": "value"}, "body": "…"}` (method,
+//! headers and body optional) → one request through
+//! `wasi:http/outgoing-handler` → `{"status": N, "headers": {…}, "body":
+//! "…"}`.
 //!
-//! `{"addr": "127.0.0.2:8080"}` (with or without `url`) connects to that
-//! socket address directly, with no name lookup; the request's path and
-//! `Host` header then come from `url` if given, else `/` and `addr`.
-//! Lookup and connection failures are `failed("connect `host:port`: ...")`.
+//! The URL's path and query are sent exactly as written, with no
+//! normalization, so that the host's rules are what a test exercises. A
+//! denied or failed request returns `{"error": "<the wasi:http error
+//! code's name>"}` (`{"error": "HttpRequestDenied"}`) as the output, not as
+//! a failure: the guest saw the error and reports it.
 
 wit_bindgen::generate!({ world: "executor", path: "../../wit" });
 
-use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpStream};
+use std::collections::BTreeMap;
 
 use guest_common::Fail;
 use serde::Deserialize;
 use serde_json::json;
+use wasi::http::outgoing_handler;
+use wasi::http::types::{
+    ErrorCode, Fields, Method, OutgoingBody, OutgoingRequest, Scheme,
+};
 
 guest_common::impl_from_fail!();
 
 #[derive(Deserialize)]
 struct Request {
+    url: String,
     #[serde(default)]
-    url: Option<String>,
+    method: Option<String>,
     #[serde(default)]
-    addr: Option<String>,
+    headers: BTreeMap<String, String>,
+    #[serde(default)]
+    body: Option<String>,
+    /// Send the same request this many times (default 1); the last
+    /// response is returned, or the first error.
+    #[serde(default)]
+    repeat: Option<u32>,
+    /// A secret, each byte XORed with 0x5a, in hex: after the requests the
+    /// guest counts where the secret itself appears in its environment and
+    /// its linear memory (it never holds the secret, only this form).
+    #[serde(default)]
+    scan_xor: Option<String>,
 }
 
-/// The parts of an `http://` URL that a GET needs.
-struct Url {
-    /// The host as written, without brackets (`localhost`, `127.0.0.1`, `::1`).
-    host: String,
-    port: u16,
-    /// The `Host` header: the authority as written.
-    authority: String,
-    /// Path and query, at least `/`.
-    path: String,
+const PAGE: usize = 65536;
+
+/// Where `secret` (each byte XORed with 0x5a) appears: in the
+/// environment's variables, and in the linear memory.
+fn scan(xored: &[u8]) -> (usize, usize) {
+    let hit = |hay: &[u8]| -> usize {
+        if xored.is_empty() || hay.len() < xored.len() {
+            return 0;
+        }
+        (0..=hay.len() - xored.len())
+            .filter(|&i| hay[i..i + xored.len()].iter().zip(xored).all(|(m, x)| m ^ 0x5a == *x))
+            .count()
+    };
+    let env: usize = std::env::vars()
+        .map(|(k, v)| hit(k.as_bytes()) + hit(v.as_bytes()))
+        .sum();
+    let size = core::arch::wasm32::memory_size::<0>() * PAGE;
+    let mut found = 0;
+    let mut matched = 0;
+    // Address 0 is skipped (a null pointer in Rust); every other byte of
+    // the linear memory is read.
+    for addr in 1..size {
+        // SAFETY: every address below `memory_size` is in the linear
+        // memory; a volatile read does not assume anything about what it
+        // holds.
+        let m = unsafe { core::ptr::read_volatile(addr as *const u8) };
+        if m ^ 0x5a == xored[matched] {
+            matched += 1;
+            if matched == xored.len() {
+                found += 1;
+                matched = 0;
+            }
+        } else {
+            matched = usize::from(m ^ 0x5a == xored[0]);
+        }
+    }
+    (env, found)
 }
 
-fn parse_url(url: &str) -> Result<Url, Fail> {
-    let bad = |why: &str| Fail::Invalid(format!("invalid url `{url}`: {why}"));
-    let rest = url
-        .strip_prefix("http://")
-        .ok_or_else(|| bad("only `http://` URLs are supported"))?;
-    let (authority, path) = match rest.find(['/', '?', '#']) {
+fn unhex(s: &str) -> Result<Vec<u8>, Fail> {
+    (0..s.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(s.get(i..i + 2).unwrap_or("zz"), 16))
+        .collect::<Result<_, _>>()
+        .map_err(|_| Fail::Invalid("`scan_xor` is not hex".into()))
+}
+
+/// `scheme://authority/path?query`, split as written.
+fn split(url: &str) -> Result<(Scheme, &str, &str), Fail> {
+    let (scheme, rest) = url
+        .split_once("://")
+        .ok_or_else(|| Fail::Invalid(format!("invalid url `{url}`: no scheme")))?;
+    let scheme = match scheme {
+        "http" => Scheme::Http,
+        "https" => Scheme::Https,
+        other => Scheme::Other(other.to_string()),
+    };
+    let (authority, path) = match rest.find(['/', '?']) {
         Some(i) => (&rest[..i], &rest[i..]),
         None => (rest, "/"),
     };
-    // Drop a fragment; make sure the path starts with `/`.
-    let path = path.split('#').next().unwrap_or("");
-    let path = if path.starts_with('/') {
-        path.to_string()
-    } else {
-        format!("/{path}")
-    };
-    if authority.contains('@') {
-        return Err(bad("user info is not supported"));
-    }
-    let (host, port) = if let Some(v6) = authority.strip_prefix('[') {
-        let end = v6.find(']').ok_or_else(|| bad("unclosed `[`"))?;
-        let host = &v6[..end];
-        let after = &v6[end + 1..];
-        let port = match after.strip_prefix(':') {
-            Some(p) => Some(p),
-            None if after.is_empty() => None,
-            None => return Err(bad("garbage after `]`")),
-        };
-        (host, port)
-    } else {
-        match authority.rsplit_once(':') {
-            Some((h, p)) => (h, Some(p)),
-            None => (authority, None),
-        }
-    };
-    if host.is_empty() {
-        return Err(bad("no host"));
-    }
-    let port = match port {
-        None => 80,
-        Some(p) => p.parse::<u16>().map_err(|_| bad("bad port"))?,
-    };
-    Ok(Url {
-        host: host.to_string(),
-        port,
-        authority: authority.to_string(),
-        path,
-    })
+    Ok((scheme, authority, path))
 }
 
-/// Decodes a `Transfer-Encoding: chunked` body; `None` if it is malformed.
-fn dechunk(mut body: &[u8]) -> Option<Vec<u8>> {
-    let mut out = Vec::new();
-    loop {
-        let line_end = body.windows(2).position(|w| w == b"\r\n")?;
-        let size_line = std::str::from_utf8(&body[..line_end]).ok()?;
-        let size_hex = size_line.split(';').next()?.trim();
-        let size = usize::from_str_radix(size_hex, 16).ok()?;
-        body = &body[line_end + 2..];
-        if size == 0 {
-            return Some(out);
-        }
-        if body.len() < size {
-            return None;
-        }
-        out.extend_from_slice(&body[..size]);
-        body = body.get(size..)?;
-        body = body.strip_prefix(b"\r\n").unwrap_or(body);
-    }
-}
-
-fn get(req: Request) -> Result<String, Fail> {
-    let url = match &req.url {
-        Some(u) => Some(parse_url(u)?),
-        None => None,
-    };
-    let (mut stream, target, authority, path) = match (&req.addr, url) {
-        (Some(addr), url) => {
-            let sock: SocketAddr = addr.parse().map_err(|e| {
-                Fail::Invalid(format!(
-                    "invalid addr `{addr}`: {e} (want an IP:port literal)"
-                ))
-            })?;
-            let stream = TcpStream::connect(sock)
-                .map_err(|e| Fail::Failed(format!("connect `{addr}`: {e}")))?;
-            let (authority, path) = match url {
-                Some(u) => (u.authority, u.path),
-                None => (addr.clone(), "/".to_string()),
-            };
-            (stream, addr.clone(), authority, path)
-        }
-        (None, Some(url)) => {
-            let target = if url.host.contains(':') {
-                format!("[{}]:{}", url.host, url.port)
-            } else {
-                format!("{}:{}", url.host, url.port)
-            };
-            let stream = TcpStream::connect((url.host.as_str(), url.port))
-                .map_err(|e| Fail::Failed(format!("connect `{target}`: {e}")))?;
-            (stream, target, url.authority, url.path)
-        }
-        (None, None) => {
-            return Err(Fail::Invalid(
-                "need a string field `url` (http://host:port/path) or `addr` (IP:port)".to_string(),
-            ))
-        }
-    };
-    let request = format!(
-        "GET {path} HTTP/1.1\r\nHost: {authority}\r\nUser-Agent: gatehouse-fetch\r\nAccept: */*\r\nConnection: close\r\n\r\n"
-    );
-    stream
-        .write_all(request.as_bytes())
-        .and_then(|()| stream.flush())
-        .map_err(|e| Fail::Failed(format!("send to `{target}`: {e}")))?;
-    let mut response = Vec::new();
-    stream
-        .read_to_end(&mut response)
-        .map_err(|e| Fail::Failed(format!("read from `{target}`: {e}")))?;
-
-    let bad = |why: &str| Fail::Failed(format!("bad HTTP response from `{target}`: {why}"));
-    let head_end = response
-        .windows(4)
-        .position(|w| w == b"\r\n\r\n")
-        .ok_or_else(|| bad("no end of headers"))?;
-    let head = String::from_utf8_lossy(&response[..head_end]);
-    let mut lines = head.split("\r\n");
-    let status_line = lines.next().unwrap_or("");
-    let mut parts = status_line.splitn(3, ' ');
-    let version = parts.next().unwrap_or("");
-    if !version.starts_with("HTTP/") {
-        return Err(bad(&format!("status line `{status_line}`")));
-    }
-    let status: u16 = parts
+/// The error code's variant name (`HttpRequestDenied`, `DnsError`).
+fn name(e: &ErrorCode) -> String {
+    let debug = format!("{e:?}");
+    let bare = debug.rsplit_once("::").map_or(debug.as_str(), |(_, name)| name);
+    bare.split(['(', ' ', '{'])
         .next()
-        .and_then(|s| s.parse().ok())
-        .ok_or_else(|| bad(&format!("status line `{status_line}`")))?;
-    let chunked = lines.any(|l| {
-        l.split_once(':').is_some_and(|(name, value)| {
-            name.trim().eq_ignore_ascii_case("transfer-encoding")
-                && value.to_ascii_lowercase().contains("chunked")
-        })
-    });
-    let raw_body = &response[head_end + 4..];
-    let body = if chunked {
-        dechunk(raw_body).ok_or_else(|| bad("malformed chunked body"))?
-    } else {
-        raw_body.to_vec()
-    };
-    let body = String::from_utf8_lossy(&body);
-    guest_common::to_output(&json!({ "status": status, "body": body }))
+        .unwrap_or_default()
+        .to_string()
+}
+
+fn error(e: &ErrorCode) -> Result<(String, bool), Error> {
+    Ok((guest_common::to_output(&json!({ "error": name(e) }))?, true))
 }
 
 struct Fetch;
 
 impl Guest for Fetch {
     fn run(input: String) -> Result<String, Error> {
-        let req: Request = guest_common::parse_input(&input)?;
-        Ok(get(req)?)
+        let req: Request = serde_json::from_str(&input)
+            .map_err(|e| Fail::Invalid(format!("invalid input: {e}")))?;
+        let mut last = String::new();
+        for _ in 0..req.repeat.unwrap_or(1).max(1) {
+            let (out, failed) = once(&req)?;
+            last = out;
+            if failed {
+                break;
+            }
+        }
+        if let Some(x) = &req.scan_xor {
+            let (env, memory) = scan(&unhex(x)?);
+            let mut v: serde_json::Value = serde_json::from_str(&last).unwrap_or_default();
+            v["scan"] = json!({"env": env, "memory": memory});
+            last = guest_common::to_output(&v)?;
+        }
+        Ok(last)
+    }
+}
+
+/// One request: its output, and whether it was an error.
+fn once(req: &Request) -> Result<(String, bool), Error> {
+    {
+        let (scheme, authority, path) = split(&req.url)?;
+        let headers = Fields::new();
+        for (k, v) in &req.headers {
+            headers
+                .append(k, v.as_bytes())
+                .map_err(|e| Fail::Invalid(format!("header `{k}`: {e:?}")))?;
+        }
+        let out = OutgoingRequest::new(headers);
+        let method = match req.method.as_deref().unwrap_or("GET") {
+            "GET" => Method::Get,
+            "POST" => Method::Post,
+            "PUT" => Method::Put,
+            "DELETE" => Method::Delete,
+            "HEAD" => Method::Head,
+            "PATCH" => Method::Patch,
+            "OPTIONS" => Method::Options,
+            other => Method::Other(other.to_string()),
+        };
+        let bad = |what: &str| Fail::Invalid(format!("the request's {what} was refused by wasi:http"));
+        out.set_method(&method).map_err(|()| bad("method"))?;
+        out.set_scheme(Some(&scheme)).map_err(|()| bad("scheme"))?;
+        out.set_authority(Some(authority))
+            .map_err(|()| bad("authority"))?;
+        out.set_path_with_query(Some(path))
+            .map_err(|()| bad("path"))?;
+        let body = out.body().map_err(|()| bad("body"))?;
+        let future = match outgoing_handler::handle(out, None) {
+            Ok(f) => f,
+            Err(e) => return error(&e),
+        };
+        if let Some(text) = &req.body {
+            let stream = body.write().map_err(|()| bad("body stream"))?;
+            for chunk in text.as_bytes().chunks(4096) {
+                stream
+                    .blocking_write_and_flush(chunk)
+                    .map_err(|e| Fail::Failed(format!("writing the body: {e:?}")))?;
+            }
+            drop(stream);
+        }
+        OutgoingBody::finish(body, None).map_err(|e| Fail::Failed(format!("{e:?}")))?;
+        future.subscribe().block();
+        let response = match future.get() {
+            Some(Ok(Ok(r))) => r,
+            Some(Ok(Err(e))) => return error(&e),
+            Some(Err(())) | None => return Err(Fail::Failed("no response".into()).into()),
+        };
+        let status = response.status();
+        let mut got = BTreeMap::new();
+        for (k, v) in response.headers().entries() {
+            got.insert(k, String::from_utf8_lossy(&v).into_owned());
+        }
+        let incoming = response.consume().map_err(|()| bad("response body"))?;
+        let stream = incoming.stream().map_err(|()| bad("response stream"))?;
+        let mut bytes = Vec::new();
+        loop {
+            match stream.blocking_read(64 * 1024) {
+                Ok(chunk) => bytes.extend(chunk),
+                Err(wasi::io::streams::StreamError::Closed) => break,
+                Err(wasi::io::streams::StreamError::LastOperationFailed(e)) => {
+                    return match wasi::http::types::http_error_code(&e) {
+                        Some(code) => error(&code),
+                        None => Err(Fail::Failed(e.to_debug_string()).into()),
+                    };
+                }
+            }
+        }
+        Ok((
+            guest_common::to_output(&json!({
+                "status": status,
+                "headers": got,
+                "body": String::from_utf8_lossy(&bytes),
+            }))?,
+            false,
+        ))
     }
 }
 

@@ -302,11 +302,13 @@ impl WasiHttpHooks for Hooks {
             Ok(req) => req,
             Err(e) => {
                 // Not even a request the policy can name: the line holds
-                // the URI without its query.
+                // the URI without its query and without userinfo (which
+                // may hold a password).
+                let host = uri.authority().map_or("", |a| a.as_str());
                 let shown = format!(
                     "{}://{}{}",
                     uri.scheme_str().unwrap_or("https"),
-                    uri.authority().map_or("", |a| a.as_str()),
+                    host.rsplit('@').next().unwrap_or(host),
                     uri.path()
                 );
                 let line = Line {
@@ -396,6 +398,12 @@ impl WasiHttpHooks for Hooks {
                 }
                 Err((code, reason, error)) => {
                     line.denied(&*shared.audit, code, &reason);
+                    if shared.left().is_zero() {
+                        shared.hit(
+                            DenyCode::LimitDeadline,
+                            "the run's deadline passed while a request waited".into(),
+                        );
+                    }
                     Err(error)
                 }
             }
@@ -679,6 +687,18 @@ impl Counted {
     }
 }
 
+impl Counted {
+    /// The body ends at the run's deadline, and the run with it.
+    fn past_deadline(&mut self) -> HttpError {
+        self.shared.hit(
+            DenyCode::LimitDeadline,
+            "the run's deadline passed while a response was read".into(),
+        );
+        self.finish(Some("the run's deadline passed"));
+        HttpError::ConnectionReadTimeout
+    }
+}
+
 impl Drop for Counted {
     fn drop(&mut self) {
         self.finish(Some("the body was not read to its end"));
@@ -694,8 +714,7 @@ impl http_body::Body for Counted {
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<http_body::Frame<Bytes>, HttpError>>> {
         if Instant::now() >= self.shared.deadline {
-            self.finish(Some("the run's deadline passed"));
-            return Poll::Ready(Some(Err(HttpError::ConnectionReadTimeout)));
+            return Poll::Ready(Some(Err(self.past_deadline())));
         }
         match Pin::new(&mut self.body).poll_frame(cx) {
             Poll::Ready(Some(Ok(frame))) => {
@@ -729,10 +748,7 @@ impl http_body::Body for Counted {
                 Poll::Ready(None)
             }
             Poll::Pending => match self.deadline.as_mut().poll(cx) {
-                Poll::Ready(()) => {
-                    self.finish(Some("the run's deadline passed"));
-                    Poll::Ready(Some(Err(HttpError::ConnectionReadTimeout)))
-                }
+                Poll::Ready(()) => Poll::Ready(Some(Err(self.past_deadline()))),
                 Poll::Pending => Poll::Pending,
             },
         }

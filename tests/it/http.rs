@@ -1,0 +1,672 @@
+//! wasi:http under `network:sites` (issue 29): the `fetch` guest against
+//! HTTPS servers these tests start on loopback, with a CA made at test
+//! time and given through `[network] ca_file`. Loopback is granted
+//! explicitly. Every denial is one audit line with its code, and a refused
+//! request never reaches a server.
+
+use std::collections::BTreeMap;
+use std::convert::Infallible;
+use std::future::Future;
+use std::path::Path;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full};
+use serde_json::{json, Value};
+
+use crate::support::guests::{component, output, run_json};
+use crate::support::{s, Env};
+
+/// One request a test server received.
+#[derive(Debug, Clone)]
+struct Seen {
+    method: String,
+    path: String,
+    headers: BTreeMap<String, String>,
+    body: String,
+}
+
+/// A server on 127.0.0.1 with TLS from the test CA.
+struct Server {
+    port: u16,
+    seen: Arc<Mutex<Vec<Seen>>>,
+}
+
+impl Server {
+    fn seen(&self) -> Vec<Seen> {
+        self.seen.lock().unwrap().clone()
+    }
+}
+
+/// The test CA and a server certificate for `localhost`, `*.test` names
+/// and 127.0.0.1.
+struct Pki {
+    ca_pem: String,
+    cert_der: Vec<u8>,
+    key_der: Vec<u8>,
+}
+
+fn pki() -> Pki {
+    use rcgen::{BasicConstraints, CertificateParams, IsCa, KeyPair};
+    let ca_key = KeyPair::generate().unwrap();
+    let mut ca = CertificateParams::new(Vec::<String>::new()).unwrap();
+    ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    ca.distinguished_name
+        .push(rcgen::DnType::CommonName, "gatehouse test ca");
+    let ca_cert = ca.self_signed(&ca_key).unwrap();
+    let key = KeyPair::generate().unwrap();
+    let params = CertificateParams::new(vec![
+        "localhost".to_string(),
+        "api.test".to_string(),
+        "other.test".to_string(),
+        "127.0.0.1".to_string(),
+    ])
+    .unwrap();
+    let cert = params.signed_by(&key, &ca_cert, &ca_key).unwrap();
+    Pki {
+        ca_pem: ca_cert.pem(),
+        cert_der: cert.der().to_vec(),
+        key_der: key.serialize_der(),
+    }
+}
+
+/// A body that sends one byte every 200 ms, forever.
+struct Trickle(Pin<Box<tokio::time::Sleep>>);
+
+impl http_body::Body for Trickle {
+    type Data = Bytes;
+    type Error = Infallible;
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<http_body::Frame<Bytes>, Infallible>>> {
+        match self.0.as_mut().poll(cx) {
+            Poll::Ready(()) => {
+                let next = tokio::time::Instant::now() + std::time::Duration::from_millis(200);
+                self.0.as_mut().reset(next);
+                Poll::Ready(Some(Ok(http_body::Frame::data(Bytes::from_static(b"x")))))
+            }
+            Poll::Pending => Poll::Pending,
+        }
+    }
+}
+
+type Body = http_body_util::combinators::UnsyncBoxBody<Bytes, Infallible>;
+
+/// Starts a server: `/big` answers 2 MiB, `/trickle` a byte every 200 ms,
+/// `/redirect` a 302 to `redirect_to`, anything else `ok` (a POST: `got:
+/// BODY`). Every request is recorded.
+fn server(pki: &Pki, redirect_to: Option<String>) -> Server {
+    let seen: Arc<Mutex<Vec<Seen>>> = Arc::default();
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let certs = vec![rustls::pki_types::CertificateDer::from(
+        pki.cert_der.clone(),
+    )];
+    let key = rustls::pki_types::PrivateKeyDer::Pkcs8(pki.key_der.clone().into());
+    #[allow(deprecated)]
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let config = rustls::ServerConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_no_client_auth()
+        .with_single_cert(certs, key)
+        .unwrap();
+    let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(config));
+    let record = seen.clone();
+    std::thread::spawn(move || {
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async move {
+            let listener = tokio::net::TcpListener::from_std(listener).unwrap();
+            loop {
+                let Ok((tcp, _)) = listener.accept().await else {
+                    continue;
+                };
+                let acceptor = acceptor.clone();
+                let record = record.clone();
+                let redirect_to = redirect_to.clone();
+                tokio::spawn(async move {
+                    let Ok(tls) = acceptor.accept(tcp).await else {
+                        return;
+                    };
+                    let service = hyper::service::service_fn(
+                        move |req: hyper::Request<hyper::body::Incoming>| {
+                            let record = record.clone();
+                            let redirect_to = redirect_to.clone();
+                            async move {
+                                let method = req.method().to_string();
+                                let path = req
+                                    .uri()
+                                    .path_and_query()
+                                    .map_or("/".to_string(), |p| p.as_str().to_string());
+                                let headers = req
+                                    .headers()
+                                    .iter()
+                                    .map(|(k, v)| {
+                                        (
+                                            k.to_string(),
+                                            String::from_utf8_lossy(v.as_bytes()).into_owned(),
+                                        )
+                                    })
+                                    .collect();
+                                let body = req
+                                    .into_body()
+                                    .collect()
+                                    .await
+                                    .map(|b| b.to_bytes())
+                                    .unwrap_or_default();
+                                let body = String::from_utf8_lossy(&body).into_owned();
+                                record.lock().unwrap().push(Seen {
+                                    method: method.clone(),
+                                    path: path.clone(),
+                                    headers,
+                                    body: body.clone(),
+                                });
+                                let full = |b: String| -> Body {
+                                    Full::new(Bytes::from(b)).boxed_unsync()
+                                };
+                                let response: hyper::Response<Body> = if path.starts_with("/big") {
+                                    hyper::Response::new(full("x".repeat(2 << 20)))
+                                } else if path.starts_with("/trickle") {
+                                    hyper::Response::new(
+                                        Trickle(Box::pin(tokio::time::sleep(
+                                            std::time::Duration::ZERO,
+                                        )))
+                                        .boxed_unsync(),
+                                    )
+                                } else if path.contains("/redirect") {
+                                    hyper::Response::builder()
+                                        .status(302)
+                                        .header("location", redirect_to.unwrap_or_default())
+                                        .body(full(String::new()))
+                                        .unwrap()
+                                } else if method == "POST" {
+                                    hyper::Response::new(full(format!("got: {body}")))
+                                } else {
+                                    hyper::Response::new(full("ok".into()))
+                                };
+                                Ok::<_, Infallible>(response)
+                            }
+                        },
+                    );
+                    let _ = hyper::server::conn::http1::Builder::new()
+                        .serve_connection(hyper_util::rt::TokioIo::new(tls), service)
+                        .await;
+                });
+            }
+        });
+    });
+    Server { port, seen }
+}
+
+/// An environment whose configuration trusts the test CA, with `extra`
+/// TOML appended.
+fn env_with(pki: &Pki, extra: &str) -> Env {
+    let env = Env::new();
+    let ca = env.write("config/gatehouse/test-ca.pem", &pki.ca_pem);
+    env.write(
+        "config/gatehouse/gatehouse.toml",
+        &format!(
+            "[actors.main]\nskills = [\"*\"]\n[network]\nca_file = \"{}\"\n{extra}",
+            s(&ca)
+        ),
+    );
+    env
+}
+
+/// A manifest for `fetch` with `network:sites` on each of `sites` (a
+/// `(target, methods)` pair) and `provider:access` on each of `providers`.
+fn fetch_manifest(
+    env: &Env,
+    sites: &[(&str, Option<&str>)],
+    providers: &[&str],
+) -> std::path::PathBuf {
+    let mut text = format!(
+        "name = \"fetch\"\ncomponent = \"{}\"\n",
+        s(&component("fetch"))
+    );
+    for (target, methods) in sites {
+        text.push_str(&format!(
+            "[[capabilities]]\nname = \"network:sites\"\ntarget = \"{target}\"\n"
+        ));
+        if let Some(m) = methods {
+            text.push_str(&format!("methods = {m}\n"));
+        }
+    }
+    for p in providers {
+        text.push_str(&format!(
+            "[[capabilities]]\nname = \"provider:access\"\ntarget = \"{p}\"\n"
+        ));
+    }
+    env.write("manifests/fetch.toml", &text)
+}
+
+fn fetch(env: &Env, m: &Path, input: Value) -> (crate::support::Run, Value) {
+    let ws = env.mkdir("ws");
+    run_json(env, m, &ws, "Full", &input.to_string(), &[])
+}
+
+/// The audit's lines of HTTP requests, of every turn so far, in order
+/// (each turn's record in `<state>/audit.jsonl` holds its decisions).
+fn http_lines(env: &Env) -> Vec<Value> {
+    let text = std::fs::read_to_string(env.state_dir().join("audit.jsonl")).unwrap_or_default();
+    text.lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .flat_map(|turn| turn["decisions"].as_array().cloned().unwrap_or_default())
+        .filter(|v| v["request"]["kind"] == "http")
+        .collect()
+}
+
+#[test]
+fn an_allowed_get_and_post_reach_the_server_with_one_audit_line_each() {
+    let pki = pki();
+    let srv = server(&pki, None);
+    let env = env_with(&pki, "");
+    let m = fetch_manifest(&env, &[(&format!("localhost:{}", srv.port), None)], &[]);
+    let url = format!("https://localhost:{}/v1/items?page=2", srv.port);
+    let (run, v) = fetch(&env, &m, json!({"url": url}));
+    run.expect(0);
+    let out = output(&v);
+    assert_eq!(out["status"], 200, "{v:#}");
+    assert_eq!(out["body"], "ok");
+    let (run, v) = fetch(
+        &env,
+        &m,
+        json!({"url": url, "method": "POST", "body": "hello"}),
+    );
+    run.expect(0);
+    assert_eq!(output(&v)["body"], "got: hello");
+    let seen = srv.seen();
+    assert_eq!(seen.len(), 2, "{seen:#?}");
+    assert_eq!(
+        (seen[0].method.as_str(), seen[0].path.as_str()),
+        ("GET", "/v1/items?page=2")
+    );
+    assert_eq!(
+        (seen[1].method.as_str(), seen[1].body.as_str()),
+        ("POST", "hello")
+    );
+    let lines = http_lines(&env);
+    assert_eq!(lines.len(), 2, "{lines:#?}");
+    let get = &lines[0];
+    assert_eq!(get["decision"]["decision"], "allow");
+    assert_eq!(get["request"]["method"], "GET");
+    assert_eq!(get["request"]["scheme"], "https");
+    assert_eq!(get["request"]["host"], "localhost");
+    assert_eq!(get["request"]["port"], srv.port);
+    assert_eq!(get["request"]["path"], "/v1/items");
+    assert_eq!(get["status"], 200);
+    assert_eq!(get["bytes"], 2);
+    // The query only as its digest and length.
+    assert_eq!(get["request"]["query_bytes"], 6);
+    assert!(!get.to_string().contains("page=2"), "{get}");
+    assert_eq!(lines[1]["request"]["method"], "POST");
+}
+
+/// Runs `fetch` on `url` (with `extra` input fields) and asserts the
+/// guest got `HttpRequestDenied`, one `NETWORK_NOT_GRANTED` line was
+/// added, and the server saw nothing.
+fn assert_denied(env: &Env, m: &Path, srv: &Server, input: Value) {
+    let before = http_lines(env).len();
+    let (run, v) = fetch(env, m, input.clone());
+    run.expect(0);
+    assert_eq!(
+        output(&v),
+        json!({"error": "HttpRequestDenied"}),
+        "{input}: {v:#}"
+    );
+    let lines = http_lines(env);
+    assert_eq!(lines.len(), before + 1, "{input}: {lines:#?}");
+    let line = &lines[before];
+    assert_eq!(line["decision"]["code"], "NETWORK_NOT_GRANTED", "{line:#}");
+    assert!(srv.seen().is_empty(), "{input}: {:#?}", srv.seen());
+}
+
+#[test]
+fn requests_outside_the_grant_are_denied_by_host_port_scheme_method_and_path() {
+    let pki = pki();
+    let srv = server(&pki, None);
+    let other = server(&pki, None);
+    let p = srv.port;
+    let env = env_with(&pki, "");
+    let m = fetch_manifest(
+        &env,
+        &[(&format!("https://localhost:{p}/v1/**"), Some("[\"GET\"]"))],
+        &[],
+    );
+    // Positive control: the grant works for what it names.
+    let (run, v) = fetch(
+        &env,
+        &m,
+        json!({"url": format!("https://localhost:{p}/v1/x")}),
+    );
+    run.expect(0);
+    assert_eq!(output(&v)["status"], 200, "{v:#}");
+    srv.seen.lock().unwrap().clear();
+    for url in [
+        // host
+        format!("https://other.test:{p}/v1/x"),
+        // port
+        format!("https://localhost:{}/v1/x", other.port),
+        // scheme
+        format!("http://localhost:{p}/v1/x"),
+        // path
+        format!("https://localhost:{p}/v2/x"),
+        format!("https://localhost:{p}/v1evil"),
+        // loopback written otherwise, when only the name is granted
+        format!("https://2130706433:{p}/v1/x"),
+        format!("https://0177.0.0.1:{p}/v1/x"),
+        format!("https://[::ffff:127.0.0.1]:{p}/v1/x"),
+        format!("https://127.0.0.1:{p}/v1/x"),
+    ] {
+        assert_denied(&env, &m, &srv, json!({"url": url}));
+    }
+    // method
+    assert_denied(
+        &env,
+        &m,
+        &srv,
+        json!({"url": format!("https://localhost:{p}/v1/x"), "method": "POST"}),
+    );
+    assert!(other.seen().is_empty());
+}
+
+#[test]
+fn dot_segments_and_userinfo_are_refused_before_matching() {
+    let pki = pki();
+    let srv = server(&pki, None);
+    let p = srv.port;
+    let env = env_with(&pki, "");
+    let m = fetch_manifest(
+        &env,
+        &[(&format!("https://localhost:{p}/v1/**"), None)],
+        &[],
+    );
+    for url in [
+        format!("https://localhost:{p}/v1/../v2/x"),
+        format!("https://localhost:{p}/v1/%2e%2e/v2/x"),
+        format!("https://localhost:{p}/v1/%2E%2E/v2/x"),
+        format!("https://localhost@other.test:{p}/v1/x"),
+    ] {
+        assert_denied(&env, &m, &srv, json!({"url": url}));
+    }
+    // The line never holds userinfo (it may hold a password).
+    let last = http_lines(&env).pop().unwrap();
+    assert!(!last.to_string().contains("localhost@"), "{last:#}");
+    assert!(srv.seen().is_empty(), "{:#?}", srv.seen());
+}
+
+#[test]
+fn a_wildcard_grant_does_not_reach_a_name_that_resolves_to_loopback() {
+    let pki = pki();
+    let srv = server(&pki, None);
+    let p = srv.port;
+    let env = env_with(&pki, "[network.resolve]\n\"api.test\" = [\"127.0.0.1\"]\n");
+    let wild = fetch_manifest(&env, &[(&format!("*.test:{p}"), None)], &[]);
+    let (run, v) = fetch(
+        &env,
+        &wild,
+        json!({"url": format!("https://api.test:{p}/")}),
+    );
+    run.expect(0);
+    assert_eq!(
+        output(&v),
+        json!({"error": "DestinationIpProhibited"}),
+        "{v:#}"
+    );
+    let lines = http_lines(&env);
+    assert_eq!(
+        lines.last().unwrap()["decision"]["code"],
+        "NETWORK_NOT_GRANTED"
+    );
+    assert!(srv.seen().is_empty());
+    // Control: the name granted itself reaches what it resolves to.
+    let named = fetch_manifest(&env, &[(&format!("api.test:{p}"), None)], &[]);
+    let (run, v) = fetch(
+        &env,
+        &named,
+        json!({"url": format!("https://api.test:{p}/")}),
+    );
+    run.expect(0);
+    assert_eq!(output(&v)["status"], 200, "{v:#}");
+    assert_eq!(srv.seen().len(), 1);
+}
+
+#[test]
+fn a_redirect_is_not_followed_and_its_second_hop_is_decided_afresh() {
+    let pki = pki();
+    let elsewhere = server(&pki, None);
+    let srv = server(&pki, Some(format!("https://localhost:{}/", elsewhere.port)));
+    let env = env_with(&pki, "");
+    let m = fetch_manifest(&env, &[(&format!("localhost:{}", srv.port), None)], &[]);
+    let (run, v) = fetch(
+        &env,
+        &m,
+        json!({"url": format!("https://localhost:{}/redirect", srv.port)}),
+    );
+    run.expect(0);
+    let out = output(&v);
+    assert_eq!(out["status"], 302, "{v:#}");
+    let location = out["headers"]["location"].as_str().unwrap().to_string();
+    assert_denied(&env, &m, &elsewhere, json!({"url": location}));
+}
+
+#[test]
+fn the_turn_s_response_bytes_and_request_count_are_capped() {
+    let pki = pki();
+    let srv = server(&pki, None);
+    let p = srv.port;
+    let env = env_with(&pki, "[limits]\nhttp_response_mib = 1\nhttp_requests = 2\n");
+    let m = fetch_manifest(&env, &[(&format!("localhost:{p}"), None)], &[]);
+    let (run, v) = fetch(
+        &env,
+        &m,
+        json!({"url": format!("https://localhost:{p}/big")}),
+    );
+    assert_eq!(v["error"]["code"], "LIMIT_HTTP_RESPONSE", "{run:#?}");
+    // Two requests pass, the third is refused and stops the turn.
+    let (run, v) = fetch(
+        &env,
+        &m,
+        json!({"url": format!("https://localhost:{p}/"), "repeat": 2}),
+    );
+    run.expect(0);
+    assert_eq!(output(&v)["status"], 200);
+    let before = srv.seen().len();
+    let (run, v) = fetch(
+        &env,
+        &m,
+        json!({"url": format!("https://localhost:{p}/"), "repeat": 3}),
+    );
+    assert_eq!(v["error"]["code"], "LIMIT_HTTP_REQUESTS", "{run:#?}");
+    assert_eq!(srv.seen().len(), before + 2);
+    let last = http_lines(&env).pop().unwrap();
+    assert_eq!(last["decision"]["code"], "LIMIT_HTTP_REQUESTS");
+}
+
+#[test]
+fn a_trickling_server_cannot_hold_the_turn_past_its_deadline() {
+    let pki = pki();
+    let srv = server(&pki, None);
+    let p = srv.port;
+    let env = env_with(&pki, "");
+    let m = fetch_manifest(&env, &[(&format!("localhost:{p}"), None)], &[]);
+    let ws = env.mkdir("ws");
+    let started = std::time::Instant::now();
+    let input = json!({"url": format!("https://localhost:{p}/trickle")}).to_string();
+    let (run, v) = run_json(&env, &m, &ws, "Full", &input, &["--deadline-ms", "1500"]);
+    let took = started.elapsed();
+    assert_eq!(v["error"]["code"], "LIMIT_DEADLINE", "{run:#?}");
+    // The trickle never ends: only the deadline stopped it (the margin is
+    // the process's start and compilation, not the deadline's resolution).
+    assert!(took < std::time::Duration::from_secs(30), "{took:?}");
+    assert_eq!(srv.seen().len(), 1);
+}
+
+const CANARY: &str = "canary-7f3a9c1e5b-secret";
+
+fn xor_hex(secret: &str) -> String {
+    secret
+        .bytes()
+        .map(|b| format!("{:02x}", b ^ 0x5a))
+        .collect()
+}
+
+#[test]
+fn a_provider_s_credential_reaches_only_requests_under_its_base_url() {
+    let pki = pki();
+    let other = server(&pki, None);
+    let api = server(
+        &pki,
+        Some(format!("https://localhost:{}/stolen", other.port)),
+    );
+    let env = env_with(
+        &pki,
+        &format!(
+            "[providers.api]\nbase_url = \"https://localhost:{}/v1\"\nvalue_env = \"GATEHOUSE_TEST_API_TOKEN\"\n",
+            api.port
+        ),
+    );
+    let m = fetch_manifest(
+        &env,
+        &[
+            (&format!("localhost:{}", api.port), None),
+            (&format!("localhost:{}", other.port), None),
+        ],
+        &["api"],
+    );
+    let ws = env.mkdir("ws");
+    let run = |input: Value| {
+        let out = env
+            .command()
+            .env("GATEHOUSE_TEST_API_TOKEN", CANARY)
+            .args([
+                "--json",
+                "run",
+                s(&m),
+                "--workspace",
+                s(&ws),
+                "--level",
+                "Full",
+                "--input",
+            ])
+            .arg(input.to_string())
+            .output()
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+        assert!(!stdout.contains(CANARY), "{stdout}");
+        assert!(!String::from_utf8_lossy(&out.stderr).contains(CANARY));
+        let v: Value = serde_json::from_str(stdout.lines().last().unwrap()).unwrap();
+        v
+    };
+    let base = format!("https://localhost:{}", api.port);
+    // Under the base URL: the host adds it, replacing the guest's own.
+    let v = run(json!({
+        "url": format!("{base}/v1/repos"),
+        "headers": {"authorization": "Bearer guest-made"},
+        "scan_xor": xor_hex(CANARY),
+    }));
+    assert_eq!(output(&v)["status"], 200, "{v:#}");
+    // The guest never held it: not in its environment, not in its memory.
+    assert_eq!(output(&v)["scan"], json!({"env": 0, "memory": 0}));
+    let seen = api.seen();
+    assert_eq!(seen[0].headers["authorization"], format!("Bearer {CANARY}"));
+    // Not under it: a sibling path, another path, another server (even
+    // with the guest's own header), a redirect's second hop.
+    run(json!({"url": format!("{base}/v1evil")}));
+    run(json!({"url": format!("{base}/v2/x")}));
+    run(
+        json!({"url": format!("https://localhost:{}/", other.port), "headers": {"authorization": "Bearer guest-made"}}),
+    );
+    let v = run(json!({"url": format!("{base}/v1/redirect")}));
+    let location = output(&v)["headers"]["location"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    run(json!({"url": location}));
+    let seen = api.seen();
+    assert_eq!(seen.len(), 4, "{seen:#?}");
+    for s in &seen[1..3] {
+        assert!(!s.headers.values().any(|v| v.contains(CANARY)), "{s:#?}");
+    }
+    for s in other.seen() {
+        assert!(!s.headers.values().any(|v| v.contains(CANARY)), "{s:#?}");
+        assert!(!s.body.contains(CANARY));
+    }
+    assert_eq!(other.seen().len(), 2);
+    // The audit names the provider; nothing in the state holds the value.
+    let lines = http_lines(&env);
+    assert_eq!(lines[0]["provider"], "api", "{:#}", lines[0]);
+    for entry in walk(&env.state_dir()) {
+        let bytes = std::fs::read(&entry).unwrap();
+        assert!(
+            !bytes.windows(CANARY.len()).any(|w| w == CANARY.as_bytes()),
+            "{} holds the credential",
+            entry.display()
+        );
+    }
+}
+
+#[test]
+fn the_memory_scan_sees_what_the_guest_holds() {
+    // Control of the scan above: with the secret in its own input (a
+    // header it sends), the guest finds it in its memory.
+    let pki = pki();
+    let srv = server(&pki, None);
+    let env = env_with(&pki, "");
+    let m = fetch_manifest(&env, &[(&format!("localhost:{}", srv.port), None)], &[]);
+    let (run, v) = fetch(
+        &env,
+        &m,
+        json!({
+            "url": format!("https://localhost:{}/", srv.port),
+            "headers": {"x-mine": CANARY},
+            "scan_xor": xor_hex(CANARY),
+        }),
+    );
+    run.expect(0);
+    assert!(output(&v)["scan"]["memory"].as_u64().unwrap() > 0, "{v:#}");
+}
+
+fn walk(dir: &Path) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        let Ok(entries) = std::fs::read_dir(&d) else {
+            continue;
+        };
+        for e in entries.flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                stack.push(p);
+            } else if p.is_file() {
+                out.push(p);
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn a_provider_without_a_covering_site_is_refused_at_the_gate() {
+    let pki = pki();
+    let env = env_with(
+        &pki,
+        "[providers.api]\nbase_url = \"https://api.example.com/v1\"\nvalue_env = \"GATEHOUSE_TEST_API_TOKEN\"\n",
+    );
+    let m = fetch_manifest(&env, &[("localhost:1", None)], &["api"]);
+    let (run, v) = fetch(&env, &m, json!({"url": "https://localhost:1/"}));
+    run.expect(2);
+    assert_eq!(v["code"], "TARGET_MISMATCH", "{v:#}");
+    let m = fetch_manifest(&env, &[("api.example.com", None)], &["nope"]);
+    let (run, v) = fetch(&env, &m, json!({"url": "https://api.example.com/"}));
+    run.expect(2);
+    assert_eq!(v["code"], "UNKNOWN_TARGET", "{v:#}");
+}
