@@ -1,12 +1,17 @@
 //! The pipeline of one turn: answers taken, the gate, the probe, the run,
 //! and how each way of ending is recorded (see the module documentation of
-//! [`super`] for what is written when).
+//! [`super`] for what is written when). A delegated turn is a kind of the
+//! same pipeline ([`Kind`]): one function ([`Kind::pipeline`]) takes every
+//! turn from its gate to its run's end.
 
+use std::path::PathBuf;
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use super::audit::TurnAudit;
 use super::gate::{gate, Gate, TurnInput};
 use super::queue::{self, ApprovalQueue, TurnKey, Verdict};
+use super::roots::{Waited, WriteRoots};
 use super::{
     build_snapshot, nested, Answer, ApprovalRequest, Choice, DenialRecord, Frozen, HostError,
     Inner, Pending, Step, TurnEnd, TurnOutcome, TurnRequest,
@@ -15,10 +20,10 @@ use crate::config::chain;
 use crate::grants::{now_utc, NewGrant};
 use crate::manifest::Manifest;
 use crate::policy::snapshot::sha256_hex;
-use crate::policy::{Capability, DenyCode};
+use crate::policy::{Capability, DenyCode, UtcTime};
 use crate::sandbox::{
-    execute, EngineProfile, GuestResult, IsolationReport, Limits, Plan, RunError, Runnable,
-    Sandbox, Stopped,
+    execute, EngineProfile, GuestResult, IsolationReport, Limits, OnDegraded, Plan, RunError,
+    RunReport, Runnable, Sandbox, Stopped,
 };
 use crate::undo::{TurnJournal, TurnRecord};
 
@@ -63,7 +68,7 @@ pub(super) enum Advance {
 
 /// A turn in progress: what it was asked, what it is decided against, and
 /// what it has gathered so far (all of it in the outcome, however it ends).
-struct Turn<'a> {
+pub(super) struct Turn<'a> {
     request: &'a TurnRequest,
     id: &'a str,
     frozen: Arc<Frozen>,
@@ -74,7 +79,42 @@ struct Turn<'a> {
     isolation: Option<Arc<IsolationReport>>,
 }
 
-impl Turn<'_> {
+impl<'a> Turn<'a> {
+    /// Turn `id`, asked by `request`, decided against `frozen`: nothing
+    /// gathered yet.
+    pub(super) fn new(request: &'a TurnRequest, id: &'a str, frozen: Arc<Frozen>) -> Turn<'a> {
+        Turn {
+            request,
+            id,
+            frozen,
+            decisions: Vec::new(),
+            approvals: Vec::new(),
+            pending: Vec::new(),
+            pending_id: None,
+            isolation: None,
+        }
+    }
+
+    /// The gate's answer for running `manifest` as the request's actor,
+    /// under its limits, with `approved_once` allowed for this turn only:
+    /// the one place a turn of either kind is gated.
+    fn gate(
+        &self,
+        manifest: &Manifest,
+        approved_once: &[(Capability, Option<String>)],
+        now: UtcTime,
+    ) -> Gate {
+        gate(TurnInput {
+            snapshot: &self.frozen.snapshot,
+            actor: &self.request.actor,
+            manifest,
+            turn_id: self.id.to_string(),
+            limits: self.request.limits,
+            approved_once,
+            now,
+        })
+    }
+
     fn end(self, end: TurnEnd) -> TurnOutcome {
         TurnOutcome {
             turn: self.id.to_string(),
@@ -231,16 +271,7 @@ impl Inner {
     }
 
     fn turn<'a>(&self, request: &'a TurnRequest, id: &'a str) -> Turn<'a> {
-        Turn {
-            request,
-            id,
-            frozen: self.frozen(),
-            decisions: Vec::new(),
-            approvals: Vec::new(),
-            pending: Vec::new(),
-            pending_id: None,
-            isolation: None,
-        }
+        Turn::new(request, id, self.frozen())
     }
 
     /// What a queued answer is matched on, for `request` under the
@@ -376,26 +407,10 @@ impl Inner {
                 None,
             )));
         }
-        let plan = match gate(TurnInput {
-            snapshot: &t.frozen.snapshot,
-            actor: &request.actor,
-            manifest,
-            turn_id: id.to_string(),
-            limits: request.limits,
-            approved_once: &answered.once,
-            now: crate::grants::now_utc(),
-        }) {
-            Gate::Denied {
-                steps,
-                code,
-                reason,
-            } => {
-                t.decisions = steps;
-                return Advance::Done(Box::new(self.refuse(t, code, reason, None)));
-            }
-            Gate::ApprovalRequired { pending, .. } if given.is_empty() => {
+        match Kind::Top(self).pipeline(&mut t, manifest, &answered.once, now_utc()) {
+            Ended::Approval(pending) if given.is_empty() => {
                 let key = self.turn_key(request);
-                return Advance::Parked(ApprovalRequest {
+                Advance::Parked(ApprovalRequest {
                     turn: id.to_string(),
                     executor: request.executor.clone(),
                     actor: request.actor.clone(),
@@ -407,9 +422,9 @@ impl Inner {
                         argv: key.argv,
                         files: key.files,
                     },
-                });
+                })
             }
-            Gate::ApprovalRequired { steps, pending } => {
+            Ended::Approval(pending) => {
                 let what: Vec<String> = pending
                     .iter()
                     .map(|p| {
@@ -431,50 +446,25 @@ impl Inner {
                         "; queued as pending approval `{entry}`, which a person can answer with `gatehouse approvals`"
                     ));
                 }
-                t.decisions = steps;
                 t.pending = pending;
-                return Advance::Done(Box::new(self.refuse(
+                Advance::Done(Box::new(self.refuse(
                     t,
                     DenyCode::ApprovalRequired,
                     reason,
                     None,
-                )));
+                )))
             }
-            Gate::Ready { steps, plan } => {
-                t.decisions = steps;
-                plan
+            Ended::Refused { code, reason } => {
+                Advance::Done(Box::new(self.refuse(t, code, reason, None)))
             }
-        };
-        // The isolation probe: lazily, once per host, after the policy and
-        // the approvals, before the switch.
-        let sandbox = match self.sandbox() {
-            Ok(s) => s.clone(),
-            Err(e) => {
-                return Advance::Done(Box::new(t.end(TurnEnd::Failed { message: chain(&e) })))
-            }
-        };
-        let isolation = sandbox.isolation_shared();
-        let needs: Vec<Capability> = plan.allowed().iter().map(|a| a.capability).collect();
-        let refusal = isolation.refusal(self.on_degraded, &needs);
-        t.isolation = Some(isolation);
-        if let Some(reason) = refusal {
-            return Advance::Done(Box::new(self.refuse(
-                t,
-                DenyCode::IsolationDegraded,
+            Ended::RunRefused {
+                code,
                 reason,
-                None,
-            )));
+                digest,
+            } => Advance::Done(Box::new(self.refuse(t, code, reason, digest))),
+            Ended::Failed(message) => Advance::Done(Box::new(t.end(TurnEnd::Failed { message }))),
+            Ended::Ran(end) => Advance::Done(Box::new(t.end(end))),
         }
-        if request.cancel.is_cancelled() {
-            let reason = "the turn was cancelled before it started".to_string();
-            return Advance::Done(Box::new(self.refuse(
-                t,
-                DenyCode::TurnCancelled,
-                reason,
-                None,
-            )));
-        }
-        Advance::Done(Box::new(self.run_plan(t, &sandbox, &plan)))
     }
 
     /// The turn's end when the gate denies it with no approvals given;
@@ -482,15 +472,7 @@ impl Inner {
     pub(super) fn refused_by_gate(&self, request: &TurnRequest, id: &str) -> Option<TurnOutcome> {
         let mut t = self.turn(request, id);
         let manifest = self.manifest(&request.executor)?;
-        match gate(TurnInput {
-            snapshot: &t.frozen.snapshot,
-            actor: &request.actor,
-            manifest,
-            turn_id: id.to_string(),
-            limits: request.limits,
-            approved_once: &[],
-            now: crate::grants::now_utc(),
-        }) {
+        match t.gate(manifest, &[], now_utc()) {
             Gate::Denied {
                 steps,
                 code,
@@ -578,118 +560,20 @@ impl Inner {
         Ok(grant.id)
     }
 
-    /// Runs the plan: the turn's journal and audit, the services, the run,
-    /// and the journal's end.
-    fn run_plan(&self, t: Turn<'_>, sandbox: &Arc<Sandbox>, plan: &Plan) -> TurnOutcome {
-        // One writer per place at a time (see `roots`).
-        let Some(held) = self
-            .write_roots
-            .enter(plan.write_roots(), &t.request.cancel)
-        else {
-            let reason = "the turn was cancelled before it started".to_string();
-            return self.refuse(t, DenyCode::TurnCancelled, reason, None);
-        };
-        let snapshot = &t.frozen.snapshot;
-        let journal = TurnJournal::lazy(
-            &self.state.history_dir,
-            TurnRecord {
-                turn: t.id.to_string(),
-                executor: t.request.executor.clone(),
-                actor: t.request.actor.clone(),
-                level: snapshot.level.as_str().into(),
-                started_at: now_utc(),
-                finished_at: None,
-                status: "running".into(),
-                undo: "none".into(),
-                args: t.request.io.args.clone(),
+    /// Ends a top-level turn's journal as its run ended: finished with
+    /// the run's status, or discarded when no guest code ran.
+    fn close(&self, journal: &TurnJournal, id: &str, ended: &Ended) {
+        let status = match ended {
+            Ended::Ran(TurnEnd::Ran { run }) => match run.result {
+                GuestResult::Ok { .. } => "ok",
+                GuestResult::Err { .. } => "error",
             },
-            Some(self.audit_log.clone()),
-        );
-        let audit = Arc::new(TurnAudit::new(
-            t.id,
-            t.frozen.tail(&t.request.actor),
-            journal.clone(),
-        ));
-        audit.record_turn_gate(&t.frozen.encoded, &t.decisions, &t.approvals);
-        let memory_db = || self.state.state_dir.join("memory.db");
-        let services = nested::services(
-            nested::Base {
-                memory_db: memory_db(),
-                frozen: &t.frozen,
-                audit: &audit,
-                request: t.request,
-            },
-            plan,
-            0,
-            self.journaled.then(|| journal.clone()),
-            || nested::Scope {
-                manifests: self.manifests.clone(),
-                on_degraded: self.on_degraded,
-                memory_db: memory_db(),
-                frozen: t.frozen.clone(),
-                sandbox: sandbox.clone(),
-                audit: audit.clone(),
-                request: t.request.clone(),
-                turn: t.id.to_string(),
-                write_roots: self.write_roots.clone(),
-                held: held.roots().to_vec(),
-            },
-        );
-        let ran = execute(sandbox, plan, &t.request.input, &t.request.io, &services);
-        audit.finish();
-        let end = match ran {
-            Ok(report) => {
-                let status = match report.result {
-                    GuestResult::Ok { .. } => "ok",
-                    GuestResult::Err { .. } => "error",
-                };
-                self.finish_journal(&journal, t.id, status);
-                TurnEnd::Ran {
-                    run: Box::new(report),
-                }
-            }
-            Err(RunError::Refused { code, reason }) => {
-                // Refused before any guest code ran (the import check, the
-                // pinned digest): one denial line, nothing else. The digest
-                // is the one the file really has.
+            Ended::Ran(TurnEnd::Stopped { code, .. }) => code.map_or("error", |c| c.as_str()),
+            _ => {
                 journal.discard();
-                let digest = match plan.runnable() {
-                    Runnable::Component { path, sha256 } => std::fs::read(path)
-                        .ok()
-                        .map(|b| sha256_hex(&b))
-                        .or_else(|| sha256.clone()),
-                    Runnable::Command { .. } => None,
-                };
-                return self.refuse(t, code, reason, digest);
-            }
-            Err(RunError::Load(e)) => {
-                journal.discard();
-                TurnEnd::Invalid { message: chain(&e) }
-            }
-            Err(RunError::Stopped(stopped)) => {
-                let Stopped { error, report } = *stopped;
-                let code = error.code();
-                self.finish_journal(&journal, t.id, code.map_or("error", |c| c.as_str()));
-                TurnEnd::Stopped {
-                    code,
-                    message: chain(&error),
-                    run: Some(Box::new(report)),
-                }
-            }
-            Err(e) => {
-                let code = e.code();
-                self.finish_journal(&journal, t.id, code.map_or("error", |c| c.as_str()));
-                TurnEnd::Stopped {
-                    code,
-                    message: chain(&e),
-                    run: None,
-                }
+                return;
             }
         };
-        t.end(end)
-    }
-
-    fn finish_journal(&self, journal: &TurnJournal, id: &str, status: &'static str) {
         if let Err(e) = journal.finish(status, now_utc()) {
             tracing::warn!("turn `{id}`: {}", chain(&e));
         }
@@ -740,6 +624,360 @@ impl Inner {
         }
         t.end(TurnEnd::Refused { code, reason })
     }
+}
+
+/// The kind of turn [`Kind::pipeline`] runs. Every turn takes the same
+/// steps from its gate to its run's report, in this order; what differs
+/// by kind is said at each step:
+///
+/// 1. **The gate** ([`Turn::gate`]): as the request's actor, under its
+///    limits. *Top-level:* with the approvals given. *Nested:* with none,
+///    as the actor the call runs as (its caller decided `ACTOR/EXECUTOR`
+///    first, see [`nested`]).
+/// 2. **The gate's audit.** *Top-level:* in the turn's own audit, once
+///    it is opened at step 6 (a turn refused before that writes only its
+///    denial line). *Nested:* in the caller's audit at once, whatever the
+///    gate answers.
+/// 3. **An approval needed** ends the pipeline ([`Ended::Approval`]).
+///    *Top-level:* the turn is parked and the approver asked (or, with
+///    answers given, it ends `APPROVAL_REQUIRED`). *Nested:* no one can
+///    be asked inside a call: `APPROVAL_REQUIRED`.
+/// 4. **The engine and its isolation refusal** (`ISOLATION_DEGRADED`).
+///    *Top-level:* the engine is built and probed at the first turn that
+///    gets this far. *Nested:* the caller's engine.
+/// 5. **The cancel check, then the write roots** (see [`super::roots`]).
+///    *Top-level:* it waits for its roots as long as it takes.
+///    *Nested:* the roots its callers hold are its own; it waits for the
+///    others until what is left of its caller's deadline.
+/// 6. **Its journal and audit.** *Top-level:* its own, opened now with
+///    the gate's lines and the answers, and finished at the end.
+///    *Nested:* its caller's.
+/// 7. **The services** ([`nested::services`]), at the kind's depth (0 for
+///    a top-level turn).
+/// 8. **The run**, after the component watch is read: the component is
+///    looked at as it is now, perhaps long after the turn began.
+///    *Top-level:* on the request's input and streams. *Nested:* on the
+///    call's input, with no streams.
+/// 9. **The run's end** ([`ran`]), which each kind then answers with in
+///    its own way: a top-level turn's [`TurnOutcome`] (and its denial
+///    line), a nested turn's output or [`NestedError`] for its caller's
+///    guest.
+///
+/// [`NestedError`]: crate::sandbox::services::NestedError
+pub(super) enum Kind<'a> {
+    /// A turn a caller of the host asked for ([`super::Host::begin`]).
+    Top(&'a Inner),
+    /// A turn a guest's `delegate:call` started.
+    Nested(Call<'a>),
+}
+
+/// A delegated call, as [`Kind::Nested`] runs it.
+pub(super) struct Call<'a> {
+    /// What the caller's services are bound to: its engine, audit, write
+    /// roots and the roots it holds.
+    pub scope: &'a nested::Scope,
+    /// The callee as the caller named it (`EXECUTOR` or `ACTOR/EXECUTOR`),
+    /// which the reasons of what ends it name.
+    pub callee: &'a str,
+    /// 1 for a call made by a top-level turn.
+    pub depth: u32,
+    /// The caller's journal, shared with its callees.
+    pub journal: Option<TurnJournal>,
+    /// What is left of the caller's deadline.
+    pub left: Duration,
+}
+
+/// Where [`Kind::pipeline`] ended a turn.
+pub(super) enum Ended {
+    /// The gate needs these approvals (its steps are the turn's
+    /// decisions).
+    Approval(Vec<Pending>),
+    /// Refused before any guest code ran: by the gate, the isolation
+    /// check, the cancel check or the wait for write roots.
+    Refused { code: DenyCode, reason: String },
+    /// Refused by the run itself before any guest code ran (the import
+    /// check, the pinned digest); `digest`: the one the file really has.
+    RunRefused {
+        code: DenyCode,
+        reason: String,
+        digest: Option<String>,
+    },
+    /// The engine could not be started.
+    Failed(String),
+    /// The run's end: it ran, was stopped, or could not be loaded.
+    Ran(TurnEnd),
+}
+
+impl Kind<'_> {
+    /// Takes turn `t` from its gate to its run's end (the steps, and how
+    /// they differ by kind, are in [`Kind`]'s documentation).
+    pub(super) fn pipeline(
+        &self,
+        t: &mut Turn<'_>,
+        manifest: &Manifest,
+        approved_once: &[(Capability, Option<String>)],
+        now: UtcTime,
+    ) -> Ended {
+        let answer = t.gate(manifest, approved_once, now);
+        if let Kind::Nested(call) = self {
+            let (Gate::Denied { steps, .. }
+            | Gate::ApprovalRequired { steps, .. }
+            | Gate::Ready { steps, .. }) = &answer;
+            // Its lines name the actor it is gated as, and its identity
+            // (a delegated callee's own calls run as its actor, not the
+            // turn's).
+            call.scope
+                .audit
+                .record_nested_gate(t.id, &t.frozen.tail(&t.request.actor), steps);
+        }
+        let plan = match answer {
+            Gate::Denied {
+                steps,
+                code,
+                reason,
+            } => {
+                t.decisions = steps;
+                return Ended::Refused { code, reason };
+            }
+            Gate::ApprovalRequired { steps, pending } => {
+                t.decisions = steps;
+                return Ended::Approval(pending);
+            }
+            Gate::Ready { steps, plan } => {
+                t.decisions = steps;
+                plan
+            }
+        };
+        let sandbox = match self.sandbox() {
+            Ok(s) => s,
+            Err(message) => return Ended::Failed(message),
+        };
+        let isolation = sandbox.isolation_shared();
+        let needs: Vec<Capability> = plan.allowed().iter().map(|a| a.capability).collect();
+        let refusal = isolation.refusal(self.on_degraded(), &needs);
+        t.isolation = Some(isolation);
+        if let Some(reason) = refusal {
+            return Ended::Refused {
+                code: DenyCode::IsolationDegraded,
+                reason,
+            };
+        }
+        let cancelled = || Ended::Refused {
+            code: DenyCode::TurnCancelled,
+            reason: self.said("the turn was cancelled before it started"),
+        };
+        if t.request.cancel.is_cancelled() {
+            return cancelled();
+        }
+        // One writer per place at a time (see `super::roots`).
+        let held = match self.write_roots().enter_within(
+            plan.write_roots(),
+            self.callers_roots(),
+            &t.request.cancel,
+            self.until(),
+        ) {
+            Ok(held) => held,
+            Err(Waited::Cancelled) => return cancelled(),
+            Err(Waited::Deadline) => {
+                return Ended::Refused {
+                    code: DenyCode::LimitDeadline,
+                    reason: self
+                        .said("its deadline passed while another turn wrote where it would write"),
+                }
+            }
+        };
+        let (audit, own) = self.records(t);
+        let services = nested::services(
+            nested::Base {
+                memory_db: self.memory_db(),
+                frozen: &t.frozen,
+                audit: &audit,
+                request: t.request,
+            },
+            &plan,
+            self.depth(),
+            self.services_journal(own.as_ref()),
+            || nested::Scope {
+                manifests: self.manifests().clone(),
+                on_degraded: self.on_degraded(),
+                memory_db: self.memory_db(),
+                frozen: t.frozen.clone(),
+                sandbox: sandbox.clone(),
+                audit: audit.clone(),
+                request: t.request.clone(),
+                turn: t.id.to_string(),
+                write_roots: self.write_roots().clone(),
+                held: self
+                    .callers_roots()
+                    .iter()
+                    .chain(held.roots())
+                    .cloned()
+                    .collect(),
+            },
+        );
+        sandbox.drain_watch();
+        let ended = ran(
+            execute(&sandbox, &plan, &t.request.input, &t.request.io, &services),
+            &plan,
+        );
+        if let (Kind::Top(inner), Some(journal)) = (self, own) {
+            audit.finish();
+            inner.close(&journal, t.id, &ended);
+        }
+        ended
+    }
+
+    /// The engine: a top-level turn's is built (and its isolation probed)
+    /// on first use; a nested turn's is its caller's.
+    fn sandbox(&self) -> Result<Arc<Sandbox>, String> {
+        match self {
+            Kind::Top(inner) => inner.sandbox().cloned().map_err(|e| chain(&e)),
+            Kind::Nested(call) => Ok(call.scope.sandbox.clone()),
+        }
+    }
+
+    fn on_degraded(&self) -> OnDegraded {
+        match self {
+            Kind::Top(inner) => inner.on_degraded,
+            Kind::Nested(call) => call.scope.on_degraded,
+        }
+    }
+
+    fn manifests(&self) -> &Arc<Vec<Manifest>> {
+        match self {
+            Kind::Top(inner) => &inner.manifests,
+            Kind::Nested(call) => &call.scope.manifests,
+        }
+    }
+
+    fn memory_db(&self) -> PathBuf {
+        match self {
+            Kind::Top(inner) => inner.state.state_dir.join("memory.db"),
+            Kind::Nested(call) => call.scope.memory_db.clone(),
+        }
+    }
+
+    fn write_roots(&self) -> &Arc<WriteRoots> {
+        match self {
+            Kind::Top(inner) => &inner.write_roots,
+            Kind::Nested(call) => &call.scope.write_roots,
+        }
+    }
+
+    /// The write roots the turn's callers hold: a callee may use what
+    /// lies within them without waiting for itself.
+    fn callers_roots(&self) -> &[PathBuf] {
+        match self {
+            Kind::Top(_) => &[],
+            Kind::Nested(call) => &call.scope.held,
+        }
+    }
+
+    /// When the wait for write roots ends: a nested turn's deadline (two
+    /// calls that wait on each other's roots end there, not never).
+    fn until(&self) -> Option<Instant> {
+        match self {
+            Kind::Top(_) => None,
+            Kind::Nested(call) => Some(Instant::now() + call.left),
+        }
+    }
+
+    fn depth(&self) -> u32 {
+        match self {
+            Kind::Top(_) => 0,
+            Kind::Nested(call) => call.depth,
+        }
+    }
+
+    /// `reason` as the turn's refusal says it: a nested turn's names the
+    /// callee, for the caller's guest that gets it.
+    fn said(&self, reason: &str) -> String {
+        match self {
+            Kind::Top(_) => reason.to_string(),
+            Kind::Nested(call) => format!("`{}`: {reason}", call.callee),
+        }
+    }
+
+    /// The turn's audit, and its own journal: a top-level turn opens both
+    /// now, the gate's lines and the answers first; a nested turn writes
+    /// into its caller's and has no journal of its own.
+    fn records(&self, t: &Turn<'_>) -> (Arc<TurnAudit>, Option<TurnJournal>) {
+        let inner = match self {
+            Kind::Top(inner) => inner,
+            Kind::Nested(call) => return (call.scope.audit.clone(), None),
+        };
+        let journal = TurnJournal::lazy(
+            &inner.state.history_dir,
+            TurnRecord {
+                turn: t.id.to_string(),
+                executor: t.request.executor.clone(),
+                actor: t.request.actor.clone(),
+                level: t.frozen.snapshot.level.as_str().into(),
+                started_at: now_utc(),
+                finished_at: None,
+                status: "running".into(),
+                undo: "none".into(),
+                args: t.request.io.args.clone(),
+            },
+            Some(inner.audit_log.clone()),
+        );
+        let audit = Arc::new(TurnAudit::new(
+            t.id,
+            t.frozen.tail(&t.request.actor),
+            journal.clone(),
+        ));
+        audit.record_turn_gate(&t.frozen.encoded, &t.decisions, &t.approvals);
+        (audit, Some(journal))
+    }
+
+    /// The journal the run's mutations go to: a top-level turn's own
+    /// (none on a host that journals nothing), a nested turn's caller's.
+    fn services_journal(&self, own: Option<&TurnJournal>) -> Option<TurnJournal> {
+        match self {
+            Kind::Top(inner) => own.filter(|_| inner.journaled).cloned(),
+            Kind::Nested(call) => call.journal.clone(),
+        }
+    }
+}
+
+/// The end of a run of `plan`, for a turn of either kind.
+fn ran(ran: Result<RunReport, RunError>, plan: &Plan) -> Ended {
+    let end = match ran {
+        Ok(report) => TurnEnd::Ran {
+            run: Box::new(report),
+        },
+        Err(RunError::Refused { code, reason }) => {
+            // Refused before any guest code ran (the import check, the
+            // pinned digest). The digest is the one the file really has.
+            let digest = match plan.runnable() {
+                Runnable::Component { path, sha256 } => std::fs::read(path)
+                    .ok()
+                    .map(|b| sha256_hex(&b))
+                    .or_else(|| sha256.clone()),
+                Runnable::Command { .. } => None,
+            };
+            return Ended::RunRefused {
+                code,
+                reason,
+                digest,
+            };
+        }
+        Err(RunError::Load(e)) => TurnEnd::Invalid { message: chain(&e) },
+        Err(RunError::Stopped(stopped)) => {
+            let Stopped { error, report } = *stopped;
+            TurnEnd::Stopped {
+                code: error.code(),
+                message: chain(&error),
+                run: Some(Box::new(report)),
+            }
+        }
+        Err(e) => TurnEnd::Stopped {
+            code: e.code(),
+            message: chain(&e),
+            run: None,
+        },
+    };
+    Ended::Ran(end)
 }
 
 /// The words of `argv` that name a regular file in `workspace` (the
