@@ -11,7 +11,7 @@
 //! ```
 //!
 //! A delegated turn (a guest's `delegate:call`) takes the same steps, as
-//! the other kind of the one pipeline (`turn::Kind`): no approver (an
+//! the other kind of the one pipeline (`pipeline::Kind`): no approver (an
 //! approval it needs ends it `APPROVAL_REQUIRED`), its caller's engine,
 //! journal and audit, and the write roots its callers hold its own.
 //!
@@ -37,6 +37,7 @@ pub mod grants;
 mod needs;
 mod nested;
 mod own;
+mod pipeline;
 pub mod queue;
 mod roots;
 mod turn;

@@ -9,8 +9,8 @@ use std::sync::Arc;
 
 use super::audit::TurnAudit;
 use super::gate::Step;
+use super::pipeline::{Call, Ended, Kind, Turn};
 use super::roots::WriteRoots;
-use super::turn::{Call, Ended, Kind, Turn};
 use super::{Frozen, TurnEnd, TurnRequest};
 use crate::manifest::Manifest;
 use crate::policy::{decide, Decision, DenyCode, Request, RequestKind};
