@@ -309,6 +309,9 @@ impl Kind<'_> {
                     .collect(),
             },
         );
+        // Perhaps long after the turn began (a wait for write roots, a call
+        // late in its caller's run): the component is looked at as it is
+        // now.
         sandbox.drain_watch();
         let ended = ran(
             execute(&sandbox, &plan, &t.request.input, &t.request.io, &services),
