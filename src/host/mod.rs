@@ -10,6 +10,11 @@
 //!         ─► journal finish + audit
 //! ```
 //!
+//! A delegated turn (a guest's `delegate:call`) takes the same steps, as
+//! the other kind of the one pipeline (`pipeline::Kind`): no approver (an
+//! approval it needs ends it `APPROVAL_REQUIRED`), its caller's engine,
+//! journal and audit, and the write roots its callers hold its own.
+//!
 //! What it writes: a request that ends before guest code starts (a gate
 //! denial, `APPROVAL_REQUIRED`, a refused approval, `ISOLATION_DEGRADED`,
 //! `IMPORT_NOT_GRANTED`, `DIGEST_MISMATCH`, `TURN_CANCELLED` before the
@@ -32,6 +37,7 @@ pub mod grants;
 mod needs;
 mod nested;
 mod own;
+mod pipeline;
 pub mod queue;
 mod roots;
 mod turn;
@@ -325,8 +331,9 @@ struct Inner {
     grants_stamp: std::sync::Mutex<turn::GrantsStamp>,
     /// Tells when the grants database or a component may have changed,
     /// so that a turn need not `stat` them (a long-lived host only). Its
-    /// queue is read once at the start of each turn (and of each resumed
-    /// or delegated one); the engine shares it.
+    /// queue is read at the start of each turn (and of each resumed one),
+    /// and again just before any turn's run, delegated ones included; the
+    /// engine shares it.
     watcher: Option<Arc<Watcher>>,
     /// The grants database's watch (`None`: its state directory cannot
     /// be watched, and every turn compares the stamp).

@@ -1,24 +1,25 @@
 //! The narrow services the host gives a run (see
 //! [`crate::sandbox::services`]): the `tool` layers bound to the actor, and
-//! delegation as a nested turn through the same gate, with its decisions in
-//! the caller's audit.
+//! delegation as a nested turn: the delegation decision, then the same
+//! pipeline as every turn ([`Kind::Nested`]), with its decisions in the
+//! caller's audit.
 
 use std::path::PathBuf;
 use std::sync::Arc;
 
 use super::audit::TurnAudit;
-use super::gate::{gate, Gate, Step, TurnInput};
-use super::roots::{Waited, WriteRoots};
-use super::{Frozen, TurnRequest};
+use super::gate::Step;
+use super::pipeline::{Call, Ended, Kind, Turn};
+use super::roots::WriteRoots;
+use super::{Frozen, TurnEnd, TurnRequest};
 use crate::config::{ProviderDef, ValueSource};
 use crate::manifest::Manifest;
-use crate::policy::{decide, Capability, Decision, DenyCode, Request, RequestKind};
+use crate::policy::{decide, Decision, DenyCode, Request, RequestKind};
 use crate::sandbox::services::{
     CommandScreen, HttpClient, NestedError, NestedTurn, ProviderSecret,
 };
-use crate::sandbox::{execute, GuestResult, OnDegraded, Plan, RunServices, Sandbox};
+use crate::sandbox::{GuestResult, OnDegraded, Plan, RunServices, Sandbox};
 use crate::undo::TurnJournal;
-use crate::util::chain;
 
 /// What the services of one turn (and its nested turns) are bound to.
 #[derive(Clone)]
@@ -187,8 +188,8 @@ impl CommandScreen for ActorScreen {
     }
 }
 
-/// Delegation: a callee runs as a nested turn, through the same gate and
-/// snapshot, under the caller's limits (its deadline what is left of the
+/// Delegation: a callee runs as a nested turn, through the same pipeline
+/// ([`Kind::pipeline`]) and snapshot, under the caller's limits (its deadline what is left of the
 /// caller's) and cancel switch, its decisions in the caller's audit. A
 /// callee named `EXECUTOR` runs as the caller's own actor; one named
 /// `ACTOR/EXECUTOR` is a delegation to ACTOR, which the policy's
@@ -262,120 +263,76 @@ impl NestedTurn for Nested {
                 reason: format!("executor `{name}` is not known to this turn"),
             });
         };
-        let g = gate(TurnInput {
-            snapshot: &scope.frozen.snapshot,
-            actor: &actor,
-            manifest,
-            turn_id: turn.clone(),
+        // The callee's request: the call's input and no streams, under the
+        // caller's limits (its deadline what is left of the caller's),
+        // cancel switch and asker, as the actor it runs as (its command
+        // screen and its own delegations are bound to that actor).
+        let request = TurnRequest {
+            executor: name.to_string(),
+            actor,
+            input: input.to_string(),
             limits,
-            approved_once: &[],
-            now,
-            providers: &scope.providers,
-        });
-        let steps = match &g {
-            Gate::Denied { steps, .. }
-            | Gate::ApprovalRequired { steps, .. }
-            | Gate::Ready { steps, .. } => steps,
+            cancel: scope.request.cancel.clone(),
+            io: crate::sandbox::RunIo::default(),
+            asker: scope.request.asker.clone(),
         };
-        // Its lines name the actor it is gated as, and its identity (a
-        // delegated callee's own calls run as its actor, not the turn's).
-        scope
-            .audit
-            .record_nested_gate(&turn, &scope.frozen.tail(&actor), steps);
-        let plan = match g {
-            Gate::Ready { plan, .. } => plan,
-            Gate::Denied { code, reason, .. } => return Err(NestedError::Denied { code, reason }),
-            Gate::ApprovalRequired { pending, .. } => {
-                let what: Vec<String> = pending
-                    .iter()
-                    .map(|p| format!("`{}`", p.capability))
-                    .collect();
-                return Err(NestedError::Denied {
-                    code: DenyCode::ApprovalRequired,
-                    reason: format!(
-                        "`{executor}` needs an approval for {} that cannot be asked inside a call",
-                        what.join(", ")
-                    ),
-                });
-            }
-        };
-        let needs: Vec<Capability> = plan.allowed().iter().map(|a| a.capability).collect();
-        if let Some(reason) = scope.sandbox.isolation().refusal(scope.on_degraded, &needs) {
-            return Err(NestedError::Denied {
-                code: DenyCode::IsolationDegraded,
-                reason,
-            });
-        }
-        // One writer per place at a time, delegated turns included (see
-        // `super::roots`).
-        let until = std::time::Instant::now() + left;
-        let entered = scope
-            .write_roots
-            .enter_nested(
-                plan.write_roots(),
-                &scope.held,
-                &scope.request.cancel,
-                until,
-            )
-            .map_err(|w| match w {
-                Waited::Cancelled => NestedError::Denied {
-                    code: DenyCode::TurnCancelled,
-                    reason: format!("`{executor}`: the turn was cancelled before it started"),
-                },
-                Waited::Deadline => NestedError::Denied {
-                    code: DenyCode::LimitDeadline,
-                    reason: format!("`{executor}`: its deadline passed while another turn wrote where it would write"),
-                },
-            })?;
-        let mut held = scope.held.clone();
-        held.extend(entered.roots().iter().cloned());
-        // The callee's services (its command screen, its own delegations)
-        // are bound to the actor it runs as.
-        let mut request = scope.request.clone();
-        request.limits = limits;
-        request.actor = actor;
-        let services = services(
-            Base {
-                http: &scope.http,
-                providers: &scope.providers,
-                memory_db: scope.memory_db.clone(),
-                frozen: &scope.frozen,
-                audit: &scope.audit,
-                request: &request,
-            },
-            &plan,
+        let mut t = Turn::new(&request, &turn, scope.frozen.clone());
+        let kind = Kind::Nested(Call {
+            scope,
+            callee: executor,
             depth,
             journal,
-            || Scope {
-                turn,
-                request: request.clone(),
-                held,
-                ..scope.clone()
-            },
-        );
-        // Called long after its caller's turn began, perhaps: the
-        // component is looked at as it is now.
-        scope.sandbox.drain_watch();
-        match execute(
-            &scope.sandbox,
-            &plan,
-            input,
-            &crate::sandbox::RunIo::default(),
-            &services,
-        ) {
-            Ok(report) => match report.result {
-                GuestResult::Ok { output } => Ok(output),
-                GuestResult::Err { error } => Err(NestedError::Failed(format!(
-                    "`{executor}` returned an error: {error}"
-                ))),
-            },
-            Err(e) => match e.code() {
-                Some(code) => Err(NestedError::Denied {
-                    code,
-                    reason: format!("`{executor}`: {}", chain(&e)),
-                }),
-                None => Err(NestedError::Failed(format!("`{executor}`: {}", chain(&e)))),
-            },
+            left,
+        });
+        answer(executor, kind.pipeline(&mut t, manifest, &[], now))
+    }
+}
+
+/// What the caller's guest gets of a nested turn that ended `ended`: the
+/// callee's output, or why there is none, naming the callee as `callee`.
+fn answer(callee: &str, ended: Ended) -> Result<String, NestedError> {
+    let failed = |message: String| Err(NestedError::Failed(format!("`{callee}`: {message}")));
+    match ended {
+        Ended::Approval(pending) => {
+            let what: Vec<String> = pending
+                .iter()
+                .map(|p| format!("`{}`", p.capability))
+                .collect();
+            Err(NestedError::Denied {
+                code: DenyCode::ApprovalRequired,
+                reason: format!(
+                    "`{callee}` needs an approval for {} that cannot be asked inside a call",
+                    what.join(", ")
+                ),
+            })
         }
+        Ended::Refused { code, reason } => Err(NestedError::Denied { code, reason }),
+        Ended::RunRefused { code, reason, .. } => Err(NestedError::Denied {
+            code,
+            reason: format!("`{callee}`: {code}: {reason}"),
+        }),
+        Ended::Failed(message) => failed(message),
+        Ended::Ran(TurnEnd::Ran { run }) => match run.result {
+            GuestResult::Ok { output } => Ok(output),
+            GuestResult::Err { error } => Err(NestedError::Failed(format!(
+                "`{callee}` returned an error: {error}"
+            ))),
+        },
+        Ended::Ran(
+            TurnEnd::Stopped {
+                code: Some(code),
+                message: reason,
+                ..
+            }
+            | TurnEnd::Refused { code, reason },
+        ) => Err(NestedError::Denied {
+            code,
+            reason: format!("`{callee}`: {reason}"),
+        }),
+        Ended::Ran(
+            TurnEnd::Stopped { message, .. }
+            | TurnEnd::Invalid { message }
+            | TurnEnd::Failed { message },
+        ) => failed(message),
     }
 }

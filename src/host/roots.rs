@@ -41,32 +41,26 @@ impl WriteRoots {
     /// Waits until none of `roots` overlaps a running turn's, then holds
     /// them. `None` when `cancel` is set while waiting.
     pub(super) fn enter(&self, roots: Vec<PathBuf>, cancel: &CancelHandle) -> Option<Held<'_>> {
-        self.enter_until(roots, cancel, None).ok()
+        self.enter_within(roots, &[], cancel, None).ok()
     }
 
-    /// [`WriteRoots::enter`] for a delegated turn: the roots within one of
-    /// `held` (its callers') are not waited for, and the wait ends at
-    /// `until`.
-    pub(super) fn enter_nested(
+    /// [`WriteRoots::enter`] as the turn pipeline enters, for a turn of
+    /// either kind: the roots within one of `held` (those a delegated
+    /// turn's callers hold: none for a top-level turn) are its own and not
+    /// waited for; the wait ends when `cancel` is set, or at `until` (a
+    /// delegated turn's deadline; a top-level turn waits as long as it
+    /// takes).
+    pub(super) fn enter_within(
         &self,
         roots: Vec<PathBuf>,
         held: &[PathBuf],
         cancel: &CancelHandle,
-        until: Instant,
+        until: Option<Instant>,
     ) -> Result<Held<'_>, Waited> {
-        let roots = roots
+        let roots: Vec<PathBuf> = roots
             .into_iter()
             .filter(|r| !held.iter().any(|h| r.starts_with(h)))
             .collect();
-        self.enter_until(roots, cancel, Some(until))
-    }
-
-    fn enter_until(
-        &self,
-        roots: Vec<PathBuf>,
-        cancel: &CancelHandle,
-        until: Option<Instant>,
-    ) -> Result<Held<'_>, Waited> {
         if roots.is_empty() {
             return Ok(Held { owner: self, roots });
         }

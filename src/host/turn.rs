@@ -1,25 +1,23 @@
 //! The pipeline of one turn: answers taken, the gate, the probe, the run,
 //! and how each way of ending is recorded (see the module documentation of
-//! [`super`] for what is written when).
+//! [`super`] for what is written when). From the gate to the run's end a
+//! top-level turn takes the one pipeline every turn takes
+//! ([`Kind::pipeline`], with [`Kind::Top`]).
 
 use std::sync::Arc;
 
-use super::audit::TurnAudit;
-use super::gate::{gate, Gate, TurnInput};
+use super::gate::Gate;
+use super::pipeline::{Ended, Kind, Turn};
 use super::queue::{self, ApprovalQueue, TurnKey, Verdict};
 use super::{
-    build_snapshot, nested, Answer, ApprovalRequest, Choice, DenialRecord, Frozen, HostError,
-    Inner, Pending, Step, TurnEnd, TurnOutcome, TurnRequest,
+    build_snapshot, Answer, ApprovalRequest, Choice, DenialRecord, Frozen, HostError, Inner,
+    Pending, TurnEnd, TurnOutcome, TurnRequest,
 };
 use crate::grants::{now_utc, NewGrant};
 use crate::manifest::Manifest;
 use crate::policy::snapshot::sha256_hex;
 use crate::policy::{Capability, DenyCode};
-use crate::sandbox::{
-    execute, EngineProfile, GuestResult, IsolationReport, Limits, Plan, RunError, Runnable,
-    Sandbox, Stopped,
-};
-use crate::undo::{TurnJournal, TurnRecord};
+use crate::sandbox::{EngineProfile, Limits, Sandbox};
 use crate::util::chain;
 
 /// The grants database as `stat` sees it: size and modification time of
@@ -59,37 +57,6 @@ pub(super) enum Advance {
     Done(Box<TurnOutcome>),
     /// The gate needs approvals and none were given yet.
     Parked(ApprovalRequest),
-}
-
-/// A turn in progress: what it was asked, what it is decided against, and
-/// what it has gathered so far (all of it in the outcome, however it ends).
-struct Turn<'a> {
-    request: &'a TurnRequest,
-    id: &'a str,
-    frozen: Arc<Frozen>,
-    decisions: Vec<Step>,
-    approvals: Vec<Answer>,
-    pending: Vec<Pending>,
-    pending_id: Option<String>,
-    isolation: Option<Arc<IsolationReport>>,
-}
-
-impl Turn<'_> {
-    fn end(self, end: TurnEnd) -> TurnOutcome {
-        TurnOutcome {
-            turn: self.id.to_string(),
-            executor: self.request.executor.clone(),
-            actor: self.request.actor.clone(),
-            level: self.frozen.snapshot.level.as_str(),
-            decisions: self.decisions,
-            approvals: self.approvals,
-            pending: self.pending,
-            pending_id: self.pending_id,
-            limits: self.request.limits,
-            isolation: self.isolation,
-            end,
-        }
-    }
 }
 
 /// What the answers given so far allow.
@@ -220,16 +187,7 @@ impl Inner {
     }
 
     fn turn<'a>(&self, request: &'a TurnRequest, id: &'a str) -> Turn<'a> {
-        Turn {
-            request,
-            id,
-            frozen: self.frozen(),
-            decisions: Vec::new(),
-            approvals: Vec::new(),
-            pending: Vec::new(),
-            pending_id: None,
-            isolation: None,
-        }
+        Turn::new(request, id, self.frozen())
     }
 
     /// What a queued answer is matched on, for `request` under the
@@ -365,27 +323,10 @@ impl Inner {
                 None,
             )));
         }
-        let plan = match gate(TurnInput {
-            snapshot: &t.frozen.snapshot,
-            actor: &request.actor,
-            manifest,
-            turn_id: id.to_string(),
-            limits: request.limits,
-            approved_once: &answered.once,
-            now: crate::grants::now_utc(),
-            providers: &self.providers,
-        }) {
-            Gate::Denied {
-                steps,
-                code,
-                reason,
-            } => {
-                t.decisions = steps;
-                return Advance::Done(Box::new(self.refuse(t, code, reason, None)));
-            }
-            Gate::ApprovalRequired { pending, .. } if given.is_empty() => {
+        match Kind::Top(self).pipeline(&mut t, manifest, &answered.once, now_utc()) {
+            Ended::Approval(pending) if given.is_empty() => {
                 let key = self.turn_key(request);
-                return Advance::Parked(ApprovalRequest {
+                Advance::Parked(ApprovalRequest {
                     turn: id.to_string(),
                     executor: request.executor.clone(),
                     actor: request.actor.clone(),
@@ -397,9 +338,9 @@ impl Inner {
                         argv: key.argv,
                         files: key.files,
                     },
-                });
+                })
             }
-            Gate::ApprovalRequired { steps, pending } => {
+            Ended::Approval(pending) => {
                 let what: Vec<String> = pending
                     .iter()
                     .map(|p| {
@@ -421,50 +362,25 @@ impl Inner {
                         "; queued as pending approval `{entry}`, which a person can answer with `gatehouse approvals`"
                     ));
                 }
-                t.decisions = steps;
                 t.pending = pending;
-                return Advance::Done(Box::new(self.refuse(
+                Advance::Done(Box::new(self.refuse(
                     t,
                     DenyCode::ApprovalRequired,
                     reason,
                     None,
-                )));
+                )))
             }
-            Gate::Ready { steps, plan } => {
-                t.decisions = steps;
-                plan
+            Ended::Refused { code, reason } => {
+                Advance::Done(Box::new(self.refuse(t, code, reason, None)))
             }
-        };
-        // The isolation probe: lazily, once per host, after the policy and
-        // the approvals, before the switch.
-        let sandbox = match self.sandbox() {
-            Ok(s) => s.clone(),
-            Err(e) => {
-                return Advance::Done(Box::new(t.end(TurnEnd::Failed { message: chain(&e) })))
-            }
-        };
-        let isolation = sandbox.isolation_shared();
-        let needs: Vec<Capability> = plan.allowed().iter().map(|a| a.capability).collect();
-        let refusal = isolation.refusal(self.on_degraded, &needs);
-        t.isolation = Some(isolation);
-        if let Some(reason) = refusal {
-            return Advance::Done(Box::new(self.refuse(
-                t,
-                DenyCode::IsolationDegraded,
+            Ended::RunRefused {
+                code,
                 reason,
-                None,
-            )));
+                digest,
+            } => Advance::Done(Box::new(self.refuse(t, code, reason, digest))),
+            Ended::Failed(message) => Advance::Done(Box::new(t.end(TurnEnd::Failed { message }))),
+            Ended::Ran(end) => Advance::Done(Box::new(t.end(end))),
         }
-        if request.cancel.is_cancelled() {
-            let reason = "the turn was cancelled before it started".to_string();
-            return Advance::Done(Box::new(self.refuse(
-                t,
-                DenyCode::TurnCancelled,
-                reason,
-                None,
-            )));
-        }
-        Advance::Done(Box::new(self.run_plan(t, &sandbox, &plan)))
     }
 
     /// The turn's end when the gate denies it with no approvals given;
@@ -472,16 +388,7 @@ impl Inner {
     pub(super) fn refused_by_gate(&self, request: &TurnRequest, id: &str) -> Option<TurnOutcome> {
         let mut t = self.turn(request, id);
         let manifest = self.manifest(&request.executor)?;
-        match gate(TurnInput {
-            snapshot: &t.frozen.snapshot,
-            actor: &request.actor,
-            manifest,
-            turn_id: id.to_string(),
-            limits: request.limits,
-            approved_once: &[],
-            now: crate::grants::now_utc(),
-            providers: &self.providers,
-        }) {
+        match t.gate(manifest, &[], now_utc(), &self.providers) {
             Gate::Denied {
                 steps,
                 code,
@@ -567,126 +474,6 @@ impl Inner {
             now,
         )?;
         Ok(grant.id)
-    }
-
-    /// Runs the plan: the turn's journal and audit, the services, the run,
-    /// and the journal's end.
-    fn run_plan(&self, t: Turn<'_>, sandbox: &Arc<Sandbox>, plan: &Plan) -> TurnOutcome {
-        // One writer per place at a time (see `roots`).
-        let Some(held) = self
-            .write_roots
-            .enter(plan.write_roots(), &t.request.cancel)
-        else {
-            let reason = "the turn was cancelled before it started".to_string();
-            return self.refuse(t, DenyCode::TurnCancelled, reason, None);
-        };
-        let snapshot = &t.frozen.snapshot;
-        let journal = TurnJournal::lazy(
-            &self.state.history_dir,
-            TurnRecord {
-                turn: t.id.to_string(),
-                executor: t.request.executor.clone(),
-                actor: t.request.actor.clone(),
-                level: snapshot.level.as_str().into(),
-                started_at: now_utc(),
-                finished_at: None,
-                status: "running".into(),
-                undo: "none".into(),
-                args: t.request.io.args.clone(),
-            },
-            Some(self.audit_log.clone()),
-        );
-        let audit = Arc::new(TurnAudit::new(
-            t.id,
-            t.frozen.tail(&t.request.actor),
-            journal.clone(),
-        ));
-        audit.record_turn_gate(&t.frozen.encoded, &t.decisions, &t.approvals);
-        let memory_db = || self.state.state_dir.join("memory.db");
-        let services = nested::services(
-            nested::Base {
-                http: &self.http,
-                providers: &self.providers,
-                memory_db: memory_db(),
-                frozen: &t.frozen,
-                audit: &audit,
-                request: t.request,
-            },
-            plan,
-            0,
-            self.journaled.then(|| journal.clone()),
-            || nested::Scope {
-                manifests: self.manifests.clone(),
-                providers: self.providers.clone(),
-                http: self.http.clone(),
-                on_degraded: self.on_degraded,
-                memory_db: memory_db(),
-                frozen: t.frozen.clone(),
-                sandbox: sandbox.clone(),
-                audit: audit.clone(),
-                request: t.request.clone(),
-                turn: t.id.to_string(),
-                write_roots: self.write_roots.clone(),
-                held: held.roots().to_vec(),
-            },
-        );
-        let ran = execute(sandbox, plan, &t.request.input, &t.request.io, &services);
-        audit.finish();
-        let end = match ran {
-            Ok(report) => {
-                let status = match report.result {
-                    GuestResult::Ok { .. } => "ok",
-                    GuestResult::Err { .. } => "error",
-                };
-                self.finish_journal(&journal, t.id, status);
-                TurnEnd::Ran {
-                    run: Box::new(report),
-                }
-            }
-            Err(RunError::Refused { code, reason }) => {
-                // Refused before any guest code ran (the import check, the
-                // pinned digest): one denial line, nothing else. The digest
-                // is the one the file really has.
-                journal.discard();
-                let digest = match plan.runnable() {
-                    Runnable::Component { path, sha256 } => crate::util::sha256_file(path)
-                        .ok()
-                        .or_else(|| sha256.clone()),
-                    Runnable::Command { .. } => None,
-                };
-                return self.refuse(t, code, reason, digest);
-            }
-            Err(RunError::Load(e)) => {
-                journal.discard();
-                TurnEnd::Invalid { message: chain(&e) }
-            }
-            Err(RunError::Stopped(stopped)) => {
-                let Stopped { error, report } = *stopped;
-                let code = error.code();
-                self.finish_journal(&journal, t.id, code.map_or("error", |c| c.as_str()));
-                TurnEnd::Stopped {
-                    code,
-                    message: chain(&error),
-                    run: Some(Box::new(report)),
-                }
-            }
-            Err(e) => {
-                let code = e.code();
-                self.finish_journal(&journal, t.id, code.map_or("error", |c| c.as_str()));
-                TurnEnd::Stopped {
-                    code,
-                    message: chain(&e),
-                    run: None,
-                }
-            }
-        };
-        t.end(end)
-    }
-
-    fn finish_journal(&self, journal: &TurnJournal, id: &str, status: &'static str) {
-        if let Err(e) = journal.finish(status, now_utc()) {
-            tracing::warn!("turn `{id}`: {}", chain(&e));
-        }
     }
 
     /// Ends a turn before any guest code ran: exactly one line in the

@@ -198,7 +198,7 @@ fn typo_in_capability_field_is_named() {
     ));
     assert_eq!(
         msg,
-        "`guests/x/executor.toml`: line 5, column 1: unknown field `targer`, expected one of `name`, `target`, `mount`"
+        "`guests/x/executor.toml`: line 5, column 1: unknown field `targer`, expected one of `name`, `target`, `mount`, `methods`"
     );
 }
 

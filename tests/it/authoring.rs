@@ -180,7 +180,7 @@ fn authoring_manifest_check_names_an_import_no_capability_covers() {
         "{ok:#?}"
     );
     assert!(ok.lines().contains(
-        &"capability `network:sites` `localhost`: name lookup and outbound connections to that host only; not critical; approved per target: the person is asked for the declared target, and \"allow and remember\" records a grant that answers later turns (ReadOnly approval required, Supervised approval required, Full allowed)"
+        &"capability `network:sites` `localhost`: a host pattern: name lookup, connections and HTTPS to that host only; a URL pattern: HTTP requests under it only; not critical; approved per target: the person is asked for the declared target, and \"allow and remember\" records a grant that answers later turns (ReadOnly approval required, Supervised approval required, Full allowed)"
     ), "{ok:#?}");
 }
 

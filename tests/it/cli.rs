@@ -33,7 +33,7 @@ fn check_supervised_write_needs_approval_and_read_only_denies() {
 }
 
 /// The registry as DESIGN.md states it: name, critical, approval, target.
-const REGISTRY: [(&str, bool, &str, &str); 12] = [
+const REGISTRY: [(&str, bool, &str, &str); 13] = [
     ("compute:pure", false, "none", "none"),
     ("time:read", false, "none", "none"),
     ("env:read", false, "per_target", "exact"),
@@ -46,15 +46,16 @@ const REGISTRY: [(&str, bool, &str, &str); 12] = [
     ("delegate:call", false, "per_target", "exact"),
     ("code:exec", true, "always", "exact"),
     ("system:admin", true, "always", "none"),
+    ("provider:access", false, "per_target", "exact"),
 ];
 
 #[test]
-fn registry_has_the_twelve_entries_with_their_fields() {
+fn registry_has_the_thirteen_entries_with_their_fields() {
     let env = Env::new();
     let run = env.run(&["policy", "registry"]);
     run.expect(0);
     let rows = run.json_lines();
-    assert_eq!(rows.len(), 12, "{run:#?}");
+    assert_eq!(rows.len(), 13, "{run:#?}");
     for (row, (name, critical, approval, target)) in rows.iter().zip(REGISTRY) {
         assert_eq!(row["name"], name, "{row}");
         assert_eq!(row["critical"], critical, "{row}");
@@ -90,7 +91,15 @@ fn rule(level: &str, class: &str, critical: bool, name: &str) -> &'static str {
         "ReadOnly" => {
             if class == "none" && !critical {
                 "allowed"
-            } else if ["fs:read", "env:read", "memory:read", "network:sites"].contains(&name) {
+            } else if [
+                "fs:read",
+                "env:read",
+                "memory:read",
+                "network:sites",
+                "provider:access",
+            ]
+            .contains(&name)
+            {
                 "approval_required"
             } else {
                 "denied"
@@ -115,7 +124,7 @@ fn rule(level: &str, class: &str, critical: bool, name: &str) -> &'static str {
 }
 
 #[test]
-fn table_has_36_lines_that_agree_with_the_three_rules() {
+fn table_has_39_lines_that_agree_with_the_three_rules() {
     let env = Env::new();
     let registry = env.run(&["policy", "registry"]);
     registry.expect(0);
@@ -132,12 +141,12 @@ fn table_has_36_lines_that_agree_with_the_three_rules() {
             )
         })
         .collect();
-    assert_eq!(specs.len(), 12);
+    assert_eq!(specs.len(), 13);
 
     let table = env.run(&["policy", "table"]);
     table.expect(0);
     let lines = table.lines();
-    assert_eq!(lines.len(), 36, "{table:#?}");
+    assert_eq!(lines.len(), 39, "{table:#?}");
     let mut cells = BTreeSet::new();
     for row in table.json_lines() {
         let level = row["level"].as_str().unwrap();

@@ -447,3 +447,118 @@ fn a_delegated_callee_gets_what_is_left_of_its_callers_deadline() {
         "took {took:?}"
     );
 }
+
+/// Issue 28, point 2: a delegated turn runs the same pipeline as a
+/// top-level one, so a callee that traps reports what a top-level turn
+/// of the same executor reports: the trap and its cause, not just "the
+/// guest trapped".
+///
+/// Positive control: the top-level turn of `panic` ends `Stopped` with no
+/// code and a message that names a cause after "the guest trapped: ".
+#[test]
+fn a_callee_that_traps_reports_the_trap_as_a_top_level_turn_does() {
+    let env = Env::new();
+    let ws = env.mkdir("ws");
+    let h = host(
+        &env,
+        &ws,
+        vec![
+            caller(&env, &["panic"]),
+            Manifest::load(&guest("panic")).unwrap(),
+        ],
+        Level::Full,
+        &[],
+        &[],
+    );
+    let mut direct = TurnRequest::new("panic", "main", "{}");
+    direct.limits.deadline_ms = 60_000;
+    let direct = h.run(direct, &NoOne);
+    let TurnEnd::Stopped {
+        code: None,
+        message,
+        ..
+    } = &direct.end
+    else {
+        panic!("{:?}", direct.end)
+    };
+    let cause = message
+        .strip_prefix("the guest trapped: ")
+        .unwrap_or_else(|| panic!("{message}"));
+    assert!(!cause.is_empty(), "{message}");
+
+    let outcome = call(&h, "panic", serde_json::json!({}));
+    assert_eq!(
+        guest_error(&outcome)["failed"],
+        format!("`panic`: {message}"),
+        "{:?}",
+        outcome.end
+    );
+}
+
+/// Issue 28, point 2: a delegated turn meets the cancel check before it
+/// starts, as a top-level turn does. The cancel switch is set just after
+/// the top-level turn's own check (its first look at the switch): the
+/// callee `write-file` must then not start, and the caller learns
+/// `TURN_CANCELLED` "before it started" (or, if the caller's own clock
+/// tick saw the switch first, the turn is stopped `TURN_CANCELLED`
+/// before it called). Either way nothing is written.
+///
+/// Positive control: the same call with a switch never set writes the
+/// file.
+#[test]
+fn a_callee_does_not_start_once_the_turn_is_cancelled() {
+    let env = Env::new();
+    let ws = env.mkdir("ws");
+    env.mkdir("ws/out");
+    let h = host(
+        &env,
+        &ws,
+        vec![
+            caller(&env, &["write-file"]),
+            Manifest::load(&guest("write-file")).unwrap(),
+        ],
+        Level::Full,
+        &[],
+        &[],
+    );
+    let turn = |name: &str, cancel: gatehouse::host::CancelHandle| {
+        let input = serde_json::json!({
+            "executor": "write-file",
+            "input": {"path": format!("out/{name}.txt"), "content": "x"},
+        })
+        .to_string();
+        let mut request = TurnRequest::new("caller", "main", input);
+        request.limits.deadline_ms = 60_000;
+        request.cancel = cancel;
+        h.run(request, &NoOne)
+    };
+    // Control (and both components compiled): never cancelled, it writes.
+    let warm = turn("warm", gatehouse::host::CancelHandle::new());
+    assert!(warm.is_ok(), "{:?}", warm.end);
+    assert!(ws.join("out/warm.txt").exists());
+
+    let looks = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let seen = looks.clone();
+    let cancel = gatehouse::host::CancelHandle::also_when(move || {
+        seen.fetch_add(1, std::sync::atomic::Ordering::SeqCst) >= 1
+    });
+    let outcome = turn("a", cancel);
+    assert!(!ws.join("out/a.txt").exists(), "{:?}", outcome.end);
+    match &outcome.end {
+        TurnEnd::Ran { .. } => {
+            let error = guest_error(&outcome);
+            assert_eq!(error["denied"]["code"], "TURN_CANCELLED", "{error}");
+            assert_eq!(
+                error["denied"]["reason"], "`write-file`: the turn was cancelled before it started",
+                "{error}"
+            );
+        }
+        TurnEnd::Stopped { .. } => assert_eq!(
+            outcome.code(),
+            Some(gatehouse::policy::DenyCode::TurnCancelled),
+            "{:?}",
+            outcome.end
+        ),
+        other => panic!("{other:?}"),
+    }
+}

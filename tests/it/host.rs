@@ -1087,6 +1087,83 @@ fn a_delegated_turn_waits_for_another_turn_writing_the_same_directory() {
     assert!(ws.join("out/own.txt").exists());
 }
 
+/// Issue 28, point 2: every turn reads the component watch just before
+/// its run, as a delegated turn always did, so a top-level turn that
+/// waited for another turn's write roots runs its component as it is
+/// when its run starts. Turn B writes `out/` and is held (it asks, and
+/// the answer waits); turn A of `write-file` waits for it; meanwhile
+/// `write-file`'s component is replaced (by a rename). A runs the new one.
+///
+/// Positive control: the turn before the replacement ran the original.
+#[test]
+fn a_component_replaced_while_a_turn_waits_for_write_roots_is_the_one_that_runs() {
+    let env = Env::new();
+    let ws = env.mkdir("ws");
+    env.mkdir("ws/out");
+    let dir = env.mkdir("components");
+    let wasm = dir.join("w.wasm");
+    let original = std::fs::read(crate::support::guests::component("write-file")).unwrap();
+    std::fs::write(&wasm, &original).unwrap();
+    let writer = format!(
+        "name = \"write-file\"\ncomponent = \"{}\"\n[[capabilities]]\nname = \"fs:write\"\ntarget = \"out/**\"\n",
+        wasm.display()
+    );
+    let writer = Manifest::load(&env.write("manifests/w.toml", &writer)).unwrap();
+    let holder = format!(
+        "name = \"holder\"\ncomponent = \"{}\"\n[[capabilities]]\nname = \"human:ask\"\n[[capabilities]]\nname = \"fs:write\"\ntarget = \"out/**\"\n",
+        crate::support::guests::component("ask").display()
+    );
+    let holder = Manifest::load(&env.write("manifests/holder.toml", &holder)).unwrap();
+    let h = host_of(&env, &ws, vec![holder, writer], Some(Level::Full));
+    let digest = gatehouse::policy::snapshot::sha256_hex;
+    let (asked_tx, asked_rx) = std::sync::mpsc::channel();
+    let (release_tx, release_rx) = std::sync::mpsc::channel();
+    let gate = std::sync::Arc::new(Gate {
+        asked: asked_tx,
+        release: std::sync::Mutex::new(release_rx),
+    });
+    let hold = || {
+        let mut request = TurnRequest::new("holder", "main", r#"{"question":"hold"}"#);
+        request.asker = Some(gatehouse::sandbox::AskerRef(gate.clone()));
+        h.run(request, &NoOne)
+    };
+    // Both components prepared first (the holder answered at once), so
+    // what follows takes well under a second: the time after which a
+    // component is looked at again whatever its watch says, which would
+    // hide a watch not read.
+    release_tx.send(()).unwrap();
+    assert!(hold().is_ok());
+    asked_rx.recv().unwrap();
+    let write = |name: &str| {
+        let input = format!(r#"{{"path":"out/{name}.txt","content":"x"}}"#);
+        h.run(TurnRequest::new("write-file", "main", &input), &NoOne)
+    };
+    let first = write("first");
+    assert_eq!(ran_digest(&first), digest(&original));
+    // Looked at again by a turn more than that second later: the second
+    // starts again there.
+    std::thread::sleep(Duration::from_millis(1_100));
+    assert_eq!(ran_digest(&write("second")), digest(&original));
+
+    let next = with_section(&original, "after-the-wait");
+    std::thread::scope(|scope| {
+        let b = scope.spawn(hold);
+        asked_rx
+            .recv_timeout(Duration::from_secs(30))
+            .expect("the holder was asked");
+        let a = scope.spawn(|| write("a"));
+        // A has begun (its watch read) and waits for `out/`.
+        std::thread::sleep(Duration::from_millis(200));
+        assert!(!a.is_finished());
+        std::fs::write(dir.join("next.wasm"), &next).unwrap();
+        std::fs::rename(dir.join("next.wasm"), &wasm).unwrap();
+        release_tx.send(()).unwrap();
+        assert!(b.join().unwrap().is_ok());
+        let a = a.join().unwrap();
+        assert_eq!(ran_digest(&a), digest(&next), "{:?}", a.end);
+    });
+}
+
 /// security round 2, item 2: what a guest controls is bounded in the
 /// audit, and a turn's audit is capped in bytes. A guest allowed only
 /// `fs:write out/*.txt` tries 1,000 writes to `out/<a 256 KiB name>`, each

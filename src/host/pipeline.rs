@@ -1,0 +1,484 @@
+//! One pipeline for every turn: a top-level turn and a delegated one
+//! take the same steps from their gate to their run's end, in one
+//! function ([`Kind::pipeline`]); what differs by kind is said step by
+//! step in [`Kind`]'s documentation. Before it, a top-level turn takes its
+//! answers ([`super::turn`]) and a nested one its delegation decision
+//! ([`super::nested`]); after it, each answers with the end in its own
+//! way.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use super::audit::TurnAudit;
+use super::gate::{gate, Gate, TurnInput};
+use super::roots::{Waited, WriteRoots};
+use super::{nested, Answer, Frozen, Inner, Pending, Step, TurnEnd, TurnOutcome, TurnRequest};
+use crate::config::ProviderDef;
+use crate::grants::now_utc;
+use crate::manifest::Manifest;
+use crate::policy::{Capability, DenyCode, UtcTime};
+use crate::sandbox::services::HttpClient;
+use crate::sandbox::{
+    execute, GuestResult, IsolationReport, OnDegraded, Plan, RunError, RunReport, Runnable,
+    Sandbox, Stopped,
+};
+use crate::undo::{TurnJournal, TurnRecord};
+use crate::util::chain;
+
+/// A turn in progress: what it was asked, what it is decided against, and
+/// what it has gathered so far (all of it in the outcome, however it ends).
+pub(super) struct Turn<'a> {
+    pub(super) request: &'a TurnRequest,
+    pub(super) id: &'a str,
+    pub(super) frozen: Arc<Frozen>,
+    pub(super) decisions: Vec<Step>,
+    pub(super) approvals: Vec<Answer>,
+    pub(super) pending: Vec<Pending>,
+    pub(super) pending_id: Option<String>,
+    pub(super) isolation: Option<Arc<IsolationReport>>,
+}
+
+impl<'a> Turn<'a> {
+    /// Turn `id`, asked by `request`, decided against `frozen`: nothing
+    /// gathered yet.
+    pub(super) fn new(request: &'a TurnRequest, id: &'a str, frozen: Arc<Frozen>) -> Turn<'a> {
+        Turn {
+            request,
+            id,
+            frozen,
+            decisions: Vec::new(),
+            approvals: Vec::new(),
+            pending: Vec::new(),
+            pending_id: None,
+            isolation: None,
+        }
+    }
+
+    /// The gate's answer for running `manifest` as the request's actor,
+    /// under its limits, with `approved_once` allowed for this turn only:
+    /// the one place a turn of either kind is gated.
+    pub(super) fn gate(
+        &self,
+        manifest: &Manifest,
+        approved_once: &[(Capability, Option<String>)],
+        now: UtcTime,
+        providers: &[ProviderDef],
+    ) -> Gate {
+        gate(TurnInput {
+            snapshot: &self.frozen.snapshot,
+            actor: &self.request.actor,
+            manifest,
+            turn_id: self.id.to_string(),
+            limits: self.request.limits,
+            approved_once,
+            now,
+            providers,
+        })
+    }
+
+    pub(super) fn end(self, end: TurnEnd) -> TurnOutcome {
+        TurnOutcome {
+            turn: self.id.to_string(),
+            executor: self.request.executor.clone(),
+            actor: self.request.actor.clone(),
+            level: self.frozen.snapshot.level.as_str(),
+            decisions: self.decisions,
+            approvals: self.approvals,
+            pending: self.pending,
+            pending_id: self.pending_id,
+            limits: self.request.limits,
+            isolation: self.isolation,
+            end,
+        }
+    }
+}
+
+/// The kind of turn [`Kind::pipeline`] runs. Every turn takes the same
+/// steps from its gate to its run's report, in this order; what differs
+/// by kind is said at each step:
+///
+/// 1. **The gate** ([`Turn::gate`]): as the request's actor, under its
+///    limits. *Top-level:* with the approvals given. *Nested:* with none,
+///    as the actor the call runs as (its caller decided `ACTOR/EXECUTOR`
+///    first, see [`nested`]).
+/// 2. **The gate's audit.** *Top-level:* in the turn's own audit, once
+///    it is opened at step 6 (a turn refused before that writes only its
+///    denial line). *Nested:* in the caller's audit at once, whatever the
+///    gate answers.
+/// 3. **An approval needed** ends the pipeline ([`Ended::Approval`]).
+///    *Top-level:* the turn is parked and the approver asked (or, with
+///    answers given, it ends `APPROVAL_REQUIRED`). *Nested:* no one can
+///    be asked inside a call: `APPROVAL_REQUIRED`.
+/// 4. **The engine and its isolation refusal** (`ISOLATION_DEGRADED`).
+///    *Top-level:* the engine is built and probed at the first turn that
+///    gets this far. *Nested:* the caller's engine.
+/// 5. **The cancel check, then the write roots** (see [`super::roots`]).
+///    *Top-level:* it waits for its roots as long as it takes.
+///    *Nested:* the roots its callers hold are its own; it waits for the
+///    others until what is left of its caller's deadline.
+/// 6. **Its journal and audit.** *Top-level:* its own, opened now with
+///    the gate's lines and the answers, and finished at the end.
+///    *Nested:* its caller's.
+/// 7. **The services** ([`nested::services`]), at the kind's depth (0 for
+///    a top-level turn).
+/// 8. **The run**, after the component watch is read: the component is
+///    looked at as it is now, perhaps long after the turn began.
+///    *Top-level:* on the request's input and streams. *Nested:* on the
+///    call's input, with no streams.
+/// 9. **The run's end** ([`ran`]), which each kind then answers with in
+///    its own way: a top-level turn's [`TurnOutcome`] (and its denial
+///    line), a nested turn's output or [`NestedError`] for its caller's
+///    guest.
+///
+/// [`NestedError`]: crate::sandbox::services::NestedError
+pub(super) enum Kind<'a> {
+    /// A turn a caller of the host asked for ([`super::Host::begin`]).
+    Top(&'a Inner),
+    /// A turn a guest's `delegate:call` started.
+    Nested(Call<'a>),
+}
+
+/// A delegated call, as [`Kind::Nested`] runs it.
+pub(super) struct Call<'a> {
+    /// What the caller's services are bound to: its engine, audit, write
+    /// roots and the roots it holds.
+    pub scope: &'a nested::Scope,
+    /// The callee as the caller named it (`EXECUTOR` or `ACTOR/EXECUTOR`),
+    /// which the reasons of what ends it name.
+    pub callee: &'a str,
+    /// 1 for a call made by a top-level turn.
+    pub depth: u32,
+    /// The caller's journal, shared with its callees.
+    pub journal: Option<TurnJournal>,
+    /// What is left of the caller's deadline.
+    pub left: Duration,
+}
+
+/// Where [`Kind::pipeline`] ended a turn.
+pub(super) enum Ended {
+    /// The gate needs these approvals (its steps are the turn's
+    /// decisions).
+    Approval(Vec<Pending>),
+    /// Refused before any guest code ran: by the gate, the isolation
+    /// check, the cancel check or the wait for write roots.
+    Refused { code: DenyCode, reason: String },
+    /// Refused by the run itself before any guest code ran (the import
+    /// check, the pinned digest); `digest`: the one the file really has.
+    RunRefused {
+        code: DenyCode,
+        reason: String,
+        digest: Option<String>,
+    },
+    /// The engine could not be started.
+    Failed(String),
+    /// The run's end: it ran, was stopped, or could not be loaded.
+    Ran(TurnEnd),
+}
+
+/// What a turn runs within: its host's engine-side state (a top-level
+/// turn) or its caller's (a nested one).
+struct Within<'k> {
+    manifests: &'k Arc<Vec<Manifest>>,
+    /// `[providers.NAME]`, and how HTTP requests connect.
+    providers: &'k Arc<[ProviderDef]>,
+    http: &'k Arc<HttpClient>,
+    on_degraded: OnDegraded,
+    memory_db: PathBuf,
+    /// The host's write-root lock, which every turn enters.
+    write_roots: &'k Arc<WriteRoots>,
+    /// The write roots the turn's callers hold: a callee may use what
+    /// lies within them without waiting for itself.
+    callers_roots: &'k [PathBuf],
+    /// What is left of the caller's deadline: when the wait for write
+    /// roots ends (two calls that wait on each other's roots end there,
+    /// not never). `None`: a top-level turn waits as long as it takes.
+    left: Option<Duration>,
+    /// 0 for a top-level turn.
+    depth: u32,
+}
+
+/// A turn's audit and journals (see [`Kind::records`]).
+struct Records {
+    audit: Arc<TurnAudit>,
+    /// The turn's own journal, ended with its run: a top-level turn's.
+    own: Option<TurnJournal>,
+    /// Where the run's mutations are journaled.
+    journal: Option<TurnJournal>,
+}
+
+impl Kind<'_> {
+    /// Takes turn `t` from its gate to its run's end (the steps, and how
+    /// they differ by kind, are in [`Kind`]'s documentation).
+    pub(super) fn pipeline(
+        &self,
+        t: &mut Turn<'_>,
+        manifest: &Manifest,
+        approved_once: &[(Capability, Option<String>)],
+        now: UtcTime,
+    ) -> Ended {
+        let answer = t.gate(manifest, approved_once, now, self.within().providers);
+        if let Kind::Nested(call) = self {
+            let (Gate::Denied { steps, .. }
+            | Gate::ApprovalRequired { steps, .. }
+            | Gate::Ready { steps, .. }) = &answer;
+            // Its lines name the actor it is gated as, and its identity
+            // (a delegated callee's own calls run as its actor, not the
+            // turn's).
+            call.scope
+                .audit
+                .record_nested_gate(t.id, &t.frozen.tail(&t.request.actor), steps);
+        }
+        let plan = match answer {
+            Gate::Denied {
+                steps,
+                code,
+                reason,
+            } => {
+                t.decisions = steps;
+                return Ended::Refused { code, reason };
+            }
+            Gate::ApprovalRequired { steps, pending } => {
+                t.decisions = steps;
+                return Ended::Approval(pending);
+            }
+            Gate::Ready { steps, plan } => {
+                t.decisions = steps;
+                plan
+            }
+        };
+        let sandbox = match self.sandbox() {
+            Ok(s) => s,
+            Err(message) => return Ended::Failed(message),
+        };
+        let within = self.within();
+        let isolation = sandbox.isolation_shared();
+        let needs: Vec<Capability> = plan.allowed().iter().map(|a| a.capability).collect();
+        let refusal = isolation.refusal(within.on_degraded, &needs);
+        t.isolation = Some(isolation);
+        if let Some(reason) = refusal {
+            return Ended::Refused {
+                code: DenyCode::IsolationDegraded,
+                reason,
+            };
+        }
+        let cancelled = || Ended::Refused {
+            code: DenyCode::TurnCancelled,
+            reason: self.said("the turn was cancelled before it started"),
+        };
+        if t.request.cancel.is_cancelled() {
+            return cancelled();
+        }
+        // One writer per place at a time (see `super::roots`).
+        let held = match within.write_roots.enter_within(
+            plan.write_roots(),
+            within.callers_roots,
+            &t.request.cancel,
+            within.left.map(|left| Instant::now() + left),
+        ) {
+            Ok(held) => held,
+            Err(Waited::Cancelled) => return cancelled(),
+            Err(Waited::Deadline) => {
+                return Ended::Refused {
+                    code: DenyCode::LimitDeadline,
+                    reason: self
+                        .said("its deadline passed while another turn wrote where it would write"),
+                }
+            }
+        };
+        let records = self.records(t);
+        let services = nested::services(
+            nested::Base {
+                http: within.http,
+                providers: within.providers,
+                memory_db: within.memory_db.clone(),
+                frozen: &t.frozen,
+                audit: &records.audit,
+                request: t.request,
+            },
+            &plan,
+            within.depth,
+            records.journal.clone(),
+            || nested::Scope {
+                manifests: within.manifests.clone(),
+                providers: within.providers.clone(),
+                http: within.http.clone(),
+                on_degraded: within.on_degraded,
+                memory_db: within.memory_db.clone(),
+                frozen: t.frozen.clone(),
+                sandbox: sandbox.clone(),
+                audit: records.audit.clone(),
+                request: t.request.clone(),
+                turn: t.id.to_string(),
+                write_roots: within.write_roots.clone(),
+                held: within
+                    .callers_roots
+                    .iter()
+                    .chain(held.roots())
+                    .cloned()
+                    .collect(),
+            },
+        );
+        // Perhaps long after the turn began (a wait for write roots, a call
+        // late in its caller's run): the component is looked at as it is
+        // now.
+        sandbox.drain_watch();
+        let ended = ran(
+            execute(&sandbox, &plan, &t.request.input, &t.request.io, &services),
+            &plan,
+        );
+        if let Some(journal) = records.own {
+            records.audit.finish();
+            close(&journal, t.id, &ended);
+        }
+        ended
+    }
+
+    /// The engine: a top-level turn's is built (and its isolation probed)
+    /// on first use; a nested turn's is its caller's.
+    fn sandbox(&self) -> Result<Arc<Sandbox>, String> {
+        match self {
+            Kind::Top(inner) => inner.sandbox().cloned().map_err(|e| chain(&e)),
+            Kind::Nested(call) => Ok(call.scope.sandbox.clone()),
+        }
+    }
+
+    /// What the turn runs within: its host's, or its caller's.
+    fn within(&self) -> Within<'_> {
+        match self {
+            Kind::Top(inner) => Within {
+                manifests: &inner.manifests,
+                providers: &inner.providers,
+                http: &inner.http,
+                on_degraded: inner.on_degraded,
+                memory_db: inner.state.state_dir.join("memory.db"),
+                write_roots: &inner.write_roots,
+                callers_roots: &[],
+                left: None,
+                depth: 0,
+            },
+            Kind::Nested(call) => Within {
+                manifests: &call.scope.manifests,
+                providers: &call.scope.providers,
+                http: &call.scope.http,
+                on_degraded: call.scope.on_degraded,
+                memory_db: call.scope.memory_db.clone(),
+                write_roots: &call.scope.write_roots,
+                callers_roots: &call.scope.held,
+                left: Some(call.left),
+                depth: call.depth,
+            },
+        }
+    }
+
+    /// `reason` as the turn's refusal says it: a nested turn's names the
+    /// callee, for the caller's guest that gets it.
+    fn said(&self, reason: &str) -> String {
+        match self {
+            Kind::Top(_) => reason.to_string(),
+            Kind::Nested(call) => format!("`{}`: {reason}", call.callee),
+        }
+    }
+
+    /// The turn's audit, its own journal, and the journal its run's
+    /// mutations go to. A top-level turn opens its audit and journal now,
+    /// the gate's lines and the answers first, and journals its run into
+    /// them (unless its host journals nothing); a nested turn has none of
+    /// its own and writes into its caller's.
+    fn records(&self, t: &Turn<'_>) -> Records {
+        let inner = match self {
+            Kind::Top(inner) => inner,
+            Kind::Nested(call) => {
+                return Records {
+                    audit: call.scope.audit.clone(),
+                    own: None,
+                    journal: call.journal.clone(),
+                }
+            }
+        };
+        let journal = TurnJournal::lazy(
+            &inner.state.history_dir,
+            TurnRecord {
+                turn: t.id.to_string(),
+                executor: t.request.executor.clone(),
+                actor: t.request.actor.clone(),
+                level: t.frozen.snapshot.level.as_str().into(),
+                started_at: now_utc(),
+                finished_at: None,
+                status: "running".into(),
+                undo: "none".into(),
+                args: t.request.io.args.clone(),
+            },
+            Some(inner.audit_log.clone()),
+        );
+        let audit = Arc::new(TurnAudit::new(
+            t.id,
+            t.frozen.tail(&t.request.actor),
+            journal.clone(),
+        ));
+        audit.record_turn_gate(&t.frozen.encoded, &t.decisions, &t.approvals);
+        Records {
+            audit,
+            journal: inner.journaled.then(|| journal.clone()),
+            own: Some(journal),
+        }
+    }
+}
+
+/// The end of a run of `plan`, for a turn of either kind.
+fn ran(ran: Result<RunReport, RunError>, plan: &Plan) -> Ended {
+    let end = match ran {
+        Ok(report) => TurnEnd::Ran {
+            run: Box::new(report),
+        },
+        Err(RunError::Refused { code, reason }) => {
+            // Refused before any guest code ran (the import check, the
+            // pinned digest). The digest is the one the file really has.
+            let digest = match plan.runnable() {
+                Runnable::Component { path, sha256 } => crate::util::sha256_file(path)
+                    .ok()
+                    .or_else(|| sha256.clone()),
+                Runnable::Command { .. } => None,
+            };
+            return Ended::RunRefused {
+                code,
+                reason,
+                digest,
+            };
+        }
+        Err(RunError::Load(e)) => TurnEnd::Invalid { message: chain(&e) },
+        Err(RunError::Stopped(stopped)) => {
+            let Stopped { error, report } = *stopped;
+            TurnEnd::Stopped {
+                code: error.code(),
+                message: chain(&error),
+                run: Some(Box::new(report)),
+            }
+        }
+        Err(e) => TurnEnd::Stopped {
+            code: e.code(),
+            message: chain(&e),
+            run: None,
+        },
+    };
+    Ended::Ran(end)
+}
+
+/// Ends a top-level turn's journal as its run ended: finished with
+/// the run's status, or discarded when no guest code ran.
+fn close(journal: &TurnJournal, id: &str, ended: &Ended) {
+    let status = match ended {
+        Ended::Ran(TurnEnd::Ran { run }) => match run.result {
+            GuestResult::Ok { .. } => "ok",
+            GuestResult::Err { .. } => "error",
+        },
+        Ended::Ran(TurnEnd::Stopped { code, .. }) => code.map_or("error", |c| c.as_str()),
+        _ => {
+            journal.discard();
+            return;
+        }
+    };
+    if let Err(e) = journal.finish(status, now_utc()) {
+        tracing::warn!("turn `{id}`: {}", chain(&e));
+    }
+}
