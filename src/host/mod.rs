@@ -310,6 +310,8 @@ struct Inner {
     http: Arc<crate::sandbox::services::HttpClient>,
     /// `[providers.NAME]`, shared with delegated turns.
     providers: Arc<[crate::config::ProviderDef]>,
+    /// `<state>/memory.db`, opened at the first run that uses it.
+    memory: Arc<crate::memory::MemoryDb>,
     state: StatePaths,
     workspace: String,
     home: Option<PathBuf>,
@@ -451,6 +453,9 @@ impl Host {
         let inner = Inner {
             http,
             providers: options.config.providers.clone().into(),
+            memory: Arc::new(crate::memory::MemoryDb::new(
+                options.state.state_dir.join("memory.db"),
+            )),
             on_degraded: options.on_degraded.unwrap_or(options.config.on_degraded),
             config: options.config,
             state: options.state,

@@ -28,7 +28,7 @@ pub(super) struct Scope {
     pub providers: Arc<[ProviderDef]>,
     pub http: Arc<HttpClient>,
     pub on_degraded: OnDegraded,
-    pub memory_db: PathBuf,
+    pub memory: Arc<crate::memory::MemoryDb>,
     pub frozen: Arc<Frozen>,
     pub sandbox: Arc<Sandbox>,
     pub audit: Arc<TurnAudit>,
@@ -47,7 +47,7 @@ pub(super) struct Scope {
 pub(super) struct Base<'a> {
     pub http: &'a Arc<HttpClient>,
     pub providers: &'a [ProviderDef],
-    pub memory_db: PathBuf,
+    pub memory: Arc<crate::memory::MemoryDb>,
     pub frozen: &'a Arc<Frozen>,
     pub audit: &'a Arc<TurnAudit>,
     pub request: &'a TurnRequest,
@@ -82,7 +82,7 @@ pub(super) fn services(
         Some(Arc::new(Nested(scope())))
     };
     RunServices {
-        memory_db: base.memory_db,
+        memory: base.memory,
         depth,
         journal,
         audit: base.audit.clone(),

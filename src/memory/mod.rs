@@ -1,8 +1,9 @@
 //! The memory store behind `gatehouse:executor/memory`: SQLite in the state
 //! directory (`memory.db`), one namespace per scope.
 //!
-//! The store is opened only for a turn whose plan grants memory, so a
-//! denied turn never creates it. Every write through the binding is
+//! The host holds one [`MemoryDb`] and hands it to the runs whose plan
+//! grants memory; it is opened at the first call that uses it, so a denied
+//! turn never creates it, and a run cannot name another database. Every write through the binding is
 //! journaled ahead of it (`crate::sandbox::bindings::memory`: a journal that cannot
 //! be written fails the write), so `gatehouse undo` reverses it with the
 //! `delete_memory_by_id` pattern, skipping a key changed since.
@@ -34,7 +35,41 @@ pub enum MemoryError {
     BadValue(String),
 }
 
-/// One connection to the memory database; not shared between turns.
+/// The host's memory database: where it is, and its one connection once a
+/// run used it (turns take turns with it).
+#[derive(Debug)]
+pub struct MemoryDb {
+    path: PathBuf,
+    store: std::sync::OnceLock<std::sync::Mutex<MemoryStore>>,
+}
+
+impl MemoryDb {
+    /// The database at `path`, not opened yet.
+    pub fn new(path: PathBuf) -> MemoryDb {
+        MemoryDb {
+            path,
+            store: std::sync::OnceLock::new(),
+        }
+    }
+
+    /// Its connection, opened (and the file created) at the first call.
+    pub fn store(&self) -> Result<std::sync::MutexGuard<'_, MemoryStore>, MemoryError> {
+        if self.store.get().is_none() {
+            let opened = MemoryStore::open(&self.path)?;
+            // Another run may have opened it meanwhile: one is kept.
+            let _ = self.store.set(std::sync::Mutex::new(opened));
+        }
+        match self.store.get() {
+            Some(m) => Ok(crate::util::lock(m)),
+            None => Err(MemoryError::Store {
+                path: self.path.clone(),
+                reason: "it could not be kept open".into(),
+            }),
+        }
+    }
+}
+
+/// One connection to the memory database.
 #[derive(Debug)]
 pub struct MemoryStore {
     path: PathBuf,

@@ -12,7 +12,6 @@
 //! - [`NestedTurn`]: a delegated turn (`delegate:call`), which passes the
 //!   same gate as any turn.
 
-use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
@@ -125,8 +124,9 @@ impl CancelHandle {
 /// run (`host::nested::services`).
 #[derive(Clone)]
 pub struct RunServices {
-    /// The memory database (`<state>/memory.db`).
-    pub memory_db: PathBuf,
+    /// The host's memory database (`<state>/memory.db`), for a plan that
+    /// grants memory: the run cannot name another.
+    pub memory: Arc<crate::memory::MemoryDb>,
     /// How deep in delegated calls this run is (0 for a turn).
     pub depth: u32,
     /// Where mutations are journaled for undo (`None`: not journaled).

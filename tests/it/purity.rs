@@ -211,6 +211,14 @@ fn the_sandbox_opens_no_terminal_and_reads_no_environment() {
                 f.display(),
                 n + 1
             );
+            // The memory database is the host's (`RunServices::memory`):
+            // a run cannot open one by path.
+            assert!(
+                !code.contains("MemoryStore::open") && !code.contains("MemoryDb::new"),
+                "{}:{} opens a memory database by path",
+                f.display(),
+                n + 1
+            );
         }
     }
 }

@@ -5,8 +5,7 @@
 //! memory never opens it.
 
 use std::borrow::Cow;
-use std::path::PathBuf;
-use std::sync::OnceLock;
+use std::sync::Arc;
 
 use serde::Serialize;
 use wasmtime::component::{HasData, Linker};
@@ -14,7 +13,7 @@ use wasmtime::component::{HasData, Linker};
 use super::wit::gatehouse::executor::memory;
 use super::wit::gatehouse::executor::types::{Denial, Error};
 use super::{Prepare, Unit};
-use crate::memory::{MemoryError, MemoryStore};
+use crate::memory::{MemoryDb, MemoryError, MemoryStore};
 use crate::policy::snapshot::sha256_hex;
 use crate::policy::DenyCode;
 use crate::sandbox::HostState;
@@ -31,9 +30,8 @@ pub struct MemoryPart {
 
 /// The memory a run may use.
 pub struct MemoryState {
-    /// The database (`<state>/memory.db`), opened at the first call.
-    db: PathBuf,
-    store: OnceLock<MemoryStore>,
+    /// The host's database, opened at the first call of any run.
+    db: Arc<MemoryDb>,
     pub grant: MemoryPart,
     /// Every write is journaled here before it is made.
     pub journal: Option<TurnJournal>,
@@ -44,13 +42,9 @@ pub struct MemoryState {
 }
 
 impl MemoryState {
-    /// The store, opened now if this is the first call.
-    fn store(&self) -> Result<&MemoryStore, Error> {
-        if let Some(store) = self.store.get() {
-            return Ok(store);
-        }
-        let store = MemoryStore::open(&self.db).map_err(failed)?;
-        Ok(self.store.get_or_init(|| store))
+    /// The store, opened now if this is the host's first call.
+    fn store(&self) -> Result<std::sync::MutexGuard<'_, MemoryStore>, Error> {
+        self.db.store().map_err(failed)
     }
 
     /// Journals `op` ahead of the write; a journal that cannot be written
@@ -111,8 +105,11 @@ impl memory::Host for MemoryView<'_> {
     fn set(&mut self, key: String, value: String) -> Result<(), Error> {
         let m = self.memory_for("set", true)?;
         let scope = m.grant.scope.clone();
-        let previous = m.store()?.get(&scope, &key).map_err(failed)?;
-        if previous.is_none() && m.store()?.count(&scope).map_err(failed)? >= m.max_keys {
+        // One hold of the connection for the read, the journal and the
+        // write: no other run's write comes between.
+        let store = m.store()?;
+        let previous = store.get(&scope, &key).map_err(failed)?;
+        if previous.is_none() && store.count(&scope).map_err(failed)? >= m.max_keys {
             return Err(Error::Denied(Denial {
                 code: DenyCode::LimitMemoryKeys.as_str().into(),
                 reason: format!(
@@ -127,19 +124,20 @@ impl memory::Host for MemoryView<'_> {
             previous,
             value_sha256: sha256_hex(value.as_bytes()),
         })?;
-        m.store()?.set(&scope, &key, &value).map_err(failed)
+        store.set(&scope, &key, &value).map_err(failed)
     }
 
     fn delete(&mut self, key: String) -> Result<bool, Error> {
         let m = self.memory_for("delete", true)?;
         let scope = m.grant.scope.clone();
-        let previous = m.store()?.get(&scope, &key).map_err(failed)?;
+        let store = m.store()?;
+        let previous = store.get(&scope, &key).map_err(failed)?;
         m.journal(Operation::MemoryDelete {
             scope: scope.clone(),
             key: key.clone(),
             previous,
         })?;
-        m.store()?.delete(&scope, &key).map_err(failed)
+        store.delete(&scope, &key).map_err(failed)
     }
 
     fn list(&mut self, prefix: String) -> Result<Vec<String>, Error> {
@@ -168,8 +166,7 @@ impl Unit for Memory {
     /// Hands the guest the part's scope, read and/or write as granted.
     fn prepare(part: &MemoryPart, cx: &mut Prepare<'_>) -> Result<MemoryState, String> {
         Ok(MemoryState {
-            db: cx.services.memory_db.clone(),
-            store: OnceLock::new(),
+            db: cx.services.memory.clone(),
             grant: part.clone(),
             journal: cx.services.journal.clone(),
             max_keys: cx.plan.limits().memory_keys,
