@@ -350,8 +350,8 @@ mod tests {
                 level: "Supervised".into(),
                 started_at: time,
                 finished_at: None,
-                status: "running".into(),
-                undo: "none".into(),
+                status: crate::undo::TurnStatus::Running,
+                undo: crate::undo::UndoState::None,
                 args: Vec::new(),
             },
             Some(log.clone()),
@@ -365,7 +365,7 @@ mod tests {
             Some(c) => audit.record_turn_gate(c, steps, &[]),
             None => audit.record_gate(steps, &[]),
         }
-        journal.finish("ok", time).unwrap();
+        journal.finish(crate::undo::TurnStatus::Ok, time).unwrap();
         std::fs::read_to_string(log.path()).unwrap()
     }
 

@@ -23,7 +23,7 @@ use crate::sandbox::{
     execute, GuestResult, IsolationReport, OnDegraded, Plan, RunError, RunReport, Runnable,
     Sandbox, Stopped,
 };
-use crate::undo::{TurnJournal, TurnRecord};
+use crate::undo::{TurnJournal, TurnRecord, TurnStatus, UndoState};
 use crate::util::chain;
 
 /// A turn in progress: what it was asked, what it is decided against, and
@@ -405,8 +405,8 @@ impl Kind<'_> {
                 level: t.frozen.snapshot.level.as_str().into(),
                 started_at: now_utc(),
                 finished_at: None,
-                status: "running".into(),
-                undo: "none".into(),
+                status: TurnStatus::Running,
+                undo: UndoState::None,
                 args: t.request.io.args.clone(),
             },
             Some(inner.audit_log.clone()),
@@ -469,10 +469,12 @@ fn ran(ran: Result<RunReport, RunError>, plan: &Plan) -> Ended {
 fn close(journal: &TurnJournal, id: &str, ended: &Ended) {
     let status = match ended {
         Ended::Ran(TurnEnd::Ran { run }) => match run.result {
-            GuestResult::Ok { .. } => "ok",
-            GuestResult::Err { .. } => "error",
+            GuestResult::Ok { .. } => TurnStatus::Ok,
+            GuestResult::Err { .. } => TurnStatus::Error,
         },
-        Ended::Ran(TurnEnd::Stopped { code, .. }) => code.map_or("error", |c| c.as_str()),
+        Ended::Ran(TurnEnd::Stopped { code, .. }) => {
+            code.map_or(TurnStatus::Error, TurnStatus::Stopped)
+        }
         _ => {
             journal.discard();
             return;

@@ -133,13 +133,90 @@ pub struct TurnRecord {
     pub started_at: UtcTime,
     pub finished_at: Option<UtcTime>,
     /// `running` until the turn ends; `ok`, `error` or a limit code after.
-    pub status: Cow<'static, str>,
+    pub status: TurnStatus,
     /// `none`, `undone` or `partly_undone`.
-    pub undo: Cow<'static, str>,
+    pub undo: UndoState,
     /// A command's `argv[1..]` (`gatehouse run X -- ARGS`); absent when
     /// there were none.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub args: Vec<String>,
+}
+
+/// Where a turn is: written as `running`, `ok`, `error`, or the code that
+/// stopped it (`LIMIT_DEADLINE`, …), as `turn.json` and the audit always
+/// had it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(into = "String", try_from = "String")]
+pub enum TurnStatus {
+    /// The turn has not ended (or its process died before it did).
+    Running,
+    /// The guest returned its output.
+    Ok,
+    /// The guest returned an error, or the run failed without a code.
+    Error,
+    /// A limit or a cancel stopped the run.
+    Stopped(crate::policy::DenyCode),
+}
+
+impl TurnStatus {
+    /// The stable string.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TurnStatus::Running => "running",
+            TurnStatus::Ok => "ok",
+            TurnStatus::Error => "error",
+            TurnStatus::Stopped(code) => code.as_str(),
+        }
+    }
+}
+
+impl std::fmt::Display for TurnStatus {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl From<TurnStatus> for String {
+    fn from(s: TurnStatus) -> String {
+        s.as_str().to_string()
+    }
+}
+
+impl TryFrom<String> for TurnStatus {
+    type Error = String;
+    fn try_from(s: String) -> Result<TurnStatus, String> {
+        Ok(match s.as_str() {
+            "running" => TurnStatus::Running,
+            "ok" => TurnStatus::Ok,
+            "error" => TurnStatus::Error,
+            code => TurnStatus::Stopped(
+                crate::policy::DenyCode::from_name(code)
+                    .ok_or_else(|| format!("unknown turn status `{code}`"))?,
+            ),
+        })
+    }
+}
+
+/// What undo did to a turn.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum UndoState {
+    /// Not undone.
+    None,
+    /// Every operation was reversed.
+    Undone,
+    /// Some operations could not be reversed (changed since, say).
+    PartlyUndone,
+}
+
+impl std::fmt::Display for UndoState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            UndoState::None => "none",
+            UndoState::Undone => "undone",
+            UndoState::PartlyUndone => "partly_undone",
+        })
+    }
 }
 
 /// The writer of one turn's history, shared by the host interfaces of the
@@ -363,14 +440,14 @@ impl TurnJournal {
     /// Ends the turn with `status`: rewrites `turn.json` when the turn has
     /// a directory, else appends its audit record (the turn record and its
     /// decisions, one line) to the host's audit log. Once only.
-    pub fn finish(&self, status: &'static str, now: UtcTime) -> Result<(), HistoryError> {
+    pub fn finish(&self, status: TurnStatus, now: UtcTime) -> Result<(), HistoryError> {
         let mut inner = self.lock()?;
         if inner.finished {
             return Ok(());
         }
         inner.finished = true;
         inner.record.finished_at = Some(now);
-        inner.record.status = Cow::Borrowed(status);
+        inner.record.status = status;
         if inner.open.is_some() {
             return write_json(&self.dir.join("turn.json"), &inner.record);
         }

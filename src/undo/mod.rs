@@ -22,7 +22,9 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 
 pub use append::AppendLog;
-pub use journal::{AuditRecord, Entry, HistoryError, Operation, TurnJournal, TurnRecord};
+pub use journal::{
+    AuditRecord, Entry, HistoryError, Operation, TurnJournal, TurnRecord, TurnStatus, UndoState,
+};
 pub use prune::{prune, LogKind, PruneReport};
 
 use crate::memory::MemoryStore;
@@ -236,7 +238,7 @@ impl History {
         };
         let record_path = dir.join("turn.json");
         let mut record = journal::read_record(&record_path)?;
-        if record.undo != "none" {
+        if record.undo != UndoState::None {
             return Ok(UndoReport {
                 turn: turn.to_string(),
                 dry_run,
@@ -270,7 +272,11 @@ impl History {
         }
         if !dry_run {
             let all_done = steps.iter().all(|s| s.status == UndoStatus::Done);
-            record.undo = if all_done { "undone" } else { "partly_undone" }.into();
+            record.undo = if all_done {
+                UndoState::Undone
+            } else {
+                UndoState::PartlyUndone
+            };
             journal::write_record(&record_path, &record)?;
         }
         Ok(UndoReport {
