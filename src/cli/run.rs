@@ -2,7 +2,7 @@
 
 use std::path::Path;
 
-use serde_json::json;
+use serde::Serialize;
 
 use gatehouse::host::{
     Approver, CancelHandle, EngineKind, GuestResult, Host, HostError, HostOptions, Limits, NoOne,
@@ -229,55 +229,105 @@ fn exit_of(outcome: &TurnOutcome) -> (Exit, bool) {
     }
 }
 
+/// The `run --json` line: the outcome, with what the process made of it
+/// (whether the guest ran, the exit code). Its fields are stable (issue
+/// 28): added to, never renamed.
+#[derive(Serialize)]
+struct RunLine<'a> {
+    turn: &'a str,
+    executor: &'a str,
+    actor: &'a str,
+    level: &'a str,
+    decisions: &'a [Step],
+    limits: &'a Limits,
+    ran: bool,
+    exit_code: i32,
+    guest_exit_code: Option<i32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    isolation: Option<&'a gatehouse::sandbox::IsolationReport>,
+    #[serde(skip_serializing_if = "<[_]>::is_empty")]
+    approvals: &'a [gatehouse::host::Answer],
+    /// The pending approval the turn left, or was answered by.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pending_id: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    code: Option<DenyCode>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    reason: Option<&'a str>,
+    #[serde(skip_serializing_if = "<[_]>::is_empty")]
+    pending: &'a [gatehouse::host::Pending],
+    #[serde(skip_serializing_if = "Option::is_none")]
+    error: Option<RunLineError<'a>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    run: Option<&'a RunReport>,
+}
+
+/// A turn that ended with no guest result: its code, if any, and why.
+#[derive(Serialize)]
+struct RunLineError<'a> {
+    code: Option<DenyCode>,
+    message: &'a str,
+}
+
+impl<'a> RunLine<'a> {
+    fn of(outcome: &'a TurnOutcome, ran: bool, exit: Exit) -> RunLine<'a> {
+        let mut line = RunLine {
+            turn: &outcome.turn,
+            executor: &outcome.executor,
+            actor: &outcome.actor,
+            level: outcome.level,
+            decisions: &outcome.decisions,
+            limits: &outcome.limits,
+            ran,
+            exit_code: exit.code(),
+            guest_exit_code: None,
+            isolation: outcome.isolation.as_deref(),
+            approvals: &outcome.approvals,
+            pending_id: outcome.pending_id.as_deref(),
+            code: None,
+            reason: None,
+            pending: &[],
+            error: None,
+            run: None,
+        };
+        match &outcome.end {
+            TurnEnd::Refused { code, reason } => {
+                line.code = Some(*code);
+                line.reason = Some(reason);
+                line.pending = &outcome.pending;
+            }
+            TurnEnd::Invalid { message } | TurnEnd::Failed { message } => {
+                line.error = Some(RunLineError {
+                    code: None,
+                    message,
+                });
+            }
+            TurnEnd::Stopped { code, message, run } => {
+                line.error = Some(RunLineError {
+                    code: *code,
+                    message,
+                });
+                line.run = run.as_deref();
+            }
+            TurnEnd::Ran { run } => {
+                line.guest_exit_code = run.exit_code;
+                line.run = Some(run);
+            }
+        }
+        line
+    }
+}
+
 /// Prints a turn's outcome and picks the exit code.
 pub(super) fn report(ctx: &Context, outcome: &TurnOutcome, verbose: bool) -> CmdResult {
     let (exit, ran) = exit_of(outcome);
     if ctx.json {
-        let mut v = json!({
-            "turn": outcome.turn,
-            "executor": outcome.executor,
-            "actor": outcome.actor,
-            "level": outcome.level,
-            "decisions": outcome.decisions,
-            "limits": outcome.limits,
-            "ran": ran,
-            "exit_code": exit.code(),
-            "guest_exit_code": null,
-        });
-        if let Some(i) = &outcome.isolation {
-            v["isolation"] = json!(i);
+        if let TurnEnd::Stopped { message, .. } = &outcome.end {
+            err(format!("gatehouse: {message}"));
         }
-        if !outcome.approvals.is_empty() {
-            v["approvals"] = json!(outcome.approvals);
-        }
-        // The pending approval the turn left, or was answered by.
-        if let Some(id) = &outcome.pending_id {
-            v["pending_id"] = json!(id);
-        }
-        match &outcome.end {
-            TurnEnd::Refused { code, reason } => {
-                v["code"] = json!(code);
-                v["reason"] = json!(reason);
-                if !outcome.pending.is_empty() {
-                    v["pending"] = json!(outcome.pending);
-                }
-            }
-            TurnEnd::Invalid { message } | TurnEnd::Failed { message } => {
-                v["error"] = json!({"code": null, "message": message});
-            }
-            TurnEnd::Stopped { code, message, run } => {
-                v["error"] = json!({"code": code, "message": message});
-                err(format!("gatehouse: {message}"));
-                if let Some(run) = run {
-                    v["run"] = serde_json::to_value(run).unwrap_or_default();
-                }
-            }
-            TurnEnd::Ran { run } => {
-                v["guest_exit_code"] = json!(run.exit_code);
-                v["run"] = serde_json::to_value(run).unwrap_or_default();
-            }
-        }
-        out_json(&v);
+        // Through a value: its keys are sorted, as the line always had
+        // them.
+        out_json(&serde_json::to_value(RunLine::of(outcome, ran, exit)).unwrap_or_default());
         return Ok(exit);
     }
     let command = match &outcome.end {
