@@ -239,6 +239,13 @@ pub struct NewArgs {
     /// component exporting `run`.
     #[arg(long)]
     pub command: bool,
+    /// An executor that calls a web API through `wasi:http` (the `wasi`
+    /// crate): one GET of the input's `url`, under a `network:sites` URL
+    /// pattern with `methods = ["GET"]` in its executor.toml. The host
+    /// decides every request, does the TLS, and adds an API key
+    /// (`provider:access`) the guest never sees.
+    #[arg(long, conflicts_with = "command")]
+    pub http: bool,
     /// Where to write it (default: `./NAME`); must not exist or be empty.
     #[arg(long, value_name = "DIR")]
     pub dir: Option<PathBuf>,

@@ -109,6 +109,8 @@ pub fn new(ctx: &Context, args: NewArgs) -> CmdResult {
         .unwrap_or_else(|| Path::new(&args.name).to_path_buf());
     let kind = if args.command {
         Kind::Command
+    } else if args.http {
+        Kind::Http
     } else {
         Kind::Executor
     };

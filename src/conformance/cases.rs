@@ -22,6 +22,7 @@ fn cap(name: &'static str, target: &str) -> Cap {
         name,
         target: Some(target.to_string()),
         mount: None,
+        methods: None,
     }
 }
 
@@ -30,6 +31,7 @@ fn pure() -> Vec<Cap> {
         name: "compute:pure",
         target: None,
         mount: None,
+        methods: None,
     }]
 }
 
@@ -440,6 +442,7 @@ fn both_worlds(w: World, out: &mut Vec<Case>) {
             name: "time:read",
             target: None,
             mount: None,
+            methods: None,
         }],
         &["clock-real"],
         output("ok wall and monotonic clocks are real\n"),
@@ -545,6 +548,7 @@ fn p2_only(out: &mut Vec<Case>) {
     ok.args = vec!["tcp-ok".into(), "127.0.0.1:{port}".into()];
     ok.expect = output("ok connected to `127.0.0.1:{port}`\n");
     out.push(ok);
+    http_cases(out);
     // The existing limit guests, as components.
     for (name, guest, code) in [
         (
@@ -659,6 +663,98 @@ fn p2_only(out: &mut Vec<Case>) {
         suffix: " ok, 0 failed\n".to_string(),
     };
     out.push(c);
+}
+
+/// The grant of every `http.` case: one plain-HTTP URL pattern on the
+/// runner's server (`{http}`), GET only. The suite has no TLS CA, so the
+/// pattern names `http://` (which a host-only target never allows).
+const HTTP_GRANT: &str = "http://127.0.0.1:{http}/ok/**";
+
+/// The answer of the runner's server to a GET of `/ok/item`: its request
+/// line is the body, so the output proves what the server received.
+const HTTP_GRANTED_OUTPUT: &str =
+    r#"{"body":"GET /ok/item HTTP/1.1","headers":{"content-length":"21"},"status":200}"#;
+
+/// wasi:http through `fetch`, under [`HTTP_GRANT`]: each refusal must
+/// reach the guest as `HttpRequestDenied` with nothing received by either
+/// of the runner's servers (the runner checks), and the control must get
+/// its answer from the granted one.
+fn http_cases(out: &mut Vec<Case>) {
+    let grant = || {
+        vec![Cap {
+            name: "network:sites",
+            target: Some(HTTP_GRANT.to_string()),
+            mount: None,
+            methods: Some(&["GET"]),
+        }]
+    };
+    let case = |name: &str, half: Half, input: serde_json::Value, expect: Expect| {
+        let mut c = base(format!("{name}.p2"), half, World::P2, "fetch.wasm");
+        c.caps = grant();
+        c.input = input.to_string();
+        c.special = Some(Special::HttpServers);
+        c.expect = expect;
+        c
+    };
+    let granted = "http://127.0.0.1:{http}/ok/item";
+    out.push(case(
+        "http.granted-get",
+        Half::Correct,
+        serde_json::json!({ "url": granted }),
+        output(HTTP_GRANTED_OUTPUT),
+    ));
+    let denied = || output(r#"{"error":"HttpRequestDenied"}"#);
+    let refusals: [(&str, serde_json::Value); 9] = [
+        (
+            "http.other-path",
+            serde_json::json!({"url": "http://127.0.0.1:{http}/secret"}),
+        ),
+        // `/ok/**` ends at a segment boundary: `/okay` is not under it.
+        (
+            "http.sibling-prefix",
+            serde_json::json!({"url": "http://127.0.0.1:{http}/okay"}),
+        ),
+        (
+            "http.other-port",
+            serde_json::json!({"url": "http://127.0.0.1:{http_other}/ok/item"}),
+        ),
+        // Without a body: `fetch` writes a body only after the request
+        // was handed over, and a refused one's body stream is closed.
+        (
+            "http.method-not-granted",
+            serde_json::json!({"url": granted, "method": "POST"}),
+        ),
+        // The guest sends the path as written: the host must refuse the
+        // segment, not resolve it to `/secret` (nor match it as `/ok/…`).
+        (
+            "http.dotdot-segment",
+            serde_json::json!({"url": "http://127.0.0.1:{http}/ok/../secret"}),
+        ),
+        (
+            "http.encoded-dotdot-segment",
+            serde_json::json!({"url": "http://127.0.0.1:{http}/ok/%2e%2e/secret"}),
+        ),
+        // The granted address as userinfo, in front of the other port's.
+        (
+            "http.userinfo",
+            serde_json::json!({"url": "http://127.0.0.1:{http}@127.0.0.1:{http_other}/ok/item"}),
+        ),
+        // HTTPS where only `http://` is granted (the scheme is part of
+        // the grant, both ways).
+        (
+            "http.scheme-not-granted",
+            serde_json::json!({"url": "https://127.0.0.1:{http}/ok/item"}),
+        ),
+        // A name for the granted address: the grant names the address,
+        // and a name is not it, whatever it resolves to.
+        (
+            "http.name-for-granted-address",
+            serde_json::json!({"url": "http://localhost:{http}/ok/item"}),
+        ),
+    ];
+    for (name, input) in refusals {
+        out.push(case(name, Half::Holds, input, denied()));
+    }
 }
 
 /// A part of the residue case: `guest` as a p2 component with

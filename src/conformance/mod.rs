@@ -23,6 +23,7 @@
 mod cases;
 mod guests;
 mod runner;
+mod server;
 
 use serde::Serialize;
 
@@ -86,6 +87,9 @@ pub struct Cap {
     pub target: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub mount: Option<&'static str>,
+    /// `network:sites` only: the HTTP methods allowed (any when `None`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub methods: Option<&'static [&'static str]>,
 }
 
 /// Something a case does besides running its guest once.
@@ -105,6 +109,12 @@ pub enum Special {
     /// The component file is a module precompiled by another engine
     /// (wasmtime's default configuration), not WebAssembly.
     Precompiled,
+    /// The suite's two plain HTTP servers on 127.0.0.1 (`{http}`, the
+    /// granted one, and `{http_other}`) watch the case: an attack is
+    /// broken when either receives a request, whatever the guest saw; a
+    /// program must reach the granted one exactly once and the other
+    /// never.
+    HttpServers,
 }
 
 /// The one outcome a case must end in.
@@ -172,8 +182,8 @@ pub struct Case {
     /// The guest file (`cf_attack.wasm`, `fetch.wasm`, ...).
     pub guest: &'static str,
     pub caps: Vec<Cap>,
-    /// argv after argv[0]; `{outside}`, `{port}`, `{port6}` and
-    /// `{neighbour}` (and, in `input`, cap targets and `tools`, `{probe}`:
+    /// argv after argv[0]; `{outside}`, `{port}`, `{port6}`,
+    /// `{neighbour}`, `{http}` and `{http_other}` (and, in `input`, cap targets and `tools`, `{probe}`:
     /// the native probe `gatehouse-exec-probe` copied into the workspace)
     /// are replaced when the case runs.
     pub args: Vec<String>,

@@ -15,6 +15,7 @@ use crate::host::{
 use crate::manifest::Manifest;
 use crate::policy::{DenyCode, Level};
 
+use super::server::HttpServers;
 use super::{classify, Case, GuestSet, Half, Observed, Special, Verdict, World};
 
 /// What the suite is run with.
@@ -163,8 +164,19 @@ impl Ports {
 
 /// `text` with the case's placeholders filled in; `None` when one of them
 /// has no value here (no IPv6 loopback).
-fn fill(text: &str, outside: &Path, ports: Option<&Ports>) -> Option<String> {
+fn fill(
+    text: &str,
+    outside: &Path,
+    ports: Option<&Ports>,
+    http: Option<&HttpServers>,
+) -> Option<String> {
     let mut t = text.replace("{outside}", &outside.display().to_string());
+    if t.contains("{http}") || t.contains("{http_other}") {
+        let h = http?;
+        t = t
+            .replace("{http}", &h.port().to_string())
+            .replace("{http_other}", &h.other_port().to_string());
+    }
     if t.contains("{port}") || t.contains("{neighbour}") || t.contains("{port6}") {
         let p = ports?;
         t = t
@@ -229,12 +241,23 @@ pub fn run(options: Options) -> Result<Report, RunError> {
     let (isolation, _) =
         isolation_report(&config, &state, EngineKind::OneShot).map_err(RunError::Engine)?;
     let ports = Ports::open();
+    // Started only for a run that has `http.` cases: two threads on
+    // 127.0.0.1 for as long as the suite runs.
+    let http = if cases
+        .iter()
+        .any(|c| c.special == Some(Special::HttpServers))
+    {
+        Some(HttpServers::start().map_err(|e| e.to_string()))
+    } else {
+        None
+    };
     let suite = Suite {
         root: &root,
         state: &state,
         config: &config,
         guests: &options.guests,
         ports: ports.as_ref(),
+        http: http.as_ref(),
         isolation: &isolation,
     };
     let mut records = Vec::new();
@@ -295,6 +318,9 @@ struct Suite<'a> {
     config: &'a HostConfig,
     guests: &'a GuestSet,
     ports: Option<&'a Ports>,
+    /// The `http.` cases' servers, when some case of this run needs them
+    /// (or why they could not start).
+    http: Option<&'a Result<HttpServers, String>>,
     isolation: &'a IsolationReport,
 }
 
@@ -390,7 +416,17 @@ impl Suite<'_> {
             Ok(v) => v,
             Err(e) => return (Verdict::Error, format!("cannot set up the case: {e}")),
         };
-        let filled = |t: &str| fill(t, &outside, self.ports);
+        let http = match (case.special, self.http) {
+            (Some(Special::HttpServers), Some(Err(e))) => {
+                return (
+                    Verdict::Error,
+                    format!("cannot start the suite's http servers on 127.0.0.1: {e}"),
+                )
+            }
+            (_, Some(Ok(h))) => Some(h),
+            _ => None,
+        };
+        let filled = |t: &str| fill(t, &outside, self.ports, http);
         let mut case = case.clone();
         let mut args = Vec::new();
         for a in &case.args {
@@ -445,9 +481,14 @@ impl Suite<'_> {
             }
             _ => ws,
         };
+        let mark = http.map(HttpServers::mark);
         let observed = match self.run_case(i, &case, bytes, &workspace, args) {
             Ok(o) => o,
             Err(message) => Observed::Error { message },
+        };
+        let observed = match (case.special, http, mark) {
+            (Some(Special::HttpServers), Some(h), Some(mark)) => h.judge(&case, mark, observed),
+            _ => observed,
         };
         // The operator's `[isolation] on_degraded` refused the turn on this
         // degraded host, as it must: the case cannot say more here.
@@ -504,6 +545,13 @@ impl Suite<'_> {
             }
             if let Some(m) = c.mount {
                 text.push_str(&format!("mount = {}\n", q(m)));
+            }
+            if let Some(methods) = c.methods {
+                let list: Vec<toml::Value> = methods
+                    .iter()
+                    .map(|m| toml::Value::String(m.to_string()))
+                    .collect();
+                text.push_str(&format!("methods = {}\n", toml::Value::Array(list)));
             }
         }
         let path = self.root.join("config").join(format!("{name}.toml"));

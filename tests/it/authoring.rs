@@ -2,8 +2,12 @@
 //! component, `wit`, `new` (built for real and run), `manifest schema`,
 //! and a trap's backtrace.
 
+use std::collections::BTreeMap;
+use std::io::{Read, Write};
+use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::sync::{Arc, Mutex};
 
 use serde_json::{json, Value};
 
@@ -392,14 +396,13 @@ fn cargo_build(dir: &Path) {
     );
 }
 
-/// `gatehouse new` then `gatehouse wit --out` over its `wit/` (the test
-/// that wit-bindgen accepts what `wit` writes), built, checked.
-fn new_crate(env: &Env, name: &str, command: bool) -> PathBuf {
+/// `gatehouse new` (with `flag`: `--command`, `--http`) then `gatehouse
+/// wit --out` over its `wit/` (the test that wit-bindgen accepts what
+/// `wit` writes), built, checked.
+fn new_crate(env: &Env, name: &str, flag: Option<&str>) -> PathBuf {
     let dir = env.root().join("work").join(name);
     let mut args = vec!["new", name, "--dir", s(&dir)];
-    if command {
-        args.push("--command");
-    }
+    args.extend(flag);
     let run = env.run(&args);
     run.expect(0);
     assert_eq!(
@@ -413,7 +416,12 @@ fn new_crate(env: &Env, name: &str, command: bool) -> PathBuf {
     let readme = std::fs::read_to_string(dir.join("README.md")).unwrap();
     assert_eq!(readme.lines().count(), 3, "{readme}");
     let toml = std::fs::read_to_string(dir.join("executor.toml")).unwrap();
-    assert!(toml.contains("name = \"compute:pure\""), "{toml}");
+    let least = if flag == Some("--http") {
+        "name = \"network:sites\""
+    } else {
+        "name = \"compute:pure\""
+    };
+    assert!(toml.contains(least), "{toml}");
     std::fs::remove_dir_all(dir.join("wit")).unwrap();
     env.run(&["wit", "--out", s(&dir.join("wit"))]).expect(0);
     cargo_build(&dir);
@@ -432,7 +440,7 @@ fn new_crate(env: &Env, name: &str, command: bool) -> PathBuf {
 #[test]
 fn authoring_new_executor_builds_passes_check_and_runs() {
     let env = Env::new();
-    let dir = new_crate(&env, "my-tool", false);
+    let dir = new_crate(&env, "my-tool", None);
     let lib = std::fs::read_to_string(dir.join("src/lib.rs")).unwrap();
     assert!(lib.contains("impl Guest for Executor"), "{lib}");
     let cargo = std::fs::read_to_string(dir.join("Cargo.toml")).unwrap();
@@ -474,13 +482,151 @@ fn authoring_new_executor_builds_passes_check_and_runs() {
 #[test]
 fn authoring_new_command_builds_passes_check_and_runs() {
     let env = Env::new();
-    let dir = new_crate(&env, "my-cmd", true);
+    let dir = new_crate(&env, "my-cmd", Some("--command"));
     assert!(dir.join("src/main.rs").is_file());
     // stdin closed, no arguments: the command's own output, exactly.
     env.run(&["run", s(&dir.join("executor.toml"))])
         .expect_stdout(0, &["my-cmd: 0 bytes of input, 0 arguments"]);
     env.run(&["run", s(&dir.join("executor.toml")), "--", "a", "b"])
         .expect_stdout(0, &["my-cmd: 0 bytes of input, 2 arguments"]);
+}
+
+/// A plain HTTP/1.1 server on 127.0.0.1 (no TLS: the grant names
+/// `http://`) that answers every request `200` with `body` and records its
+/// request line.
+fn plain_http_server(body: &'static str) -> (u16, Arc<Mutex<Vec<String>>>) {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let seen: Arc<Mutex<Vec<String>>> = Arc::default();
+    let record = seen.clone();
+    std::thread::spawn(move || {
+        for conn in listener.incoming() {
+            let Ok(mut stream) = conn else { continue };
+            let mut head = Vec::new();
+            let mut buf = [0u8; 1024];
+            while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+                match stream.read(&mut buf) {
+                    Ok(0) | Err(_) => break,
+                    Ok(n) => head.extend_from_slice(&buf[..n]),
+                }
+            }
+            let text = String::from_utf8_lossy(&head).into_owned();
+            record
+                .lock()
+                .unwrap()
+                .push(text.lines().next().unwrap_or_default().to_string());
+            let _ = write!(
+                stream,
+                "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{body}",
+                body.len()
+            );
+        }
+    });
+    (port, seen)
+}
+
+#[test]
+fn authoring_new_http_calls_an_api_through_wasi_http_under_its_grant() {
+    let env = Env::new();
+    // `--help` says what the flag makes; it is not a command as well.
+    let help = env.run(&["new", "--help"]);
+    help.expect(0);
+    assert!(
+        help.stdout.contains("--http")
+            && help
+                .stdout
+                .contains("An executor that calls a web API through `wasi:http`"),
+        "{help:#?}"
+    );
+    let both = env.run(&["new", "x", "--http", "--command"]);
+    assert_ne!(both.code, 0, "{both:#?}");
+    assert!(both.stderr.contains("cannot be used with"), "{both:#?}");
+    let dir = new_crate(&env, "api-tool", Some("--http"));
+    let toml = std::fs::read_to_string(dir.join("executor.toml")).unwrap();
+    assert!(
+        toml.contains(
+            "[[capabilities]]\nname = \"network:sites\"\ntarget = \"https://api.example.com/**\"\nmethods = [\"GET\"]\n"
+        ),
+        "{toml}"
+    );
+    let cargo = std::fs::read_to_string(dir.join("Cargo.toml")).unwrap();
+    assert!(cargo.contains("\nwasi = \"0.14\"\n"), "{cargo}");
+    let readme = std::fs::read_to_string(dir.join("README.md")).unwrap();
+    assert_eq!(
+        readme.lines().last().unwrap(),
+        "Run: `gatehouse run executor.toml --input '{\"url\":\"https://api.example.com/\"}'`"
+    );
+    // `manifest check`: both wasi:http interfaces covered by the grant.
+    let check = env.run(&["manifest", "check", s(&dir.join("executor.toml"))]);
+    check.expect(0);
+    for import in [
+        "wasi:http/types@0.2.12",
+        "wasi:http/outgoing-handler@0.2.12",
+    ] {
+        let line = format!("import   {import}: covered by `network:sites`");
+        assert!(check.lines().contains(&line.as_str()), "{line}: {check:#?}");
+    }
+    // `inspect`: they are the only imports that need a capability, and
+    // that capability is `network:sites`.
+    let wasm = dir.join("target/wasm32-wasip2/release/api_tool.wasm");
+    let inspect = env.run(&["--json", "inspect", s(&wasm)]);
+    inspect.expect(0);
+    let i = &inspect.json_lines()[0];
+    let needing: BTreeMap<&str, &Value> = i["imports"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|x| x["needs"] != json!({"kind": "baseline"}))
+        .map(|x| (x["name"].as_str().unwrap(), &x["needs"]))
+        .collect();
+    let sites = json!({"kind": "capability", "any_of": ["network:sites"]});
+    assert_eq!(
+        needing,
+        BTreeMap::from([
+            ("wasi:http/outgoing-handler@0.2.12", &sites),
+            ("wasi:http/types@0.2.12", &sites),
+        ]),
+        "{i:#}"
+    );
+    let human = env.run(&["inspect", s(&wasm)]);
+    assert!(
+        human.lines().contains(
+            &"import   wasi:http/outgoing-handler@0.2.12  needs `network:sites` (handle)"
+        ),
+        "{human:#?}"
+    );
+    // Against a local plain-HTTP server, with its manifest's grant moved
+    // there: one GET, its answer exactly.
+    let (port, seen) = plain_http_server(r#"{"items":[1,2]}"#);
+    let local = dir.join("local.toml");
+    std::fs::write(
+        &local,
+        toml.replace(
+            "https://api.example.com/**",
+            &format!("http://127.0.0.1:{port}/**"),
+        ),
+    )
+    .unwrap();
+    let ws = env.mkdir("ws");
+    let url = format!("http://127.0.0.1:{port}/v1/items?page=2");
+    let input = json!({ "url": url }).to_string();
+    let (run, v) = run_json(&env, &local, &ws, "Full", &input, &[]);
+    run.expect(0);
+    assert_eq!(
+        v["run"]["result"]["output"], r#"{"body":"{\"items\":[1,2]}","status":200}"#,
+        "{v:#}"
+    );
+    assert_eq!(*seen.lock().unwrap(), ["GET /v1/items?page=2 HTTP/1.1"]);
+    // Control: under the template's own grant (`https://api.example.com`)
+    // the same request is refused before it is sent.
+    let (run, v) = run_json(&env, &dir.join("executor.toml"), &ws, "Full", &input, &[]);
+    run.expect(1);
+    assert_eq!(
+        v["run"]["result"]["error"],
+        json!({"failed": format!("GET `{url}`: ErrorCode::HttpRequestDenied")}),
+        "{v:#}"
+    );
+    assert_eq!(seen.lock().unwrap().len(), 1);
 }
 
 #[test]

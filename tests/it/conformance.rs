@@ -251,6 +251,80 @@ fn conformance_guests_are_embedded_in_the_binary() {
     assert_eq!(v["counts"]["correct"], 2, "{v:#}");
 }
 
+#[test]
+fn conformance_http_cases_hold_and_their_control_is_correct() {
+    // wasi:http through `fetch` under `http://127.0.0.1:PORT/ok/**` with
+    // `methods = ["GET"]`, against the runner's own plain HTTP servers:
+    // the control gets the granted server's answer (its request line as
+    // the body), every other request is refused before it is sent (the
+    // runner judges a case broken when either server received anything).
+    let env = Env::new();
+    let dir = guests_dir();
+    let (code, v) = conformance_json(&env, &["--guests", s(&dir), "--only", "http."]);
+    assert_eq!(code, 0, "{v:#}");
+    let got: BTreeMap<&str, (&str, &str)> = v["records"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            (
+                r["name"].as_str().unwrap(),
+                (
+                    r["verdict"].as_str().unwrap(),
+                    r["observed"].as_str().unwrap(),
+                ),
+            )
+        })
+        .collect();
+    let denied = r#"exit 0, stdout "{\"error\":\"HttpRequestDenied\"}""#;
+    let mut want: BTreeMap<&str, (&str, &str)> = [
+        "http.other-path.p2",
+        "http.sibling-prefix.p2",
+        "http.other-port.p2",
+        "http.method-not-granted.p2",
+        "http.dotdot-segment.p2",
+        "http.encoded-dotdot-segment.p2",
+        "http.userinfo.p2",
+        "http.scheme-not-granted.p2",
+        "http.name-for-granted-address.p2",
+    ]
+    .into_iter()
+    .map(|n| (n, ("held", denied)))
+    .collect();
+    want.insert(
+        "http.granted-get.p2",
+        (
+            "correct",
+            r#"exit 0, stdout "{\"body\":\"GET /ok/item HTTP/1.1\",\"headers\":{\"content-length\":\"21\"},\"status\":200}""#,
+        ),
+    );
+    // `--only` matches by substring: the import cases of both HTTP
+    // clients are in too, refused before they start.
+    for name in ["imports.wasi-http.p2", "imports.sockets-http.p2"] {
+        let (verdict, observed) = got[name];
+        assert_eq!(verdict, "held", "{name}: {observed}");
+        assert!(
+            observed.starts_with("refused IMPORT_NOT_GRANTED: "),
+            "{name}: {observed}"
+        );
+        want.insert(name, (verdict, observed));
+    }
+    assert_eq!(got, want, "{v:#}");
+    assert_eq!(v["counts"]["held"], 11, "{v:#}");
+    assert_eq!(v["counts"]["correct"], 1, "{v:#}");
+    // Each case's manifest as the report gives it: the one grant, GET only.
+    let table = conformance::cases();
+    let granted = table.iter().find(|c| c.name == "http.userinfo.p2").unwrap();
+    assert_eq!(
+        serde_json::to_value(&granted.caps).unwrap(),
+        serde_json::json!([{
+            "name": "network:sites",
+            "target": "http://127.0.0.1:{http}/ok/**",
+            "methods": ["GET"],
+        }])
+    );
+}
+
 /// A deliberately weak host, built here with plain wasmtime and
 /// wasmtime-wasi (no gatehouse): the case's workspace preopened
 /// read-write as `.` whatever the grant says, the environment, the
