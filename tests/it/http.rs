@@ -373,7 +373,7 @@ fn requests_outside_the_grant_are_denied_by_host_port_scheme_method_and_path() {
         &env,
         &m,
         &srv,
-        json!({"url": format!("https://localhost:{p}/v1/x"), "method": "POST"}),
+        json!({"url": format!("https://localhost:{p}/v1/x"), "method": "POST", "body": "never sent"}),
     );
     assert!(other.seen().is_empty());
 }

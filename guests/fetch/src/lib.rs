@@ -179,22 +179,35 @@ fn once(req: &Request) -> Result<(String, bool), Error> {
             Ok(f) => f,
             Err(e) => return error(&e),
         };
+        // A body the host stops taking (a refused request) is not the
+        // guest's failure: the response future says why.
+        let mut unsent = None;
         if let Some(text) = &req.body {
             let stream = body.write().map_err(|()| bad("body stream"))?;
             for chunk in text.as_bytes().chunks(4096) {
-                stream
-                    .blocking_write_and_flush(chunk)
-                    .map_err(|e| Fail::Failed(format!("writing the body: {e:?}")))?;
+                if let Err(e) = stream.blocking_write_and_flush(chunk) {
+                    unsent = Some(format!("writing the body: {e:?}"));
+                    break;
+                }
             }
             drop(stream);
         }
-        OutgoingBody::finish(body, None).map_err(|e| Fail::Failed(format!("{e:?}")))?;
+        if unsent.is_none() {
+            if let Err(e) = OutgoingBody::finish(body, None) {
+                unsent = Some(format!("{e:?}"));
+            }
+        }
         future.subscribe().block();
         let response = match future.get() {
             Some(Ok(Ok(r))) => r,
             Some(Ok(Err(e))) => return error(&e),
-            Some(Err(())) | None => return Err(Fail::Failed("no response".into()).into()),
+            Some(Err(())) | None => {
+                return Err(Fail::Failed(unsent.unwrap_or_else(|| "no response".into())).into())
+            }
         };
+        if let Some(why) = unsent {
+            return Err(Fail::Failed(why).into());
+        }
         let status = response.status();
         let mut got = BTreeMap::new();
         for (k, v) in response.headers().entries() {
