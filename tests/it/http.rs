@@ -670,3 +670,61 @@ fn a_provider_without_a_covering_site_is_refused_at_the_gate() {
     run.expect(2);
     assert_eq!(v["code"], "UNKNOWN_TARGET", "{v:#}");
 }
+
+#[test]
+fn a_provider_s_value_file_must_be_its_owner_s_alone() {
+    use std::os::unix::fs::PermissionsExt;
+    let pki = pki();
+    let srv = server(&pki, None);
+    let p = srv.port;
+    let env = Env::new();
+    let token = env.write("config/gatehouse/token", &format!("{CANARY}\n"));
+    std::fs::set_permissions(&token, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let ca = env.write("config/gatehouse/test-ca.pem", &pki.ca_pem);
+    env.write(
+        "config/gatehouse/gatehouse.toml",
+        &format!(
+            "[actors.main]\nskills = [\"*\"]\n[network]\nca_file = \"{}\"\n[providers.api]\nbase_url = \"https://localhost:{p}/v1\"\nvalue_file = \"{}\"\n",
+            s(&ca),
+            s(&token)
+        ),
+    );
+    let m = fetch_manifest(&env, &[(&format!("localhost:{p}"), None)], &["api"]);
+    let url = format!("https://localhost:{p}/v1/x");
+    // Readable by others: refused, nothing sent, the line says why.
+    let (run, v) = fetch(&env, &m, json!({"url": url}));
+    run.expect(0);
+    assert_eq!(output(&v), json!({"error": "ConfigurationError"}), "{v:#}");
+    assert!(srv.seen().is_empty());
+    let line = http_lines(&env).pop().unwrap();
+    assert_eq!(line["decision"]["code"], "NETWORK_NOT_GRANTED");
+    let reason = line["decision"]["reason"].as_str().unwrap();
+    assert!(
+        reason.contains("mode 644") && reason.contains("0600"),
+        "{reason}"
+    );
+    // Control: mode 0600, the value (without its newline) is sent.
+    std::fs::set_permissions(&token, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let (run, v) = fetch(&env, &m, json!({"url": url}));
+    run.expect(0);
+    assert_eq!(output(&v)["status"], 200, "{v:#}");
+    assert_eq!(
+        srv.seen()[0].headers["authorization"],
+        format!("Bearer {CANARY}")
+    );
+}
+
+#[test]
+fn an_unreadable_ca_file_is_named_and_nothing_runs() {
+    let env = Env::new();
+    env.write(
+        "config/gatehouse/gatehouse.toml",
+        "[actors.main]\nskills = [\"*\"]\n[network]\nca_file = \"/nonexistent/ca.pem\"\n",
+    );
+    let m = fetch_manifest(&env, &[("localhost:1", None)], &[]);
+    let (run, _) = fetch(&env, &m, json!({"url": "https://localhost:1/"}));
+    run.expect_err(
+        1,
+        &["`[network] ca_file` `/nonexistent/ca.pem`: no such file or directory"],
+    );
+}
