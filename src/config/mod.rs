@@ -45,7 +45,7 @@ pub enum ConfigError {
         /// The I/O error, in words.
         reason: String,
     },
-    /// The file is not valid TOML, or has a field of the wrong type or an unknown one.
+    /// The file is not valid TOML, or does not have the configuration's shape.
     #[error("`{path}` is not valid toml: {message}")]
     Parse {
         /// The file.

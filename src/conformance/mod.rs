@@ -198,7 +198,7 @@ pub struct Case {
     pub world: World,
     /// The guest file (`cf_attack.wasm`, `fetch.wasm`, ...).
     pub guest: &'static str,
-    /// The capabilities its manifest declares (granted to the actor too).
+    /// The capabilities its manifest declares.
     pub caps: Vec<Cap>,
     /// argv after argv[0]; `{outside}`, `{port}`, `{port6}` and
     /// `{neighbour}` (and, in `input`, cap targets and `tools`, `{probe}`:
@@ -259,7 +259,7 @@ pub enum Observed {
     },
     /// Ran to its end.
     Ran {
-        /// The exit status (a command's status, for a command).
+        /// The exit status.
         exit: i32,
         /// The guest's stdout.
         stdout: String,

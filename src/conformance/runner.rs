@@ -108,7 +108,7 @@ pub struct Report {
     pub isolation: IsolationReport,
     /// Where the guests came from ([`GuestSet::source`](super::GuestSet::source)).
     pub guests: String,
-    /// Every case run (or skipped), in table order.
+    /// Every case run or skipped.
     pub records: Vec<Record>,
     /// The verdicts of every case.
     pub counts: Counts,

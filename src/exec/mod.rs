@@ -224,7 +224,7 @@ pub enum ExecError {
     /// The working directory is inside no granted root.
     #[error("working directory `{0}` is not inside a granted root")]
     CwdOutsideRoots(String),
-    /// A granted root could not be opened and pinned.
+    /// A granted root could not be pinned, or is no longer what it was.
     #[error("root {0}")]
     Root(#[from] PinError),
     /// The Landlock ruleset could not be built.

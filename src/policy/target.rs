@@ -59,7 +59,7 @@ pub enum TargetError {
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(tag = "kind", content = "value", rename_all = "snake_case")]
 pub enum TargetPattern {
-    /// An absolute path glob (`fs:read`, `fs:write`, …).
+    /// An absolute path glob (`fs:read`, `fs:write`).
     PathGlob(PathGlob),
     /// A host pattern (`network:sites`), optionally `*.`-prefixed and with a port.
     Host(HostPattern),

@@ -34,7 +34,7 @@ pub enum GuestResult {
     },
     /// `run` returned `err(..)`, or a command exited non-zero.
     Err {
-        /// The guest's error as JSON (a command: its status and stderr).
+        /// The guest's error as JSON (a command: its exit status or signal).
         error: serde_json::Value,
     },
 }

@@ -193,7 +193,7 @@ pub struct TurnRecord {
     pub level: Cow<'static, str>,
     /// When the turn started.
     pub started_at: UtcTime,
-    /// When it ended; `None` while it runs (or if it was killed).
+    /// When it ended; `None` while it runs.
     pub finished_at: Option<UtcTime>,
     /// `running` until the turn ends; `ok`, `error` or a limit code after.
     pub status: Cow<'static, str>,
