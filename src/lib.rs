@@ -1,3 +1,4 @@
+#![warn(missing_docs)]
 //! gatehouse: run executors as WebAssembly components in a sandbox built
 //! from a deny-by-default policy.
 //!

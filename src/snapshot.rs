@@ -15,27 +15,44 @@ use crate::util::lower;
 /// Why a snapshot could not be built, written or accepted.
 #[derive(Debug, thiserror::Error)]
 pub enum SnapshotError {
+    /// The configuration could not be read or resolved.
     #[error(transparent)]
     Config(#[from] crate::config::ConfigError),
+    /// A manifest could not be read or is invalid.
     #[error(transparent)]
     Manifest(#[from] crate::manifest::ManifestError),
+    /// A file of the snapshot could not be read or written.
     #[error("cannot {action} `{path}`: {reason}")]
     Io {
+        /// What was being done (`read`, `write`, …).
         action: &'static str,
+        /// The file.
         path: PathBuf,
+        /// The error, in words.
         reason: String,
     },
+    /// `SNAPSHOT_MISMATCH`: the snapshot differs from the policy recomputed from its
+    /// sources.
     #[error("SNAPSHOT_MISMATCH: `{path}`: {reason}")]
-    Mismatch { path: PathBuf, reason: String },
+    Mismatch {
+        /// The snapshot file.
+        path: PathBuf,
+        /// What differs.
+        reason: String,
+    },
 }
 
 /// Everything a snapshot is built from.
 pub struct Sources<'a> {
+    /// The host configuration: level, actors, and the places to protect.
     pub config: &'a HostConfig,
+    /// Where the host's state is (protected from every executor).
     pub state: &'a StatePaths,
+    /// Every executor the snapshot defines.
     pub manifests: &'a [Manifest],
     /// The turn's workspace, canonical.
     pub turn_workspace: &'a str,
+    /// Where `~` in targets points.
     pub home: Option<&'a Path>,
     /// Overrides the configured level.
     pub level: Option<Level>,

@@ -35,8 +35,11 @@ use crate::policy::{
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum CaseStatus {
+    /// Both deciders returned the expected code.
     Pass,
+    /// At least one decider returned something else.
     Fail,
+    /// The case could not be made on this configuration; `reason` says why.
     Skipped,
 }
 
@@ -47,7 +50,9 @@ pub struct CaseResult {
     pub actor: String,
     /// The case's name (`workspace.read_only`).
     pub case: &'static str,
+    /// The request kind the case exercises, the first part of its name (`workspace`).
     pub kind: &'static str,
+    /// The deny code both deciders must return.
     pub expected: DenyCode,
     /// The fixture actor the request was made for (or names), when the
     /// configured actor has no deny path of its own.
@@ -57,8 +62,12 @@ pub struct CaseResult {
     pub got: Option<String>,
     /// The code (or outcome) the second decider (the host) returned.
     pub host_got: Option<String>,
+    /// Whether the case passed, failed or was skipped.
     pub status: CaseStatus,
+    /// The request decided, as JSON; `None` when skipped.
     pub request: Option<serde_json::Value>,
+    /// The decision's reason (the failing decider's, on a failure), or why the case was
+    /// skipped.
     pub reason: String,
 }
 
@@ -67,8 +76,11 @@ pub struct CaseResult {
 pub struct Case {
     /// The configured actor it belongs to.
     pub actor: String,
+    /// The case's name (`workspace.read_only`).
     pub name: &'static str,
+    /// The request kind it exercises, the first part of its name.
     pub kind: &'static str,
+    /// The deny code it must come back with.
     pub expected: DenyCode,
     /// The request, or why it cannot be made.
     pub request: Result<serde_json::Value, String>,
@@ -92,6 +104,7 @@ pub struct FixtureActors {
 /// The fixture actors of every configured actor.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Fixtures {
+    /// The fixture actors, by the name of the configured actor they stand in for.
     pub by_actor: BTreeMap<String, FixtureActors>,
 }
 
@@ -601,12 +614,16 @@ pub fn run(
 /// How many cases passed, failed and were skipped.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct Summary {
+    /// Cases that passed.
     pub passed: usize,
+    /// Cases that failed.
     pub failed: usize,
+    /// Cases that were skipped.
     pub skipped: usize,
 }
 
 impl Summary {
+    /// The counts of `results`.
     pub fn of(results: &[CaseResult]) -> Summary {
         let count = |s| results.iter().filter(|r| r.status == s).count();
         Summary {

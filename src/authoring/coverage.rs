@@ -26,8 +26,11 @@ pub enum ImportStatus {
 /// One import of the component, checked.
 #[derive(Debug, Clone, Serialize)]
 pub struct ImportCheck {
+    /// The import's name (`wasi:filesystem/types@0.2.6`, …).
     pub import: String,
+    /// What it needs to be linked.
     pub needs: Needs,
+    /// Whether the manifest covers it.
     pub status: ImportStatus,
     /// The declared capability that links it.
     pub covered_by: Option<&'static str>,
@@ -39,10 +42,13 @@ pub struct ImportCheck {
 /// One declared capability, in plain words.
 #[derive(Debug, Clone, Serialize)]
 pub struct Explained {
+    /// The capability's registry name.
     pub name: &'static str,
+    /// Its target as the manifest declares it; `None` for a capability that takes none.
     pub target: Option<String>,
     /// What it lets the executor do.
     pub lets: &'static str,
+    /// Whether it is irreversible or high-stakes (write, exec, admin).
     pub critical: bool,
     /// How it is approved, in words.
     pub approval: String,
@@ -55,16 +61,20 @@ pub struct Explained {
 /// The matrix's answer for a capability at one level.
 #[derive(Debug, Clone, Copy, Serialize)]
 pub struct LevelOutcome {
+    /// The level's name (`ReadOnly`, `Supervised`, `Full`).
     pub level: &'static str,
+    /// The matrix cell (`allowed`, `approval_required`, `denied`).
     pub outcome: &'static str,
 }
 
 /// The whole check of a manifest against its component.
 #[derive(Debug, Clone, Serialize)]
 pub struct Coverage {
+    /// Every import of the component, checked.
     pub imports: Vec<ImportCheck>,
     /// Declared capabilities the component cannot use, with why.
     pub unusable: Vec<String>,
+    /// Every declared capability, explained.
     pub capabilities: Vec<Explained>,
 }
 

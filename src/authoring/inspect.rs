@@ -32,7 +32,10 @@ pub enum Needs {
     /// Always linked (`compute:pure`).
     Baseline,
     /// Linked only with one of these capabilities.
-    Capability { any_of: Vec<&'static str> },
+    Capability {
+        /// The capabilities, any one of which links it.
+        any_of: Vec<&'static str>,
+    },
     /// No binding serves it: a component importing it is always refused.
     Unsupported,
 }
@@ -71,6 +74,7 @@ pub struct Import {
     pub name: String,
     /// The functions the interface declares.
     pub functions: Vec<String>,
+    /// What it needs to be linked.
     pub needs: Needs,
     /// The binding of the table that serves it, if any.
     pub binding: Option<&'static str>,
@@ -79,18 +83,24 @@ pub struct Import {
 /// One exported interface or function.
 #[derive(Debug, Clone, Serialize)]
 pub struct Export {
+    /// The interface's name, or a function exported on its own.
     pub name: String,
+    /// The functions it exports.
     pub functions: Vec<String>,
 }
 
 /// What `gatehouse inspect` finds in a file.
 #[derive(Debug, Clone, Serialize)]
 pub struct Inspection {
+    /// The file inspected.
     pub path: PathBuf,
+    /// A component or a core module.
     pub kind: WasmKind,
     /// Whether it exports `wasi:cli/run` (a command: stdin, argv, stdout).
     pub command: bool,
+    /// Every interface or function it imports.
     pub imports: Vec<Import>,
+    /// Every interface or function it exports.
     pub exports: Vec<Export>,
     /// For a core module: the functions it imports, `module.name`.
     #[serde(skip_serializing_if = "Vec::is_empty")]

@@ -22,34 +22,57 @@ use std::path::PathBuf;
 pub enum AuthoringError {
     /// A file the command needs does not exist.
     #[error("`{}` does not exist", path.display())]
-    Missing { path: PathBuf },
+    Missing {
+        /// The file.
+        path: PathBuf,
+    },
     /// A file could not be read.
     #[error("cannot read `{}`", path.display())]
     Read {
+        /// The file.
         path: PathBuf,
+        /// The I/O error.
         #[source]
         source: std::io::Error,
     },
     /// A file or directory could not be written.
     #[error("cannot write `{}`", path.display())]
     Write {
+        /// The file or directory.
         path: PathBuf,
+        /// The I/O error.
         #[source]
         source: std::io::Error,
     },
     /// The file is not a component or core module gatehouse can read.
     #[error("`{}` is not a webassembly component or module: {reason}", path.display())]
-    NotWasm { path: PathBuf, reason: String },
+    NotWasm {
+        /// The file.
+        path: PathBuf,
+        /// Why it could not be read as WebAssembly.
+        reason: String,
+    },
     /// `gatehouse new` was given a name no executor or crate may have.
     #[error("invalid executor name `{name}`: {reason}")]
-    InvalidName { name: String, reason: String },
+    InvalidName {
+        /// The name given.
+        name: String,
+        /// What is wrong with it.
+        reason: String,
+    },
     /// A file to write, or a directory on the way to it below the
     /// directory given, is a symbolic link (security round 2, item 6).
     #[error("`{}` is a symbolic link: refusing to write through it (remove it or give another directory)", path.display())]
-    Symlink { path: PathBuf },
+    Symlink {
+        /// The link.
+        path: PathBuf,
+    },
     /// `gatehouse new` refuses to write into a directory that holds files.
     #[error("directory `{}` exists and is not empty: give a new or empty directory", dir.display())]
-    NotEmpty { dir: PathBuf },
+    NotEmpty {
+        /// The directory.
+        dir: PathBuf,
+    },
 }
 
 impl AuthoringError {

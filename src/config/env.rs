@@ -5,13 +5,21 @@ use std::path::{Path, PathBuf};
 /// The environment variables that change where gatehouse looks.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct HostEnv {
+    /// `$HOME`: where `~` points, and the base of the default directories.
     pub home: Option<PathBuf>,
+    /// `$USER` (else `$LOGNAME`): the default actor's sender.
     pub login: Option<String>,
+    /// `$GATEHOUSE_CONFIG`: the configuration file or directory.
     pub config: Option<PathBuf>,
+    /// `$GATEHOUSE_STATE_DIR`: the state directory.
     pub state_dir: Option<PathBuf>,
+    /// `$GATEHOUSE_GRANTS_DB`: the grants database, wherever the state is.
     pub grants_db: Option<PathBuf>,
+    /// `$GATEHOUSE_HISTORY_DIR`: the history directory, wherever the state is.
     pub history_dir: Option<PathBuf>,
+    /// `$XDG_STATE_HOME`: the state directory is `gatehouse` in it.
     pub xdg_state_home: Option<PathBuf>,
+    /// `$XDG_CONFIG_HOME`: the configuration directory is `gatehouse` in it.
     pub xdg_config_home: Option<PathBuf>,
 }
 
@@ -97,15 +105,21 @@ impl HostEnv {
 /// queue `approvals.db` inside it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StatePaths {
+    /// The state directory.
     pub state_dir: PathBuf,
+    /// The grants database (`grants.db` in the state directory by default).
     pub grants_db: PathBuf,
+    /// The history of turns (`history/` in the state directory by default).
     pub history_dir: PathBuf,
+    /// The compiled-component cache, `cache/` in the state directory.
     pub cache_dir: PathBuf,
     /// The pending-approval queue, always in the state directory.
     pub approvals_db: PathBuf,
 }
 
 impl StatePaths {
+    /// The paths of a state directory, with the grants database and history overridden
+    /// where given.
     pub fn under(
         state_dir: &Path,
         grants_db: Option<PathBuf>,

@@ -37,21 +37,42 @@ use crate::util::lower;
 /// Why a configuration could not be used.
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
+    /// The file could not be read.
     #[error("cannot read `{path}`: {reason}")]
-    Read { path: PathBuf, reason: String },
-    #[error("`{path}` is not valid toml: {message}")]
-    Parse { path: PathBuf, message: String },
-    #[error("`{path}`: field `{field}`: {message}")]
-    Invalid {
+    Read {
+        /// The file.
         path: PathBuf,
-        field: String,
+        /// The I/O error, in words.
+        reason: String,
+    },
+    /// The file is not valid TOML, or does not have the configuration's shape.
+    #[error("`{path}` is not valid toml: {message}")]
+    Parse {
+        /// The file.
+        path: PathBuf,
+        /// The parser's message.
         message: String,
     },
+    /// A field's value is not allowed.
+    #[error("`{path}`: field `{field}`: {message}")]
+    Invalid {
+        /// The file.
+        path: PathBuf,
+        /// The field, as a path in the file (`actors.main.workspaces[0]`, …).
+        field: String,
+        /// What is wrong with it.
+        message: String,
+    },
+    /// A path in a field could not be canonicalized.
     #[error("PATH_RESOLUTION_FAILED: `{path}`: field `{field}`: `{input}` could not be resolved: {reason}")]
     PathResolution {
+        /// The file.
         path: PathBuf,
+        /// The field, as a path in the file.
         field: String,
+        /// The path as written.
         input: String,
+        /// Why it could not be resolved.
         reason: String,
     },
 }
@@ -164,12 +185,20 @@ struct RawWorkspace {
 /// One actor as configured (paths not yet canonical).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ActorConfig {
+    /// The channel and sender its grants are recorded for (default channel `cli`, sender
+    /// the actor's name).
     pub identity: Identity,
+    /// Executors it may run; `*` means any.
     pub skills: Vec<String>,
+    /// Subagents it may use.
     pub subagents: Vec<String>,
+    /// MCP servers it may use.
     pub mcp_servers: Vec<String>,
+    /// Actors it may delegate to.
     pub delegates_to: Vec<String>,
+    /// Memory scopes it may use besides its own `private:<name>`.
     pub memory: Vec<String>,
+    /// Programs and tools it may run (basenames, or full paths).
     pub tools: Vec<String>,
     /// `None`: the turn's workspace, read-write.
     pub workspaces: Option<Vec<(String, WorkspaceMode)>>,
@@ -180,9 +209,11 @@ pub struct ActorConfig {
 pub struct HostConfig {
     /// The file it came from; `None` for the safe default.
     pub source: Option<PathBuf>,
+    /// The autonomy level (`level`).
     pub level: Level,
     /// Absolute (relative entries are taken from the file's directory).
     pub executor_dirs: Vec<PathBuf>,
+    /// The actors, by name.
     pub actors: BTreeMap<String, ActorConfig>,
     /// `[isolation] on_degraded`; default `warn`.
     pub on_degraded: OnDegraded,
@@ -224,7 +255,9 @@ pub struct HostConfig {
 /// `$GATEHOUSE_GRANTS_DB`, `$GATEHOUSE_HISTORY_DIR`.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Places {
+    /// Every place configuration may be found, in the order they are tried.
     pub config: Vec<PathBuf>,
+    /// Every place state may be kept, in the order they are tried.
     pub state: Vec<PathBuf>,
 }
 

@@ -57,6 +57,7 @@ pub enum ValueSource {
 /// at each turn that uses it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ProviderDef {
+    /// The provider's name, the `provider:access` target.
     pub name: String,
     /// `base_url`, or `base_urls`: `scheme://host[:port][/path]`.
     pub base_urls: Vec<String>,
@@ -64,6 +65,7 @@ pub struct ProviderDef {
     pub header: String,
     /// Default `Bearer {value}`.
     pub format: String,
+    /// Where the credential is read from at each turn.
     pub value: ValueSource,
 }
 

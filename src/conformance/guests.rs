@@ -11,10 +11,13 @@ mod embedded {
 /// Why the guests cannot be used.
 #[derive(Debug, thiserror::Error)]
 pub enum GuestsError {
+    /// The `--guests` path is not a directory.
     #[error("`{0}` is not a directory")]
     NotADirectory(PathBuf),
+    /// The directory holds none of the conformance guests.
     #[error("no conformance guests in `{0}`: run `bash setup.sh` in the source tree, then pass `--guests guests/target` (or rebuild gatehouse after it, which embeds them)")]
     NoneInDir(PathBuf),
+    /// This binary was built without the guests embedded.
     #[error("this gatehouse was built without its conformance guests: run `bash setup.sh` in the source tree and rebuild, or pass `--guests DIR` (the source tree's `guests/target`)")]
     NotEmbedded,
 }

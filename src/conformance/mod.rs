@@ -44,6 +44,7 @@ pub enum Half {
 }
 
 impl Half {
+    /// The half's name in the report (`holds`, `correct`).
     pub fn as_str(self) -> &'static str {
         match self {
             Half::Holds => "holds",
@@ -63,6 +64,7 @@ pub enum World {
 }
 
 impl World {
+    /// The world's name in the report and in case names (`p1`, `p2`).
     pub fn as_str(self) -> &'static str {
         match self {
             World::P1 => "p1",
@@ -82,9 +84,13 @@ impl World {
 /// One capability of a case's manifest: `name`, its target and mount.
 #[derive(Debug, Clone, Serialize)]
 pub struct Cap {
+    /// The capability's registry name (`fs:read`, …).
     pub name: &'static str,
+    /// Its target, before the case's placeholders are replaced; `None` for a capability
+    /// that takes none.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub target: Option<String>,
+    /// The guest's name for a path glob's directory (the manifest's `mount`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub mount: Option<&'static str>,
     /// `network:sites` only: the HTTP methods allowed (any when `None`).
@@ -122,16 +128,32 @@ pub enum Special {
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum Expect {
     /// Refused before any guest code ran, with this code.
-    Refused { code: DenyCode },
+    Refused {
+        /// The deny code.
+        code: DenyCode,
+    },
     /// Stopped by this limit once guest code ran.
-    Limit { code: DenyCode },
+    Limit {
+        /// The limit's deny code.
+        code: DenyCode,
+    },
     /// Stopped by a trap of the guest (no limit code).
     Trap,
     /// Ran to its end: this exit status and exactly this stdout.
-    Output { exit: i32, stdout: String },
+    Output {
+        /// The guest's exit status.
+        exit: i32,
+        /// Its whole stdout.
+        stdout: String,
+    },
     /// Ran to its end: this exit status, stdout ending with `suffix` and
     /// no line starting with `FAIL`.
-    OutputEnds { exit: i32, suffix: String },
+    OutputEnds {
+        /// The guest's exit status.
+        exit: i32,
+        /// What its stdout must end with.
+        suffix: String,
+    },
     /// Refused as invalid input (an unreadable component): nothing ran.
     Invalid,
     /// A host command (`code:exec`, through `run-tool`) ran and answered
@@ -139,8 +161,11 @@ pub enum Expect {
     /// `stderr_suffix` (the program's own name in its message depends on
     /// where the host keeps it).
     Command {
+        /// The command's exit status.
         status: i32,
+        /// Its whole stdout.
         stdout: String,
+        /// What its stderr must end with.
         stderr_suffix: String,
     },
 }
@@ -177,10 +202,13 @@ impl Expect {
 pub struct Case {
     /// Unique, stable: `<area>.<attack>.<world>`.
     pub name: String,
+    /// Whether it is an attack that must be held or a program that must succeed.
     pub half: Half,
+    /// Whether the guest is a preview 1 module or a preview 2 component.
     pub world: World,
     /// The guest file (`cf_attack.wasm`, `fetch.wasm`, ...).
     pub guest: &'static str,
+    /// The capabilities its manifest declares.
     pub caps: Vec<Cap>,
     /// argv after argv[0]; `{outside}`, `{port}`, `{port6}`,
     /// `{neighbour}`, `{http}` and `{http_other}` (and, in `input`, cap targets and `tools`, `{probe}`:
@@ -189,13 +217,16 @@ pub struct Case {
     pub args: Vec<String>,
     /// stdin (a command), or `run`'s argument (a component).
     pub input: String,
+    /// What the case does besides running its guest once, if anything.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub special: Option<Special>,
     /// Limits besides the defaults: deadline ms, memory MiB, output KiB.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub deadline_ms: Option<u64>,
+    /// The linear memory cap, in MiB (default: [`crate::sandbox::Limits`]'s).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub memory_mib: Option<usize>,
+    /// The stdout and stderr cap, in KiB (default: [`crate::sandbox::Limits`]'s).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub output_kib: Option<usize>,
     /// Programs the manifest and the actor list in `tools` (a `code:exec`
@@ -212,6 +243,7 @@ pub struct Case {
     /// report's details say it cannot be installed).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub layer: Option<&'static str>,
+    /// The one outcome the case must end in.
     pub expect: Expect,
 }
 
@@ -220,23 +252,40 @@ pub struct Case {
 #[serde(tag = "end", rename_all = "snake_case")]
 pub enum Observed {
     /// Refused before guest code ran.
-    Refused { code: DenyCode, reason: String },
+    Refused {
+        /// The deny code.
+        code: DenyCode,
+        /// The refusal in words.
+        reason: String,
+    },
     /// Stopped after guest code ran: a limit (`code`), a trap, a cancel.
     Stopped {
+        /// The limit's code; `None` for a trap.
         code: Option<DenyCode>,
+        /// What stopped it, in words.
         message: String,
+        /// What the guest wrote to stdout until it was stopped.
         stdout: String,
     },
     /// Ran to its end.
     Ran {
+        /// The exit status.
         exit: i32,
+        /// The guest's stdout.
         stdout: String,
+        /// The guest's stderr.
         stderr: String,
     },
     /// Refused as invalid input: nothing ran, nothing was recorded.
-    Invalid { message: String },
+    Invalid {
+        /// Why, in words.
+        message: String,
+    },
     /// The host failed.
-    Error { message: String },
+    Error {
+        /// What failed, in words.
+        message: String,
+    },
 }
 
 impl Observed {
@@ -315,6 +364,7 @@ pub enum Verdict {
 }
 
 impl Verdict {
+    /// The verdict's name in the report (`held`, `broken`, `correct`, …).
     pub fn as_str(self) -> &'static str {
         match self {
             Verdict::Held => "held",

@@ -26,20 +26,26 @@ pub struct Options {
     pub config: HostConfig,
     /// Only the cases whose name contains this.
     pub only: Option<String>,
+    /// The guest files the cases run (embedded, or from `--guests DIR`).
     pub guests: GuestSet,
 }
 
 /// Why the suite could not run.
 #[derive(Debug, thiserror::Error)]
 pub enum RunError {
+    /// The temporary state and configuration directory could not be made.
     #[error("cannot make the temporary directory `{path}`")]
     TempDir {
+        /// The directory.
         path: PathBuf,
+        /// The I/O error.
         #[source]
         source: std::io::Error,
     },
+    /// The host the cases run in could not be opened.
     #[error("cannot start the engine")]
     Engine(#[source] crate::host::HostError),
+    /// `only` matches no case's name.
     #[error("no case matches `{0}`")]
     NoCase(String),
 }
@@ -47,26 +53,38 @@ pub enum RunError {
 /// One case's result.
 #[derive(Debug, Clone, Serialize)]
 pub struct Record {
+    /// The case's name, `<area>.<attack>.<world>`.
     pub name: String,
+    /// Its half: an attack or a program that must succeed.
     pub half: Half,
+    /// Its guest's world.
     pub world: World,
+    /// What the case's outcome is judged to be.
     pub verdict: Verdict,
     /// What was expected, in the table's terms.
     pub expect: super::Expect,
     /// What happened (for a failure: what was expected and what was seen).
     pub observed: String,
+    /// How long the case took, in milliseconds.
     pub elapsed_ms: u64,
 }
 
 /// Counts of verdicts.
 #[derive(Debug, Clone, Copy, Default, Serialize)]
 pub struct Counts {
+    /// Cases counted.
     pub cases: usize,
+    /// Attacks that ended in their expected outcome.
     pub held: usize,
+    /// Attacks that achieved something.
     pub broken: usize,
+    /// Programs that did exactly what they must.
     pub correct: usize,
+    /// Programs that did not.
     pub incorrect: usize,
+    /// Cases not run: a layer they need is missing here.
     pub skipped: usize,
+    /// Cases that ended in neither outcome, or that the host could not run.
     pub error: usize,
 }
 
@@ -87,14 +105,23 @@ impl Counts {
 /// The suite's result.
 #[derive(Debug, Clone, Serialize)]
 pub struct Report {
+    /// The isolation report of the host the cases ran in.
     pub isolation: IsolationReport,
+    /// Where the guests came from ([`GuestSet::source`](super::GuestSet::source)).
     pub guests: String,
+    /// Every case run or skipped.
     pub records: Vec<Record>,
+    /// The verdicts of every case.
     pub counts: Counts,
+    /// The verdicts of the *holds* half.
     pub holds: Counts,
+    /// The verdicts of the *correct* half.
     pub correct: Counts,
+    /// The verdicts of the preview 1 cases.
     pub p1: Counts,
+    /// The verdicts of the preview 2 cases.
     pub p2: Counts,
+    /// How long the suite took, in milliseconds.
     pub elapsed_ms: u64,
 }
 

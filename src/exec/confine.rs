@@ -199,6 +199,7 @@ pub struct Confinement {
     pub network: bool,
     /// Always: set by the child before Landlock and seccomp are applied.
     pub no_new_privs: bool,
+    /// The limits the command ran under.
     pub limits: ExecLimits,
     /// Canonical directories the command may read.
     pub read_roots: Vec<String>,

@@ -10,7 +10,10 @@ use std::sync::OnceLock;
 pub enum Openat2 {
     /// Opening `.` beneath the directory worked; `escape_refused` says
     /// whether `..` beneath it failed with `EXDEV`, as it must.
-    Works { escape_refused: bool },
+    Works {
+        /// Whether `..` beneath it failed with `EXDEV`.
+        escape_refused: bool,
+    },
     /// The call failed with this errno (`ENOSYS`: no such syscall, or a
     /// seccomp filter hides it; `EPERM`: refused by a seccomp profile).
     Fails(i32),
@@ -57,6 +60,7 @@ impl ProcStatus {
 pub struct HostFacts {
     /// The directory `openat2` was tried on.
     pub openat2_dir: String,
+    /// What `openat2` with `RESOLVE_BENEATH` did on that directory.
     pub openat2: Openat2,
     /// `landlock_create_ruleset(NULL, 0, LANDLOCK_CREATE_RULESET_VERSION)`:
     /// the ABI version, or the errno.

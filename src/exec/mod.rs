@@ -129,6 +129,7 @@ pub struct ExecSpec {
     /// Whether `AF_INET`/`AF_INET6` sockets are allowed (`network:sites`
     /// granted); raw, netlink and packet sockets never are.
     pub network: bool,
+    /// The command's caps: wall-clock timeout, output and rlimits.
     pub limits: ExecLimits,
     /// Written to the command's stdin, which is then closed.
     pub stdin: Vec<u8>,
@@ -172,15 +173,19 @@ pub struct ExecOutcome {
     pub signal: Option<i32>,
     /// Whether the wall-clock timeout killed it.
     pub timed_out: bool,
+    /// What the command wrote to stdout, up to the cap (shown lossily as UTF-8).
     #[serde(serialize_with = "lossy")]
     pub stdout: Vec<u8>,
+    /// What it wrote to stderr, up to the cap (shown lossily as UTF-8).
     #[serde(serialize_with = "lossy")]
     pub stderr: Vec<u8>,
     /// Bytes the command wrote to stdout, kept or not.
     pub stdout_total: u64,
+    /// Bytes the command wrote to stderr, kept or not.
     pub stderr_total: u64,
     /// Whether stdout or stderr was cut at the cap.
     pub truncated: bool,
+    /// How long the command ran, in milliseconds.
     pub elapsed_ms: u64,
     /// What confined the command.
     pub confinement: Confinement,
@@ -194,32 +199,56 @@ fn lossy<S: serde::Serializer>(bytes: &[u8], s: S) -> Result<S::Ok, S::Error> {
 /// [`ExecOutcome`] with its status).
 #[derive(Debug, thiserror::Error)]
 pub enum ExecError {
+    /// The program is not an absolute path.
     #[error("program `{0}` is not an absolute path")]
     ProgramNotAbsolute(String),
+    /// A bare program name is in none of the fixed program directories.
     #[error("program `{0}` is not found in `/usr/local/bin`, `/usr/bin` or `/bin`")]
     ProgramNotFound(String),
     #[error(
         "program `{0}` is not beneath a read root or a system program directory (nothing in a write root is executable)"
     )]
+    /// The program is beneath neither a read root nor a system program directory.
     ProgramOutsideRoots(String),
+    /// A file the program needs to run (its ELF or `#!` interpreter) is beneath a write
+    /// root.
     #[error("`{program}` needs `{file}` to run, which is beneath write root `{root}` (nothing in a write root is executable)")]
     InterpreterInWriteRoot {
+        /// The program.
         program: String,
+        /// The file it needs.
         file: String,
+        /// The write root the file is beneath.
         root: String,
     },
+    /// The working directory is inside no granted root.
     #[error("working directory `{0}` is not inside a granted root")]
     CwdOutsideRoots(String),
+    /// A granted root could not be pinned, or is no longer what it was.
     #[error("root {0}")]
     Root(#[from] PinError),
+    /// The Landlock ruleset could not be built.
     #[error("the landlock ruleset cannot be built: {0}")]
     Landlock(String),
+    /// The seccomp filter could not be built.
     #[error("the seccomp filter cannot be built: {0}")]
     Seccomp(String),
+    /// The child could not be started.
     #[error("`{program}` cannot be started: {reason}")]
-    Spawn { program: String, reason: String },
+    Spawn {
+        /// The program.
+        program: String,
+        /// The error, in words.
+        reason: String,
+    },
+    /// Waiting for the child failed.
     #[error("waiting for `{program}` failed: {reason}")]
-    Wait { program: String, reason: String },
+    Wait {
+        /// The program.
+        program: String,
+        /// The error, in words.
+        reason: String,
+    },
 }
 
 /// The directories a bare program name is looked up in, in order. Fixed,

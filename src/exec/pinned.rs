@@ -44,14 +44,23 @@ impl Eq for PinnedDir {}
 /// Why a directory could not be pinned, or is no longer what it was.
 #[derive(Debug, thiserror::Error)]
 pub enum PinError {
+    /// The path given is not canonical and absolute.
     #[error("`{0}` is not a canonical absolute path")]
     NotCanonical(String),
+    /// The path now resolves to something other than the directory that was pinned.
     #[error("`{0}` no longer resolves to the directory this turn was planned with (a link or another directory is in its place)")]
     Moved(String),
+    /// The path is not an existing directory.
     #[error("`{0}` is not an existing directory")]
     Missing(String),
+    /// The directory could not be opened.
     #[error("`{path}` cannot be opened: {reason}")]
-    Io { path: String, reason: String },
+    Io {
+        /// The directory.
+        path: String,
+        /// The error, in words.
+        reason: String,
+    },
 }
 
 fn identity(fd: &OwnedFd) -> std::io::Result<(u64, u64)> {
@@ -116,10 +125,12 @@ impl PinnedDir {
         &self.path
     }
 
+    /// The open directory's descriptor, borrowed.
     pub fn fd(&self) -> BorrowedFd<'_> {
         self.fd.as_fd()
     }
 
+    /// The open directory's raw descriptor number.
     pub fn raw_fd(&self) -> RawFd {
         self.fd.as_raw_fd()
     }

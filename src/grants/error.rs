@@ -28,7 +28,9 @@ pub enum GrantError {
     /// The target is not a valid pattern for the capability's target kind.
     #[error("invalid target for `{capability}`: {source}")]
     BadTarget {
+        /// The capability.
         capability: Capability,
+        /// Why the target is not a valid pattern.
         #[source]
         source: TargetError,
     },
@@ -37,10 +39,20 @@ pub enum GrantError {
     EmptyIdentity(&'static str),
     /// The requested expiry is not after the recording time.
     #[error("expiry `{expires_at}` is not in the future (now is `{now}`)")]
-    ExpiryNotInFuture { expires_at: UtcTime, now: UtcTime },
+    ExpiryNotInFuture {
+        /// The expiry asked for.
+        expires_at: UtcTime,
+        /// The recording time.
+        now: UtcTime,
+    },
     /// A duration such as `10m` could not be parsed.
     #[error("malformed duration `{value}`: {why}")]
-    BadDuration { value: String, why: &'static str },
+    BadDuration {
+        /// The duration as written.
+        value: String,
+        /// What is wrong with it.
+        why: &'static str,
+    },
     /// No row has this id.
     #[error("no grant with id `{0}`")]
     NoSuchGrant(i64),
@@ -49,32 +61,48 @@ pub enum GrantError {
     AlreadyRevoked(i64),
     /// The file exists but is not an SQLite database.
     #[error("`{}` is not a grants database (file is not a database)", path.display())]
-    NotADatabase { path: PathBuf },
+    NotADatabase {
+        /// The file.
+        path: PathBuf,
+    },
     /// The file is an SQLite database whose `grants` table does not have the
     /// expected columns.
     #[error("`{}` is not a grants database ({why})", path.display())]
-    WrongSchema { path: PathBuf, why: String },
+    WrongSchema {
+        /// The file.
+        path: PathBuf,
+        /// How its `grants` table differs from the expected one.
+        why: String,
+    },
     /// A row holds a value the store cannot read back (a hand-edited
     /// database). Reading that row fails, so it can never count as an
     /// active grant.
     #[error("grant `{id}` in `{}` has a malformed `{column}`: `{value}`", path.display())]
     MalformedRow {
+        /// The database file.
         path: PathBuf,
+        /// The row's id.
         id: i64,
+        /// The column that cannot be read.
         column: &'static str,
+        /// The value it holds.
         value: String,
     },
     /// The parent directory of the database could not be created.
     #[error("cannot create directory `{}`: {}", path.display(), crate::util::lower(&source.to_string()))]
     CreateDir {
+        /// The directory.
         path: PathBuf,
+        /// The I/O error.
         #[source]
         source: std::io::Error,
     },
     /// Any other SQLite failure (I/O, locking, permissions).
     #[error("grants database `{}`: {source}", path.display())]
     Sqlite {
+        /// The database file.
         path: PathBuf,
+        /// SQLite's error.
         #[source]
         source: rusqlite::Error,
     },

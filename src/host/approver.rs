@@ -19,8 +19,11 @@ pub use super::gate::Pending;
 /// What a turn asks approval for.
 #[derive(Debug, Clone, Serialize)]
 pub struct ApprovalRequest {
+    /// The turn's id.
     pub turn: String,
+    /// The executor the turn runs.
     pub executor: String,
+    /// The actor it runs as.
     pub actor: String,
     /// Every capability of the turn that needs an approval.
     pub pending: Vec<Pending>,
@@ -34,12 +37,16 @@ pub struct ApprovalRequest {
 /// client-supplied text: shown escaped).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct Shown {
+    /// The component's sha256 (a command executor: of its argv).
     pub executor_sha256: String,
     /// The first [`super::queue::INPUT_SHOWN`] bytes of the input.
     pub input: String,
+    /// The input's full size, in bytes.
     pub input_bytes: usize,
+    /// A command executor's argv; empty for a component.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub argv: Vec<String>,
+    /// The files the argv's words name, with their sha256, which the approval is bound to.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub files: Vec<super::queue::FileArg>,
 }
@@ -78,7 +85,10 @@ pub enum Choice {
     /// Allow it and record a grant for the actor's identity, valid for
     /// `expires_in_secs` (`None`: until revoked). Refused for an
     /// `always`-class capability (the turn is then denied).
-    Remember { expires_in_secs: Option<u64> },
+    Remember {
+        /// How long the grant lasts, in seconds; `None`: until revoked.
+        expires_in_secs: Option<u64>,
+    },
     /// Refuse it: the turn ends with `APPROVAL_REFUSED`.
     Deny,
     /// No one can answer now: the turn ends with `APPROVAL_REQUIRED`.
@@ -107,6 +117,7 @@ impl Choice {
 /// turn thread, or the caller parks the turn with `Host::begin` and
 /// finishes it with `Host::resume` instead.
 pub trait Approver: Send + Sync {
+    /// One [`Choice`] per item of `request.pending`, in order.
     fn ask(&self, request: &ApprovalRequest) -> Vec<Choice>;
 }
 

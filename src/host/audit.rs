@@ -19,8 +19,10 @@ use crate::undo::TurnJournal;
 /// The snapshot's two hashes, as every audit line carries them.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Hashes {
+    /// The snapshot's `definitionHash`: the actors and executors.
     #[serde(rename = "definitionHash")]
     pub definition: String,
+    /// The snapshot's `policyHash`: the whole frozen policy.
     #[serde(rename = "policyHash")]
     pub policy: String,
 }
@@ -283,27 +285,38 @@ impl AuditSink for TurnAudit {
 /// size.
 #[derive(Debug, Clone, Serialize)]
 pub struct DenialRecord {
+    /// When the request was refused.
     pub time: UtcTime,
+    /// The turn's id (it has no history directory).
     pub turn: String,
+    /// The actor that asked.
     pub actor: String,
+    /// The channel of the actor's identity, if it has one.
     pub channel: Option<String>,
+    /// The sender of the actor's identity, if it has one.
     pub sender: Option<String>,
+    /// The executor asked for.
     pub executor: String,
     /// The component's sha256 when it is known without running anything
     /// (the digest the manifest pins, or the one computed before a
     /// `DIGEST_MISMATCH` or `IMPORT_NOT_GRANTED`).
     pub component_sha256: Option<String>,
+    /// sha256 of the input.
     pub input_sha256: String,
+    /// The input's size, in bytes.
     pub input_bytes: usize,
     /// A command's `argv[1..]`; absent when there were none.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub args: Vec<String>,
+    /// Which rule refused it.
     pub code: DenyCode,
+    /// The refusal in words.
     pub reason: String,
     /// The pending approval the request left in the queue, or that
     /// answered it.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub pending_id: Option<String>,
+    /// The snapshot's two hashes.
     #[serde(flatten)]
     pub hashes: Hashes,
 }

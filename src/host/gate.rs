@@ -23,7 +23,9 @@ use crate::sandbox::{Limits, Parts, Plan, Runnable};
 /// One question asked of the policy, and its answer.
 #[derive(Debug, Clone, Serialize)]
 pub struct Step {
+    /// The request, as the policy decides it.
     pub request: Request,
+    /// The policy's answer.
     pub decision: Decision,
     /// Set when an approval turned `approval_required` into a go.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -33,6 +35,7 @@ pub struct Step {
 /// A capability waiting for a person's approval.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Pending {
+    /// The capability that needs approval.
     pub capability: Capability,
     /// The target where it really is: for a path glob, its literal
     /// directory canonical (every symlink resolved, `~` expanded), its

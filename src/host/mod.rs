@@ -79,12 +79,16 @@ pub use queue::{
 /// Why a host could not be opened or could not keep its state.
 #[derive(Debug, thiserror::Error)]
 pub enum HostError {
+    /// The policy snapshot could not be prepared or verified.
     #[error(transparent)]
     Snapshot(#[from] SnapshotError),
+    /// The grants database could not be opened or read.
     #[error(transparent)]
     Grants(#[from] GrantError),
+    /// The history could not be written or read.
     #[error(transparent)]
     History(#[from] HistoryError),
+    /// The wasmtime engine could not be built.
     #[error("cannot start the engine")]
     Engine(#[source] Arc<wasmtime::Error>),
     /// `[network]` cannot be used (an unreadable or malformed `ca_file`).
@@ -99,7 +103,9 @@ pub enum HostError {
 /// executors beyond the configuration's directories, an engine for a
 /// long-lived host ([`EngineKind::LongLived`]), no pending-approval queue.
 pub struct HostOptions {
+    /// The parsed `gatehouse.toml`: actors, level, limits, isolation, network.
     pub config: HostConfig,
+    /// Where the host keeps its state: grants, history, audit and denial logs, cache.
     pub state: StatePaths,
     /// The canonical workspace of every turn of this host: no request can
     /// change it.
@@ -163,10 +169,13 @@ impl HostOptions {
 /// One turn: actor A asks to run executor E on an input.
 #[derive(Debug, Clone)]
 pub struct TurnRequest {
+    /// The executor to run, by name.
     pub executor: String,
+    /// The actor asking, by name.
     pub actor: String,
     /// The input: `run`'s argument, or a command's stdin.
     pub input: String,
+    /// The sandbox's limits for this turn (default [`Limits::default`]).
     pub limits: Limits,
     /// Cancels the turn from another thread: it ends like a deadline,
     /// with `TURN_CANCELLED`.
@@ -202,8 +211,12 @@ impl TurnRequest {
 /// An approval answer, as the outcome and the audit record it.
 #[derive(Debug, Clone, Serialize)]
 pub struct Answer {
+    /// The capability answered.
     pub capability: Capability,
+    /// Its canonical target, if it takes one.
     pub target: Option<String>,
+    /// The choice as the audit records it (`allow_once`, `allow_and_remember`, `deny`,
+    /// `queue`).
     pub choice: &'static str,
     /// The grant "allow and remember" recorded.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -219,12 +232,23 @@ pub struct Answer {
 #[serde(tag = "end", rename_all = "snake_case")]
 pub enum TurnEnd {
     /// Ended before any guest code ran; one line in `denials.jsonl`.
-    Refused { code: DenyCode, reason: String },
+    Refused {
+        /// Which rule refused it.
+        code: DenyCode,
+        /// The refusal in words.
+        reason: String,
+    },
     /// The guest ran and returned (ok or its own error).
-    Ran { run: Box<RunReport> },
+    Ran {
+        /// The guest's result, output and counters.
+        run: Box<RunReport>,
+    },
     /// The guest started but was stopped: a limit, a trap, a cancel.
     Stopped {
+        /// The limit code (or `TURN_CANCELLED`) that stopped it; `None` for anything else,
+        /// such as a trap.
         code: Option<DenyCode>,
+        /// What stopped it, in words.
         message: String,
         /// What the guest wrote until it was stopped.
         #[serde(skip_serializing_if = "Option::is_none")]
@@ -232,19 +256,31 @@ pub enum TurnEnd {
     },
     /// The request cannot be run as given (an unknown executor, an
     /// unreadable component); nothing was recorded.
-    Invalid { message: String },
+    Invalid {
+        /// What is wrong with the request.
+        message: String,
+    },
     /// The host failed (engine, history).
-    Failed { message: String },
+    Failed {
+        /// What failed.
+        message: String,
+    },
 }
 
 /// Everything a caller learns of a turn.
 #[derive(Debug, Serialize)]
 pub struct TurnOutcome {
+    /// The turn's id (its history directory's name).
     pub turn: String,
+    /// The executor that was asked for.
     pub executor: String,
+    /// The actor that asked.
     pub actor: String,
+    /// The autonomy level the turn was decided at.
     pub level: &'static str,
+    /// Every question asked of the policy, in order, with its answer.
     pub decisions: Vec<Step>,
+    /// The approval answers the turn was given.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub approvals: Vec<Answer>,
     /// What still needs an approval (`APPROVAL_REQUIRED`).
@@ -254,11 +290,13 @@ pub struct TurnOutcome {
     /// with the queue on) or was answered by.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub pending_id: Option<String>,
+    /// The limits the turn ran under.
     pub limits: Limits,
     /// The isolation report; absent when the turn ended before the probe
     /// (a policy denial never probes).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub isolation: Option<Arc<IsolationReport>>,
+    /// How the turn ended.
     #[serde(flatten)]
     pub end: TurnEnd,
 }

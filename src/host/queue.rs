@@ -83,20 +83,53 @@ const COLUMNS: &str = "id, turn, queued_at, expires_at, actor, channel, sender_i
 /// Why the queue could not be read or changed.
 #[derive(Debug, thiserror::Error)]
 pub enum QueueError {
+    /// The state directory that holds the database could not be created.
     #[error("cannot create `{path}`: {reason}")]
-    CreateDir { path: PathBuf, reason: String },
+    CreateDir {
+        /// The directory.
+        path: PathBuf,
+        /// The error, in words.
+        reason: String,
+    },
+    /// SQLite refused to open, read or write the database.
     #[error("approvals database `{path}`: {reason}")]
-    Sqlite { path: PathBuf, reason: String },
+    Sqlite {
+        /// The database file.
+        path: PathBuf,
+        /// The error, in words.
+        reason: String,
+    },
+    /// No entry has this id.
     #[error("no pending approval `{0}`")]
     NoSuchEntry(String),
+    /// The entry passed its expiry before it was answered.
     #[error("pending approval `{id}` expired at {expires_at}")]
-    Expired { id: String, expires_at: UtcTime },
+    Expired {
+        /// The entry's id.
+        id: String,
+        /// When it expired.
+        expires_at: UtcTime,
+    },
+    /// The entry is no longer `pending`.
     #[error("pending approval `{id}` was already answered (`{status}`)")]
-    AlreadyAnswered { id: String, status: String },
+    AlreadyAnswered {
+        /// The entry's id.
+        id: String,
+        /// Its status now (`allowed`, `denied`, `remembered` or `consumed`).
+        status: String,
+    },
+    /// "Allow and remember" for an entry with an `always`-class item.
     #[error("`{capability}` is an always-class capability: it is never remembered; allow pending approval `{id}` once (without `--remember`)")]
-    NotRememberable { id: String, capability: Capability },
+    NotRememberable {
+        /// The entry's id.
+        id: String,
+        /// The `always`-class capability.
+        capability: Capability,
+    },
+    /// "Allow and remember" for an entry queued without an identity.
     #[error("pending approval `{0}` has no identity to remember a grant for")]
     NoIdentity(String),
+    /// Recording a remembered grant failed.
     #[error(transparent)]
     Grant(#[from] GrantError),
 }
@@ -120,11 +153,16 @@ impl QueueError {
 /// One item of an entry: what needs approval and why.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize)]
 pub struct QueuedItem {
+    /// The capability that needs approval.
     pub capability: Capability,
     /// The canonical target (what a grant would record).
     pub target: Option<String>,
+    /// Whether the capability can change or destroy data.
     pub critical: bool,
+    /// Whether "allow and remember" may record a grant for it (never for an `always`-class
+    /// capability).
     pub rememberable: bool,
+    /// Why it needs an approval.
     pub reason: String,
 }
 
@@ -143,15 +181,21 @@ impl From<&Pending> for QueuedItem {
 /// What a turn is matched on: everything an answer was given for.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TurnKey {
+    /// The actor the turn runs as.
     pub actor: String,
+    /// The actor's identity; `None` when it has none (no grant can be remembered).
     pub identity: Option<Identity>,
+    /// The executor's name.
     pub executor: String,
     /// The component's sha256 (a command executor: of its argv).
     pub executor_sha256: String,
+    /// sha256 of the turn's input.
     pub input_sha256: String,
     /// sha256 of the canonical JSON array of a command's arguments.
     pub args_sha256: String,
+    /// The snapshot's `definitionHash`: the actors and executors.
     pub definition_hash: String,
+    /// The snapshot's `policyHash`: the whole frozen policy, grants included.
     pub policy_hash: String,
     /// A command executor's argv (its manifest's command, then the
     /// turn's arguments); empty for a component.
@@ -166,8 +210,11 @@ pub struct TurnKey {
 /// was asked for.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize)]
 pub struct FileArg {
+    /// The argv word as written.
     pub arg: String,
+    /// The regular file in the workspace it names, canonical.
     pub path: String,
+    /// The file's sha256 when the approval was asked for.
     pub sha256: String,
 }
 
@@ -196,25 +243,39 @@ pub fn args_sha256(args: &[String]) -> String {
 /// An entry as `approvals list` shows it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct QueueEntry {
+    /// The entry's id, the one `approvals allow | deny` takes.
     pub id: String,
     /// The turn that queued it.
     pub turn: String,
+    /// When it was queued.
     pub queued_at: UtcTime,
+    /// When it expires: [`ENTRY_TTL_SECS`] after it was queued.
     pub expires_at: UtcTime,
+    /// The actor the turn ran as.
     pub actor: String,
+    /// The actor's identity, which a remembered grant is recorded for.
     pub identity: Option<Identity>,
+    /// The executor's name.
     pub executor: String,
+    /// The component's sha256 (a command executor: of its argv).
     pub executor_sha256: String,
+    /// What needs approval.
     pub items: Vec<QueuedItem>,
+    /// sha256 of the turn's input.
     pub input_sha256: String,
+    /// sha256 of the canonical JSON array of a command's arguments.
     pub args_sha256: String,
+    /// The snapshot's `definitionHash` when it was queued.
     #[serde(rename = "definitionHash")]
     pub definition_hash: String,
+    /// The snapshot's `policyHash` when it was queued.
     #[serde(rename = "policyHash")]
     pub policy_hash: String,
     /// `pending`, `allowed`, `denied`, `remembered` or `consumed`.
     pub status: String,
+    /// When it was answered, if it was.
     pub answered_at: Option<UtcTime>,
+    /// Who answered it, if known.
     pub answered_by: Option<String>,
     /// The turn that consumed the answer.
     pub consumed_by: Option<String>,
@@ -227,11 +288,13 @@ pub struct QueueEntry {
     /// The input, its first [`INPUT_SHOWN`] bytes (what the person sees),
     /// and its full size.
     pub input_preview: String,
+    /// The input's full size, in bytes.
     pub input_bytes: usize,
     /// A command executor's argv, and the files its words name (with
     /// their sha256), which the approval is bound to.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub argv: Vec<String>,
+    /// The files the argv's words name, with their sha256.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub files: Vec<FileArg>,
 }
@@ -287,8 +350,10 @@ pub enum QueueAnswer {
     /// Records a grant per item for the entry's identity, valid for
     /// `expires_in_secs` (`None`: until revoked).
     Remember {
+        /// How long each grant lasts, in seconds; `None`: until revoked.
         expires_in_secs: Option<u64>,
     },
+    /// Refuses the first matching turn with `APPROVAL_REFUSED`.
     Deny,
 }
 

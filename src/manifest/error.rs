@@ -14,7 +14,9 @@ pub enum ManifestError {
     /// component, which is [`ManifestError::ComponentMissing`]).
     #[error("cannot read `{}`: {}", path.display(), crate::util::lower(&source.to_string()))]
     Io {
+        /// The file or directory.
         path: PathBuf,
+        /// The I/O error.
         #[source]
         source: std::io::Error,
     },
@@ -24,20 +26,32 @@ pub enum ManifestError {
     /// `detail` is toml's message, prefixed with the line and column when
     /// toml knows where the problem is.
     #[error("`{file}`: {detail}")]
-    Toml { file: String, detail: String },
+    Toml {
+        /// The manifest file, as shown in messages.
+        file: String,
+        /// toml's message.
+        detail: String,
+    },
 
     /// A field has a well-typed but invalid value.
     #[error("`{file}`: field `{field}`: {reason}")]
     Invalid {
+        /// The manifest file, as shown in messages.
         file: String,
         /// The field's path in the manifest, e.g. `capabilities[1].name`.
         field: String,
+        /// What is wrong with the value.
         reason: String,
     },
 
     /// The component file the manifest names does not exist.
     #[error("`{file}`: field `component`: `{}` does not exist", component.display())]
-    ComponentMissing { file: String, component: PathBuf },
+    ComponentMissing {
+        /// The manifest file, as shown in messages.
+        file: String,
+        /// The component path it names, resolved against the manifest's directory.
+        component: PathBuf,
+    },
 
     /// The component's sha256 is not the digest the manifest pins.
     #[error(
@@ -45,8 +59,11 @@ pub enum ManifestError {
         component.display()
     )]
     DigestMismatch {
+        /// The component file.
         component: PathBuf,
+        /// The sha256 its manifest pins.
         expected: String,
+        /// The file's sha256.
         actual: String,
     },
 
@@ -59,8 +76,11 @@ pub enum ManifestError {
         second.display()
     )]
     DuplicateName {
+        /// The executor name both declare.
         name: String,
+        /// The first manifest found.
         first: PathBuf,
+        /// The second manifest.
         second: PathBuf,
     },
 }

@@ -70,6 +70,7 @@ pub struct Manifest {
     pub path: PathBuf,
     /// The executor's name: `[a-z0-9][a-z0-9_-]{0,63}`.
     pub name: String,
+    /// One line saying what the executor does; an MCP tool's description.
     pub description: Option<String>,
     /// The component file, resolved against the manifest's directory (not
     /// canonicalized); empty for a command executor.
@@ -80,6 +81,7 @@ pub struct Manifest {
     pub command: Vec<String>,
     /// The pinned digest of the component, 64 lowercase hex digits.
     pub sha256: Option<String>,
+    /// Whether the executor's effects can be undone (by `reverse_pattern`).
     pub revertible: bool,
     /// One of [`REVERSE_PATTERNS`]; set exactly when `revertible` is true.
     pub reverse_pattern: Option<String>,
@@ -89,12 +91,14 @@ pub struct Manifest {
     /// The input's JSON Schema: an object schema (`type = "object"`),
     /// its known keywords checked (see `schema.rs`); a tool's `inputSchema`.
     pub input_schema: Option<serde_json::Value>,
+    /// The capabilities it declares (`[[capabilities]]`), each with its target.
     pub capabilities: Vec<ManifestCapability>,
 }
 
 /// One declared capability.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct ManifestCapability {
+    /// The capability, a name of the closed registry.
     pub capability: Capability,
     /// The target as written (a path glob may still be relative or `~/`);
     /// `None` exactly for capabilities whose target kind is `none`.

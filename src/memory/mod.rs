@@ -27,10 +27,18 @@ const SCHEMA: &str = "CREATE TABLE IF NOT EXISTS memory (
 /// Why the memory store failed.
 #[derive(Debug, thiserror::Error)]
 pub enum MemoryError {
+    /// SQLite refused to open, read or write the database.
     #[error("memory store `{path}`: {reason}")]
-    Store { path: PathBuf, reason: String },
+    Store {
+        /// The database file.
+        path: PathBuf,
+        /// The error, in words.
+        reason: String,
+    },
+    /// A key that is empty or longer than 256 bytes (its first 64 characters).
     #[error("key `{0}` is empty or longer than 256 bytes")]
     BadKey(String),
+    /// A value longer than 64 KiB (the key it was for).
     #[error("the value for `{0}` is longer than 64 KiB")]
     BadValue(String),
 }
@@ -112,6 +120,7 @@ impl MemoryStore {
         Ok(())
     }
 
+    /// The value of `key` in `scope`; `None` when it has none.
     pub fn get(&self, scope: &str, key: &str) -> Result<Option<String>, MemoryError> {
         Self::check_key(key)?;
         self.conn
@@ -120,6 +129,7 @@ impl MemoryStore {
             .map_err(|e| self.err(e))
     }
 
+    /// Sets `key` in `scope` to `value`, replacing what it held.
     pub fn set(&self, scope: &str, key: &str, value: &str) -> Result<(), MemoryError> {
         Self::check_key(key)?;
         if value.len() > MAX_VALUE {

@@ -11,45 +11,113 @@ use serde::{Deserialize, Serialize};
 /// Why a request was refused.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum DenyCode {
+    /// `UNKNOWN_REQUEST`: the request does not have a known kind or shape; anything not
+    /// explicitly handled is refused.
     UnknownRequest,
+    /// `UNKNOWN_ACTOR`: the asking actor is not defined in the host configuration.
     UnknownActor,
+    /// `UNKNOWN_TARGET`: the actor to delegate to is not defined in the host configuration.
     UnknownTarget,
+    /// `DELEGATION_NOT_ALLOWED`: the target actor is not in the asking actor's
+    /// `delegates_to`.
     DelegationNotAllowed,
+    /// `PRIVATE_MEMORY_DENIED`: the memory scope is another actor's private scope.
     PrivateMemoryDenied,
+    /// `MEMORY_NOT_GRANTED`: the memory scope is not one of the actor's memory scopes.
     MemoryNotGranted,
+    /// `WORKSPACE_NOT_GRANTED`: the resolved path is under none of the actor's workspace
+    /// roots.
     WorkspaceNotGranted,
+    /// `WORKSPACE_READ_ONLY`: a write to a path under a workspace root granted read-only.
     WorkspaceReadOnly,
+    /// `WORKSPACE_SCOPE_MISMATCH`: the resolved path is under an actor root but outside
+    /// this turn's workspace.
     WorkspaceScopeMismatch,
+    /// `PATH_RESOLUTION_FAILED`: the path could not be canonicalized (neither it nor its
+    /// parent resolves).
     PathResolutionFailed,
+    /// `POLICY_MUTATION_DENIED`: a write to the host's policy: configuration, grants
+    /// database or history.
     PolicyMutationDenied,
+    /// `DEFINITION_MUTATION_DENIED`: a write to an actor or executor definition (manifests,
+    /// executor directories).
     DefinitionMutationDenied,
+    /// `RAW_RUNTIME_TOOL_DENIED`: the tool or a command segment invokes a raw agent runtime
+    /// (herdr, paseo, create_agent, spawn_agent).
     RawRuntimeToolDenied,
+    /// `INDIRECT_TOOL_REQUEST`: the command hides what it runs (eval, backticks, $(...),
+    /// process substitution, base64, xxd, sh -c, xargs, ...).
     IndirectToolRequest,
+    /// `TOOL_NOT_GRANTED`: the tool, or a program a command segment runs, is not in the
+    /// actor's tools.
     ToolNotGranted,
+    /// `SKILL_NOT_GRANTED`: the actor may not run this executor.
     SkillNotGranted,
+    /// `SUBAGENT_NOT_GRANTED`: the actor may not use this subagent.
     SubagentNotGranted,
+    /// `MCP_SERVER_NOT_GRANTED`: the actor may not use this MCP server (also for
+    /// `mcp__<server>__<tool>` tools).
     McpServerNotGranted,
+    /// `CAPABILITY_UNKNOWN`: the capability name is not in the closed registry.
     CapabilityUnknown,
+    /// `CAPABILITY_DENIED`: the autonomy matrix denies the capability at this level; no
+    /// grant can change it.
     CapabilityDenied,
+    /// `TARGET_MISMATCH`: the target is missing, malformed, of the wrong kind, or outside
+    /// what was declared.
     TargetMismatch,
+    /// `APPROVAL_REQUIRED`: the capability needs an approval and no one gave it (no
+    /// terminal to ask on, or the approver queued it).
     ApprovalRequired,
+    /// `APPROVAL_REFUSED`: the person asked refused the approval.
     ApprovalRefused,
+    /// `SNAPSHOT_MISMATCH`: the policy snapshot differs from the policy recomputed from its
+    /// sources.
     SnapshotMismatch,
+    /// `DIGEST_MISMATCH`: the component's sha256 differs from the digest its manifest pins.
     DigestMismatch,
+    /// `IMPORT_NOT_GRANTED`: the component imports an interface that carries authority its
+    /// turn was not granted; refused before instantiation.
     ImportNotGranted,
+    /// `ISOLATION_DEGRADED`: the host's isolation is degraded (see `gatehouse isolation`)
+    /// and `isolation.on_degraded` refuses this turn: a critical capability under
+    /// `refuse-critical`, any turn under `refuse-all`; refused before anything is built.
     IsolationDegraded,
+    /// `LIMIT_MEMORY`: the guest tried to grow its linear memory past the cap.
     LimitMemory,
+    /// `LIMIT_TABLE`: the guest tried to grow a table past the cap.
     LimitTable,
+    /// `LIMIT_DEADLINE`: the run passed its wall-clock deadline and was interrupted.
     LimitDeadline,
+    /// `LIMIT_OUTPUT`: the guest wrote more to stdout or stderr than the cap; the output
+    /// was cut.
     LimitOutput,
+    /// `LIMIT_HOSTCALLS`: the guest made more host calls than its hostcall fuel allows.
     LimitHostcalls,
+    /// `LIMIT_RESOURCES`: the guest held more host resources (handles) than the
+    /// resource-table cap.
     LimitResources,
+    /// `LIMIT_JOURNAL`: the change would back up more bytes than the turn's journal cap
+    /// (`[limits] journal_mib`, default 256); refused before anything changed.
     LimitJournal,
+    /// `LIMIT_MEMORY_KEYS`: a new memory key would pass the scope's cap on keys (`[limits]
+    /// memory_keys`, default 10000); nothing was stored.
     LimitMemoryKeys,
+    /// `TURN_CANCELLED`: the turn was cancelled through its cancel handle and interrupted
+    /// like a deadline.
     TurnCancelled,
+    /// `HOST_STATE_HIDDEN`: a read of the host's own state (grants and memory databases,
+    /// history and its blobs, audit logs, cache): no executor may read it, whatever root
+    /// holds it.
     HostStateHidden,
+    /// `NETWORK_NOT_GRANTED`: an HTTP request whose scheme, host, port, path or method no
+    /// `network:sites` grant of the turn covers; nothing was sent.
     NetworkNotGranted,
+    /// `LIMIT_HTTP_REQUESTS`: the turn made more HTTP requests than its cap (`[limits]
+    /// http_requests`, default 100); the one past it was not sent.
     LimitHttpRequests,
+    /// `LIMIT_HTTP_RESPONSE`: the turn's HTTP responses passed their cap on bytes
+    /// (`[limits] http_response_mib`, default 64); the body was cut.
     LimitHttpResponse,
 }
 
@@ -59,16 +127,30 @@ pub enum DenyCode {
 pub enum CodeFamily {
     /// Checked before dispatching on the request kind.
     Gate,
+    /// Delegation requests: an unknown target actor, or one the asking actor may not
+    /// delegate to.
     Delegation,
+    /// Memory requests: a scope that is another actor's private one or not granted.
     Memory,
+    /// Filesystem paths: outside the workspace roots, read-only, outside the turn's
+    /// workspace, or unresolvable.
     Workspace,
+    /// Writes to the host's policy or definitions, and reads of the host's own state.
     Configuration,
+    /// Tool requests and commands: raw agent runtimes, hidden commands, tools not granted.
     Tool,
+    /// Running an executor (a skill) the actor may not run.
     Skill,
+    /// Using a subagent the actor may not use.
     Subagent,
+    /// Using an MCP server the actor may not use.
     Mcp,
+    /// Capabilities: the registry, the autonomy matrix, targets, approvals and network
+    /// grants.
     Capability,
+    /// The policy snapshot against its sources.
     Snapshot,
+    /// The component: its digest and the interfaces it imports.
     Component,
     /// The host's isolation report: a layer is degraded and the
     /// configuration refuses the turn while it is.
@@ -78,6 +160,7 @@ pub enum CodeFamily {
 }
 
 impl CodeFamily {
+    /// The stable snake_case name of the family, as serialized.
     pub fn as_str(self) -> &'static str {
         match self {
             CodeFamily::Gate => "gate",
@@ -161,6 +244,7 @@ impl DenyCode {
         self.row().2
     }
 
+    /// The code whose stable string is `name`, or `None` if no code has it.
     pub fn from_name(name: &str) -> Option<DenyCode> {
         DenyCode::ALL.into_iter().find(|c| c.as_str() == name)
     }

@@ -70,6 +70,7 @@ pub struct Invocation {
     pub program: String,
     /// Its basename.
     pub name: String,
+    /// The arguments after the program, as the shell would split them.
     pub args: Vec<String>,
     /// Wrappers that must be granted in their own right (`sudo`, `doas`).
     pub privileged_wrappers: Vec<String>,
@@ -78,6 +79,7 @@ pub struct Invocation {
 /// The split and looked-through form of a command.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ScreenedCommand {
+    /// The program each segment runs, in order (wrappers looked through).
     pub invocations: Vec<Invocation>,
     /// The first thing the screen could not read exactly as a shell would
     /// (an unknown wrapper option, a word that may expand before the

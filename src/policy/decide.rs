@@ -20,19 +20,28 @@ use super::time::UtcTime;
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "decision", rename_all = "snake_case")]
 pub enum Decision {
+    /// The request may go ahead.
     Allow {
+        /// Why: the level's rule, or the grant that covered it.
         reason: String,
         /// The id of the grant that turned `approval_required` into this.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         grant: Option<i64>,
     },
+    /// The matrix asks for an approval and no grant covers the target.
     ApprovalRequired {
+        /// The capability to approve.
         capability: Capability,
+        /// The target to approve it on (canonical for a path glob), if it takes one.
         target: Option<String>,
+        /// Why an approval is needed.
         reason: String,
     },
+    /// The request is refused.
     Deny {
+        /// Which rule refused it.
         code: DenyCode,
+        /// The refusal in words, naming what was asked.
         reason: String,
     },
 }
@@ -60,6 +69,7 @@ impl Decision {
         }
     }
 
+    /// Whether the request may go ahead.
     pub fn is_allow(&self) -> bool {
         matches!(self, Decision::Allow { .. })
     }
@@ -72,6 +82,7 @@ impl Decision {
         }
     }
 
+    /// The reason, whatever the decision.
     pub fn reason(&self) -> &str {
         match self {
             Decision::Allow { reason, .. }

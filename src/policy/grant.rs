@@ -13,11 +13,14 @@ use super::time::UtcTime;
 /// Who a grant is for: the channel a request came in on and its sender.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 pub struct Identity {
+    /// The channel a request came in on (`cli`, …).
     pub channel: String,
+    /// The sender's id within that channel.
     pub sender_id: String,
 }
 
 impl Identity {
+    /// The identity of `sender_id` on `channel`.
     pub fn new(channel: impl Into<String>, sender_id: impl Into<String>) -> Identity {
         Identity {
             channel: channel.into(),
@@ -29,16 +32,24 @@ impl Identity {
 /// One row of the `grants` table.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Grant {
+    /// The row's id, the `grant #<id>` decisions name.
     pub id: i64,
+    /// The channel of the identity it is for.
     pub channel: String,
+    /// The sender of the identity it is for.
     pub sender_id: String,
     /// Kept as text: a hand-edited database may hold a name the registry
     /// does not know, and such a row must simply never match.
     pub capability: String,
+    /// The target pattern it covers (matched with `pattern_covers`).
     pub target: String,
+    /// When it was recorded.
     pub granted_at: UtcTime,
+    /// When it stops counting; `None`: never.
     pub expires_at: Option<UtcTime>,
+    /// Who recorded it, if known.
     pub granted_by: Option<String>,
+    /// When it was revoked; `None`: not revoked.
     pub revoked_at: Option<UtcTime>,
 }
 
@@ -72,6 +83,7 @@ impl Grant {
 /// The result of combining the matrix with grants.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Effective {
+    /// The outcome after grants.
     pub outcome: Outcome,
     /// The matrix cell before grants.
     pub matrix: Outcome,

@@ -24,11 +24,14 @@ use super::target::{parse_ip, HostPattern, TargetError};
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Scheme {
+    /// Plain `http` (default port 80).
     Http,
+    /// `https` (default port 443).
     Https,
 }
 
 impl Scheme {
+    /// The scheme's lowercase name.
     pub fn as_str(self) -> &'static str {
         match self {
             Scheme::Http => "http",
@@ -157,6 +160,7 @@ impl UrlPattern {
         })
     }
 
+    /// The pattern as written.
     pub fn as_str(&self) -> &str {
         &self.source
     }
@@ -166,10 +170,12 @@ impl UrlPattern {
         &self.host
     }
 
+    /// The scheme the pattern allows, the only one it covers.
     pub fn scheme(&self) -> Scheme {
         self.scheme
     }
 
+    /// The port: the explicit one, or the scheme's default.
     pub fn port(&self) -> u16 {
         self.port
     }
@@ -211,7 +217,9 @@ impl UrlPattern {
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(untagged)]
 pub enum SitePattern {
+    /// A host pattern: any request to that host (and port, if given).
     Host(HostPattern),
+    /// A URL pattern: requests under its scheme, host, port and path only.
     Url(UrlPattern),
 }
 
@@ -225,6 +233,7 @@ impl SitePattern {
         }
     }
 
+    /// The pattern as written.
     pub fn as_str(&self) -> &str {
         match self {
             SitePattern::Host(h) => h.as_str(),
@@ -270,7 +279,9 @@ impl fmt::Display for SitePattern {
 /// when `None`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct HttpRule {
+    /// The host or URL pattern the rule covers.
     pub site: SitePattern,
+    /// The HTTP methods allowed, uppercase; `None`: any.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub methods: Option<Vec<String>>,
 }
@@ -278,11 +289,14 @@ pub struct HttpRule {
 /// A request as the policy decides it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct HttpRequest {
+    /// The HTTP method, as sent.
     pub method: String,
+    /// `http` or `https`.
     pub scheme: Scheme,
     /// Lowercase ASCII (IDNA), no trailing dot; an IP literal in its
     /// canonical text (IPv6 without brackets).
     pub host: String,
+    /// The port: the explicit one, or the scheme's default.
     pub port: u16,
     /// Percent-decoded once; `/` when empty.
     pub path: String,
@@ -295,16 +309,22 @@ pub struct HttpRequest {
 /// Why a request could not be put in canonical form.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum RequestError {
+    /// A scheme other than `http` or `https`.
     #[error("the scheme `{0}` is not http or https")]
     Scheme(String),
+    /// The URL holds a user name or password.
     #[error("a request URL cannot hold userinfo")]
     Userinfo,
+    /// A host that is not a valid host name or IP literal.
     #[error("the host `{0}` is not a valid host name")]
     Host(String),
+    /// A port that does not parse as one.
     #[error("the port `{0}` is not a port")]
     Port(String),
+    /// A path with a `.` or `..` segment, or a bad percent escape.
     #[error("the path holds a `.` or `..` segment, or a bad escape")]
     Path,
+    /// A method that is not an HTTP token.
     #[error("the method `{0}` is not a token")]
     Method(String),
 }

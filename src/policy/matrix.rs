@@ -10,14 +10,20 @@ use super::registry::{ApprovalClass, Capability};
 /// How much the host may do without asking.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 pub enum Level {
+    /// Only uncritical capabilities that need no approval; the scoped reads need one; the
+    /// rest is denied.
     ReadOnly,
+    /// Class `none` allowed; everything else needs an approval.
     Supervised,
+    /// Everything allowed except the `always` class, which needs an approval.
     Full,
 }
 
 impl Level {
+    /// Every level, from the least autonomous to the most.
     pub const ALL: [Level; 3] = [Level::ReadOnly, Level::Supervised, Level::Full];
 
+    /// The level's name as written in the configuration (`ReadOnly`, `Supervised`, `Full`).
     pub fn as_str(self) -> &'static str {
         match self {
             Level::ReadOnly => "ReadOnly",
@@ -33,6 +39,7 @@ impl fmt::Display for Level {
     }
 }
 
+/// A level name that is not one of the three; holds the name given.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("unknown level `{0}` (expected `ReadOnly`, `Supervised` or `Full`)")]
 pub struct UnknownLevel(pub String);
@@ -51,12 +58,17 @@ impl FromStr for Level {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Outcome {
+    /// Goes ahead without asking.
     Allowed,
+    /// Goes ahead only after an approval (or a covering grant, unless the class is
+    /// `always`).
     ApprovalRequired,
+    /// Refused with `CAPABILITY_DENIED`; no grant can change it.
     Denied,
 }
 
 impl Outcome {
+    /// The stable snake_case name (`allowed`, `approval_required`, `denied`).
     pub fn as_str(self) -> &'static str {
         match self {
             Outcome::Allowed => "allowed",

@@ -43,6 +43,7 @@ impl std::str::FromStr for OnDegraded {
 }
 
 impl OnDegraded {
+    /// The value as written in `gatehouse.toml` (`warn`, `refuse-critical`, `refuse-all`).
     pub fn as_str(self) -> &'static str {
         match self {
             OnDegraded::Warn => "warn",

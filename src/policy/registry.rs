@@ -62,30 +62,47 @@ impl TargetKind {
 /// One capability of the closed registry.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Capability {
+    /// `compute:pure`: the executor's own code; always available.
     ComputePure,
+    /// `time:read`: real wall and monotonic clocks (without it, a frozen clock).
     TimeRead,
+    /// `env:read`: named environment variables only.
     EnvRead,
+    /// `fs:read`: a read-only preopen.
     FsRead,
+    /// `fs:write`: a read-write preopen, journaled for undo.
     FsWrite,
+    /// `network:sites`: name lookup, connections and HTTP to a host or under a URL pattern.
     NetworkSites,
+    /// `memory:read`: the host key-value memory, one scope.
     MemoryRead,
+    /// `memory:write`: writes to the host key-value memory, reversible by id.
     MemoryWrite,
+    /// `human:ask`: ask the person a question.
     HumanAsk,
+    /// `delegate:call`: call another executor by name.
     DelegateCall,
+    /// `code:exec`: run a host command in the OS sandbox.
     CodeExec,
+    /// `system:admin`: change the host's own configuration.
     SystemAdmin,
+    /// `provider:access`: the host adds a provider's credential to HTTP requests under its
+    /// base URL; the guest never sees it.
     ProviderAccess,
 }
 
 /// The registry row of a capability.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct CapabilitySpec {
+    /// The capability this row describes.
     pub capability: Capability,
     /// `family:mode`, e.g. `fs:read`.
     pub name: &'static str,
     /// Irreversible or high-stakes (write, exec, admin).
     pub critical: bool,
+    /// How it is approved by default; an input of the matrix rules.
     pub default_approval: ApprovalClass,
+    /// What its target names.
     pub target_kind: TargetKind,
     /// What the sandbox binds when the capability is granted.
     pub bound_to: &'static str,
@@ -251,14 +268,17 @@ impl Capability {
         self.spec().name
     }
 
+    /// Whether it is irreversible or high-stakes (write, exec, admin).
     pub fn critical(self) -> bool {
         self.spec().critical
     }
 
+    /// How it is approved by default.
     pub fn default_approval(self) -> ApprovalClass {
         self.spec().default_approval
     }
 
+    /// What its target names.
     pub fn target_kind(self) -> TargetKind {
         self.spec().target_kind
     }

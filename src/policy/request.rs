@@ -13,14 +13,21 @@ pub enum ResolvedPath {
     /// Canonical and absolute: symlinks resolved, no `.`/`..`.
     Resolved(String),
     /// Neither the path nor its parent could be canonicalized.
-    Failed { input: String, reason: String },
+    Failed {
+        /// The path as asked for.
+        input: String,
+        /// Why neither it nor its parent resolved.
+        reason: String,
+    },
 }
 
 /// Read or write.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Access {
+    /// Reading: a read-only root is enough.
     Read,
+    /// Writing: needs a read-write root, and never a protected path.
     Write,
 }
 
@@ -39,28 +46,54 @@ pub enum ConfigSubject {
 #[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
 pub enum RequestKind {
     /// May the actor hand work to another actor?
-    Delegation { target: String },
+    Delegation {
+        /// The actor to hand the work to.
+        target: String,
+    },
     /// May the actor use this memory scope?
-    Memory { scope: String, access: Access },
+    Memory {
+        /// The memory scope (`private:<name>`, or a shared scope name).
+        scope: String,
+        /// Whether the scope is read or written.
+        access: Access,
+    },
     /// May the actor touch this (resolved) path?
-    Workspace { path: ResolvedPath, access: Access },
+    Workspace {
+        /// The path, as the resolver left it.
+        path: ResolvedPath,
+        /// Whether the path is read or written.
+        access: Access,
+    },
     /// May the actor change the host's policy or definitions? Never.
     Configuration {
+        /// Policy or definition.
         subject: ConfigSubject,
+        /// What would be changed, for the reason given with the denial.
         what: String,
     },
     /// May the actor run this tool / command?
     Tool {
+        /// The tool's name (a program basename, a full path, or an agent tool).
         tool: String,
+        /// The command line it runs, if any; every segment is screened.
         #[serde(default)]
         command: Option<String>,
     },
     /// May the actor run this executor?
-    Skill { skill: String },
+    Skill {
+        /// The executor's name.
+        skill: String,
+    },
     /// May the actor use this subagent?
-    Subagent { subagent: String },
+    Subagent {
+        /// The subagent's name.
+        subagent: String,
+    },
     /// May the actor use this MCP server?
-    Mcp { server: String },
+    Mcp {
+        /// The MCP server's name.
+        server: String,
+    },
     /// Matrix + grants for one capability on one target; with `executor`,
     /// the target must also be within what that executor declared.
     ///
@@ -71,17 +104,22 @@ pub enum RequestKind {
     /// against `target`. The host always sets it for a path glob:
     /// resolving is I/O, done before `decide`.
     Capability {
+        /// The capability's name; one outside the registry is `CAPABILITY_UNKNOWN`.
         capability: String,
+        /// The target the capability is used on, if its kind takes one.
         #[serde(default)]
         target: Option<String>,
+        /// `target` with its literal directory canonicalized (path globs only); see above.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         canonical_target: Option<String>,
+        /// The executor whose declaration must cover the target, if any.
         #[serde(default)]
         executor: Option<String>,
     },
 }
 
 impl RequestKind {
+    /// The kind's stable snake_case name (`delegation`, `memory`, …).
     pub fn name(&self) -> &'static str {
         match self {
             RequestKind::Delegation { .. } => "delegation",
@@ -100,12 +138,15 @@ impl RequestKind {
 /// One request: who asks, and for what.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Request {
+    /// The name of the actor asking.
     pub actor: String,
+    /// What it asks for.
     #[serde(flatten)]
     pub kind: RequestKind,
 }
 
 impl Request {
+    /// A request by `actor` of `kind`.
     pub fn new(actor: impl Into<String>, kind: RequestKind) -> Request {
         Request {
             actor: actor.into(),

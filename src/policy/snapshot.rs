@@ -20,37 +20,51 @@ use super::registry::Capability;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum WorkspaceMode {
+    /// Reads only: writes under the root are `WORKSPACE_READ_ONLY`.
     ReadOnly,
+    /// Reads and writes.
     ReadWrite,
 }
 
 /// A canonical absolute directory an actor may work in.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct WorkspaceRoot {
+    /// The root, canonical and absolute.
     pub path: String,
+    /// Whether the actor may only read under it or also write.
     pub mode: WorkspaceMode,
 }
 
 /// Whoever asks, as the policy knows them.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
 pub struct Actor {
+    /// The channel and sender its grants are recorded for; `None` matches no grant (an
+    /// empty identity is used).
     pub identity: Option<Identity>,
     /// Executors it may run; `*` means any.
     pub skills: Vec<String>,
+    /// Subagents it may use (`SUBAGENT_NOT_GRANTED` otherwise).
     pub subagents: Vec<String>,
+    /// MCP servers it may use (`MCP_SERVER_NOT_GRANTED` otherwise).
     pub mcp_servers: Vec<String>,
+    /// Actors it may delegate to (`DELEGATION_NOT_ALLOWED` otherwise).
     pub delegates_to: Vec<String>,
     /// Memory scopes it may use besides its own `private:<name>`.
     pub memory: Vec<String>,
     /// Programs and tools it may run (basenames, or full paths).
     pub tools: Vec<String>,
+    /// Its workspace roots, canonical; a path under none of them is
+    /// `WORKSPACE_NOT_GRANTED`.
     pub workspaces: Vec<WorkspaceRoot>,
 }
 
 /// One capability an executor declares, with its (resolved) target.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct DeclaredCapability {
+    /// The capability declared.
     pub capability: Capability,
+    /// Its target, resolved (a path glob made absolute); `None` for a capability whose
+    /// target kind is `none`.
     pub target: Option<String>,
     /// The guest's name for a path glob's directory (`mount` in the
     /// manifest); absent when the manifest gives none, so definitions
@@ -71,10 +85,16 @@ pub struct ExecutorDef {
     /// A command executor's argv (`code:exec`); empty for a component.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub command: Vec<String>,
+    /// The sha256 the manifest pins the component to, lowercase hex; `None` when unpinned.
     pub sha256: Option<String>,
+    /// The capabilities the manifest declares; a request outside them is `TARGET_MISMATCH`.
     pub capabilities: Vec<DeclaredCapability>,
+    /// Whether the manifest declares its effects undoable.
     pub revertible: bool,
+    /// The reverse pattern that undoes it, one of `REVERSE_PATTERNS`; set exactly when
+    /// `revertible` is.
     pub reverse_pattern: Option<String>,
+    /// The tools a command executor may run (`code:exec`); empty otherwise.
     pub tools: Vec<String>,
 }
 
@@ -108,7 +128,9 @@ impl ProtectedKind {
 /// below); of kind [`ProtectedKind::State`], nor read.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ProtectedPath {
+    /// The path, canonical; itself and everything below it are protected.
     pub path: String,
+    /// Which code a write to it (or, for state, a read) is refused with.
     pub kind: ProtectedKind,
 }
 
@@ -118,30 +140,39 @@ pub struct Roots {
     /// This turn's workspace, canonical; paths outside it are out of scope
     /// even when an actor root contains them.
     pub turn_workspace: Option<String>,
+    /// Paths no executor may write (state: nor read), whatever root holds them.
     pub protected: Vec<ProtectedPath>,
 }
 
 /// Everything a decision depends on, frozen.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Snapshot {
+    /// The autonomy level the matrix is read at.
     pub level: Level,
+    /// The actors of the configuration, by name.
     pub actors: BTreeMap<String, Actor>,
+    /// The executor definitions, by name.
     pub executors: BTreeMap<String, ExecutorDef>,
     /// Grants active when the snapshot was prepared. Each still counts
     /// only while it is unexpired at the time of a decision (`decide`'s
     /// `now`).
     pub grants: Vec<Grant>,
+    /// The turn's workspace and the protected paths.
     pub roots: Roots,
 }
 
 /// The serialized form: the policy and its two hashes.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct FrozenSnapshot {
+    /// The format version, [`SNAPSHOT_VERSION`].
     pub version: u32,
+    /// sha256 of the actor and executor definitions ([`Snapshot::definition_hash`]).
     #[serde(rename = "definitionHash")]
     pub definition_hash: String,
+    /// sha256 of the whole frozen policy ([`Snapshot::policy_hash`]).
     #[serde(rename = "policyHash")]
     pub policy_hash: String,
+    /// The frozen policy itself.
     pub policy: Snapshot,
 }
 
@@ -186,6 +217,7 @@ impl Snapshot {
         sha256_hex(canonical_json(self).as_bytes())
     }
 
+    /// Computes both hashes and wraps the snapshot in the `policy.json` form.
     pub fn freeze(self) -> FrozenSnapshot {
         FrozenSnapshot {
             version: SNAPSHOT_VERSION,

@@ -15,26 +15,57 @@ use super::registry::TargetKind;
 /// Why a pattern or target was rejected.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum TargetError {
+    /// A capability that takes a target was given none.
     #[error("a target is required for a `{kind}` capability")]
-    Missing { kind: &'static str },
+    Missing {
+        /// The target kind's name.
+        kind: &'static str,
+    },
+    /// A capability whose target kind is `none` was given one.
     #[error("`{capability}` takes no target, got `{value}`")]
-    Unexpected { capability: String, value: String },
+    Unexpected {
+        /// The capability's name.
+        capability: String,
+        /// The target given.
+        value: String,
+    },
+    /// A path glob that does not parse.
     #[error("malformed path glob `{value}`: {why}")]
-    BadGlob { value: String, why: &'static str },
+    BadGlob {
+        /// The glob as written.
+        value: String,
+        /// What is wrong with it.
+        why: &'static str,
+    },
+    /// A host or URL pattern that does not parse.
     #[error("malformed host `{value}`: {why}")]
-    BadHost { value: String, why: &'static str },
+    BadHost {
+        /// The pattern as written.
+        value: String,
+        /// What is wrong with it.
+        why: &'static str,
+    },
+    /// An exact name with whitespace, control characters or wildcards.
     #[error("malformed name `{value}`: {why}")]
-    BadName { value: String, why: &'static str },
+    BadName {
+        /// The name as written.
+        value: String,
+        /// What is wrong with it.
+        why: &'static str,
+    },
 }
 
 /// A validated target pattern of one kind.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(tag = "kind", content = "value", rename_all = "snake_case")]
 pub enum TargetPattern {
+    /// An absolute path glob (`fs:read`, `fs:write`).
     PathGlob(PathGlob),
+    /// A host pattern (`network:sites`), optionally `*.`-prefixed and with a port.
     Host(HostPattern),
     /// A `network:sites` URL pattern (`https://api.example.com/v1/**`).
     Url(super::http::UrlPattern),
+    /// An exact name, no wildcards.
     Exact(String),
 }
 
@@ -67,6 +98,7 @@ impl TargetPattern {
         }
     }
 
+    /// The pattern as written.
     pub fn as_str(&self) -> &str {
         match self {
             TargetPattern::PathGlob(g) => &g.source,
@@ -144,6 +176,7 @@ impl From<PathGlob> for String {
 }
 
 impl PathGlob {
+    /// Checks `value` as a path glob; `BadGlob` says why it is not one.
     pub fn parse(value: &str) -> Result<PathGlob, TargetError> {
         glob_problem(value).map_err(|why| TargetError::BadGlob {
             value: value.to_string(),
@@ -154,6 +187,7 @@ impl PathGlob {
         })
     }
 
+    /// The glob as written.
     pub fn as_str(&self) -> &str {
         &self.source
     }
@@ -358,6 +392,7 @@ impl From<HostPattern> for String {
 }
 
 impl HostPattern {
+    /// Checks `value` as a host pattern and splits off its port; kept lowercase.
     pub fn parse(value: &str) -> Result<HostPattern, TargetError> {
         let (host, port) = split_host_port(value)?;
         Ok(HostPattern {
@@ -387,6 +422,7 @@ impl HostPattern {
         &self.host
     }
 
+    /// The port, if the pattern names one; `None` covers every port.
     pub fn port(&self) -> Option<u16> {
         self.port
     }

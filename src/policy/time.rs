@@ -12,6 +12,7 @@ use serde::{Deserialize, Serialize};
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct UtcTime(pub i64);
 
+/// A timestamp not in the `YYYY-MM-DDTHH:MM:SSZ` form; holds the text given.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("malformed utc time `{0}` (expected `YYYY-MM-DDTHH:MM:SSZ`)")]
 pub struct BadTime(pub String);
@@ -40,10 +41,12 @@ fn civil_from_days(z: i64) -> (i64, i64, i64) {
 }
 
 impl UtcTime {
+    /// This time `secs` seconds later (earlier if negative), saturating.
     pub fn plus_seconds(self, secs: i64) -> UtcTime {
         UtcTime(self.0.saturating_add(secs))
     }
 
+    /// Parses the fixed `YYYY-MM-DDTHH:MM:SSZ` form.
     pub fn parse(s: &str) -> Result<UtcTime, BadTime> {
         let bad = || BadTime(s.to_string());
         let b = s.as_bytes();

@@ -35,8 +35,11 @@ pub struct DeadlineReached;
 
 /// What the binding works on: the resource table, and when waits end.
 pub struct DeadlineIo<'a> {
+    /// The run's resource table.
     pub table: &'a mut ResourceTable,
+    /// When the run's deadline passes: no wait lasts beyond it.
     pub deadline: Instant,
+    /// The turn's cancel switch, looked at every [`TICK`].
     pub cancel: &'a CancelHandle,
 }
 

@@ -80,6 +80,7 @@ pub enum EngineKind {
 }
 
 impl EngineKind {
+    /// The kind's name in reports (`long_lived`, `one_shot`).
     pub fn as_str(self) -> &'static str {
         match self {
             EngineKind::LongLived => "long_lived",
@@ -125,15 +126,24 @@ pub(crate) const PER_COMPONENT_TABLES: u32 = 32;
 /// memory, epoch interruption on, the pooling allocator.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub struct EngineProfile {
+    /// Whether out-of-bounds accesses trap through signal handlers (`[engine]
+    /// signals_based_traps`).
     pub signals_based_traps: bool,
+    /// Bytes reserved for each linear memory (default [`EngineProfile::RESERVATION`]).
     pub memory_reservation: u64,
+    /// Bytes of the guard region after each linear memory (`[engine] guard_bytes`, default
+    /// [`EngineProfile::GUARD_BYTES`]).
     pub memory_guard_size: u64,
+    /// Whether a guard region also comes before each linear memory.
     pub guard_before_linear_memory: bool,
+    /// Whether runs are interrupted by epoch (how deadlines and cancels stop a guest).
     pub epoch_interruption: bool,
     /// The pool's bound on every linear memory; `None`: no pooling
     /// allocator (memories allocated on demand).
     pub pool_max_memory_size: Option<usize>,
+    /// The pool's number of linear-memory slots; `None` without the pooling allocator.
     pub pool_total_memories: Option<u32>,
+    /// The pool's bound on table elements; `None` without the pooling allocator.
     pub pool_table_elements: Option<usize>,
     /// The kind of host the engine was built for.
     pub kind: EngineKind,
@@ -260,9 +270,12 @@ impl EngineProfile {
 /// Why a component could not be loaded.
 #[derive(Debug, thiserror::Error)]
 pub enum LoadError {
+    /// The component file could not be read.
     #[error("cannot read component `{path}`")]
     Read {
+        /// The component file.
         path: PathBuf,
+        /// The I/O error.
         #[source]
         source: crate::util::IoCause,
     },
@@ -270,13 +283,19 @@ pub enum LoadError {
     /// compiled).
     #[error("component `{path}` has sha256 `{digest}`, but its manifest pins `{pinned}`")]
     Pinned {
+        /// The component file.
         path: PathBuf,
+        /// Its sha256.
         digest: String,
+        /// The sha256 its manifest pins.
         pinned: String,
     },
+    /// The file is neither a valid component nor a module wasmtime can compile.
     #[error("`{path}` is not a valid component or module")]
     Invalid {
+        /// The component file.
         path: PathBuf,
+        /// wasmtime's error.
         #[source]
         source: Box<dyn std::error::Error + Send + Sync>,
     },
@@ -473,10 +492,12 @@ impl Sandbox {
         self.isolation.clone()
     }
 
+    /// The wasmtime engine every run is built on.
     pub fn engine(&self) -> &Engine {
         &self.engine
     }
 
+    /// What the engine path did: components compiled and loaded.
     pub fn counters(&self) -> &Counters {
         &self.counters
     }

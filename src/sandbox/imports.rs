@@ -15,7 +15,9 @@ pub use super::table::{authority, Authority};
 /// The first import the plan does not allow, with why.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct RefusedImport {
+    /// The import, as the component names it.
     pub import: String,
+    /// Why the plan does not allow it.
     pub reason: String,
 }
 

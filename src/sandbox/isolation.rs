@@ -82,12 +82,16 @@ pub const LAYERS: [&str; 9] = [
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum LayerState {
+    /// Works here at full strength.
     Enforced,
+    /// Works in a weaker form; the reason says which.
     Partial,
+    /// Does not work here.
     Unavailable,
 }
 
 impl LayerState {
+    /// The state's name in the report (`enforced`, `partial`, `unavailable`).
     pub fn as_str(self) -> &'static str {
         match self {
             LayerState::Enforced => "enforced",
@@ -101,11 +105,14 @@ impl LayerState {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Overall {
+    /// Every counted layer is enforced.
     Full,
+    /// At least one counted layer is not.
     Degraded,
 }
 
 impl Overall {
+    /// The name in the report (`full`, `degraded`).
     pub fn as_str(self) -> &'static str {
         match self {
             Overall::Full => "full",
@@ -117,7 +124,9 @@ impl Overall {
 /// One layer of the report.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Layer {
+    /// One of [`LAYERS`].
     pub name: &'static str,
+    /// How well it works here.
     pub state: LayerState,
     /// Whether the layer counts toward [`IsolationReport::overall`].
     pub counted: bool,
@@ -130,9 +139,13 @@ pub struct Layer {
 /// The degraded-mode report (see the module documentation for the fields).
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct IsolationReport {
+    /// The document's version, [`REPORT_VERSION`].
     pub version: u32,
+    /// `full` when every counted layer is enforced, else `degraded`.
     pub overall: Overall,
+    /// `<layer>: <reason>` for every counted layer that is not enforced, in layer order.
     pub reasons: Vec<String>,
+    /// Every layer of [`LAYERS`], in that order.
     pub layers: Vec<Layer>,
 }
 

@@ -55,7 +55,9 @@ use crate::undo::Operation;
 
 /// The view the bindings call: wasmtime-wasi's, and the layer.
 pub struct JournalingFs<'a> {
+    /// wasmtime-wasi's filesystem view.
     pub inner: WasiFilesystemCtxView<'a>,
+    /// The journaling layer: what the turn may touch, and its journal.
     pub layer: &'a mut FsLayer,
 }
 

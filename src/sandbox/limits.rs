@@ -21,11 +21,20 @@ use crate::policy::DenyCode;
 /// The limits of one run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub struct Limits {
+    /// Bytes of linear memory the guest may grow to (default 64 MiB); past it,
+    /// `LIMIT_MEMORY`.
     pub memory_bytes: usize,
+    /// Elements a table may grow to (default 20000); past it, `LIMIT_TABLE`.
     pub table_elements: usize,
+    /// Wall-clock time of the run, in milliseconds (default 5000); past it,
+    /// `LIMIT_DEADLINE`.
     pub deadline_ms: u64,
+    /// Bytes kept of each of stdout and stderr (default 1 MiB); past it, `LIMIT_OUTPUT`.
     pub output_bytes: usize,
+    /// Host calls the guest may make (default 1000000); past it, `LIMIT_HOSTCALLS`.
     pub hostcalls: u64,
+    /// Host resources (handles) the guest may hold at once (default 4096); past it,
+    /// `LIMIT_RESOURCES`.
     pub resources: usize,
     /// The bytes of files a turn may back up for undo (`[limits]
     /// journal_mib`); a change that would pass it is refused with
@@ -85,11 +94,14 @@ impl Limits {
 /// A limit that stopped a run, with what was exceeded.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct LimitHit {
+    /// The limit's deny code.
     pub code: DenyCode,
+    /// What was exceeded, in words.
     pub detail: String,
 }
 
 impl LimitHit {
+    /// A hit of `code`, with `detail`.
     pub fn new(code: DenyCode, detail: impl Into<String>) -> LimitHit {
         LimitHit {
             code,

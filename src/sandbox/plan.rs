@@ -25,7 +25,9 @@ pub use super::bindings::fs::{DirAccess, Preopen};
 /// One capability the turn was allowed, with its resolved target.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Allowed {
+    /// The capability.
     pub capability: Capability,
+    /// Its target, resolved; `None` for a capability that takes none.
     pub target: Option<String>,
 }
 
@@ -35,13 +37,17 @@ pub struct Allowed {
 pub enum Runnable {
     /// A WebAssembly component (an executor, or a `wasi:cli` command).
     Component {
+        /// The component file.
         path: PathBuf,
         /// The digest its manifest pins, if any.
         sha256: Option<String>,
     },
     /// A host command (argv, non-empty), run in the OS sandbox of
     /// `code:exec`.
-    Command { argv: Vec<String> },
+    Command {
+        /// The program and its arguments.
+        argv: Vec<String>,
+    },
 }
 
 impl Runnable {
@@ -60,6 +66,7 @@ impl Runnable {
         }
     }
 
+    /// Whether it is a host command rather than a component.
     pub fn is_command(&self) -> bool {
         matches!(self, Runnable::Command { .. })
     }
@@ -100,18 +107,23 @@ impl Plan {
         }
     }
 
+    /// The turn's id.
     pub fn turn_id(&self) -> &str {
         &self.turn_id
     }
+    /// The executor's name.
     pub fn executor(&self) -> &str {
         &self.executor
     }
+    /// What runs: a component or a host command.
     pub fn runnable(&self) -> &Runnable {
         &self.runnable
     }
+    /// Every capability the gate allowed, with its target.
     pub fn allowed(&self) -> &[Allowed] {
         &self.allowed
     }
+    /// Whether the gate allowed `capability` on any target.
     pub fn grants(&self, capability: Capability) -> bool {
         self.allowed.iter().any(|a| a.capability == capability)
     }
@@ -119,9 +131,11 @@ impl Plan {
     pub fn parts(&self) -> &Parts {
         &self.parts
     }
+    /// The sandbox's limits for the run.
     pub fn limits(&self) -> &Limits {
         &self.limits
     }
+    /// The turn's workspace, canonical.
     pub fn workspace(&self) -> &Path {
         &self.workspace
     }

@@ -28,26 +28,40 @@ use crate::policy::DenyCode;
 #[serde(tag = "status", rename_all = "snake_case")]
 pub enum GuestResult {
     /// `run` returned `ok(output)`, or a command exited 0 (output: stdout).
-    Ok { output: String },
+    Ok {
+        /// What `run` returned, or a command's stdout.
+        output: String,
+    },
     /// `run` returned `err(..)`, or a command exited non-zero.
-    Err { error: serde_json::Value },
+    Err {
+        /// The guest's error as JSON (a command: its exit status or signal).
+        error: serde_json::Value,
+    },
 }
 
 /// The report of one run.
 #[derive(Debug, Clone, Serialize)]
 pub struct RunReport {
+    /// What the guest returned.
     pub result: GuestResult,
+    /// What the guest wrote to stdout, up to the output cap.
     pub stdout: String,
+    /// What the guest wrote to stderr, up to the output cap.
     pub stderr: String,
+    /// The guest's `log` lines.
     pub log: Vec<LogLine>,
     /// The interfaces and preopens the sandbox was built with.
     pub linked: Vec<Cow<'static, str>>,
+    /// Every interface the component imports, by name; empty for a host command.
     pub imports: std::sync::Arc<[String]>,
+    /// Whether the compiled component came from the cache.
     pub cache_hit: bool,
     /// Components this process compiled from wasm so far (0 on a cache hit
     /// in a fresh process).
     pub compiled: u64,
+    /// The component's sha256, lowercase hex; empty for a host command.
     pub sha256: String,
+    /// Wall-clock time of the run, in milliseconds.
     pub elapsed_ms: f64,
     /// Every host command the guest asked for (`code:exec`), refused or
     /// run, with what confined it.
@@ -118,6 +132,7 @@ fn frames_of(e: &wasmtime::Error) -> Vec<TrapFrame> {
 pub struct RunIo {
     /// `argv[1..]` of a command (a component with `run` gets none).
     pub args: Vec<String>,
+    /// Where the guest's stdin comes from (default: the turn's input).
     pub stdin: StdinFrom,
     /// A command's stdout and stderr go to the process's own as they are
     /// written (nothing is kept for the report); a component with `run`
@@ -194,17 +209,28 @@ pub enum StdinFrom {
 /// it wrote until then.
 #[derive(Debug)]
 pub struct Stopped {
+    /// Why it was stopped.
     pub error: RunError,
+    /// What the guest wrote until then.
     pub report: RunReport,
 }
 
 /// Why a run did not produce a guest result.
 #[derive(Debug, thiserror::Error)]
 pub enum RunError {
+    /// Refused before guest code ran (`DIGEST_MISMATCH`, `IMPORT_NOT_GRANTED`, a refused
+    /// command).
     #[error("{code}: {reason}")]
-    Refused { code: DenyCode, reason: String },
+    Refused {
+        /// The deny code.
+        code: DenyCode,
+        /// The refusal in words.
+        reason: String,
+    },
+    /// A limit of the sandbox stopped the run.
     #[error("{}: {}", .0.code, .0.detail)]
     Limit(LimitHit),
+    /// The component could not be read, compiled or checked.
     #[error(transparent)]
     Load(#[from] LoadError),
     /// The guest called `exit` (a command's status, which issue 14 will
@@ -215,8 +241,10 @@ pub enum RunError {
     /// report holds what it wrote until then.
     #[error("{}", .0.error)]
     Stopped(Box<Stopped>),
+    /// The guest trapped.
     #[error("the guest trapped")]
     Trap(#[source] Box<dyn std::error::Error + Send + Sync>),
+    /// The host failed while running the guest.
     #[error("host error")]
     Host(#[source] Box<dyn std::error::Error + Send + Sync>),
 }

@@ -55,7 +55,12 @@ impl std::fmt::Debug for AskerRef {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum NestedError {
     /// Refused before or while it ran (a deny or limit code).
-    Denied { code: DenyCode, reason: String },
+    Denied {
+        /// The deny or limit code.
+        code: DenyCode,
+        /// The refusal in words.
+        reason: String,
+    },
     /// It ran and failed.
     Failed(String),
 }
@@ -97,6 +102,7 @@ impl std::fmt::Debug for CancelHandle {
 }
 
 impl CancelHandle {
+    /// A handle that is not cancelled.
     pub fn new() -> CancelHandle {
         CancelHandle::default()
     }
@@ -115,6 +121,7 @@ impl CancelHandle {
         self.flag.store(true, Ordering::SeqCst);
     }
 
+    /// Whether the turn was asked to stop, through this handle or the other source it asks.
     pub fn is_cancelled(&self) -> bool {
         self.flag.load(Ordering::SeqCst) || self.also.as_ref().is_some_and(|also| also())
     }
@@ -133,9 +140,14 @@ pub struct RunServices {
     /// Delegated calls share their caller's journal, so undoing a turn
     /// undoes what its callees did.
     pub journal: Option<TurnJournal>,
+    /// Where the run's decisions are recorded (the turn's audit).
     pub audit: Arc<dyn AuditSink>,
+    /// The policy's screen for the command lines the guest asks to run (`code:exec`).
     pub screen: Arc<dyn CommandScreen>,
+    /// Runs `delegate:call`s as nested turns; `None`: the host gave none, so every call is
+    /// refused.
     pub nested: Option<Arc<dyn NestedTurn>>,
+    /// Stops the run from another thread, like its deadline.
     pub cancel: CancelHandle,
     /// Who answers `human:ask`; `None`: nobody (the caller passes the
     /// terminal's asker when a person is there).
@@ -205,6 +217,7 @@ impl std::fmt::Debug for HttpClient {
 /// serialized.
 #[derive(Clone)]
 pub struct ProviderSecret {
+    /// The provider's name, the `provider:access` target.
     pub name: String,
     value: Result<String, String>,
 }

@@ -41,6 +41,7 @@ pub struct Binding {
     /// The interfaces it serves (`package/name`, no version); a trailing
     /// `*` matches any name with that prefix.
     pub interfaces: &'static [&'static str],
+    /// Whether the interfaces need a grant, and which.
     pub authority: Authority,
     /// What it lets a guest do, in plain words (`gatehouse wit --table`,
     /// the README).

@@ -39,12 +39,25 @@ pub struct HttpOptions {
 /// Why the HTTP server could not start.
 #[derive(Debug, thiserror::Error)]
 pub enum ServeHttpError {
+    /// The address is not a loopback address.
     #[error("refusing to listen on `{0}`: only a loopback address (127.0.0.1, ::1) may be served")]
     NotLoopback(SocketAddr),
+    /// The address could not be listened on.
     #[error("cannot listen on `{addr}`: {reason}")]
-    Bind { addr: SocketAddr, reason: String },
+    Bind {
+        /// The address.
+        addr: SocketAddr,
+        /// The error, in words.
+        reason: String,
+    },
+    /// The bearer token file could not be read or created, or others may read it.
     #[error("token file `{path}`: {reason}")]
-    Token { path: PathBuf, reason: String },
+    Token {
+        /// The token file, `serve.token` in the state directory.
+        path: PathBuf,
+        /// What is wrong, in words.
+        reason: String,
+    },
 }
 
 impl ServeHttpError {

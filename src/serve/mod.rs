@@ -98,12 +98,16 @@ impl ServeOptions {
 /// Why a server could not start or stopped.
 #[derive(Debug, thiserror::Error)]
 pub enum ServeError {
+    /// The serving actor is not defined in the configuration.
     #[error("unknown actor `{0}`: the configuration does not define it")]
     UnknownActor(String),
+    /// The async runtime could not be started.
     #[error("cannot start the async runtime: {0}")]
     Runtime(String),
+    /// The MCP session failed.
     #[error("the mcp session failed: {0}")]
     Session(String),
+    /// The HTTP server could not start.
     #[error(transparent)]
     Http(#[from] ServeHttpError),
 }

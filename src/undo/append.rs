@@ -70,6 +70,7 @@ impl AppendLog {
         })
     }
 
+    /// The log's file.
     pub fn path(&self) -> &Path {
         &self.path
     }

@@ -60,12 +60,18 @@ pub fn scope_path(turn_dir: &Path) -> PathBuf {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum PathState {
+    /// Nothing is there.
     Absent,
+    /// A regular file.
     File {
+        /// sha256 of its bytes.
         sha256: String,
     },
+    /// A directory.
     Dir,
+    /// A symbolic link.
     Symlink {
+        /// What it points to, as written.
         target: String,
     },
     /// A device, socket or fifo: never touched by undo.
@@ -120,7 +126,9 @@ impl PathState {
 /// One line of `fs-left.jsonl`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct LeftState {
+    /// The path, canonical.
     pub path: String,
+    /// What the turn left it holding.
     #[serde(flatten)]
     pub state: PathState,
 }
@@ -206,6 +214,8 @@ fn is_below(path: &str, dir: &str) -> bool {
 }
 
 impl FsUndo {
+    /// Reads what the turn at `turn_dir` left each path holding (`fs-left.jsonl`) and what
+    /// its layers could write.
     pub fn load(turn_dir: &Path) -> Result<FsUndo, HistoryError> {
         let mut expected = HashMap::new();
         for l in read_lines::<LeftState>(&left_path(turn_dir))? {

@@ -18,29 +18,46 @@ use crate::policy::UtcTime;
 /// Why the history could not be written or read.
 #[derive(Debug, thiserror::Error)]
 pub enum HistoryError {
+    /// A file or directory of the history could not be read or written.
     #[error("cannot {action} `{path}`")]
     Io {
+        /// What was being done (`create`, `write`, `read`, …).
         action: &'static str,
+        /// The file or directory.
         path: PathBuf,
+        /// The I/O error.
         #[source]
         source: crate::util::IoCause,
     },
+    /// A record could not be encoded as JSON.
     #[error("cannot encode a record for `{path}`")]
     Encode {
+        /// The file the record was for.
         path: PathBuf,
+        /// The encoding error.
         #[source]
         source: serde_json::Error,
     },
+    /// A writer holding the file's lock panicked.
     #[error("`{path}` is held by a writer that panicked")]
-    Poisoned { path: PathBuf },
+    Poisoned {
+        /// The file.
+        path: PathBuf,
+    },
+    /// A line of a history file does not parse.
     #[error("`{path}` line {line}: {reason}")]
     Corrupt {
+        /// The file.
         path: PathBuf,
+        /// The line's number, from 1.
         line: usize,
+        /// What is wrong with it.
         reason: String,
     },
+    /// No turn has this id in the history.
     #[error("no turn `{0}` in the history")]
     NoSuchTurn(String),
+    /// The undo of this turn was cancelled before it changed anything.
     #[error("the undo of turn `{0}` was cancelled before it began")]
     Cancelled(String),
 }
@@ -59,43 +76,81 @@ fn io(action: &'static str, path: &Path, e: std::io::Error) -> HistoryError {
 pub enum Operation {
     /// A memory key set; `previous` is what it held (`None`: it was new).
     MemorySet {
+        /// The memory scope.
         scope: String,
+        /// The key.
         key: String,
+        /// The value it held before; `None`: it was new.
         previous: Option<String>,
+        /// sha256 of the value written.
         value_sha256: String,
     },
     /// A memory key deleted; `previous` is what it held.
     MemoryDelete {
+        /// The memory scope.
         scope: String,
+        /// The key.
         key: String,
+        /// The value it held; `None`: it held none.
         previous: Option<String>,
     },
     /// A file the turn created (it did not exist). Paths are canonical
     /// host paths.
-    FileCreate { path: String },
+    FileCreate {
+        /// The file created, canonical.
+        path: String,
+    },
     /// An existing file opened to be written or truncated; `blob` is the
     /// sha256 of its bytes before, stored at `<turn>/blob/<blob>.bin`.
-    FileOverwrite { path: String, blob: String },
+    FileOverwrite {
+        /// The file, canonical.
+        path: String,
+        /// sha256 of its bytes before, the name of its blob.
+        blob: String,
+    },
     /// A file deleted; `blob` holds its bytes (`None`: its content was the
     /// turn's own, restored by an earlier operation of the turn).
-    FileDelete { path: String, blob: Option<String> },
+    FileDelete {
+        /// The file, canonical.
+        path: String,
+        /// sha256 of its bytes, the name of its blob; `None`: see above.
+        blob: Option<String>,
+    },
     /// A symbolic link deleted; `target` is what it pointed to.
-    SymlinkDelete { path: String, target: String },
+    SymlinkDelete {
+        /// The link, canonical.
+        path: String,
+        /// What it pointed to, as written.
+        target: String,
+    },
     /// A directory the turn created.
-    DirCreate { path: String },
+    DirCreate {
+        /// The directory created, canonical.
+        path: String,
+    },
     /// An (empty) directory the turn removed.
-    DirRemove { path: String },
+    DirRemove {
+        /// The directory removed, canonical.
+        path: String,
+    },
     /// `from` moved to `to`; what `to` held before: a file (`replaced_blob`),
     /// an empty directory (`replaced_dir`), or nothing.
     Rename {
+        /// The path moved, canonical.
         from: String,
+        /// Where it moved to, canonical.
         to: String,
+        /// sha256 of the file `to` held before, the name of its blob; `None`: no file.
         replaced_blob: Option<String>,
+        /// Whether `to` was an empty directory before.
         #[serde(default)]
         replaced_dir: bool,
     },
     /// A symbolic or hard link the turn created.
-    LinkCreate { path: String },
+    LinkCreate {
+        /// The link created, canonical.
+        path: String,
+    },
 }
 
 impl Operation {
@@ -118,7 +173,9 @@ impl Operation {
 /// A journal line: the operation and its sequence number.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Entry {
+    /// The operation's number in the journal, in the order they happened.
     pub seq: u64,
+    /// The operation journaled.
     #[serde(flatten)]
     pub op: Operation,
 }
@@ -126,11 +183,17 @@ pub struct Entry {
 /// `turn.json`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TurnRecord {
+    /// The turn's id, the name of its history directory.
     pub turn: String,
+    /// The executor that ran.
     pub executor: String,
+    /// The actor it ran as.
     pub actor: String,
+    /// The autonomy level of the turn (`ReadOnly`, `Supervised`, `Full`).
     pub level: Cow<'static, str>,
+    /// When the turn started.
     pub started_at: UtcTime,
+    /// When it ended; `None` while it runs.
     pub finished_at: Option<UtcTime>,
     /// `running` until the turn ends; `ok`, `error` or a limit code after.
     pub status: TurnStatus,
@@ -494,8 +557,10 @@ impl TurnJournal {
 /// One line of `<state>/audit.jsonl`: a turn that mutated nothing.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct AuditRecord {
+    /// The turn.
     #[serde(flatten)]
     pub record: TurnRecord,
+    /// The turn's decisions, as `decisions.jsonl` would hold them.
     pub decisions: Vec<serde_json::Value>,
 }
 
@@ -615,7 +680,12 @@ pub use crate::util::sha256_file;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum StoredBlob {
     /// Stored (or already there) as `<sha256>.bin`, `bytes` long.
-    Stored { sha256: String, bytes: u64 },
+    Stored {
+        /// The file's sha256, the blob's name.
+        sha256: String,
+        /// The file's size, in bytes.
+        bytes: u64,
+    },
     /// The file is longer than the bytes allowed: nothing was kept.
     TooLarge,
 }

@@ -34,38 +34,52 @@ use crate::policy::snapshot::sha256_hex;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum UndoStatus {
+    /// Reversed.
     Done,
     /// The target changed since the turn; left as it is.
     Skipped,
+    /// The reversal was tried and failed; the reason says why.
     Failed,
     /// `--dry-run`: what would be done.
     WouldDo,
 }
 
+/// One journaled operation of an undo, and what became of it.
 #[derive(Debug, Clone, Serialize)]
 pub struct UndoStep {
+    /// The operation's number in the turn's journal.
     pub seq: u64,
+    /// The operation.
     #[serde(flatten)]
     pub op: Operation,
+    /// The reverse pattern that undoes it (see [`Operation::reverse_pattern`]).
     pub pattern: &'static str,
+    /// What happened to it.
     pub status: UndoStatus,
+    /// What was done, or why it was skipped or failed.
     pub reason: String,
 }
 
+/// What an undo of one turn did (or, dry, would do).
 #[derive(Debug, Clone, Serialize)]
 pub struct UndoReport {
+    /// The turn undone.
     pub turn: String,
+    /// Whether it was `--dry-run`: nothing was changed.
     pub dry_run: bool,
     /// The turn had been undone before: nothing was done this time.
     pub already_undone: bool,
+    /// Every operation, newest first.
     pub steps: Vec<UndoStep>,
 }
 
 /// One turn as `history` lists it.
 #[derive(Debug, Clone, Serialize)]
 pub struct TurnSummary {
+    /// The turn's `turn.json`.
     #[serde(flatten)]
     pub record: TurnRecord,
+    /// How many operations it journaled (0 for a turn of the audit log).
     pub operations: usize,
 }
 
@@ -77,6 +91,7 @@ pub struct History {
 }
 
 impl History {
+    /// The history under `dir`, without the audit log's turns.
     pub fn new(dir: &Path) -> History {
         History {
             dir: dir.to_path_buf(),

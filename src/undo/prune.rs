@@ -27,9 +27,13 @@ use crate::policy::UtcTime;
 pub struct PruneReport {
     /// Records and turns that started before this time are removed.
     pub cutoff: UtcTime,
+    /// Whether it was `--dry-run`: nothing was removed.
     pub dry_run: bool,
+    /// Turn directories removed.
     pub turns: usize,
+    /// Records removed from the audit log.
     pub audit_records: usize,
+    /// Records removed from the denial log.
     pub denial_records: usize,
     /// The bytes of the turn directories removed and of the log records
     /// punched out.
@@ -119,7 +123,9 @@ pub fn prune(
 /// Which log a path is (for the report's counts).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum LogKind {
+    /// `<state>/audit.jsonl`.
     Audit,
+    /// `<state>/denials.jsonl`.
     Denials,
 }
 

@@ -38,6 +38,7 @@ impl HostMonotonicClock for FrozenMonotonic {
 /// Whether `time:read` was granted: real clocks, else frozen ones.
 #[derive(Debug, Clone, Copy, Default, Serialize)]
 pub struct ClocksPart {
+    /// Whether the guest sees the real clocks.
     pub real: bool,
 }
 

@@ -31,6 +31,7 @@ pub const MAX_DEPTH: u32 = 4;
 /// `ACTOR/EXECUTOR`, as written); empty, and nothing linked, without it.
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct DelegatePart {
+    /// The executors it may call, as granted.
     pub callees: Vec<String>,
 }
 
@@ -99,7 +100,9 @@ impl DelegateState {
 /// What the binding works on: the run's delegation, when granted, and the
 /// run's deadline (a callee's time is the caller's: it gets what is left).
 pub struct DelegateView<'a> {
+    /// The run's delegation state.
     pub state: &'a DelegateState,
+    /// When the run's deadline passes; a callee gets what is left.
     pub deadline: std::time::Instant,
 }
 

@@ -11,6 +11,7 @@ use super::{Prepare, Unit};
 /// The variables `env:read` was granted on (empty: the guest sees none).
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct EnvPart {
+    /// The variable names the guest may read.
     pub names: Vec<String>,
 }
 

@@ -40,20 +40,29 @@ pub const MAX_COMMANDS: usize = 1000;
 /// One call of `exec.run`, as the run report shows it.
 #[derive(Debug, Clone, Serialize)]
 pub struct CommandRecord {
+    /// The program as the guest named it.
     pub program: String,
+    /// Its arguments.
     pub args: Vec<String>,
     /// `allow`, or the deny code that refused it.
     pub decision: String,
+    /// Why it was allowed or refused.
     pub reason: String,
     /// Whether a process was started.
     pub spawned: bool,
+    /// The exit status, when the process exited.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub status: Option<i32>,
+    /// The signal that ended the process, when one did.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub signal: Option<i32>,
+    /// Whether the timeout killed it.
     pub timed_out: bool,
+    /// Whether stdout or stderr was cut at the cap.
     pub truncated: bool,
+    /// Bytes the command wrote to stdout, kept or not.
     pub stdout_total: u64,
+    /// Bytes the command wrote to stderr, kept or not.
     pub stderr_total: u64,
     /// What confined it (`None` when nothing was started).
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -108,17 +117,22 @@ pub struct ExecState {
     pub tools: Vec<String>,
     /// The plan's pinned directories (see [`crate::sandbox::pinned`]).
     pub read_roots: Vec<PinnedDir>,
+    /// The plan's pinned directories a command may write beneath.
     pub write_roots: Vec<PinnedDir>,
     /// The workspace when it is inside a root (opened beneath that root's
     /// descriptor), else the first root, else `/` (where Landlock lets a
     /// command read nothing). `Err` when it could not be opened: every
     /// command is refused with the reason.
     pub cwd: Result<PinnedDir, String>,
+    /// The environment a command gets, the granted variables only.
     pub env: Vec<(String, String)>,
+    /// Whether a command may open internet sockets (`network:sites` granted).
     pub network: bool,
+    /// Each command's caps; the timeout is cut to what is left of the run.
     pub limits: ExecLimits,
     /// The run's own deadline: no command runs longer.
     pub timeout_ms: u64,
+    /// What this host can apply: the Landlock ABI and seccomp.
     pub support: ExecSupport,
     /// Set when a write root holds host configuration (or lies within
     /// it), or holds a read-only workspace root: Landlock cannot carve a protected path out of a root, so every
@@ -466,7 +480,9 @@ impl ExecState {
 /// run's deadline (a command's time is the run's time: its timeout is what
 /// is left of the run).
 pub struct ExecView<'a> {
+    /// The run's command state.
     pub state: &'a mut ExecState,
+    /// When the run's deadline passes.
     pub deadline: std::time::Instant,
 }
 
@@ -520,6 +536,7 @@ impl HasData for HasExec {
 /// lists too; empty, and nothing linked, without the grant.
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct ExecPart {
+    /// The programs a command may run.
     pub tools: Vec<String>,
 }
 

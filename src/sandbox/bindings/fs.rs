@@ -21,7 +21,9 @@ use crate::undo::fs::FsScope;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum DirAccess {
+    /// The guest may only read.
     ReadOnly,
+    /// The guest may read and write (journaled).
     ReadWrite,
 }
 
@@ -33,6 +35,7 @@ pub struct Preopen {
     /// The name the guest opens it by: relative to the turn's workspace
     /// (`.`, `out`), or the absolute host path when outside it.
     pub guest: String,
+    /// Whether the guest may only read it, or also write.
     pub access: DirAccess,
     /// The directory itself, opened when the plan was made: the guest's
     /// preopen and a command's root are this descriptor, not whatever the
@@ -46,6 +49,7 @@ pub struct Preopen {
 /// `fs:read` or `fs:write` grant.
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct FsPart {
+    /// The directories the guest may open, one preopen each.
     pub preopens: Vec<Preopen>,
     /// `fs:write` globs, rebased on the canonical preopened directory: the
     /// filesystem layer refuses any mutation of a path none matches.

@@ -48,11 +48,13 @@ use crate::sandbox::HostState;
 /// how (never the value: the host reads that at the edge).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct ProviderPart {
+    /// The provider's name, the `provider:access` target.
     pub name: String,
     /// `scheme://host[:port][/path]` prefixes: a request is under one when
     /// scheme, host and port are the same and its path starts with the
     /// prefix's at a segment boundary.
     pub base_urls: Vec<String>,
+    /// The request header the credential goes in (default `Authorization`).
     pub header: String,
     /// `Bearer {value}`.
     pub format: String,
@@ -62,7 +64,9 @@ pub struct ProviderPart {
 /// and nothing linked, without `network:sites`.
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct HttpPart {
+    /// The sites a request may go to, with their methods.
     pub rules: Vec<HttpRule>,
+    /// The providers whose credential the host adds to requests under their base URLs.
     pub providers: Vec<ProviderPart>,
 }
 

@@ -24,6 +24,7 @@ pub const MAX_QUESTIONS: u32 = 64;
 /// The questions of one run.
 #[derive(Debug, Default)]
 pub struct HumanState {
+    /// Questions asked so far; at most [`MAX_QUESTIONS`].
     pub asked: u32,
     /// Who answers: the terminal, a client; nobody when `None`.
     pub asker: Option<crate::sandbox::services::AskerRef>,
@@ -32,11 +33,13 @@ pub struct HumanState {
 /// Whether `human:ask` was granted (nothing is linked without it).
 #[derive(Debug, Clone, Copy, Default, Serialize)]
 pub struct HumanPart {
+    /// Whether the guest may ask the person.
     pub granted: bool,
 }
 
 /// What the binding works on.
 pub struct HumanView<'a> {
+    /// The run's questions.
     pub state: &'a mut HumanState,
     /// When the run ends: a question waits no longer.
     pub deadline: std::time::Instant,

@@ -18,19 +18,24 @@ pub const MAX_LINE: usize = 4_096;
 /// One guest log line.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct LogLine {
+    /// `debug`, `info`, `warn` or `error`.
     pub level: &'static str,
+    /// The message, cut to [`MAX_LINE`] bytes.
     pub message: String,
 }
 
 /// The lines of one run.
 #[derive(Debug, Default)]
 pub struct LogState {
+    /// The lines kept, at most [`MAX_LINES`].
     pub lines: Vec<LogLine>,
+    /// Lines dropped past [`MAX_LINES`].
     pub dropped: u64,
 }
 
 /// What the binding works on: the run's lines.
 pub struct LogView<'a> {
+    /// The run's lines.
     pub state: &'a mut LogState,
 }
 

@@ -23,8 +23,11 @@ use crate::undo::{Operation, TurnJournal};
 /// and nothing linked, without a grant).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct MemoryPart {
+    /// The memory scope granted.
     pub scope: String,
+    /// Whether `memory:read` was granted on it.
     pub read: bool,
+    /// Whether `memory:write` was granted on it.
     pub write: bool,
 }
 
@@ -32,6 +35,7 @@ pub struct MemoryPart {
 pub struct MemoryState {
     /// The host's database, opened at the first call of any run.
     db: Arc<MemoryDb>,
+    /// The scope and how it may be used.
     pub grant: MemoryPart,
     /// Every write is journaled here before it is made.
     pub journal: Option<TurnJournal>,
@@ -78,6 +82,7 @@ fn failed(e: MemoryError) -> Error {
 
 /// What the binding works on: the run's memory.
 pub struct MemoryView<'a> {
+    /// The run's memory state.
     pub state: &'a MemoryState,
 }
 

@@ -353,7 +353,9 @@ impl Pollable for ResolvedAddresses {
 
 /// What the lookup host works on: the run's [`Sites`] and resource table.
 pub struct SitesView<'a> {
+    /// The hosts the run may look up.
     pub sites: &'a Sites,
+    /// The run's resource table.
     pub table: &'a mut ResourceTable,
     /// The run's deadline: a lookup waits for the resolver no longer.
     pub deadline: std::time::Instant,
@@ -448,6 +450,7 @@ pub fn add_to_linker(l: &mut Linker<HostState>) -> wasmtime::Result<()> {
 /// is linked, and the context keeps TCP, UDP and lookup off).
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct NetworkPart {
+    /// The host patterns granted.
     pub hosts: Vec<HostPattern>,
 }
 
