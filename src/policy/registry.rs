@@ -1,6 +1,6 @@
 //! The closed capability registry.
 //!
-//! Every action an executor can be granted is one of these twelve entries.
+//! Every action an executor can be granted is one of these thirteen entries.
 //! There is no runtime registration: adding a capability means adding a
 //! variant here, a row to [`REGISTRY`], and a binding in the sandbox.
 
