@@ -321,8 +321,11 @@ impl Kind<'_> {
         );
         // Perhaps long after the turn began (a wait for write roots, a call
         // late in its caller's run): the component is looked at as it is
-        // now.
-        sandbox.drain_watch();
+        // now. A top-level turn that did not wait read the watch when it
+        // began, a moment ago: one `read(2)` per turn is enough.
+        if held.waited() || within.depth > 0 {
+            sandbox.drain_watch();
+        }
         let ended = ran(
             execute(&sandbox, &plan, &t.request.input, &t.request.io, &services),
             &plan,

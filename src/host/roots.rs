@@ -31,6 +31,8 @@ pub(super) struct WriteRoots {
 pub(super) struct Held<'a> {
     owner: &'a WriteRoots,
     roots: Vec<PathBuf>,
+    /// Whether the turn had to wait for another turn's roots.
+    waited: bool,
 }
 
 fn overlap(a: &std::path::Path, b: &std::path::Path) -> bool {
@@ -62,9 +64,14 @@ impl WriteRoots {
             .filter(|r| !held.iter().any(|h| r.starts_with(h)))
             .collect();
         if roots.is_empty() {
-            return Ok(Held { owner: self, roots });
+            return Ok(Held {
+                owner: self,
+                roots,
+                waited: false,
+            });
         }
         let mut active = lock(&self.active);
+        let mut waited = false;
         while active
             .iter()
             .any(|held| roots.iter().any(|r| overlap(r, held)))
@@ -77,10 +84,15 @@ impl WriteRoots {
             }
             // Woken when a turn ends; the timeout only rechecks the cancel
             // switch.
+            waited = true;
             active = wait_timeout(&self.freed, active, Duration::from_millis(50));
         }
         active.extend(roots.iter().cloned());
-        Ok(Held { owner: self, roots })
+        Ok(Held {
+            owner: self,
+            roots,
+            waited,
+        })
     }
 }
 
@@ -95,6 +107,13 @@ impl Held<'_> {
     /// The roots this guard holds.
     pub(super) fn roots(&self) -> &[PathBuf] {
         &self.roots
+    }
+
+    /// Whether the turn waited for another turn's roots before it got
+    /// them (time passed since the turn began: the component may have
+    /// changed meanwhile).
+    pub(super) fn waited(&self) -> bool {
+        self.waited
     }
 }
 

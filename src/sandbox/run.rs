@@ -13,7 +13,7 @@ use wasmtime_wasi::p2::pipe::MemoryInputPipe;
 use wasmtime_wasi::WasiCtxBuilder;
 
 use super::bindings::log::LogLine;
-use super::bindings::{Core, GuestError, HostState, Prepare, States};
+use super::bindings::{Core, GuestError, HostState, Prepare};
 use super::engine::{LoadError, Pre, PreError, Prepared, Sandbox};
 use super::imports::{self, RefusedImport};
 use super::limits::{LimitHit, Limits};
@@ -306,25 +306,24 @@ pub fn execute(
     let deadline = Instant::now() + std::time::Duration::from_millis(limits.deadline_ms);
     // Each unit's state, built from its part of the same plan; only the
     // bindings of the granted units were linked (`mask`).
-    let states = States::prepare(&mut Prepare {
-        plan,
-        services,
-        wasi: &mut b,
-        deadline,
-    })
-    .map_err(host)?;
-    let mut linked = table::names(mask);
-    states.describe(plan.parts(), &mut linked);
     let mut table = wasmtime::component::ResourceTable::new();
     table.set_max_capacity(limits.resources);
-    let state = states.into_host_state(Core {
-        wasi: b.build(),
+    let core = Core {
         table,
         limits: super::limits::GuardedLimits::new(&limits),
         hostcalls_left: limits.hostcalls,
         deadline,
         cancel: services.cancel.clone(),
-    });
+    };
+    let mut cx = Prepare {
+        plan,
+        services,
+        wasi: &mut b,
+        deadline,
+    };
+    let state = HostState::prepare(&mut cx, core).map_err(host)?;
+    let mut linked = table::names(mask);
+    state.describe(plan.parts(), &mut linked);
     let mut store = store(sandbox, state, &services.cancel, deadline);
     let outcome = call(pre, &mut store, input, &stdout);
     // What the turn left each touched path as, for undo (a run killed

@@ -112,43 +112,36 @@ macro_rules! units {
             $($(#[$doc])* pub $field: <$unit as Unit>::State,)*
         }
 
-        /// Each unit's state, prepared from its part in order.
-        pub(crate) struct States {
-            $($field: <$unit as Unit>::State,)*
-        }
-
-        impl States {
-            pub(crate) fn prepare(cx: &mut Prepare<'_>) -> Result<States, String> {
+        impl HostState {
+            /// The store data of a run of `cx.plan`: each unit's state
+            /// prepared from its part, in order, then the WASI context the
+            /// units gave what they allow.
+            pub(crate) fn prepare(cx: &mut Prepare<'_>, core: Core) -> Result<HostState, String> {
                 let parts = cx.plan.parts();
-                Ok(States {
-                    $($field: <$unit as Unit>::prepare(&parts.$field, cx)?,)*
-                })
-            }
-
-            pub(crate) fn describe(&self, parts: &Parts, out: &mut Vec<Cow<'static, str>>) {
-                $(<$unit as Unit>::describe(&parts.$field, &self.$field, out);)*
-            }
-
-            /// The store data of a run with these states.
-            pub(crate) fn into_host_state(self, core: Core) -> HostState {
-                HostState {
-                    wasi: core.wasi,
+                $(let $field = <$unit as Unit>::prepare(&parts.$field, cx)?;)*
+                Ok(HostState {
+                    wasi: cx.wasi.build(),
                     table: core.table,
                     limits: core.limits,
                     hostcalls_left: core.hostcalls_left,
                     hostcalls_exhausted: false,
                     deadline: core.deadline,
                     cancel: core.cancel,
-                    $($field: self.$field,)*
-                }
+                    $($field,)*
+                })
+            }
+
+            /// What each unit gave the guest, for the run report.
+            pub(crate) fn describe(&self, parts: &Parts, out: &mut Vec<Cow<'static, str>>) {
+                $(<$unit as Unit>::describe(&parts.$field, &self.$field, out);)*
             }
         }
     };
 }
 
-/// What every run's store holds whatever was granted.
+/// What every run's store holds whatever was granted (the WASI context
+/// besides, which the units fill).
 pub(crate) struct Core {
-    pub wasi: WasiCtx,
     pub table: ResourceTable,
     pub limits: super::limits::GuardedLimits,
     pub hostcalls_left: u64,
