@@ -15,17 +15,20 @@
 //! interleaved rounds. The last line is one JSON object with
 //! `bare_http_p50_us` and `gatehouse_http_p50_us` (read by programs).
 
+mod common;
+
 use std::io::{Read, Write};
 use std::net::TcpListener;
 use std::path::Path;
 use std::time::Instant;
 
+use common::tuned_engine;
 use gatehouse::config::{HostConfig, ProviderDef, StatePaths, ValueSource};
 use gatehouse::host::{Host, HostOptions, NoOne, TurnRequest};
 use gatehouse::manifest::Manifest;
 use gatehouse::policy::Level;
 use wasmtime::component::{InstancePre, Linker, ResourceTable, Val};
-use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig, Store};
+use wasmtime::{Engine, Store};
 use wasmtime_wasi::{WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
 use wasmtime_wasi_http::{WasiHttpCtx, WasiHttpCtxView, WasiHttpView};
 
@@ -125,28 +128,6 @@ fn bare_call(pre: &InstancePre<Bare>, input: &str) -> bool {
         return false;
     }
     matches!(&results[0], Val::Result(Ok(Some(v))) if matches!(&**v, Val::String(s) if s.contains("\"status\":200")))
-}
-
-/// The pooling allocator as gatehouse's engine sets it up.
-fn tuned_engine() -> wasmtime::Result<Engine> {
-    let mut pool = PoolingAllocationConfig::default();
-    pool.total_component_instances(64)
-        .total_core_instances(256)
-        .total_memories(128)
-        .total_tables(256)
-        .max_memories_per_component(8)
-        .max_tables_per_component(32)
-        .max_core_instances_per_component(32)
-        .max_memory_size(64 << 20)
-        .linear_memory_keep_resident(1 << 20)
-        .table_keep_resident(1 << 16)
-        .pagemap_scan(wasmtime::Enabled::Auto);
-    let mut config = Config::new();
-    config
-        .wasm_component_model(true)
-        .memory_init_cow(true)
-        .allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
-    Engine::new(&config)
 }
 
 fn p(sorted: &[f64], q: usize) -> f64 {

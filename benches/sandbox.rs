@@ -14,16 +14,19 @@
 //! (c) with 2 threads; then (no target) a `read-file` turn allowed by a
 //! remembered grant. The last line is one JSON object (read by programs).
 
+mod common;
+
 use std::path::Path;
 use std::time::Instant;
 
+use common::tuned_engine;
 use gatehouse::config::{HostConfig, StatePaths};
 use gatehouse::host::grants::{now_utc, NewGrant};
 use gatehouse::host::{EngineKind, GrantBook, Host, HostOptions, NoOne, TurnRequest};
 use gatehouse::manifest::Manifest;
 use gatehouse::policy::Identity;
 use wasmtime::component::{Component, InstancePre, Linker, ResourceTable, Val};
-use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig, Store};
+use wasmtime::{Config, Engine, Store};
 use wasmtime_wasi::{WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
 
 const WARMUP: usize = 1_000;
@@ -75,28 +78,6 @@ fn bare_call(pre: &InstancePre<Bare>) -> wasmtime::Result<()> {
         Val::Result(Ok(_)) => Ok(()),
         other => Err(wasmtime::format_err!("`run` returned {other:?}")),
     }
-}
-
-/// The pooling allocator as gatehouse's engine sets it up.
-fn tuned_engine() -> wasmtime::Result<Engine> {
-    let mut pool = PoolingAllocationConfig::default();
-    pool.total_component_instances(64)
-        .total_core_instances(256)
-        .total_memories(128)
-        .total_tables(256)
-        .max_memories_per_component(8)
-        .max_tables_per_component(32)
-        .max_core_instances_per_component(32)
-        .max_memory_size(64 << 20)
-        .linear_memory_keep_resident(1 << 20)
-        .table_keep_resident(1 << 16)
-        .pagemap_scan(wasmtime::Enabled::Auto);
-    let mut config = Config::new();
-    config
-        .wasm_component_model(true)
-        .memory_init_cow(true)
-        .allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
-    Engine::new(&config)
 }
 
 /// The input of every `read-file` turn: a file the bench writes.

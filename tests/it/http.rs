@@ -604,12 +604,10 @@ fn a_provider_s_credential_reaches_only_requests_under_its_base_url() {
     // The audit names the provider; nothing in the state holds the value.
     let lines = http_lines(&env);
     assert_eq!(lines[0]["provider"], "api", "{:#}", lines[0]);
-    for entry in walk(&env.state_dir()) {
-        let bytes = std::fs::read(&entry).unwrap();
+    for (file, bytes) in crate::support::guests::tree(&env.state_dir()) {
         assert!(
             !bytes.windows(CANARY.len()).any(|w| w == CANARY.as_bytes()),
-            "{} holds the credential",
-            entry.display()
+            "{file} holds the credential"
         );
     }
 }
@@ -633,25 +631,6 @@ fn the_memory_scan_sees_what_the_guest_holds() {
     );
     run.expect(0);
     assert!(output(&v)["scan"]["memory"].as_u64().unwrap() > 0, "{v:#}");
-}
-
-fn walk(dir: &Path) -> Vec<std::path::PathBuf> {
-    let mut out = Vec::new();
-    let mut stack = vec![dir.to_path_buf()];
-    while let Some(d) = stack.pop() {
-        let Ok(entries) = std::fs::read_dir(&d) else {
-            continue;
-        };
-        for e in entries.flatten() {
-            let p = e.path();
-            if p.is_dir() {
-                stack.push(p);
-            } else if p.is_file() {
-                out.push(p);
-            }
-        }
-    }
-    out
 }
 
 #[test]
