@@ -707,3 +707,29 @@ fn an_unreadable_ca_file_is_named_and_nothing_runs() {
         &["`[network] ca_file` `/nonexistent/ca.pem`: no such file or directory"],
     );
 }
+
+#[test]
+fn the_guest_s_between_bytes_timeout_ends_a_trickle_before_the_deadline() {
+    let pki = pki();
+    let srv = server(&pki, None);
+    let p = srv.port;
+    let env = env_with(&pki, "");
+    let m = fetch_manifest(&env, &[(&format!("localhost:{p}"), None)], &[]);
+    let (run, v) = fetch(
+        &env,
+        &m,
+        json!({"url": format!("https://localhost:{p}/trickle"), "between_bytes_ms": 50}),
+    );
+    // The guest's own timeout ends the read with an error the guest sees
+    // (wasmtime-wasi-http gives a body's error no error code, so `fetch`
+    // fails with its text), well before the deadline: not a limit.
+    run.expect(1);
+    assert_eq!(
+        v["run"]["result"]["error"]["failed"], "connection read timeout",
+        "{v:#}"
+    );
+    assert!(v["error"].is_null(), "{v:#}");
+    let line = http_lines(&env).pop().unwrap();
+    assert_eq!(line["decision"]["decision"], "allow");
+    assert_eq!(line["error"], "no byte within the between-bytes timeout");
+}

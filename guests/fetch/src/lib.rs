@@ -19,7 +19,7 @@ use serde::Deserialize;
 use serde_json::json;
 use wasi::http::outgoing_handler;
 use wasi::http::types::{
-    ErrorCode, Fields, Method, OutgoingBody, OutgoingRequest, Scheme,
+    ErrorCode, Fields, Method, OutgoingBody, OutgoingRequest, RequestOptions, Scheme,
 };
 
 guest_common::impl_from_fail!();
@@ -42,6 +42,9 @@ struct Request {
     /// its linear memory (it never holds the secret, only this form).
     #[serde(default)]
     scan_xor: Option<String>,
+    /// `request-options.between-bytes-timeout`, in milliseconds.
+    #[serde(default)]
+    between_bytes_ms: Option<u64>,
 }
 
 const PAGE: usize = 65536;
@@ -175,7 +178,13 @@ fn once(req: &Request) -> Result<(String, bool), Error> {
         out.set_path_with_query(Some(path))
             .map_err(|()| bad("path"))?;
         let body = out.body().map_err(|()| bad("body"))?;
-        let future = match outgoing_handler::handle(out, None) {
+        let options = req.between_bytes_ms.map(|ms| {
+            let o = RequestOptions::new();
+            // Refused only for a duration the host cannot keep.
+            let _ = o.set_between_bytes_timeout(Some(ms * 1_000_000));
+            o
+        });
+        let future = match outgoing_handler::handle(out, options) {
             Ok(f) => f,
             Err(e) => return error(&e),
         };

@@ -392,6 +392,9 @@ impl WasiHttpHooks for Hooks {
                         Counted {
                             body,
                             deadline: Box::pin(tokio::time::sleep(shared.left())),
+                            between: options
+                                .and_then(|o| o.between_bytes_timeout)
+                                .map(|d| (d, Box::pin(tokio::time::sleep(d.min(shared.left()))))),
                             shared: shared.clone(),
                             seen: 0,
                             line: Some((line, status, started, first_byte_ms)),
@@ -668,6 +671,9 @@ struct Counted {
     /// Fires at the run's deadline: a server that trickles cannot hold the
     /// body open past it.
     deadline: Pin<Box<tokio::time::Sleep>>,
+    /// The guest's `between-bytes-timeout`, if it set one, and its timer,
+    /// restarted at each frame.
+    between: Option<(Duration, Pin<Box<tokio::time::Sleep>>)>,
     seen: u64,
     /// The line, the status, when the request started and when its
     /// headers came (taken when written).
@@ -722,6 +728,10 @@ impl http_body::Body for Counted {
         }
         match Pin::new(&mut self.body).poll_frame(cx) {
             Poll::Ready(Some(Ok(frame))) => {
+                if let Some((gap, timer)) = self.between.as_mut() {
+                    let next = tokio::time::Instant::now() + *gap;
+                    timer.as_mut().reset(next);
+                }
                 let n = frame.data_ref().map_or(0, |d| d.len() as u64);
                 self.seen += n;
                 let total = self
@@ -751,10 +761,21 @@ impl http_body::Body for Counted {
                 self.finish(None);
                 Poll::Ready(None)
             }
-            Poll::Pending => match self.deadline.as_mut().poll(cx) {
-                Poll::Ready(()) => Poll::Ready(Some(Err(self.past_deadline()))),
-                Poll::Pending => Poll::Pending,
-            },
+            Poll::Pending => {
+                if self.deadline.as_mut().poll(cx).is_ready() {
+                    return Poll::Ready(Some(Err(self.past_deadline())));
+                }
+                let idle = self
+                    .between
+                    .as_mut()
+                    .is_some_and(|(_, timer)| timer.as_mut().poll(cx).is_ready());
+                if idle {
+                    // The guest's own timeout: its error, not a limit.
+                    self.finish(Some("no byte within the between-bytes timeout"));
+                    return Poll::Ready(Some(Err(HttpError::ConnectionReadTimeout)));
+                }
+                Poll::Pending
+            }
         }
     }
 }
