@@ -600,9 +600,34 @@ async fn send(
             ))
         }
     };
-    let conn = tokio::spawn(conn);
+    // The response is awaited while the connection is driven in the same
+    // task (as wasmtime-wasi-http's own sender does): no hop to another
+    // task on the way. What is left of the connection is the io future.
     let first = within(options.and_then(|o| o.first_byte_timeout));
-    let response = match tokio::time::timeout(first, sender.send_request(request)).await {
+    let mut conn = Some(conn);
+    let mut send = std::pin::pin!(tokio::time::timeout(first, sender.send_request(request)));
+    let answer = std::future::poll_fn(|cx| {
+        if let Poll::Ready(r) = send.as_mut().poll(cx) {
+            return Poll::Ready(r);
+        }
+        let Some(c) = conn.as_mut() else {
+            return Poll::Pending;
+        };
+        match Pin::new(c).poll(cx) {
+            Poll::Pending => Poll::Pending,
+            Poll::Ready(done) => {
+                conn = None;
+                match done {
+                    // The connection ended first: the response is ready or
+                    // never will be.
+                    Ok(()) => send.as_mut().poll(cx),
+                    Err(e) => Poll::Ready(Ok(Err(e))),
+                }
+            }
+        }
+    })
+    .await;
+    let response = match answer {
         Ok(Ok(r)) => r,
         Ok(Err(e)) => return Err(failed(format!("http: {e}"), HttpError::HttpProtocolError)),
         Err(_) => {
@@ -613,10 +638,9 @@ async fn send(
         }
     };
     let io: Box<dyn Future<Output = Result<(), HttpError>> + Send> = Box::new(async move {
-        match conn.await {
-            Ok(Ok(())) => Ok(()),
-            Ok(Err(e)) => Err(HttpError::from(e)),
-            Err(_) => Ok(()),
+        match conn {
+            Some(c) => c.await.map_err(HttpError::from),
+            None => Ok(()),
         }
     });
     Ok((response, io))
