@@ -274,9 +274,11 @@ impl AuditSink for TurnAudit {
     /// Keeps a line of the sandbox's (a command call, a refusal of the
     /// filesystem layer): every string in it is the guest's to choose, so
     /// each is bounded first ([`crate::policy::bounded`]).
-    fn decision(&self, mut line: serde_json::Value) {
+    fn decision(&self, entry: crate::sandbox::services::RunDecision) {
+        // Through a value: its keys sorted, as every audit line has them.
+        let mut line = serde_json::to_value(&entry).unwrap_or_default();
         crate::policy::bound_strings(&mut line);
-        self.keep(encode(&line), line.get("turn").is_some());
+        self.keep(encode(&line), false);
     }
 }
 

@@ -15,14 +15,131 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
+use serde::Serialize;
+
 use crate::policy::DenyCode;
 use crate::undo::TurnJournal;
 
 /// Where the decisions made during a run go.
 pub trait AuditSink: Send + Sync {
-    /// Records one decision made during the run: `line` has at least
-    /// `request` and `decision`; the sink adds who and under which policy.
-    fn decision(&self, line: serde_json::Value);
+    /// Records one decision made during the run; the sink adds who and
+    /// under which policy.
+    fn decision(&self, entry: RunDecision);
+}
+
+/// One decision made while a run went on, as the audit records it: what
+/// was asked, the answer, and what came of it. Every string in it may be
+/// the guest's: the sink bounds them.
+#[derive(Debug, Clone, Serialize)]
+pub struct RunDecision {
+    /// What was asked.
+    pub request: RunRequest,
+    /// The answer.
+    pub decision: RunVerdict,
+    /// A command's end (`code:exec`).
+    #[serde(flatten, skip_serializing_if = "Option::is_none")]
+    pub command: Option<CommandEnd>,
+    /// An allowed HTTP request's end.
+    #[serde(flatten, skip_serializing_if = "Option::is_none")]
+    pub response: Option<ResponseEnd>,
+    /// The provider whose credential the request carried (its name only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub provider: Option<String>,
+}
+
+/// What a run asked, by kind.
+#[derive(Debug, Clone, Serialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum RunRequest {
+    /// A command line of `code:exec`.
+    Tool {
+        /// The program's name (or its granted path).
+        tool: String,
+        /// The exact argv, shell-quoted.
+        command: String,
+    },
+    /// An operation of the filesystem layer.
+    Filesystem {
+        /// `open`, `write`, `rename`, … or `more-refusals`.
+        operation: String,
+        /// The guest's path, when the operation has one.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        path: Option<String>,
+    },
+    /// An HTTP request, canonical.
+    Http {
+        /// Uppercase.
+        method: String,
+        /// `http` or `https`.
+        scheme: &'static str,
+        /// Lowercase ASCII.
+        host: String,
+        /// Explicit.
+        port: u16,
+        /// Percent-decoded once.
+        path: String,
+        /// The query's sha256, never the query.
+        query_sha256: Option<String>,
+        /// The query's length in bytes.
+        query_bytes: Option<usize>,
+    },
+    /// An HTTP request that has no canonical form (a bad path, userinfo):
+    /// its URI without query and userinfo.
+    #[serde(rename = "http")]
+    HttpUnnamed {
+        /// As the guest gave it.
+        method: String,
+        /// `scheme://host[:port]/path`.
+        uri: String,
+    },
+}
+
+/// The answer to a run's request.
+#[derive(Debug, Clone, Serialize)]
+#[serde(tag = "decision", rename_all = "snake_case")]
+pub enum RunVerdict {
+    /// Allowed.
+    Allow {
+        /// Why, when the screen said.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        reason: Option<String>,
+    },
+    /// Refused.
+    Deny {
+        /// The deny code, when the refusal has one.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        code: Option<DenyCode>,
+        /// Why.
+        reason: String,
+    },
+}
+
+/// How a command call ended.
+#[derive(Debug, Clone, Serialize)]
+pub struct CommandEnd {
+    /// Whether a process started.
+    pub spawned: bool,
+    /// Its exit status, when it exited.
+    pub status: Option<i32>,
+    /// The signal that killed it, when one did.
+    pub signal: Option<i32>,
+    /// Whether it was killed at its timeout.
+    pub timed_out: bool,
+}
+
+/// How an allowed HTTP request ended.
+#[derive(Debug, Clone, Serialize)]
+pub struct ResponseEnd {
+    /// The response's status.
+    pub status: u16,
+    /// The body's bytes the guest read.
+    pub bytes: u64,
+    /// From the request to the response's head.
+    pub first_byte_ms: f64,
+    /// From the request to the body's end.
+    pub duration_ms: f64,
+    /// Why the body ended early, if it did.
+    pub error: Option<String>,
 }
 
 /// The policy's answer for a command line, bound to one actor.

@@ -29,7 +29,9 @@ use crate::policy::command::basename;
 use crate::policy::snapshot::ProtectedKind;
 use crate::policy::{is_within, DenyCode};
 use crate::sandbox::plan::Plan;
-use crate::sandbox::services::{AuditSink, CommandScreen, RunServices};
+use crate::sandbox::services::{
+    AuditSink, CommandEnd, CommandScreen, RunDecision, RunRequest, RunServices, RunVerdict,
+};
 use crate::sandbox::HostState;
 
 /// The command calls one turn may make (each is recorded in the run report
@@ -381,20 +383,31 @@ impl ExecState {
         let mut argv = vec![record.program.clone()];
         argv.extend(record.args.iter().cloned());
         let decision = if record.decision == "allow" {
-            serde_json::json!({"decision": "allow", "reason": record.reason})
+            RunVerdict::Allow {
+                reason: Some(record.reason.clone()),
+            }
         } else {
-            serde_json::json!({"decision": "deny", "code": record.decision, "reason": record.reason})
+            RunVerdict::Deny {
+                code: DenyCode::from_name(&record.decision),
+                reason: record.reason.clone(),
+            }
         };
-        let line = serde_json::json!({
-            "request": {"kind": "tool", "tool": basename(&record.program), "command": quote_argv(&argv)},
-            "decision": decision,
-            "spawned": record.spawned,
-            "status": record.status,
-            "signal": record.signal,
-            "timed_out": record.timed_out,
-        });
         // The command's outcome stands even if the audit cannot keep it.
-        self.audit.decision(line);
+        self.audit.decision(RunDecision {
+            request: RunRequest::Tool {
+                tool: basename(&record.program).to_string(),
+                command: quote_argv(&argv),
+            },
+            decision,
+            command: Some(CommandEnd {
+                spawned: record.spawned,
+                status: record.status,
+                signal: record.signal,
+                timed_out: record.timed_out,
+            }),
+            response: None,
+            provider: None,
+        });
     }
 
     /// The spec of an allowed command, or the error value (with the deny

@@ -41,7 +41,9 @@ use crate::policy::http::{decide_request, HttpRequest, HttpRule, Scheme, SitePat
 use crate::policy::snapshot::sha256_hex;
 use crate::policy::DenyCode;
 use crate::sandbox::limits::LimitHit;
-use crate::sandbox::services::{AuditSink, HttpClient, ProviderSecret};
+use crate::sandbox::services::{
+    AuditSink, HttpClient, ProviderSecret, ResponseEnd, RunDecision, RunRequest, RunVerdict,
+};
 use crate::sandbox::HostState;
 
 /// A provider the turn may use: its name, where its credential goes, and
@@ -234,7 +236,7 @@ type SendFuture = Box<
 /// One request's audit line, without its outcome yet.
 #[derive(Clone)]
 struct Line {
-    request: serde_json::Value,
+    request: RunRequest,
     provider: Option<String>,
 }
 
@@ -242,43 +244,40 @@ impl Line {
     fn of(req: &HttpRequest, provider: Option<&str>) -> Line {
         let query = req.query.as_deref();
         Line {
-            request: serde_json::json!({
-                "kind": "http",
-                "method": crate::policy::bounded(&req.method),
-                "scheme": req.scheme.as_str(),
-                "host": crate::policy::bounded(&req.host),
-                "port": req.port,
-                "path": crate::policy::bounded(&req.path),
-                "query_sha256": query.map(|q| sha256_hex(q.as_bytes())),
-                "query_bytes": query.map(str::len),
-            }),
+            request: RunRequest::Http {
+                method: req.method.clone(),
+                scheme: req.scheme.as_str(),
+                host: req.host.clone(),
+                port: req.port,
+                path: req.path.clone(),
+                query_sha256: query.map(|q| sha256_hex(q.as_bytes())),
+                query_bytes: query.map(str::len),
+            },
             provider: provider.map(str::to_string),
         }
     }
 
     fn denied(&self, audit: &dyn AuditSink, code: DenyCode, reason: &str) {
-        let mut line = serde_json::json!({
-            "request": self.request,
-            "decision": {"decision": "deny", "code": code.as_str(), "reason": crate::policy::bounded(reason)},
+        audit.decision(RunDecision {
+            request: self.request.clone(),
+            decision: RunVerdict::Deny {
+                code: Some(code),
+                reason: reason.to_string(),
+            },
+            command: None,
+            response: None,
+            provider: self.provider.clone(),
         });
-        if let Some(p) = &self.provider {
-            line["provider"] = p.clone().into();
-        }
-        audit.decision(line);
     }
 
-    fn allowed(&self, audit: &dyn AuditSink, outcome: serde_json::Value) {
-        let mut line = serde_json::json!({
-            "request": self.request,
-            "decision": {"decision": "allow"},
+    fn allowed(&self, audit: &dyn AuditSink, end: ResponseEnd) {
+        audit.decision(RunDecision {
+            request: self.request.clone(),
+            decision: RunVerdict::Allow { reason: None },
+            command: None,
+            response: Some(end),
+            provider: self.provider.clone(),
         });
-        if let (Some(obj), serde_json::Value::Object(more)) = (line.as_object_mut(), outcome) {
-            obj.extend(more);
-        }
-        if let Some(p) = &self.provider {
-            line["provider"] = p.clone().into();
-        }
-        audit.decision(line);
     }
 }
 
@@ -296,7 +295,10 @@ impl WasiHttpHooks for Hooks {
         let started = Instant::now();
         let shared = self.shared.clone();
         let uri = request.uri().clone();
-        let raw = |what: &str| serde_json::json!({"kind": "http", "method": request.method().as_str(), "uri": crate::policy::bounded(what)});
+        let raw = |uri: String| RunRequest::HttpUnnamed {
+            method: request.method().as_str().to_string(),
+            uri,
+        };
         let req = match HttpRequest::canonical(
             request.method().as_str(),
             uri.scheme_str().unwrap_or("https"),
@@ -316,7 +318,7 @@ impl WasiHttpHooks for Hooks {
                     uri.path()
                 );
                 let line = Line {
-                    request: raw(&shown),
+                    request: raw(shown),
                     provider: None,
                 };
                 line.denied(&*shared.audit, DenyCode::NetworkNotGranted, &e.to_string());
@@ -709,13 +711,13 @@ impl Counted {
         if let Some((line, status, started, first_byte_ms)) = self.line.take() {
             line.allowed(
                 &*self.shared.audit,
-                serde_json::json!({
-                    "status": status,
-                    "bytes": self.seen,
-                    "first_byte_ms": first_byte_ms,
-                    "duration_ms": started.elapsed().as_secs_f64() * 1e3,
-                    "error": error,
-                }),
+                ResponseEnd {
+                    status,
+                    bytes: self.seen,
+                    first_byte_ms,
+                    duration_ms: started.elapsed().as_secs_f64() * 1e3,
+                    error: error.map(str::to_string),
+                },
             );
         }
     }

@@ -16,7 +16,7 @@ use wasmtime_wasi::p2::{FsError, FsResult};
 use crate::policy::snapshot::{ProtectedKind, ProtectedPath, WorkspaceMode, WorkspaceRoot};
 use crate::policy::{is_within, DenyCode, PathGlob};
 use crate::sandbox::plan::Plan;
-use crate::sandbox::services::AuditSink;
+use crate::sandbox::services::{AuditSink, RunDecision, RunRequest, RunVerdict};
 use crate::undo::fs::record_left;
 use crate::undo::journal::{store_blob_file, StoredBlob};
 use crate::undo::{Operation, TurnJournal};
@@ -87,13 +87,22 @@ impl FsLayer {
     /// (`<turn>/fs-left.jsonl`). Call once the guest is done.
     pub fn finish(&mut self) -> std::io::Result<()> {
         if self.unrecorded > 0 {
-            self.audit.decision(serde_json::json!({
-                "request": {"kind": "filesystem", "operation": "more-refusals"},
-                "decision": {"decision": "deny", "reason": format!(
-                    "{} more refusals of the filesystem layer were not recorded one by one (at most {MAX_RECORDED_REFUSALS} are)",
-                    self.unrecorded
-                )},
-            }));
+            self.audit.decision(RunDecision {
+                request: RunRequest::Filesystem {
+                    operation: "more-refusals".into(),
+                    path: None,
+                },
+                decision: RunVerdict::Deny {
+                    code: None,
+                    reason: format!(
+                        "{} more refusals of the filesystem layer were not recorded one by one (at most {MAX_RECORDED_REFUSALS} are)",
+                        self.unrecorded
+                    ),
+                },
+                command: None,
+                response: None,
+                provider: None,
+            });
             self.unrecorded = 0;
         }
         let Some(j) = &self.journal else {
@@ -120,10 +129,19 @@ impl FsLayer {
                 reason
             };
             let reason = crate::policy::bounded(&reason).into_owned();
-            self.audit.decision(serde_json::json!({
-                "request": {"kind": "filesystem", "operation": operation, "path": shown},
-                "decision": {"decision": "deny", "code": code, "reason": reason},
-            }));
+            self.audit.decision(RunDecision {
+                request: RunRequest::Filesystem {
+                    operation: operation.to_string(),
+                    path: Some(shown.into_owned()),
+                },
+                decision: RunVerdict::Deny {
+                    code: Some(code),
+                    reason: reason.clone(),
+                },
+                command: None,
+                response: None,
+                provider: None,
+            });
             self.denials.push((code, reason));
         } else {
             self.unrecorded += 1;
