@@ -24,6 +24,7 @@
 
 mod elicitation;
 mod http;
+mod logging;
 mod results;
 mod sessions;
 mod tools;
@@ -124,6 +125,9 @@ impl ServeError {
 #[derive(Clone)]
 pub struct Server {
     inner: Arc<Shared>,
+    /// The log level this session's client set (`logging/setLevel`): its
+    /// own for each HTTP session ([`Server::for_session`]).
+    log_level: Arc<logging::SessionLevel>,
 }
 
 struct Shared {
@@ -201,7 +205,18 @@ impl Server {
                 slots,
                 sessions: std::sync::Mutex::new(SessionTurns::default()),
             }),
+            log_level: Arc::default(),
         })
+    }
+
+    /// The server for one more session: the same host, tools and turns,
+    /// with its own log level (one client's `logging/setLevel` is not
+    /// another's).
+    pub(crate) fn for_session(&self) -> Server {
+        Server {
+            inner: self.inner.clone(),
+            log_level: Arc::default(),
+        }
     }
 
     /// The names of the tools offered, in order.
@@ -315,6 +330,17 @@ impl Server {
         let outcome = self.turn(request, context).await;
         if let Some((s, key)) = registered {
             self.unregister(s, key);
+        }
+        // The guest's lines, before its result (a stopped run's too).
+        if let Ok(o) = &outcome {
+            let run = match &o.end {
+                crate::host::TurnEnd::Ran { run } => Some(run),
+                crate::host::TurnEnd::Stopped { run, .. } => run.as_ref(),
+                _ => None,
+            };
+            if let Some(run) = run {
+                logging::send_lines(&self.log_level, context, &offered.name, &run.log).await;
+            }
         }
         match outcome {
             Ok(outcome) => result_of(&outcome, shared.options.text_cap),
@@ -438,7 +464,8 @@ pub(crate) fn runtime() -> Result<tokio::runtime::Runtime, ServeError> {
 impl ServerHandler for Server {
     fn get_info(&self) -> ServerConfig {
         let capabilities: ServerCapabilities =
-            serde_json::from_value(json!({"tools": {"listChanged": false}})).unwrap_or_default();
+            serde_json::from_value(json!({"tools": {"listChanged": false}, "logging": {}}))
+                .unwrap_or_default();
         let mut info = ServerConfig::new(capabilities);
         info.server_info.name = "gatehouse".into();
         info.server_info.version = env!("CARGO_PKG_VERSION").into();
@@ -463,6 +490,16 @@ impl ServerHandler for Server {
         Ok(ListToolsResult::with_all_items(
             self.inner.tools.iter().map(|t| t.tool.clone()).collect(),
         ))
+    }
+
+    #[allow(deprecated)] // rmcp marks logging deprecated (SEP-2577); clients still use it
+    async fn set_level(
+        &self,
+        request: rmcp::model::SetLevelRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        self.log_level.set(request.level);
+        Ok(())
     }
 
     fn get_tool(&self, name: &str) -> Option<Tool> {

@@ -4,6 +4,8 @@
 //! annotations, a call, a refusal, an elicitation answered "allow and
 //! remember", the queue for a client without elicitation, and gatehouse's
 //! own `history` and `undo` tools when the configuration offers them.
+//! Issue 31: the guest's log lines as MCP log messages, at or above the
+//! level the client set.
 
 use std::sync::{Arc, Mutex};
 
@@ -11,7 +13,7 @@ use rmcp::model::{
     CallToolRequestParams, CallToolResult, ClientConfig, ElicitRequestParams, ElicitResult,
     ErrorData,
 };
-use rmcp::service::{RequestContext, RunningService};
+use rmcp::service::{NotificationContext, RequestContext, RunningService};
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
 use rmcp::{ClientHandler, RoleClient, ServiceExt};
@@ -27,6 +29,8 @@ struct Person {
     elicitation: bool,
     answer: Arc<Mutex<Value>>,
     asked: Arc<Mutex<Vec<Value>>>,
+    /// The log messages the server sent, in order.
+    logs: Arc<Mutex<Vec<Value>>>,
 }
 
 impl Person {
@@ -35,7 +39,12 @@ impl Person {
             elicitation,
             answer: Arc::new(Mutex::new(json!({"action": "decline"}))),
             asked: Arc::new(Mutex::new(Vec::new())),
+            logs: Arc::new(Mutex::new(Vec::new())),
         }
+    }
+
+    fn logs(&self) -> Vec<Value> {
+        self.logs.lock().unwrap().clone()
     }
 
     fn will_answer(&self, answer: Value) {
@@ -48,6 +57,19 @@ impl Person {
 }
 
 impl ClientHandler for Person {
+    // rmcp marks logging deprecated (SEP-2577); it is what clients use today.
+    #[allow(deprecated)]
+    async fn on_logging_message(
+        &self,
+        params: rmcp::model::LoggingMessageNotificationParam,
+        _context: NotificationContext<RoleClient>,
+    ) {
+        self.logs
+            .lock()
+            .unwrap()
+            .push(serde_json::to_value(&params).unwrap());
+    }
+
     async fn create_elicitation(
         &self,
         request: ElicitRequestParams,
@@ -532,5 +554,68 @@ async fn mcp_a_client_that_goes_away_over_http_stops_its_spinning_guest() {
     let session = http(&server.addr, None, &[], &person).await.unwrap();
     let r = v(&call(&session, "hello", json!({})).await);
     assert_eq!(r["isError"], false, "{r:#}");
+    session.cancel().await.unwrap();
+}
+
+/// The guest's log lines reach the client as `notifications/message`, at or
+/// above the level it set: none before it sets one, none below it, and a
+/// call's own `_meta` level (2026-07-28's way) wins for that call.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[allow(deprecated)] // rmcp marks logging deprecated (SEP-2577)
+async fn mcp_guest_log_lines_reach_the_client_at_or_above_its_level() {
+    use rmcp::model::{LoggingLevel, SetLevelRequestParams};
+    let env = Env::new();
+    let (ws, ex) = setup(&env);
+    let person = Person::new(false);
+    let session = stdio(&env, &args(&ws, &ex, "ReadOnly"), &person).await;
+    let info = session.peer().peer_info().unwrap();
+    assert_eq!(
+        serde_json::to_value(&info.capabilities).unwrap()["logging"],
+        json!({})
+    );
+    // Before the client sets a level: nothing.
+    let r = v(&call(&session, "hello", json!({"log": "unasked"})).await);
+    assert_eq!(r["isError"], false, "{r:#}");
+    // Below the level set (hello logs at info): nothing.
+    session
+        .peer()
+        .set_level(SetLevelRequestParams::new(LoggingLevel::Warning))
+        .await
+        .unwrap();
+    let r = v(&call(&session, "hello", json!({"log": "below"})).await);
+    assert_eq!(r["isError"], false, "{r:#}");
+    // The call's own level wins for that call.
+    let params = serde_json::from_value::<CallToolRequestParams>(json!({
+        "name": "hello", "arguments": {"log": "per call"},
+        "_meta": {"io.modelcontextprotocol/logLevel": "info"}}))
+    .unwrap();
+    let r = v(&session.peer().call_tool(params).await.unwrap());
+    assert_eq!(r["isError"], false, "{r:#}");
+    // At the level set: both of the guest's lines, in its order.
+    session
+        .peer()
+        .set_level(SetLevelRequestParams::new(LoggingLevel::Info))
+        .await
+        .unwrap();
+    let r = v(&call(&session, "hello", json!({"log": "asked"})).await);
+    assert_eq!(r["isError"], false, "{r:#}");
+    // The messages come before each result on one ordered pipe; the wait
+    // only covers the client's handing them to its handler.
+    let mut tries = 0;
+    while person.logs().len() < 4 && tries < 200 {
+        tries += 1;
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    let line = |data: &str| json!({"level": "info", "logger": "hello", "data": data});
+    // Were any of the earlier calls' lines sent, they would come first.
+    assert_eq!(
+        person.logs(),
+        [
+            line("hello: 18 bytes of input"),
+            line("per call"),
+            line("hello: 15 bytes of input"),
+            line("asked"),
+        ]
+    );
     session.cancel().await.unwrap();
 }
