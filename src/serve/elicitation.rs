@@ -136,7 +136,10 @@ impl Asker for ElicitAsker {
 /// The elicitation that asks about `approval`: every item with its
 /// capability, canonical target, whether it is critical and why; "allow
 /// and remember" offered only when `remember` and every item may be
-/// remembered.
+/// remembered. The choices are a titled single-select (`oneOf` of
+/// `const` and `title`, the 2025-11-25 standard form, not the legacy
+/// `enumNames`); the consts `allow_once`, `allow_and_remember` and `deny`
+/// are what clients answer with, and do not change.
 pub fn elicitation(approval: &ApprovalRequest, remember: bool) -> Value {
     let mut message = format!(
         "executor `{}` (actor `{}`, turn `{}`) needs your approval for:",
@@ -171,8 +174,10 @@ pub fn elicitation(approval: &ApprovalRequest, remember: bool) -> Value {
         properties.insert(
             "decision".into(),
             json!({"type": "string", "title": "Decision",
-                   "enum": ["allow_once", "allow_and_remember", "deny"],
-                   "enumNames": ["Allow once", "Allow and remember (writes a grant)", "Deny"]}),
+                   "oneOf": [{"const": "allow_once", "title": "Allow once"},
+                             {"const": "allow_and_remember",
+                              "title": "Allow and remember (writes a grant)"},
+                             {"const": "deny", "title": "Deny"}]}),
         );
         properties.insert(
             "expires_in".into(),
@@ -186,8 +191,8 @@ pub fn elicitation(approval: &ApprovalRequest, remember: bool) -> Value {
         properties.insert(
             "decision".into(),
             json!({"type": "string", "title": "Decision",
-                   "enum": ["allow_once", "deny"],
-                   "enumNames": ["Allow once", "Deny"]}),
+                   "oneOf": [{"const": "allow_once", "title": "Allow once"},
+                             {"const": "deny", "title": "Deny"}]}),
         );
     }
     json!({

@@ -191,9 +191,13 @@ fn serve_asks_by_elicitation_and_remembers_or_refuses() {
             && message.contains(&format!("\n- `fs:write` on `{out_glob}` (critical): ")),
         "{message}"
     );
+    // The standard titled single-select, not the legacy `enumNames`.
     assert_eq!(
-        p["requestedSchema"]["properties"]["decision"]["enum"],
-        json!(["allow_once", "allow_and_remember", "deny"])
+        p["requestedSchema"]["properties"]["decision"],
+        json!({"type": "string", "title": "Decision", "oneOf": [
+            {"const": "allow_once", "title": "Allow once"},
+            {"const": "allow_and_remember", "title": "Allow and remember (writes a grant)"},
+            {"const": "deny", "title": "Deny"}]})
     );
     assert_eq!(p["requestedSchema"]["required"], json!(["decision"]));
 
@@ -786,12 +790,16 @@ fn serve_from_a_verified_snapshot_offers_no_remember_and_refuses_another() {
         "write-file",
         json!({"path": "out/a.txt", "content": "x"}),
         &mut |p| {
-            offered.push(p["requestedSchema"]["properties"]["decision"]["enum"].clone());
+            offered.push(p["requestedSchema"]["properties"]["decision"]["oneOf"].clone());
             json!({"action": "accept", "content": {"decision": "allow_once"}})
         },
     );
     assert_eq!(r["isError"], false, "{r:#}");
-    assert_eq!(offered, vec![json!(["allow_once", "deny"])]);
+    assert_eq!(
+        offered,
+        vec![json!([{"const": "allow_once", "title": "Allow once"},
+                    {"const": "deny", "title": "Deny"}])]
+    );
     assert_eq!(c.finish(), 0);
     assert!(env.run(&["grants", "list"]).json_lines().is_empty());
     // Another level, another policy: refused before anything is served.
