@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use rmcp::model::{ElicitRequestParams, ElicitationAction};
+use rmcp::model::{ElicitRequestParams, ElicitResult, ElicitationAction};
 use rmcp::service::{RequestContext, RoleServer};
 use serde_json::{json, Value};
 
@@ -45,7 +45,15 @@ impl Server {
                 return queued;
             }
         };
-        let choice = match result.action {
+        let choice = self.choice_of(result);
+        vec![choice; approval.pending.len()]
+    }
+
+    /// The choice an answer to the approval form makes: the whole pending
+    /// set gets it. A dismissal, a malformed answer or a remember this
+    /// server may not record: the queue.
+    pub(super) fn choice_of(&self, result: ElicitResult) -> Choice {
+        match result.action {
             ElicitationAction::Accept => {
                 let content = result.content.unwrap_or_default();
                 match content.get("decision").and_then(Value::as_str) {
@@ -69,17 +77,16 @@ impl Server {
             }
             ElicitationAction::Decline => Choice::Deny,
             _ => Choice::Queue,
-        };
-        vec![choice; approval.pending.len()]
+        }
     }
 }
 
-/// Whether the client declared elicitation when it connected.
+/// Whether the client declared elicitation: when it connected
+/// (2025-11-25), or in the call's own `_meta` (2026-07-28).
 pub(super) fn supports_elicitation(context: &RequestContext<RoleServer>) -> bool {
     context
-        .peer
-        .peer_info()
-        .is_some_and(|i| i.capabilities.elicitation.is_some())
+        .client_capabilities()
+        .is_some_and(|c| c.elicitation.is_some())
 }
 
 /// A guest's questions (`human:ask`) asked of the person through the
