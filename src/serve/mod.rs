@@ -13,9 +13,13 @@
 //! handed over to blocking work for the turn (the sandbox's deadline I/O
 //! must not run as async code), without a hop to another thread. A turn that needs approval asks the person through MCP
 //! elicitation, once with the whole pending set, when the client declared
-//! it; otherwise, or when no one answers within the timeout, the approval
-//! goes to the pending queue (`gatehouse approvals`) and the call fails
-//! with `APPROVAL_REQUIRED` and the pending id. A refusal is a tool error
+//! it; a client on 2026-07-28 (no requests to the client) is asked with
+//! an input-required result instead, and its retry resumes the turn
+//! (`mrtr`). Otherwise, or when no one answers within the timeout, the
+//! approval goes to the pending queue (`gatehouse approvals`) and the call
+//! fails with `APPROVAL_REQUIRED` and the pending id. The guest's log
+//! lines go to the client as log messages at the level it asked for
+//! (`logging`). A refusal is a tool error
 //! whose text starts with the deny code and whose structured content has
 //! `code` and `reason`.
 //!
