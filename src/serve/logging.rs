@@ -18,8 +18,6 @@ use rmcp::model::{LoggingLevel, LoggingMessageNotificationParam};
 use rmcp::service::{RequestContext, RoleServer};
 use serde_json::Value;
 
-use crate::sandbox::bindings::log::LogLine;
-
 /// The level a session's client set; 0 until it sets one (nothing sent).
 #[derive(Debug, Default)]
 pub(super) struct SessionLevel(AtomicU8);
@@ -49,8 +47,8 @@ fn rank(level: LoggingLevel) -> u8 {
 }
 
 /// The MCP level of a guest line's level (`gatehouse:executor/log`).
-fn level_of(line: &LogLine) -> LoggingLevel {
-    match line.level {
+fn level_of(level: &str) -> LoggingLevel {
+    match level {
         "debug" => LoggingLevel::Debug,
         "warn" => LoggingLevel::Warning,
         "error" => LoggingLevel::Error,
@@ -58,29 +56,29 @@ fn level_of(line: &LogLine) -> LoggingLevel {
     }
 }
 
-/// Sends `lines` of executor `executor` to the client, each at or above
-/// the level in force for this call; lines are sent in the guest's order,
-/// before the call's result.
-pub(super) async fn send_lines(
+/// Sends `lines` (level, message) of executor `executor` to the client,
+/// each at or above the level in force for this call; lines are sent in
+/// the guest's order, before the call's result.
+pub(super) async fn send_lines<'a>(
     session: &SessionLevel,
     context: &RequestContext<RoleServer>,
     executor: &str,
-    lines: &[LogLine],
+    lines: impl IntoIterator<Item = (&'a str, &'a str)>,
 ) {
     let floor = match context.meta.log_level() {
         Some(level) => rank(level),
         None => session.get(),
     };
-    if floor == 0 || lines.is_empty() {
+    if floor == 0 {
         return;
     }
-    for line in lines {
-        let level = level_of(line);
+    for (level, message) in lines {
+        let level = level_of(level);
         if rank(level) < floor {
             continue;
         }
         let params =
-            LoggingMessageNotificationParam::new(level, Value::String(line.message.clone()))
+            LoggingMessageNotificationParam::new(level, Value::String(message.to_string()))
                 .with_logger(executor);
         if let Err(e) = context.peer.notify_logging_message(params).await {
             // The client went away: the result will not reach it either.

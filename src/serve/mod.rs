@@ -387,7 +387,14 @@ impl Server {
                 _ => None,
             };
             if let Some(run) = run {
-                logging::send_lines(&self.log_level, context, executor, &run.log).await;
+                // Collected first: a closure held across the await would
+                // make the future not `Send`.
+                let lines: Vec<(&str, &str)> = run
+                    .log
+                    .iter()
+                    .map(|l| (l.level, l.message.as_str()))
+                    .collect();
+                logging::send_lines(&self.log_level, context, executor, lines).await;
             }
         }
         match outcome {

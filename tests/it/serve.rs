@@ -1034,3 +1034,45 @@ fn run_from_a_snapshot_runs_under_it_and_refuses_one_that_moved() {
     run("out/b.txt").expect_err(2, &["SNAPSHOT_MISMATCH"]);
     assert!(!ws.join("out/b.txt").exists());
 }
+
+/// Issue 31: on the wire, the guest's log lines come as
+/// `notifications/message`, in the guest's order and before the call's
+/// result, once the client set a level (`logging/setLevel` is answered).
+#[test]
+fn serve_sends_the_guest_log_lines_in_order_before_the_result() {
+    let env = Env::new();
+    let ws = env.mkdir("ws");
+    let ex = executors(&env);
+    let mut c = Client::start(&env, &args(&ws, &ex, "ReadOnly"), false);
+    let r = c.request(
+        "logging/setLevel",
+        json!({"level": "debug"}),
+        &mut no_elicitation,
+    );
+    assert_eq!(r, json!({}));
+    c.send(json!({"jsonrpc": "2.0", "id": 100, "method": "tools/call",
+                  "params": {"name": "hello", "arguments": {"log": "second"}}}));
+    let mut seen = Vec::new();
+    loop {
+        let m = c.recv();
+        if m["id"] == 100 {
+            assert_eq!(m["result"]["isError"], false, "{m:#}");
+            seen.push(json!("the result"));
+            break;
+        }
+        seen.push(m);
+    }
+    let line = |data: &str| {
+        json!({"jsonrpc": "2.0", "method": "notifications/message",
+               "params": {"level": "info", "logger": "hello", "data": data}})
+    };
+    assert_eq!(
+        seen,
+        [
+            line("hello: 16 bytes of input"),
+            line("second"),
+            json!("the result")
+        ]
+    );
+    assert_eq!(c.finish(), 0);
+}
