@@ -244,7 +244,7 @@ struct RunLine<'a> {
     exit_code: i32,
     guest_exit_code: Option<i32>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    isolation: Option<&'a gatehouse::sandbox::IsolationReport>,
+    isolation: Option<&'a gatehouse::host::IsolationReport>,
     #[serde(skip_serializing_if = "<[_]>::is_empty")]
     approvals: &'a [gatehouse::host::Answer],
     /// The pending approval the turn left, or was answered by.
