@@ -875,3 +875,46 @@ async fn mcp_an_unanswered_2026_07_28_approval_is_queued() {
     assert!(r["structuredContent"]["pending_id"].is_string(), "{r:#}");
     session.cancel().await.unwrap();
 }
+
+/// The same over streamable HTTP: a 2026-07-28 client is asked with an
+/// input-required result, a forged state is refused, and the SDK's own
+/// retry loop answers "allow once".
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mcp_approvals_on_2026_07_28_over_streamable_http() {
+    let (_env, ws, server, token) = served_over_http("Supervised");
+    let config =
+        StreamableHttpClientTransportConfig::with_uri(format!("http://{}/mcp", server.addr))
+            .auth_header(token);
+    let transport = StreamableHttpClientTransport::from_config(config);
+    let person = Person::new(true);
+    let lifecycle = ClientLifecycleMode::Discover {
+        preferred_versions: vec![ProtocolVersion::V_2026_07_28],
+    };
+    let session = serve_client_with_lifecycle(person.clone(), transport, lifecycle)
+        .await
+        .unwrap();
+    assert_eq!(
+        session.peer().peer_info().unwrap().protocol_version,
+        ProtocolVersion::V_2026_07_28
+    );
+    let one = json!({"path": "out/h.txt", "content": "over http"});
+    let first = call_once(&session, "write-file", &one, None).await.unwrap();
+    assert_eq!(first["resultType"], "input_required", "{first:#}");
+    assert!(person.asked().is_empty());
+    let forged = format!("gh1.{}", "f".repeat(64));
+    refused(
+        call_once(&session, "write-file", &one, Some((&forged, allow_once()))).await,
+        "it is unknown, expired or already used",
+    );
+    assert!(!ws.join("out/h.txt").exists());
+    person.will_answer(allow_once().unwrap());
+    let params = serde_json::from_value::<CallToolRequestParams>(
+        json!({"name": "write-file", "arguments": one}),
+    )
+    .unwrap();
+    let r = v(&session.call_tool(params).await.unwrap());
+    assert_eq!(r["isError"], false, "{r:#}");
+    assert_eq!(std::fs::read(ws.join("out/h.txt")).unwrap(), b"over http");
+    assert_eq!(person.asked().len(), 1);
+    session.cancel().await.unwrap();
+}
