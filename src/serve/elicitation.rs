@@ -84,9 +84,15 @@ impl Server {
 /// Whether the client declared elicitation: when it connected
 /// (2025-11-25), or in the call's own `_meta` (2026-07-28).
 pub(super) fn supports_elicitation(context: &RequestContext<RoleServer>) -> bool {
+    // The call's own capabilities first, as rmcp's `client_capabilities`
+    // does, without its copy of the session's on every call.
+    if let Some(caps) = context.meta.client_capabilities() {
+        return caps.elicitation.is_some();
+    }
     context
-        .client_capabilities()
-        .is_some_and(|c| c.elicitation.is_some())
+        .peer
+        .peer_info()
+        .is_some_and(|i| i.capabilities.elicitation.is_some())
 }
 
 /// A guest's questions (`human:ask`) asked of the person through the
@@ -95,17 +101,15 @@ pub(super) struct ElicitAsker {
     pub(super) peer: rmcp::service::Peer<RoleServer>,
     pub(super) runtime: tokio::runtime::Handle,
     pub(super) timeout: Duration,
-    pub(super) supported: bool,
+    /// Why no one can be asked (`None`: the client can be).
+    pub(super) refusal: Option<&'static str>,
     pub(super) executor: String,
 }
 
 impl Asker for ElicitAsker {
     fn ask(&self, question: &str, left: Duration) -> Result<String, (DenyCode, String)> {
-        if !self.supported {
-            return Err((
-                DenyCode::ApprovalRequired,
-                "there is no one to ask: the mcp client does not support elicitation".into(),
-            ));
+        if let Some(why) = self.refusal {
+            return Err((DenyCode::ApprovalRequired, why.into()));
         }
         let params = serde_json::from_value::<ElicitRequestParams>(json!({
             "mode": "form",

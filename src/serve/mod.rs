@@ -342,7 +342,13 @@ impl Server {
             peer: context.peer.clone(),
             runtime: tokio::runtime::Handle::current(),
             timeout: shared.options.elicitation_timeout,
-            supported: !modern && supports_elicitation(context),
+            refusal: if modern {
+                Some("there is no one to ask: an mcp client on 2026-07-28 cannot be asked in the middle of a run")
+            } else if !supports_elicitation(context) {
+                Some("there is no one to ask: the mcp client does not support elicitation")
+            } else {
+                None
+            },
             executor: offered.name.clone(),
         })));
         // A cancel from the client (or its going away) stops the turn: the
