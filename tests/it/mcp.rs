@@ -918,3 +918,30 @@ async fn mcp_approvals_on_2026_07_28_over_streamable_http() {
     assert_eq!(person.asked().len(), 1);
     session.cancel().await.unwrap();
 }
+
+/// A guest's `human:ask` is not put to a 2026-07-28 client (a question in
+/// the middle of a run cannot be an input-required result): the guest
+/// gets `denied` with APPROVAL_REQUIRED, saying why, and no one is asked.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mcp_human_ask_is_denied_to_a_2026_07_28_client() {
+    let env = Env::new();
+    let ws = env.mkdir("ws");
+    let ask = crate::support::guests::guest("ask");
+    let person = Person::new(true);
+    let session = stdio_2026(
+        &env,
+        &["--workspace", s(&ws), "--executor", s(&ask)],
+        &person,
+    )
+    .await;
+    let r = v(&call(&session, "ask", json!({"question": "colour?"})).await);
+    assert_eq!(r["isError"], true, "{r:#}");
+    assert_eq!(
+        r["structuredContent"]["denied"],
+        json!({"code": "APPROVAL_REQUIRED",
+               "reason": "there is no one to ask: an mcp client on 2026-07-28 cannot be asked in the middle of a run"}),
+        "{r:#}"
+    );
+    assert!(person.asked().is_empty());
+    session.cancel().await.unwrap();
+}
