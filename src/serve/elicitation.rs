@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use rmcp::model::{ElicitRequestParams, ElicitationAction};
+use rmcp::model::{ElicitRequestParams, ElicitResult, ElicitationAction};
 use rmcp::service::{RequestContext, RoleServer};
 use serde_json::{json, Value};
 
@@ -45,7 +45,15 @@ impl Server {
                 return queued;
             }
         };
-        let choice = match result.action {
+        let choice = self.choice_of(result);
+        vec![choice; approval.pending.len()]
+    }
+
+    /// The choice an answer to the approval form makes: the whole pending
+    /// set gets it. A dismissal, a malformed answer or a remember this
+    /// server may not record: the queue.
+    pub(super) fn choice_of(&self, result: ElicitResult) -> Choice {
+        match result.action {
             ElicitationAction::Accept => {
                 let content = result.content.unwrap_or_default();
                 match content.get("decision").and_then(Value::as_str) {
@@ -69,13 +77,18 @@ impl Server {
             }
             ElicitationAction::Decline => Choice::Deny,
             _ => Choice::Queue,
-        };
-        vec![choice; approval.pending.len()]
+        }
     }
 }
 
-/// Whether the client declared elicitation when it connected.
+/// Whether the client declared elicitation: when it connected
+/// (2025-11-25), or in the call's own `_meta` (2026-07-28).
 pub(super) fn supports_elicitation(context: &RequestContext<RoleServer>) -> bool {
+    // The call's own capabilities first, as rmcp's `client_capabilities`
+    // does, without its copy of the session's on every call.
+    if let Some(caps) = context.meta.client_capabilities() {
+        return caps.elicitation.is_some();
+    }
     context
         .peer
         .peer_info()
@@ -88,17 +101,15 @@ pub(super) struct ElicitAsker {
     pub(super) peer: rmcp::service::Peer<RoleServer>,
     pub(super) runtime: tokio::runtime::Handle,
     pub(super) timeout: Duration,
-    pub(super) supported: bool,
+    /// Why no one can be asked (`None`: the client can be).
+    pub(super) refusal: Option<&'static str>,
     pub(super) executor: String,
 }
 
 impl Asker for ElicitAsker {
     fn ask(&self, question: &str, left: Duration) -> Result<String, (DenyCode, String)> {
-        if !self.supported {
-            return Err((
-                DenyCode::ApprovalRequired,
-                "there is no one to ask: the mcp client does not support elicitation".into(),
-            ));
+        if let Some(why) = self.refusal {
+            return Err((DenyCode::ApprovalRequired, why.into()));
         }
         let params = serde_json::from_value::<ElicitRequestParams>(json!({
             "mode": "form",
@@ -136,7 +147,10 @@ impl Asker for ElicitAsker {
 /// The elicitation that asks about `approval`: every item with its
 /// capability, canonical target, whether it is critical and why; "allow
 /// and remember" offered only when `remember` and every item may be
-/// remembered.
+/// remembered. The choices are a titled single-select (`oneOf` of
+/// `const` and `title`, the 2025-11-25 standard form, not the legacy
+/// `enumNames`); the consts `allow_once`, `allow_and_remember` and `deny`
+/// are what clients answer with, and do not change.
 pub fn elicitation(approval: &ApprovalRequest, remember: bool) -> Value {
     let mut message = format!(
         "executor `{}` (actor `{}`, turn `{}`) needs your approval for:",
@@ -171,8 +185,10 @@ pub fn elicitation(approval: &ApprovalRequest, remember: bool) -> Value {
         properties.insert(
             "decision".into(),
             json!({"type": "string", "title": "Decision",
-                   "enum": ["allow_once", "allow_and_remember", "deny"],
-                   "enumNames": ["Allow once", "Allow and remember (writes a grant)", "Deny"]}),
+                   "oneOf": [{"const": "allow_once", "title": "Allow once"},
+                             {"const": "allow_and_remember",
+                              "title": "Allow and remember (writes a grant)"},
+                             {"const": "deny", "title": "Deny"}]}),
         );
         properties.insert(
             "expires_in".into(),
@@ -186,8 +202,8 @@ pub fn elicitation(approval: &ApprovalRequest, remember: bool) -> Value {
         properties.insert(
             "decision".into(),
             json!({"type": "string", "title": "Decision",
-                   "enum": ["allow_once", "deny"],
-                   "enumNames": ["Allow once", "Deny"]}),
+                   "oneOf": [{"const": "allow_once", "title": "Allow once"},
+                             {"const": "deny", "title": "Deny"}]}),
         );
     }
     json!({

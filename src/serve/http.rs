@@ -235,7 +235,7 @@ pub fn serve_http(server: Server, options: HttpOptions) -> Result<(), ServeError
         let config = StreamableHttpServerConfig::default();
         let ending = server.clone();
         let service = Arc::new(StreamableHttpService::new(
-            move || Ok(server.clone()),
+            move || Ok(server.for_session()),
             Arc::new(LocalSessionManager::default()),
             config,
         ));

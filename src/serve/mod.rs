@@ -13,9 +13,13 @@
 //! handed over to blocking work for the turn (the sandbox's deadline I/O
 //! must not run as async code), without a hop to another thread. A turn that needs approval asks the person through MCP
 //! elicitation, once with the whole pending set, when the client declared
-//! it; otherwise, or when no one answers within the timeout, the approval
-//! goes to the pending queue (`gatehouse approvals`) and the call fails
-//! with `APPROVAL_REQUIRED` and the pending id. A refusal is a tool error
+//! it; a client on 2026-07-28 (no requests to the client) is asked with
+//! an input-required result instead, and its retry resumes the turn
+//! (`mrtr`). Otherwise, or when no one answers within the timeout, the
+//! approval goes to the pending queue (`gatehouse approvals`) and the call
+//! fails with `APPROVAL_REQUIRED` and the pending id. The guest's log
+//! lines go to the client as log messages at the level it asked for
+//! (`logging`). A refusal is a tool error
 //! whose text starts with the deny code and whose structured content has
 //! `code` and `reason`.
 //!
@@ -24,6 +28,8 @@
 
 mod elicitation;
 mod http;
+mod logging;
+mod mrtr;
 mod results;
 mod sessions;
 mod tools;
@@ -128,6 +134,9 @@ impl ServeError {
 #[derive(Clone)]
 pub struct Server {
     inner: Arc<Shared>,
+    /// The log level this session's client set (`logging/setLevel`): its
+    /// own for each HTTP session ([`Server::for_session`]).
+    log_level: Arc<logging::SessionLevel>,
 }
 
 struct Shared {
@@ -138,6 +147,9 @@ struct Shared {
     /// The running turns of each HTTP session (by `Mcp-Session-Id`), so a
     /// client that ends its session (`DELETE`) stops them at once.
     sessions: std::sync::Mutex<SessionTurns>,
+    /// The turns of 2026-07-28 clients waiting for the retry that answers
+    /// their approval, by request state.
+    waiting: std::sync::Mutex<mrtr::WaitingTurns>,
 }
 
 impl Server {
@@ -204,8 +216,20 @@ impl Server {
                 tools,
                 slots,
                 sessions: std::sync::Mutex::new(SessionTurns::default()),
+                waiting: std::sync::Mutex::default(),
             }),
+            log_level: Arc::default(),
         })
+    }
+
+    /// The server for one more session: the same host, tools and turns,
+    /// with its own log level (one client's `logging/setLevel` is not
+    /// another's).
+    pub(crate) fn for_session(&self) -> Server {
+        Server {
+            inner: self.inner.clone(),
+            log_level: Arc::default(),
+        }
     }
 
     /// The names of the tools offered, in order.
@@ -231,6 +255,7 @@ impl Server {
             // Pipes (as an agent runtime spawns the server) are driven by
             // the reactor, not a blocking thread: one hand-off less per
             // message.
+            let ending = self.clone();
             let running = self
                 .serve(rmcp::transport::stdio_pipes())
                 .await
@@ -248,6 +273,8 @@ impl Server {
                 .await
                 .map_err(|e| ServeError::Session(e.to_string()));
             term.abort();
+            // Turns parked for a retry that can no longer come: queued.
+            ending.queue_waiting().await;
             quit.map(|_| ())
         });
         // The turns still running were cancelled with the session: each
@@ -260,19 +287,32 @@ impl Server {
     }
 
     /// Runs one call: an executor's turn (asking the person if it needs
-    /// approval), or one of gatehouse's own tools.
+    /// approval), or one of gatehouse's own tools. A 2026-07-28 client is
+    /// asked with an input-required result, and its retry (`state`,
+    /// `responses`) resumes the turn.
     async fn call(
         &self,
         offered: &Offered,
         arguments: serde_json::Map<String, Value>,
+        retry: Option<(&str, Option<&rmcp::model::InputResponses>)>,
         context: &RequestContext<RoleServer>,
-    ) -> CallToolResult {
+    ) -> Result<CallToolResponse, ErrorData> {
         let command = match offered.kind {
             Kind::Executor { command } => command,
-            Kind::History => return self.history(&arguments),
-            Kind::Undo => return self.undo(&arguments, context).await,
+            Kind::History => return Ok(self.history(&arguments).into()),
+            Kind::Undo => return Ok(self.undo(&arguments, context).await.into()),
         };
+        if let Some((state, responses)) = retry {
+            return self
+                .retry(&offered.name, &arguments, state, responses, context)
+                .await;
+        }
         let shared = &self.inner;
+        // 2026-07-28 forbids requests to the client: no elicitation, an
+        // input-required result instead (when the client can answer one).
+        let modern = is_modern(context);
+        let call = (modern && supports_elicitation(context))
+            .then(|| mrtr::Call::new(&offered.name, &arguments, context));
         let mut request = TurnRequest::new(&offered.name, &shared.options.actor, String::new());
         request.limits = shared.options.limits;
         if command {
@@ -299,29 +339,76 @@ impl Server {
         } else {
             request.input = Value::Object(arguments).to_string();
         }
-        // The guest's questions (`human:ask`) go to the client too.
+        // The guest's questions (`human:ask`) go to the client too (not to
+        // a 2026-07-28 one: a question mid-run cannot be an input-required
+        // result).
         request.asker = Some(AskerRef(Arc::new(ElicitAsker {
             peer: context.peer.clone(),
             runtime: tokio::runtime::Handle::current(),
             timeout: shared.options.elicitation_timeout,
-            supported: supports_elicitation(context),
+            refusal: if modern {
+                Some("there is no one to ask: an mcp client on 2026-07-28 cannot be asked in the middle of a run")
+            } else if !supports_elicitation(context) {
+                Some("there is no one to ask: the mcp client does not support elicitation")
+            } else {
+                None
+            },
             executor: offered.name.clone(),
         })));
         // A cancel from the client (or its going away) stops the turn: the
         // run asks the request's token at each check; so does the end of
-        // its HTTP session.
-        let ct = context.ct.clone();
-        request.cancel = crate::host::CancelHandle::also_when(move || ct.is_cancelled());
+        // its HTTP session. A turn that may be resumed by a retry asks the
+        // token of whichever request carries it.
+        request.cancel = match &call {
+            Some(c) => c.cancel.clone(),
+            None => {
+                let ct = context.ct.clone();
+                crate::host::CancelHandle::also_when(move || ct.is_cancelled())
+            }
+        };
         let session = session_of(context);
         let registered = session
             .as_deref()
             .map(|s| (s, self.register(s, request.cancel.clone())));
-        let outcome = self.turn(request, context).await;
+        let turned = self.turn(request, context, call).await;
         if let Some((s, key)) = registered {
             self.unregister(s, key);
         }
+        let outcome = match turned {
+            Ok(Turned::Done(outcome)) => Ok(outcome),
+            Ok(Turned::InputRequired(r)) => return Ok(r.into()),
+            Err(message) => Err(message),
+        };
+        Ok(self.finish(&offered.name, outcome, context).await.into())
+    }
+
+    /// The result of a turn of `executor`, its guest's log lines sent
+    /// first (a stopped run's too).
+    async fn finish(
+        &self,
+        executor: &str,
+        outcome: Result<TurnOutcome, String>,
+        context: &RequestContext<RoleServer>,
+    ) -> CallToolResult {
+        if let Ok(o) = &outcome {
+            let run = match &o.end {
+                crate::host::TurnEnd::Ran { run } => Some(run),
+                crate::host::TurnEnd::Stopped { run, .. } => run.as_ref(),
+                _ => None,
+            };
+            if let Some(run) = run {
+                // Collected first: a closure held across the await would
+                // make the future not `Send`.
+                let lines: Vec<(&str, &str)> = run
+                    .log
+                    .iter()
+                    .map(|l| (l.level, l.message.as_str()))
+                    .collect();
+                logging::send_lines(&self.log_level, context, executor, lines).await;
+            }
+        }
         match outcome {
-            Ok(outcome) => result_of(&outcome, shared.options.text_cap),
+            Ok(outcome) => result_of(&outcome, self.inner.options.text_cap),
             Err(message) => error_result(None, &message, None),
         }
     }
@@ -395,7 +482,8 @@ impl Server {
         &self,
         request: TurnRequest,
         context: &RequestContext<RoleServer>,
-    ) -> Result<TurnOutcome, String> {
+        call: Option<mrtr::Call>,
+    ) -> Result<Turned, String> {
         let shared = &self.inner;
         let host = shared.host.clone();
         // Run here, the worker thread handed over to blocking work for the
@@ -405,23 +493,42 @@ impl Server {
         // its one denial line is written and it ends here, whatever else
         // is running. Only a call the policy does not deny waits for one.
         if let Some(outcome) = tokio::task::block_in_place(|| host.refusal(&request)) {
-            return Ok(outcome);
+            return Ok(Turned::Done(outcome));
         }
         let begun = {
             let _slot = shared.slots.acquire().await.map_err(|e| e.to_string())?;
             tokio::task::block_in_place(move || host.begin(request))
         };
         let parked = match begun {
-            Begun::Done(outcome) => return Ok(*outcome),
+            Begun::Done(outcome) => return Ok(Turned::Done(*outcome)),
             Begun::Parked(parked) => parked,
         };
+        if let Some(call) = call {
+            return self.park(parked, call).map(Turned::InputRequired);
+        }
         let answers = self.ask(&parked.approval, context).await;
         let host = shared.host.clone();
         let _slot = shared.slots.acquire().await.map_err(|e| e.to_string())?;
-        Ok(tokio::task::block_in_place(move || {
+        Ok(Turned::Done(tokio::task::block_in_place(move || {
             host.resume(*parked, answers)
-        }))
+        })))
     }
+}
+
+/// What [`Server::turn`] got to.
+enum Turned {
+    /// The turn ended.
+    Done(TurnOutcome),
+    /// It waits for a 2026-07-28 client's retry with the person's answer.
+    InputRequired(rmcp::model::InputRequiredResult),
+}
+
+/// Whether the call's client speaks 2026-07-28 or later (no requests to
+/// the client).
+fn is_modern(context: &RequestContext<RoleServer>) -> bool {
+    context
+        .protocol_version()
+        .is_some_and(|v| v.as_str() >= rmcp::model::ProtocolVersion::V_2026_07_28.as_str())
 }
 
 /// A multi-thread runtime of one worker: turns run in `block_in_place`.
@@ -442,7 +549,8 @@ pub(crate) fn runtime() -> Result<tokio::runtime::Runtime, ServeError> {
 impl ServerHandler for Server {
     fn get_info(&self) -> ServerConfig {
         let capabilities: ServerCapabilities =
-            serde_json::from_value(json!({"tools": {"listChanged": false}})).unwrap_or_default();
+            serde_json::from_value(json!({"tools": {"listChanged": false}, "logging": {}}))
+                .unwrap_or_default();
         let mut info = ServerConfig::new(capabilities);
         info.server_info.name = "gatehouse".into();
         info.server_info.version = env!("CARGO_PKG_VERSION").into();
@@ -469,6 +577,16 @@ impl ServerHandler for Server {
         ))
     }
 
+    #[allow(deprecated)] // rmcp marks logging deprecated (SEP-2577); clients still use it
+    async fn set_level(
+        &self,
+        request: rmcp::model::SetLevelRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        self.log_level.set(request.level);
+        Ok(())
+    }
+
     fn get_tool(&self, name: &str) -> Option<Tool> {
         self.inner
             .tools
@@ -489,6 +607,10 @@ impl ServerHandler for Server {
             ));
         };
         let arguments = request.arguments.unwrap_or_default();
-        Ok(self.call(offered, arguments, &context).await.into())
+        let retry = request
+            .request_state
+            .as_deref()
+            .map(|state| (state, request.input_responses.as_ref()));
+        self.call(offered, arguments, retry, &context).await
     }
 }

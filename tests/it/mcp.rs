@@ -4,14 +4,20 @@
 //! annotations, a call, a refusal, an elicitation answered "allow and
 //! remember", the queue for a client without elicitation, and gatehouse's
 //! own `history` and `undo` tools when the configuration offers them.
+//! Issue 31: the guest's log lines as MCP log messages, at or above the
+//! level the client set; approvals for a client on protocol 2026-07-28 as
+//! input-required results, answered in the retry.
 
 use std::sync::{Arc, Mutex};
 
 use rmcp::model::{
-    CallToolRequestParams, CallToolResult, ClientConfig, ElicitRequestParams, ElicitResult,
-    ErrorData,
+    CallToolRequestParams, CallToolResponse, CallToolResult, ClientConfig, ElicitRequestParams,
+    ElicitResult, ErrorCode, ErrorData, ProtocolVersion,
 };
-use rmcp::service::{RequestContext, RunningService};
+use rmcp::service::{
+    serve_client_with_lifecycle, ClientLifecycleMode, NotificationContext, RequestContext,
+    RunningService, ServiceError,
+};
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
 use rmcp::{ClientHandler, RoleClient, ServiceExt};
@@ -27,6 +33,8 @@ struct Person {
     elicitation: bool,
     answer: Arc<Mutex<Value>>,
     asked: Arc<Mutex<Vec<Value>>>,
+    /// The log messages the server sent, in order.
+    logs: Arc<Mutex<Vec<Value>>>,
 }
 
 impl Person {
@@ -35,7 +43,12 @@ impl Person {
             elicitation,
             answer: Arc::new(Mutex::new(json!({"action": "decline"}))),
             asked: Arc::new(Mutex::new(Vec::new())),
+            logs: Arc::new(Mutex::new(Vec::new())),
         }
+    }
+
+    fn logs(&self) -> Vec<Value> {
+        self.logs.lock().unwrap().clone()
     }
 
     fn will_answer(&self, answer: Value) {
@@ -48,6 +61,19 @@ impl Person {
 }
 
 impl ClientHandler for Person {
+    // rmcp marks logging deprecated (SEP-2577); it is what clients use today.
+    #[allow(deprecated)]
+    async fn on_logging_message(
+        &self,
+        params: rmcp::model::LoggingMessageNotificationParam,
+        _context: NotificationContext<RoleClient>,
+    ) {
+        self.logs
+            .lock()
+            .unwrap()
+            .push(serde_json::to_value(&params).unwrap());
+    }
+
     async fn create_elicitation(
         &self,
         request: ElicitRequestParams,
@@ -532,5 +558,390 @@ async fn mcp_a_client_that_goes_away_over_http_stops_its_spinning_guest() {
     let session = http(&server.addr, None, &[], &person).await.unwrap();
     let r = v(&call(&session, "hello", json!({})).await);
     assert_eq!(r["isError"], false, "{r:#}");
+    session.cancel().await.unwrap();
+}
+
+/// The guest's log lines reach the client as `notifications/message`, at or
+/// above the level it set: none before it sets one, none below it, and a
+/// call's own `_meta` level (2026-07-28's way) wins for that call.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[allow(deprecated)] // rmcp marks logging deprecated (SEP-2577)
+async fn mcp_guest_log_lines_reach_the_client_at_or_above_its_level() {
+    use rmcp::model::{LoggingLevel, SetLevelRequestParams};
+    let env = Env::new();
+    let (ws, ex) = setup(&env);
+    let person = Person::new(false);
+    let session = stdio(&env, &args(&ws, &ex, "ReadOnly"), &person).await;
+    let info = session.peer().peer_info().unwrap();
+    assert_eq!(
+        serde_json::to_value(&info.capabilities).unwrap()["logging"],
+        json!({})
+    );
+    // Before the client sets a level: nothing.
+    let r = v(&call(&session, "hello", json!({"log": "unasked"})).await);
+    assert_eq!(r["isError"], false, "{r:#}");
+    // Below the level set (hello logs at info): nothing.
+    session
+        .peer()
+        .set_level(SetLevelRequestParams::new(LoggingLevel::Warning))
+        .await
+        .unwrap();
+    let r = v(&call(&session, "hello", json!({"log": "too low"})).await);
+    assert_eq!(r["isError"], false, "{r:#}");
+    // The call's own level wins for that call.
+    let params = serde_json::from_value::<CallToolRequestParams>(json!({
+        "name": "hello", "arguments": {"log": "per call"},
+        "_meta": {"io.modelcontextprotocol/logLevel": "info"}}))
+    .unwrap();
+    let r = v(&session.peer().call_tool(params).await.unwrap());
+    assert_eq!(r["isError"], false, "{r:#}");
+    // At the level set: both of the guest's lines, in its order.
+    session
+        .peer()
+        .set_level(SetLevelRequestParams::new(LoggingLevel::Info))
+        .await
+        .unwrap();
+    let r = v(&call(&session, "hello", json!({"log": "asked"})).await);
+    assert_eq!(r["isError"], false, "{r:#}");
+    // The SDK's client hands each notification to its handler in a task
+    // of its own, so they may reach `Person` out of the wire's order: wait
+    // for the four, a little longer for any stray one, and compare sorted.
+    let mut tries = 0;
+    while person.logs().len() < 4 && tries < 200 {
+        tries += 1;
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    let line = |data: &str| json!({"level": "info", "logger": "hello", "data": data});
+    let mut logs = person.logs();
+    logs.sort_by_key(|l| l["data"].as_str().unwrap().to_string());
+    // None of the first two calls' lines ("unasked", "too low", and their
+    // "hello: 17 bytes of input").
+    assert_eq!(
+        logs,
+        [
+            line("asked"),
+            line("hello: 15 bytes of input"),
+            line("hello: 18 bytes of input"),
+            line("per call"),
+        ]
+    );
+    session.cancel().await.unwrap();
+}
+
+/// `gatehouse serve --mcp ARGS` as a child, spoken to on protocol
+/// 2026-07-28: `server/discover`, then every request with its own
+/// metadata, no `initialize`.
+async fn stdio_2026(env: &Env, args: &[&str], person: &Person) -> Session {
+    let mut cmd = env.command();
+    cmd.args(["serve", "--mcp"]).args(args);
+    let (transport, _) = TokioChildProcess::builder(tokio::process::Command::from(cmd))
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let lifecycle = ClientLifecycleMode::Discover {
+        preferred_versions: vec![ProtocolVersion::V_2026_07_28],
+    };
+    serve_client_with_lifecycle(person.clone(), transport, lifecycle)
+        .await
+        .unwrap()
+}
+
+/// One `tools/call` round, not driven further: `retry` is the request
+/// state and the approval's answer to send with it.
+async fn call_once(
+    session: &Session,
+    tool: &str,
+    arguments: &Value,
+    retry: Option<(&str, Option<Value>)>,
+) -> Result<Value, ErrorData> {
+    let mut p = json!({"name": tool, "arguments": arguments});
+    if let Some((state, answer)) = retry {
+        p["requestState"] = json!(state);
+        if let Some(a) = answer {
+            p["inputResponses"] = json!({"approval": a});
+        }
+    }
+    let params = serde_json::from_value::<CallToolRequestParams>(p).unwrap();
+    match session.peer().call_tool_once(params).await {
+        Ok(CallToolResponse::Complete(r)) => Ok(v(&r)),
+        Ok(CallToolResponse::InputRequired(r)) => Ok(serde_json::to_value(&r).unwrap()),
+        Ok(other) => panic!("unexpected response: {other:?}"),
+        Err(ServiceError::McpError(e)) => Err(e),
+        Err(e) => panic!("{e}"),
+    }
+}
+
+fn allow_once() -> Option<Value> {
+    Some(json!({"action": "accept", "content": {"decision": "allow_once"}}))
+}
+
+/// The error a refused request state gets (nothing is consumed).
+fn refused(r: Result<Value, ErrorData>, why: &str) {
+    let e = r.expect_err("the request state was taken");
+    assert_eq!(e.code, ErrorCode::INVALID_PARAMS, "{e:?}");
+    assert_eq!(e.message, format!("the request state is refused: {why}"));
+}
+
+/// A client on 2026-07-28 is asked with an input-required result (the
+/// elicitation form, a request state), never an elicitation request; its
+/// retry with the answer resumes the turn. A forged state, the state
+/// replayed for another call, or replayed after its use is refused and
+/// consumes nothing; allow once, deny, and allow and remember (driven by
+/// the SDK's own retry loop) each do what they say.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mcp_approvals_on_2026_07_28_are_input_required_results_answered_in_the_retry() {
+    let env = Env::new();
+    let (ws, ex) = setup(&env);
+    let person = Person::new(true);
+    let session = stdio_2026(&env, &args(&ws, &ex, "Supervised"), &person).await;
+    let info = session.peer().peer_info().unwrap();
+    assert_eq!(info.protocol_version, ProtocolVersion::V_2026_07_28);
+
+    let one = json!({"path": "out/m.txt", "content": "one"});
+    let first = call_once(&session, "write-file", &one, None).await.unwrap();
+    assert_eq!(first["resultType"], "input_required", "{first:#}");
+    let requests = first["inputRequests"].as_object().unwrap();
+    assert_eq!(requests.keys().collect::<Vec<_>>(), ["approval"]);
+    let form = &first["inputRequests"]["approval"];
+    assert_eq!(form["method"], "elicitation/create");
+    assert_eq!(form["params"]["mode"], "form");
+    let message = form["params"]["message"].as_str().unwrap();
+    assert!(
+        message.starts_with("executor `write-file` (actor `main`, turn `")
+            && message.contains(&format!(
+                "\n- `fs:write` on `{}/out/**` (critical): ",
+                s(&ws)
+            )),
+        "{message}"
+    );
+    assert_eq!(
+        form["params"]["requestedSchema"]["properties"]["decision"]["oneOf"],
+        json!([{"const": "allow_once", "title": "Allow once"},
+               {"const": "allow_and_remember", "title": "Allow and remember (writes a grant)"},
+               {"const": "deny", "title": "Deny"}])
+    );
+    assert!(first["_meta"]["gatehouse/turn"].is_string(), "{first:#}");
+    let state = first["requestState"].as_str().unwrap().to_string();
+    assert!(
+        state.starts_with("gh1.") && state.len() == 4 + 64,
+        "{state}"
+    );
+    assert!(!ws.join("out/m.txt").exists());
+    // No request reached the client.
+    assert!(person.asked().is_empty());
+
+    // Forged: refused.
+    let forged = format!("gh1.{}", "0".repeat(64));
+    refused(
+        call_once(&session, "write-file", &one, Some((&forged, allow_once()))).await,
+        "it is unknown, expired or already used",
+    );
+    // Replayed for another input, or another tool: refused.
+    let other = json!({"path": "out/other.txt", "content": "one"});
+    refused(
+        call_once(&session, "write-file", &other, Some((&state, allow_once()))).await,
+        "it was issued for another call",
+    );
+    refused(
+        call_once(&session, "hello", &one, Some((&state, allow_once()))).await,
+        "it was issued for another call",
+    );
+    assert!(!ws.join("out/m.txt").exists());
+    assert!(!ws.join("out/other.txt").exists());
+    // A retry without the answer: the same form under the same state.
+    let again = call_once(&session, "write-file", &one, Some((&state, None)))
+        .await
+        .unwrap();
+    assert_eq!(again["requestState"], state.as_str());
+    assert_eq!(again["inputRequests"], first["inputRequests"]);
+    // The parked turn's own retry still works: allow once.
+    let r = call_once(&session, "write-file", &one, Some((&state, allow_once())))
+        .await
+        .unwrap();
+    assert_eq!(r["isError"], false, "{r:#}");
+    assert_eq!(
+        r["_meta"]["gatehouse/turn"],
+        first["_meta"]["gatehouse/turn"]
+    );
+    assert_eq!(std::fs::read(ws.join("out/m.txt")).unwrap(), b"one");
+    // Replayed after its use: refused, and nothing runs again.
+    std::fs::remove_file(ws.join("out/m.txt")).unwrap();
+    refused(
+        call_once(&session, "write-file", &one, Some((&state, allow_once()))).await,
+        "it is unknown, expired or already used",
+    );
+    assert!(!ws.join("out/m.txt").exists());
+
+    // Deny: refused.
+    let two = json!({"path": "out/d.txt", "content": "two"});
+    let asked = call_once(&session, "write-file", &two, None).await.unwrap();
+    let denied = asked["requestState"].as_str().unwrap();
+    assert_ne!(denied, state);
+    let deny = json!({"action": "accept", "content": {"decision": "deny"}});
+    let r = call_once(&session, "write-file", &two, Some((denied, Some(deny))))
+        .await
+        .unwrap();
+    assert_eq!(r["structuredContent"]["code"], "APPROVAL_REFUSED", "{r:#}");
+    assert!(!ws.join("out/d.txt").exists());
+
+    // Allow and remember for an hour, through the SDK's own retry loop:
+    // the grant is in the store, and answers the next call.
+    person.will_answer(json!({"action": "accept",
+                              "content": {"decision": "allow_and_remember", "expires_in": "1h"}}));
+    let params = serde_json::from_value::<CallToolRequestParams>(
+        json!({"name": "write-file", "arguments": {"path": "out/r.txt", "content": "kept"}}),
+    )
+    .unwrap();
+    let r = v(&session.call_tool(params).await.unwrap());
+    assert_eq!(r["isError"], false, "{r:#}");
+    assert_eq!(std::fs::read(ws.join("out/r.txt")).unwrap(), b"kept");
+    assert_eq!(person.asked().len(), 1);
+    let grants = env.run(&["grants", "list"]).json_lines();
+    assert_eq!(grants.len(), 1, "{grants:#?}");
+    assert_eq!(grants[0]["capability"], "fs:write");
+    assert!(grants[0]["expires_at"].is_string(), "{grants:#?}");
+    let r = call_once(
+        &session,
+        "write-file",
+        &json!({"path": "out/s.txt", "content": "2"}),
+        None,
+    )
+    .await
+    .unwrap();
+    assert_eq!(r["isError"], false, "{r:#}");
+    assert_eq!(person.asked().len(), 1);
+    session.cancel().await.unwrap();
+}
+
+/// On 2026-07-28: a turn whose state no retry answers goes to the queue
+/// after the elicitation timeout (its state is then refused), and a client
+/// that cannot answer a form gets the queue at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mcp_an_unanswered_2026_07_28_approval_is_queued() {
+    let env = Env::new();
+    let (ws, ex) = setup(&env);
+    let mut a = args(&ws, &ex, "Supervised");
+    a.extend(["--elicitation-timeout", "1s"]);
+    let person = Person::new(true);
+    let session = stdio_2026(&env, &a, &person).await;
+    let one = json!({"path": "out/u.txt", "content": "one"});
+    let first = call_once(&session, "write-file", &one, None).await.unwrap();
+    let state = first["requestState"].as_str().unwrap().to_string();
+    let turn = first["_meta"]["gatehouse/turn"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    // Past the timeout (1 s; the queueing itself is one database write).
+    let mut queued = Vec::new();
+    for _ in 0..100 {
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        queued = tokio::task::block_in_place(|| env.run(&["approvals", "list"]).json_lines());
+        if !queued.is_empty() {
+            break;
+        }
+    }
+    assert_eq!(queued.len(), 1, "{queued:#?}");
+    assert_eq!(queued[0]["turn"], turn.as_str());
+    assert_eq!(queued[0]["status"], "pending");
+    refused(
+        call_once(&session, "write-file", &one, Some((&state, allow_once()))).await,
+        "it is unknown, expired or already used",
+    );
+    assert!(!ws.join("out/u.txt").exists());
+    session.cancel().await.unwrap();
+
+    // The session ends with a turn parked: queued with it.
+    let session = stdio_2026(&env, &args(&ws, &ex, "Supervised"), &person).await;
+    let parked = call_once(&session, "write-file", &one, None).await.unwrap();
+    let turn = parked["_meta"]["gatehouse/turn"].as_str().unwrap();
+    session.cancel().await.unwrap();
+    for _ in 0..100 {
+        queued = tokio::task::block_in_place(|| env.run(&["approvals", "list"]).json_lines());
+        if queued.len() == 2 {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    // Newest first.
+    assert_eq!(queued.len(), 2, "{queued:#?}");
+    assert_eq!(queued[0]["turn"], turn, "{queued:#?}");
+
+    // A client without elicitation: the queue, no input-required result.
+    let person = Person::new(false);
+    let session = stdio_2026(&env, &a, &person).await;
+    let r = call_once(&session, "write-file", &one, None).await.unwrap();
+    assert_eq!(r["structuredContent"]["code"], "APPROVAL_REQUIRED", "{r:#}");
+    assert!(r["structuredContent"]["pending_id"].is_string(), "{r:#}");
+    session.cancel().await.unwrap();
+}
+
+/// The same over streamable HTTP: a 2026-07-28 client is asked with an
+/// input-required result, a forged state is refused, and the SDK's own
+/// retry loop answers "allow once".
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mcp_approvals_on_2026_07_28_over_streamable_http() {
+    let (_env, ws, server, token) = served_over_http("Supervised");
+    let config =
+        StreamableHttpClientTransportConfig::with_uri(format!("http://{}/mcp", server.addr))
+            .auth_header(token);
+    let transport = StreamableHttpClientTransport::from_config(config);
+    let person = Person::new(true);
+    let lifecycle = ClientLifecycleMode::Discover {
+        preferred_versions: vec![ProtocolVersion::V_2026_07_28],
+    };
+    let session = serve_client_with_lifecycle(person.clone(), transport, lifecycle)
+        .await
+        .unwrap();
+    assert_eq!(
+        session.peer().peer_info().unwrap().protocol_version,
+        ProtocolVersion::V_2026_07_28
+    );
+    let one = json!({"path": "out/h.txt", "content": "over http"});
+    let first = call_once(&session, "write-file", &one, None).await.unwrap();
+    assert_eq!(first["resultType"], "input_required", "{first:#}");
+    assert!(person.asked().is_empty());
+    let forged = format!("gh1.{}", "f".repeat(64));
+    refused(
+        call_once(&session, "write-file", &one, Some((&forged, allow_once()))).await,
+        "it is unknown, expired or already used",
+    );
+    assert!(!ws.join("out/h.txt").exists());
+    person.will_answer(allow_once().unwrap());
+    let params = serde_json::from_value::<CallToolRequestParams>(
+        json!({"name": "write-file", "arguments": one}),
+    )
+    .unwrap();
+    let r = v(&session.call_tool(params).await.unwrap());
+    assert_eq!(r["isError"], false, "{r:#}");
+    assert_eq!(std::fs::read(ws.join("out/h.txt")).unwrap(), b"over http");
+    assert_eq!(person.asked().len(), 1);
+    session.cancel().await.unwrap();
+}
+
+/// A guest's `human:ask` is not put to a 2026-07-28 client (a question in
+/// the middle of a run cannot be an input-required result): the guest
+/// gets `denied` with APPROVAL_REQUIRED, saying why, and no one is asked.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mcp_human_ask_is_denied_to_a_2026_07_28_client() {
+    let env = Env::new();
+    let ws = env.mkdir("ws");
+    let ask = crate::support::guests::guest("ask");
+    let person = Person::new(true);
+    let session = stdio_2026(
+        &env,
+        &["--workspace", s(&ws), "--executor", s(&ask)],
+        &person,
+    )
+    .await;
+    let r = v(&call(&session, "ask", json!({"question": "colour?"})).await);
+    assert_eq!(r["isError"], true, "{r:#}");
+    assert_eq!(
+        r["structuredContent"]["denied"],
+        json!({"code": "APPROVAL_REQUIRED",
+               "reason": "there is no one to ask: an mcp client on 2026-07-28 cannot be asked in the middle of a run"}),
+        "{r:#}"
+    );
+    assert!(person.asked().is_empty());
     session.cancel().await.unwrap();
 }

@@ -191,9 +191,13 @@ fn serve_asks_by_elicitation_and_remembers_or_refuses() {
             && message.contains(&format!("\n- `fs:write` on `{out_glob}` (critical): ")),
         "{message}"
     );
+    // The standard titled single-select, not the legacy `enumNames`.
     assert_eq!(
-        p["requestedSchema"]["properties"]["decision"]["enum"],
-        json!(["allow_once", "allow_and_remember", "deny"])
+        p["requestedSchema"]["properties"]["decision"],
+        json!({"type": "string", "title": "Decision", "oneOf": [
+            {"const": "allow_once", "title": "Allow once"},
+            {"const": "allow_and_remember", "title": "Allow and remember (writes a grant)"},
+            {"const": "deny", "title": "Deny"}]})
     );
     assert_eq!(p["requestedSchema"]["required"], json!(["decision"]));
 
@@ -786,12 +790,16 @@ fn serve_from_a_verified_snapshot_offers_no_remember_and_refuses_another() {
         "write-file",
         json!({"path": "out/a.txt", "content": "x"}),
         &mut |p| {
-            offered.push(p["requestedSchema"]["properties"]["decision"]["enum"].clone());
+            offered.push(p["requestedSchema"]["properties"]["decision"]["oneOf"].clone());
             json!({"action": "accept", "content": {"decision": "allow_once"}})
         },
     );
     assert_eq!(r["isError"], false, "{r:#}");
-    assert_eq!(offered, vec![json!(["allow_once", "deny"])]);
+    assert_eq!(
+        offered,
+        vec![json!([{"const": "allow_once", "title": "Allow once"},
+                    {"const": "deny", "title": "Deny"}])]
+    );
     assert_eq!(c.finish(), 0);
     assert!(env.run(&["grants", "list"]).json_lines().is_empty());
     // Another level, another policy: refused before anything is served.
@@ -1025,4 +1033,46 @@ fn run_from_a_snapshot_runs_under_it_and_refuses_one_that_moved() {
     grant(format!("{}/other/**", s(&ws)));
     run("out/b.txt").expect_err(2, &["SNAPSHOT_MISMATCH"]);
     assert!(!ws.join("out/b.txt").exists());
+}
+
+/// Issue 31: on the wire, the guest's log lines come as
+/// `notifications/message`, in the guest's order and before the call's
+/// result, once the client set a level (`logging/setLevel` is answered).
+#[test]
+fn serve_sends_the_guest_log_lines_in_order_before_the_result() {
+    let env = Env::new();
+    let ws = env.mkdir("ws");
+    let ex = executors(&env);
+    let mut c = Client::start(&env, &args(&ws, &ex, "ReadOnly"), false);
+    let r = c.request(
+        "logging/setLevel",
+        json!({"level": "debug"}),
+        &mut no_elicitation,
+    );
+    assert_eq!(r, json!({}));
+    c.send(json!({"jsonrpc": "2.0", "id": 100, "method": "tools/call",
+                  "params": {"name": "hello", "arguments": {"log": "second"}}}));
+    let mut seen = Vec::new();
+    loop {
+        let m = c.recv();
+        if m["id"] == 100 {
+            assert_eq!(m["result"]["isError"], false, "{m:#}");
+            seen.push(json!("the result"));
+            break;
+        }
+        seen.push(m);
+    }
+    let line = |data: &str| {
+        json!({"jsonrpc": "2.0", "method": "notifications/message",
+               "params": {"level": "info", "logger": "hello", "data": data}})
+    };
+    assert_eq!(
+        seen,
+        [
+            line("hello: 16 bytes of input"),
+            line("second"),
+            json!("the result")
+        ]
+    );
+    assert_eq!(c.finish(), 0);
 }

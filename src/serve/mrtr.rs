@@ -1,0 +1,313 @@
+//! Approvals for clients on protocol 2026-07-28 or later, which forbids a
+//! server's requests to the client (so no elicitation request): the call
+//! that needs an approval returns an input-required result (SEP-2322:
+//! `resultType: "input_required"`, the approval form as the one
+//! `inputRequests["approval"]`, and an opaque `requestState`), and the
+//! client's retry of the same call with `inputResponses` and that
+//! `requestState` resumes the parked turn.
+//!
+//! The state is a handle to a turn kept on the server, 256 random bits:
+//! nothing a client could forge, and one use only (a sealed state alone
+//! could be replayed). The handle is bound to the turn, the actor, the
+//! scope of the approval (its capability and target pairs), both snapshot
+//! hashes, the tool, the sha256 of the call's arguments and the HTTP
+//! session it came in on. A retry that does not match all of them, or a
+//! handle that is unknown, expired or used, is refused with an error and
+//! consumes nothing: the parked turn's own retry still works. A turn
+//! nobody resumes within the elicitation timeout goes to the pending
+//! queue, as an unanswered elicitation does.
+
+use std::collections::HashMap;
+use std::sync::{Arc, RwLock};
+
+use rmcp::model::{
+    CallToolResponse, ElicitResult, ErrorData, InputRequest, InputRequests, InputRequiredResult,
+    InputResponses, MetaObject,
+};
+use rmcp::service::{RequestContext, RoleServer};
+use serde_json::{json, Value};
+
+use super::elicitation::elicitation;
+use super::sessions::session_of;
+use super::Server;
+use crate::host::{CancelHandle, Choice, Parked};
+use crate::policy::snapshot::{canonical_json, sha256_hex};
+use crate::util::lock;
+
+/// The key of the approval form in `inputRequests` and `inputResponses`.
+pub(super) const APPROVAL_KEY: &str = "approval";
+
+/// What a turn's cancel switch asks: the current request's token (a
+/// closure, so as not to name rmcp's token type).
+type Source = Arc<RwLock<Box<dyn Fn() -> bool + Send + Sync>>>;
+
+/// What a request state is bound to: a retry must match every field.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct Binding {
+    turn: String,
+    actor: String,
+    /// The approval's (capability, target) pairs, canonical.
+    scope: String,
+    definition_hash: String,
+    policy_hash: String,
+    tool: String,
+    arguments_sha256: String,
+    /// The HTTP session (`Mcp-Session-Id`) the call came in on, if any.
+    session: Option<String>,
+}
+
+/// One call of a 2026-07-28 client: what its turn is bound to, and the
+/// source its cancel switch asks (the retry's request replaces the first
+/// one's, which rmcp cancels when the input-required result is sent).
+pub(super) struct Call {
+    pub(super) tool: String,
+    pub(super) arguments_sha256: String,
+    pub(super) session: Option<String>,
+    pub(super) cancel: CancelHandle,
+    pub(super) source: Source,
+}
+
+impl Call {
+    /// A call of `tool` with `arguments`, its cancel switch asking the
+    /// current request's token (`source`).
+    pub(super) fn new(
+        tool: &str,
+        arguments: &serde_json::Map<String, Value>,
+        context: &RequestContext<RoleServer>,
+    ) -> Call {
+        let ct = context.ct.clone();
+        let source: Source = Arc::new(RwLock::new(Box::new(move || ct.is_cancelled())));
+        let asked = source.clone();
+        // Poisoned only if a writer panicked: stop rather than run on.
+        let cancel = CancelHandle::also_when(move || asked.read().map(|f| f()).unwrap_or(true));
+        Call {
+            tool: tool.to_string(),
+            arguments_sha256: arguments_sha256(arguments),
+            session: session_of(context),
+            cancel,
+            source,
+        }
+    }
+}
+
+/// sha256 of the canonical JSON of a call's arguments.
+pub(super) fn arguments_sha256(arguments: &serde_json::Map<String, Value>) -> String {
+    sha256_hex(canonical_json(arguments).as_bytes())
+}
+
+/// A turn parked until its client's retry answers the form.
+pub(super) struct Waiting {
+    parked: Box<Parked>,
+    binding: Binding,
+    cancel: CancelHandle,
+    source: Source,
+    /// The elicitation form, sent again to a retry that did not answer it.
+    form: Value,
+}
+
+/// The turns waiting for a retry, by request state.
+pub(super) type WaitingTurns = HashMap<String, Waiting>;
+
+/// 256 random bits from the kernel, in hex, as a request state.
+fn new_state() -> Result<String, String> {
+    use std::io::Read;
+    let mut bytes = [0u8; 32];
+    std::fs::File::open("/dev/urandom")
+        .and_then(|mut f| f.read_exact(&mut bytes))
+        .map_err(|e| format!("cannot make a request state: {e}"))?;
+    let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+    Ok(format!("gh1.{hex}"))
+}
+
+/// The input-required result that asks `form` under `state`.
+fn input_required(form: &Value, state: &str, turn: &str) -> Result<InputRequiredResult, String> {
+    let request = serde_json::from_value::<InputRequest>(
+        json!({"method": "elicitation/create", "params": form}),
+    )
+    .map_err(|e| format!("cannot build the approval form: {e}"))?;
+    let mut requests = InputRequests::new();
+    requests.insert(APPROVAL_KEY.to_string(), request);
+    let mut meta = serde_json::Map::new();
+    meta.insert("gatehouse/turn".into(), json!(turn));
+    Ok(
+        InputRequiredResult::new(Some(requests), Some(state.to_string()))
+            .with_meta(MetaObject(meta)),
+    )
+}
+
+/// Why a retry's request state is refused (a JSON-RPC invalid-params
+/// error; nothing is consumed).
+fn refused(why: &str) -> ErrorData {
+    ErrorData::invalid_params(format!("the request state is refused: {why}"), None)
+}
+
+impl Server {
+    /// The current (definition, policy) hashes of the host's snapshot.
+    fn hashes(&self) -> (String, String) {
+        let snapshot = self.inner.host.snapshot();
+        (snapshot.definition_hash(), snapshot.policy_hash())
+    }
+
+    /// Parks `parked` for `call`'s retry and returns the input-required
+    /// result that asks the person; an unanswered turn is queued after the
+    /// elicitation timeout.
+    pub(super) fn park(
+        &self,
+        parked: Box<Parked>,
+        call: Call,
+    ) -> Result<InputRequiredResult, String> {
+        let approval = &parked.approval;
+        let mut pairs: Vec<(&str, Option<&str>)> = approval
+            .pending
+            .iter()
+            .map(|p| (p.capability.as_str(), p.target.as_deref()))
+            .collect();
+        pairs.sort();
+        pairs.dedup();
+        let (definition_hash, policy_hash) = self.hashes();
+        let binding = Binding {
+            turn: approval.turn.clone(),
+            actor: approval.actor.clone(),
+            scope: canonical_json(&pairs),
+            definition_hash,
+            policy_hash,
+            tool: call.tool,
+            arguments_sha256: call.arguments_sha256,
+            session: call.session,
+        };
+        let form = elicitation(approval, self.inner.options.remember);
+        let state = new_state()?;
+        let result = input_required(&form, &state, &approval.turn)?;
+        lock(&self.inner.waiting).insert(
+            state.clone(),
+            Waiting {
+                parked,
+                binding,
+                cancel: call.cancel,
+                source: call.source,
+                form,
+            },
+        );
+        let server = self.clone();
+        let timeout = self.inner.options.elicitation_timeout;
+        tokio::spawn(async move {
+            tokio::time::sleep(timeout).await;
+            server.expire(&state).await;
+        });
+        Ok(result)
+    }
+
+    /// Queues the turn parked under `state` if no retry took it.
+    async fn expire(&self, state: &str) {
+        let Some(waiting) = lock(&self.inner.waiting).remove(state) else {
+            return;
+        };
+        let turn = waiting.binding.turn.clone();
+        tracing::info!("turn `{turn}`: no retry answered its approval: queued");
+        // Nothing runs for a queued turn; the first request's token is
+        // cancelled already, so the switch asks a fresh one.
+        if let Ok(mut source) = waiting.source.write() {
+            *source = Box::new(|| false);
+        }
+        let queued = vec![Choice::Queue; waiting.parked.approval.pending.len()];
+        let host = self.inner.host.clone();
+        let parked = waiting.parked;
+        if let Err(e) = tokio::task::spawn_blocking(move || host.resume(*parked, queued)).await {
+            tracing::warn!("turn `{turn}`: cannot queue it: {e}");
+        }
+    }
+
+    /// Queues every waiting turn: their client's session ended before
+    /// it retried (as an elicitation left unanswered by a client that
+    /// goes away).
+    pub(super) async fn queue_waiting(&self) {
+        let states: Vec<String> = lock(&self.inner.waiting).keys().cloned().collect();
+        for state in states {
+            self.expire(&state).await;
+        }
+    }
+
+    /// A 2026-07-28 client's retry with `state` and `responses`: the
+    /// parked turn resumed with the answer, the form again when the retry
+    /// did not answer it, or an error that consumes nothing.
+    pub(super) async fn retry(
+        &self,
+        tool: &str,
+        arguments: &serde_json::Map<String, Value>,
+        state: &str,
+        responses: Option<&InputResponses>,
+        context: &RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let arguments_sha256 = arguments_sha256(arguments);
+        let session = session_of(context);
+        let answer = responses.and_then(|r| r.get(APPROVAL_KEY)).cloned();
+        // Checked and taken under one lock: two retries cannot both take it.
+        let (waiting, result) = {
+            let mut waiting = lock(&self.inner.waiting);
+            let Some(w) = waiting.get(state) else {
+                return Err(refused("it is unknown, expired or already used"));
+            };
+            let b = &w.binding;
+            if b.tool != tool
+                || b.arguments_sha256 != arguments_sha256
+                || b.session != session
+                || b.actor != self.inner.options.actor
+            {
+                return Err(refused("it was issued for another call"));
+            }
+            let Some(answer) = answer else {
+                // Not answered: the same form again, under the same state.
+                return input_required(&w.form, state, &b.turn)
+                    .map(CallToolResponse::from)
+                    .map_err(|e| ErrorData::internal_error(e, None));
+            };
+            let Ok(result) = serde_json::from_value::<ElicitResult>(answer) else {
+                return Err(ErrorData::invalid_params(
+                    format!("`inputResponses.{APPROVAL_KEY}` is not an elicitation result"),
+                    None,
+                ));
+            };
+            let Some(w) = waiting.remove(state) else {
+                return Err(refused("it is unknown, expired or already used"));
+            };
+            (w, result)
+        };
+        let n = waiting.parked.approval.pending.len();
+        // The person answered the question as it was asked: if the
+        // configuration or the grants changed since, the answer is not
+        // taken and the approval goes to the queue.
+        let (definition_hash, policy_hash) = self.hashes();
+        let choices = if definition_hash != waiting.binding.definition_hash
+            || policy_hash != waiting.binding.policy_hash
+        {
+            tracing::info!(
+                "turn `{}`: the policy changed while the person was asked: queued",
+                waiting.binding.turn
+            );
+            vec![Choice::Queue; n]
+        } else {
+            vec![self.choice_of(result); n]
+        };
+        // From now on the retry's request is the one that cancels the turn
+        // (and the end of its HTTP session).
+        let ct = context.ct.clone();
+        if let Ok(mut source) = waiting.source.write() {
+            *source = Box::new(move || ct.is_cancelled());
+        }
+        let registered = session
+            .as_deref()
+            .map(|s| (s, self.register(s, waiting.cancel.clone())));
+        let host = self.inner.host.clone();
+        let parked = waiting.parked;
+        let outcome = match self.inner.slots.acquire().await {
+            Ok(_slot) => Ok(tokio::task::block_in_place(move || {
+                host.resume(*parked, choices)
+            })),
+            Err(e) => Err(e.to_string()),
+        };
+        if let Some((s, key)) = registered {
+            self.unregister(s, key);
+        }
+        Ok(self.finish(tool, outcome, context).await.into())
+    }
+}
