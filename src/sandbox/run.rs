@@ -306,15 +306,7 @@ pub fn execute(
     let deadline = Instant::now() + std::time::Duration::from_millis(limits.deadline_ms);
     // Each unit's state, built from its part of the same plan; only the
     // bindings of the granted units were linked (`mask`).
-    let mut table = wasmtime::component::ResourceTable::new();
-    table.set_max_capacity(limits.resources);
-    let core = Core {
-        table,
-        limits: super::limits::GuardedLimits::new(&limits),
-        hostcalls_left: limits.hostcalls,
-        deadline,
-        cancel: services.cancel.clone(),
-    };
+    let core = Core::new(&limits, deadline, services.cancel.clone());
     let mut cx = Prepare {
         plan,
         services,

@@ -149,6 +149,27 @@ pub(crate) struct Core {
     pub cancel: CancelHandle,
 }
 
+impl Core {
+    /// The core of a run under `limits`, ending at `deadline` or when
+    /// `cancel` is set: a resource table capped by the limits, their
+    /// memory and table guards, and the host-call fuel.
+    pub(crate) fn new(
+        limits: &super::limits::Limits,
+        deadline: std::time::Instant,
+        cancel: CancelHandle,
+    ) -> Core {
+        let mut table = ResourceTable::new();
+        table.set_max_capacity(limits.resources);
+        Core {
+            table,
+            limits: super::limits::GuardedLimits::new(limits),
+            hostcalls_left: limits.hostcalls,
+            deadline,
+            cancel,
+        }
+    }
+}
+
 units! {
     /// `fs:read` / `fs:write`: preopens, the journaling layer's globs.
     fs: fs::Fs,
