@@ -7,7 +7,7 @@ use std::path::PathBuf;
 
 use serde::Deserialize;
 
-use crate::policy::{SitePattern, UrlPattern};
+use crate::policy::UrlPattern;
 
 /// `[network]` as written.
 #[derive(Debug, Default, Deserialize)]
@@ -114,8 +114,9 @@ pub(super) fn providers(
             ));
         }
         for u in &base_urls {
-            let parsed = UrlPattern::parse(u).map_err(|e| (field("base_url"), e.to_string()))?;
-            if u.contains('*') || !matches!(SitePattern::Url(parsed), SitePattern::Url(_)) {
+            // Checked as the sender will use it: the requests under it.
+            UrlPattern::under(u).map_err(|e| (field("base_url"), e.to_string()))?;
+            if u.contains('*') {
                 return Err((
                     field("base_url"),
                     format!("`{u}` must be a URL without wildcards"),

@@ -195,6 +195,23 @@ impl UrlPattern {
         }
     }
 
+    /// Whether `req` (canonical) is one this pattern covers: same scheme
+    /// and port, a host it names, a path it covers.
+    pub fn covers_request(&self, req: &HttpRequest) -> bool {
+        self.scheme == req.scheme
+            && self.port == req.port
+            && self.host.matches_host(&req.host)
+            && self.covers_path(&req.path)
+    }
+
+    /// The pattern of the requests under the base URL `base`
+    /// (`scheme://host[:port][/path]`): the same scheme, host and port, and
+    /// a path that starts with the base's at a segment boundary (`/v1`
+    /// covers `/v1` and `/v1/x`, not `/v1evil`).
+    pub fn under(base: &str) -> Result<UrlPattern, TargetError> {
+        UrlPattern::parse(&format!("{}/**", base.trim_end_matches('/')))
+    }
+
     /// Whether this pattern covers `other` (a narrower pattern names
     /// nothing this one does not).
     fn covers_url(&self, other: &UrlPattern) -> bool {
@@ -247,15 +264,9 @@ impl SitePattern {
     /// when it names none); a URL pattern never covers a host target (which
     /// would allow raw sockets).
     pub fn covers(&self, target: &str) -> bool {
-        match (self, SitePattern::parse(target)) {
-            (SitePattern::Host(h), Ok(SitePattern::Url(u))) => {
-                u.scheme == Scheme::Https
-                    && h.port().unwrap_or(443) == u.port
-                    && h.without_port().covers(u.host.host())
-            }
-            (SitePattern::Host(h), _) => h.covers(target),
-            (SitePattern::Url(mine), Ok(SitePattern::Url(u))) => mine.covers_url(&u),
-            (SitePattern::Url(_), _) => false,
+        match self {
+            SitePattern::Host(h) => host_covers(h, target),
+            SitePattern::Url(u) => url_covers(u, target),
         }
     }
 
@@ -266,6 +277,29 @@ impl SitePattern {
             SitePattern::Host(h) => Some(h),
             SitePattern::Url(_) => None,
         }
+    }
+}
+
+/// [`SitePattern::covers`] for a host pattern: `target` a host, a host
+/// pattern, or a URL pattern it covers only as HTTPS on its port (443 when
+/// it names none).
+pub fn host_covers(h: &HostPattern, target: &str) -> bool {
+    match SitePattern::parse(target) {
+        Ok(SitePattern::Url(u)) => {
+            u.scheme == Scheme::Https
+                && h.port().unwrap_or(443) == u.port
+                && h.without_port().covers(u.host.host())
+        }
+        _ => h.covers(target),
+    }
+}
+
+/// [`SitePattern::covers`] for a URL pattern: `target` a URL pattern it
+/// covers; never a host target (which would allow raw sockets).
+pub fn url_covers(u: &UrlPattern, target: &str) -> bool {
+    match SitePattern::parse(target) {
+        Ok(SitePattern::Url(other)) => u.covers_url(&other),
+        _ => false,
     }
 }
 
@@ -464,12 +498,7 @@ pub fn decide_request(rules: &[HttpRule], req: &HttpRequest) -> Result<usize, St
                     && h.port().unwrap_or(443) == req.port
                     && h.matches_host(&req.host)
             }
-            SitePattern::Url(u) => {
-                u.scheme == req.scheme
-                    && u.port == req.port
-                    && u.host.matches_host(&req.host)
-                    && u.covers_path(&req.path)
-            }
+            SitePattern::Url(u) => u.covers_request(req),
         };
         if !site_ok {
             continue;

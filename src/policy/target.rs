@@ -92,8 +92,8 @@ impl TargetPattern {
     pub fn covers(&self, target: &str) -> bool {
         match self {
             TargetPattern::PathGlob(g) => g.covers(target),
-            TargetPattern::Host(h) => super::http::SitePattern::Host(h.clone()).covers(target),
-            TargetPattern::Url(u) => super::http::SitePattern::Url(u.clone()).covers(target),
+            TargetPattern::Host(h) => super::http::host_covers(h, target),
+            TargetPattern::Url(u) => super::http::url_covers(u, target),
             TargetPattern::Exact(name) => name == target,
         }
     }

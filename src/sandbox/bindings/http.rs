@@ -37,7 +37,7 @@ use wasmtime_wasi_http::{
 };
 
 use super::{Prepare, Unit};
-use crate::policy::http::{decide_request, HttpRequest, HttpRule, Scheme, SitePattern};
+use crate::policy::http::{decide_request, HttpRequest, HttpRule, Scheme, SitePattern, UrlPattern};
 use crate::policy::snapshot::sha256_hex;
 use crate::policy::DenyCode;
 use crate::sandbox::limits::LimitHit;
@@ -123,6 +123,8 @@ impl Shared {
 /// A provider with its value, as the host read it.
 struct Provider {
     part: ProviderPart,
+    /// The requests under its base URLs, parsed once for the run.
+    bases: Vec<UrlPattern>,
     value: Result<String, String>,
 }
 
@@ -150,6 +152,12 @@ impl Unit for Http {
             .iter()
             .map(|p| Provider {
                 part: p.clone(),
+                // The host checked them when it read its configuration.
+                bases: p
+                    .base_urls
+                    .iter()
+                    .filter_map(|b| UrlPattern::under(b).ok())
+                    .collect(),
                 value: cx
                     .services
                     .secrets
@@ -328,7 +336,7 @@ impl WasiHttpHooks for Hooks {
         let provider = self
             .providers
             .iter()
-            .find(|p| p.part.base_urls.iter().any(|b| under(&req, b)));
+            .find(|p| p.bases.iter().any(|b| b.covers_request(&req)));
         let line = Line::of(&req, provider.map(|p| p.part.name.as_str()));
         let rule = match decide_request(&self.rules, &req) {
             Ok(i) => &self.rules[i],
@@ -418,30 +426,6 @@ impl WasiHttpHooks for Hooks {
             }
         })
     }
-}
-
-/// Whether `req` is under the base URL `base` (`scheme://host[:port][/path]`).
-fn under(req: &HttpRequest, base: &str) -> bool {
-    let Ok(SitePattern::Url(u)) = SitePattern::parse(base) else {
-        return false;
-    };
-    let Some(rest) = base.split_once("://").map(|(_, r)| r) else {
-        return false;
-    };
-    let prefix = rest
-        .find('/')
-        .map_or("", |i| &rest[i..])
-        .trim_end_matches('/');
-    u.scheme() == req.scheme
-        && u.port() == req.port
-        && u.host().matches_host(&req.host)
-        && !u.host().host().starts_with("*.")
-        && (prefix.is_empty()
-            || req.path == prefix
-            || req
-                .path
-                .strip_prefix(prefix)
-                .is_some_and(|r| r.starts_with('/')))
 }
 
 /// Whether `ip` is in a range a wildcard rule may not reach.
