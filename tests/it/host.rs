@@ -895,6 +895,21 @@ fn a_grant_revoked_while_a_turn_waits_for_its_approval_no_longer_covers_it() {
     assert!(!ws.join("out/a.txt").exists());
 }
 
+/// `write-file` granted `fs:write` on `out/**`, its component a copy at
+/// `components/w.wasm` that a test may replace: the copy's path, the
+/// original bytes, the manifest.
+fn replaceable_write_file(env: &Env) -> (std::path::PathBuf, Vec<u8>, Manifest) {
+    let wasm = env.mkdir("components").join("w.wasm");
+    let original = std::fs::read(crate::support::guests::component("write-file")).unwrap();
+    std::fs::write(&wasm, &original).unwrap();
+    let text = format!(
+        "name = \"write-file\"\ncomponent = \"{}\"\n[[capabilities]]\nname = \"fs:write\"\ntarget = \"out/**\"\n",
+        wasm.display()
+    );
+    let manifest = Manifest::load(&env.write("manifests/w.toml", &text)).unwrap();
+    (wasm, original, manifest)
+}
+
 /// Issue 13: a long-lived host reads its watch once per turn, at the
 /// start; a turn parked for an approval reads it again when it is
 /// resumed, so a component replaced while the person was being asked is
@@ -905,15 +920,8 @@ fn a_component_replaced_while_a_turn_waits_for_its_approval_is_seen_when_it_resu
     let env = Env::new();
     let ws = env.mkdir("ws");
     env.mkdir("ws/out");
-    let dir = env.mkdir("components");
-    let wasm = dir.join("w.wasm");
-    let original = std::fs::read(crate::support::guests::component("write-file")).unwrap();
-    std::fs::write(&wasm, &original).unwrap();
-    let text = format!(
-        "name = \"write-file\"\ncomponent = \"{}\"\n[[capabilities]]\nname = \"fs:write\"\ntarget = \"out/**\"\n",
-        wasm.display()
-    );
-    let manifest = Manifest::load(&env.write("manifests/w.toml", &text)).unwrap();
+    let (wasm, original, manifest) = replaceable_write_file(&env);
+    let dir = env.path("components");
     let h = host_of(&env, &ws, vec![manifest], Some(Level::Supervised));
     let input = r#"{"path":"out/a.txt","content":"x"}"#;
     let digest = gatehouse::policy::snapshot::sha256_hex;
@@ -1100,15 +1108,8 @@ fn a_component_replaced_while_a_turn_waits_for_write_roots_is_the_one_that_runs(
     let env = Env::new();
     let ws = env.mkdir("ws");
     env.mkdir("ws/out");
-    let dir = env.mkdir("components");
-    let wasm = dir.join("w.wasm");
-    let original = std::fs::read(crate::support::guests::component("write-file")).unwrap();
-    std::fs::write(&wasm, &original).unwrap();
-    let writer = format!(
-        "name = \"write-file\"\ncomponent = \"{}\"\n[[capabilities]]\nname = \"fs:write\"\ntarget = \"out/**\"\n",
-        wasm.display()
-    );
-    let writer = Manifest::load(&env.write("manifests/w.toml", &writer)).unwrap();
+    let (wasm, original, writer) = replaceable_write_file(&env);
+    let dir = env.path("components");
     let holder = format!(
         "name = \"holder\"\ncomponent = \"{}\"\n[[capabilities]]\nname = \"human:ask\"\n[[capabilities]]\nname = \"fs:write\"\ntarget = \"out/**\"\n",
         crate::support::guests::component("ask").display()
