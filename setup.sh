@@ -4,6 +4,11 @@
 # wasm32-wasip2, and `fs-cmd`, `wasi-prog` and `cf-attack` (the conformance
 # suite's guest) also for wasm32-wasip1 (preview 1 twins).
 # Artifacts land in guests/target/<target>/release/*.wasm.
+# Then the toolchains of the language executors, from the registries and
+# pinned (componentize-py from PyPI into a venv under guests/target; wac,
+# the component composer, from crates.io into cargo's bin directory, where
+# it is kept across clones because it takes minutes to compile), and the
+# language executors built with them into guests/target/lang/.
 # Safe to run again: every step is skipped (or a no-op) when already done.
 set -euo pipefail
 cd "$(dirname "$0")"
@@ -17,5 +22,39 @@ if [ -f guests/Cargo.toml ]; then
   cargo build --release --manifest-path guests/Cargo.toml --target-dir guests/target --target wasm32-wasip2 --workspace
   cargo build --release --manifest-path guests/Cargo.toml --target-dir guests/target --target wasm32-wasip1 -p fs-cmd -p wasi-prog -p cf-attack
 fi
+
+# The language executors (issue 30). Each is rebuilt only when one of its
+# inputs (or a toolchain's version) changed: its stamp file holds their
+# digest.
+COMPONENTIZE_PY_VERSION=0.25.1
+WAC_VERSION=0.12.0
+tools=guests/target/toolchains
+componentize_py="$tools/python/bin/componentize-py"
+if ! "$componentize_py" --version 2>/dev/null | grep -qx "componentize-py $COMPONENTIZE_PY_VERSION"; then
+  rm -rf "$tools/python"
+  python3 -m venv "$tools/python"
+  "$tools/python/bin/pip" install --quiet --disable-pip-version-check "componentize-py==$COMPONENTIZE_PY_VERSION"
+fi
+wac="${CARGO_HOME:-$HOME/.cargo}/bin/wac"
+if ! "$wac" --version 2>/dev/null | grep -qx "wac-cli $WAC_VERSION"; then
+  cargo install --quiet --locked --no-default-features wac-cli --version "$WAC_VERSION"
+fi
+deny_sockets=guests/target/wasm32-wasip2/release/deny_sockets.wasm
+lang=guests/target/lang
+# build_lang NAME INPUT... : runs guests/NAME/build.sh unless the stamp of
+# its inputs and toolchains is the one recorded at its last build.
+build_lang() {
+  local name=$1; shift
+  local stamp
+  stamp=$( { echo "componentize-py $COMPONENTIZE_PY_VERSION wac $WAC_VERSION"; sha256sum "$@"; } | sha256sum | cut -d' ' -f1)
+  if [ -f "$lang/$name.wasm" ] && [ "$(cat "$lang/$name.stamp" 2>/dev/null)" = "$stamp" ]; then
+    return
+  fi
+  rm -f "$lang/$name.stamp"
+  bash "guests/$name/build.sh" "$PWD/$componentize_py" "$wac" "$PWD/$deny_sockets" "$PWD/$lang"
+  echo "$stamp" > "$lang/$name.stamp"
+}
+build_lang python guests/python/app.py guests/python/build.sh wit/executor.wit "$deny_sockets"
+
 # The C wasi-libc guest (issue 14): builds guests/c/target/wasi_fs_all.wasm, or says why not.
 bash guests/c/build.sh

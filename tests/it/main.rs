@@ -20,6 +20,7 @@
 //!   a long-lived host.
 //! - `isolation`: the degraded-mode report, degraded for real (seccomp,
 //!   a weaker engine), and the fail-closed switch.
+//! - `languages`: the `python` executor: code run under its grants.
 //! - `mcp`: `gatehouse serve --mcp` spoken to with rmcp's own client.
 //! - `purity`: `src/policy/` names no I/O facility, and every module
 //!   names only the layers below it.
@@ -46,6 +47,7 @@ mod fs_items;
 mod host;
 mod http;
 mod isolation;
+mod languages;
 mod mcp;
 mod purity;
 mod sandbox;
