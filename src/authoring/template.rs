@@ -9,6 +9,12 @@
 //! `--http` makes an executor that calls a web API through `wasi:http`
 //! (the `wasi` crate, as `guests/fetch` uses it) under a `network:sites`
 //! URL pattern, GET only.
+//!
+//! `--lang python` makes an executor in Python instead: `app.py`, and a
+//! `build.sh` that builds it with componentize-py and plugs
+//! `deny-sockets.wasm` (written beside it) into CPython's `wasi:sockets`
+//! imports with wac, both toolchains pinned (see `guests/python`, the
+//! ready executor built the same way).
 
 use std::path::{Path, PathBuf};
 
@@ -28,6 +34,15 @@ const MAIN_RS: &str = include_str!("template/main.rs.tmpl");
 const EXECUTOR_TOML: &str = include_str!("template/executor.toml.tmpl");
 const CAPS_PURE: &str = include_str!("template/capabilities.pure.tmpl");
 const CAPS_HTTP: &str = include_str!("template/capabilities.http.tmpl");
+const PYTHON_APP: &str = include_str!("template/python/app.py.tmpl");
+const PYTHON_BUILD: &str = include_str!("template/python/build.sh.tmpl");
+
+/// A plug component that exports every `wasi:sockets` interface at 0.2.9
+/// (the version componentize-py 0.25.1's CPython imports) and refuses
+/// every call: `guests/deny-sockets`, built, and kept byte for byte equal
+/// to that build by a test. The Python template's `build.sh` plugs it into
+/// its component, so that the component imports no `wasi:sockets`.
+pub const DENY_SOCKETS_WASM: &[u8] = include_bytes!("template/deny_sockets.wasm");
 /// The packages of `wit-bindgen`'s tree, as the guests' `Cargo.lock`
 /// pins them (without the crate itself, which is inserted by name).
 const LOCK_DEPS: &str = include_str!("template/Cargo.lock.deps");
@@ -113,6 +128,8 @@ pub enum Kind {
     Command,
     /// An executor that calls a web API through `wasi:http`.
     Http,
+    /// An executor in Python (componentize-py), built by `build.sh`.
+    Python,
 }
 
 /// Checks `name` as both an executor name and a Cargo package name:
@@ -154,6 +171,7 @@ pub fn files(name: &str, kind: Kind) -> Result<Vec<(String, String)>, AuthoringE
         "wit-bindgen = {{ version = \"={WIT_BINDGEN}\", default-features = false, features = [\"macros\", \"realloc\"] }}\n"
     );
     let (lib, deps, lock, description, run) = match kind {
+        Kind::Python => return Ok(python_files(name)),
         Kind::Executor => (
             cdylib,
             wit_bindgen,
@@ -221,11 +239,51 @@ pub fn files(name: &str, kind: Kind) -> Result<Vec<(String, String)>, AuthoringE
         Kind::Executor => out.push(("src/lib.rs".to_string(), fill(LIB_RS))),
         Kind::Http => out.push(("src/lib.rs".to_string(), fill(LIB_HTTP_RS))),
         Kind::Command => out.push(("src/main.rs".to_string(), fill(MAIN_RS))),
+        Kind::Python => {}
     }
-    for (rel, text) in super::wit::FILES {
-        out.push((format!("wit/{rel}"), text.to_string()));
-    }
+    out.extend(wit_files());
     Ok(out)
+}
+
+/// The WIT package and its WASI dependencies, under `wit/`.
+fn wit_files() -> impl Iterator<Item = (String, String)> {
+    super::wit::FILES
+        .iter()
+        .map(|(rel, text)| (format!("wit/{rel}"), text.to_string()))
+}
+
+/// The text files of a Python executor (`deny-sockets.wasm` is added by
+/// [`create`]).
+fn python_files(name: &str) -> Vec<(String, String)> {
+    let fill = |t: &str| t.replace("__NAME__", name);
+    let manifest = fill(EXECUTOR_TOML)
+        .replace("__CAPABILITIES__", CAPS_PURE)
+        .replace(
+            "__DESCRIPTION__",
+            "a gatehouse executor in Python: JSON in, JSON out",
+        )
+        .replace(
+            "# Built by `cargo build --release --target wasm32-wasip2 --target-dir target`.\ncomponent = \"target/wasm32-wasip2/release/__ARTIFACT__.wasm\"",
+            "# Built by `bash build.sh`.\ncomponent = \"app.wasm\"",
+        );
+    let mut out = vec![
+        ("app.py".to_string(), fill(PYTHON_APP)),
+        ("build.sh".to_string(), PYTHON_BUILD.to_string()),
+        ("executor.toml".to_string(), manifest),
+        (
+            "README.md".to_string(),
+            "Build: `bash build.sh` (componentize-py and wac, pinned, installed on first use)\n\
+             Check: `gatehouse manifest check executor.toml`\n\
+             Run: `gatehouse run executor.toml --input '{}'`\n"
+                .to_string(),
+        ),
+        (
+            ".gitignore".to_string(),
+            "/.venv\n/app.wasm\n__pycache__/\n".to_string(),
+        ),
+    ];
+    out.extend(wit_files());
+    out
 }
 
 /// The crate's `Cargo.lock`: the crate itself with its direct `deps`
@@ -279,7 +337,13 @@ fn lock(name: &str, deps: &[&str], trees: &[&str]) -> String {
 /// Writes a new crate named `name` into `dir`, which must not exist or
 /// be empty; returns the files written.
 pub fn create(name: &str, kind: Kind, dir: &Path) -> Result<Vec<PathBuf>, AuthoringError> {
-    let files = files(name, kind)?;
+    let mut files: Vec<(String, Vec<u8>)> = files(name, kind)?
+        .into_iter()
+        .map(|(rel, text)| (rel, text.into_bytes()))
+        .collect();
+    if kind == Kind::Python {
+        files.push(("deny-sockets.wasm".to_string(), DENY_SOCKETS_WASM.to_vec()));
+    }
     match std::fs::read_dir(dir) {
         Ok(mut entries) => {
             if entries.next().is_some() {

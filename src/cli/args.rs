@@ -246,9 +246,24 @@ pub struct NewArgs {
     /// (`provider:access`) the guest never sees.
     #[arg(long, conflicts_with = "command")]
     pub http: bool,
+    /// The language: `rust` (a cargo crate, the default) or `python` (an
+    /// `app.py` and a `build.sh` that builds it with componentize-py, both
+    /// toolchains pinned and installed on first use). `--command` and
+    /// `--http` are Rust templates.
+    #[arg(long, value_enum, default_value = "rust", value_name = "LANG")]
+    pub lang: Lang,
     /// Where to write it (default: `./NAME`); must not exist or be empty.
     #[arg(long, value_name = "DIR")]
     pub dir: Option<PathBuf>,
+}
+
+/// The language of `gatehouse new`'s template.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Lang {
+    /// A Rust crate built with cargo for `wasm32-wasip2`.
+    Rust,
+    /// A Python module built with componentize-py.
+    Python,
 }
 
 #[derive(Debug, Subcommand)]

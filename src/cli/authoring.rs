@@ -11,7 +11,7 @@ use gatehouse::authoring::template::{self, Kind};
 use gatehouse::authoring::{schema, wit, AuthoringError};
 use gatehouse::manifest::Manifest;
 
-use super::args::{NewArgs, WitArgs};
+use super::args::{Lang, NewArgs, WitArgs};
 use super::{out, out_json, CmdResult, Context, Exit, Failure};
 
 impl From<AuthoringError> for Failure {
@@ -107,12 +107,17 @@ pub fn new(ctx: &Context, args: NewArgs) -> CmdResult {
         .dir
         .clone()
         .unwrap_or_else(|| Path::new(&args.name).to_path_buf());
-    let kind = if args.command {
-        Kind::Command
-    } else if args.http {
-        Kind::Http
-    } else {
-        Kind::Executor
+    let kind = match (args.lang, args.command, args.http) {
+        (Lang::Rust, true, _) => Kind::Command,
+        (Lang::Rust, false, true) => Kind::Http,
+        (Lang::Rust, false, false) => Kind::Executor,
+        (Lang::Python, false, false) => Kind::Python,
+        (Lang::Python, command, _) => {
+            return Err(Failure::invalid(format!(
+                "`{}` is a rust template: it cannot be combined with `--lang python`",
+                if command { "--command" } else { "--http" }
+            )))
+        }
     };
     let files = template::create(&args.name, kind, &dir)?;
     if ctx.json {

@@ -923,3 +923,92 @@ fn authoring_python_component_passes_check_and_runs_with_compute_pure() {
         "{v:#}"
     );
 }
+
+/// `gatehouse new --lang python` (issue 30): the template builds with its
+/// own `build.sh` (here with the toolchains `setup.sh` installed, the
+/// versions `build.sh` pins), imports nothing but WASI's baseline and
+/// `log` (no `wasi:sockets`: `deny-sockets.wasm` is plugged in), passes
+/// `manifest check` under `compute:pure` and runs.
+#[test]
+fn authoring_new_python_builds_passes_check_and_runs() {
+    crate::support::guests::build_guests();
+    let env = Env::new();
+    let dir = env.root().join("work/py-tool");
+    let run = env.run(&["new", "py-tool", "--lang", "python", "--dir", s(&dir)]);
+    run.expect(0);
+    assert_eq!(
+        std::fs::read(dir.join("deny-sockets.wasm")).unwrap(),
+        gatehouse::authoring::template::DENY_SOCKETS_WASM
+    );
+    let toolchains = Path::new(ROOT).join("guests/target/toolchains");
+    let wac = std::env::var("CARGO_HOME")
+        .map(PathBuf::from)
+        .unwrap_or_else(|_| PathBuf::from(std::env::var("HOME").unwrap()).join(".cargo"))
+        .join("bin/wac");
+    let out = Command::new("bash")
+        .arg(dir.join("build.sh"))
+        .env(
+            "COMPONENTIZE_PY",
+            toolchains.join("python/bin/componentize-py"),
+        )
+        .env("WAC", &wac)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "build.sh failed:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "built app.wasm\n");
+    let inspect = env.run(&["--json", "inspect", s(&dir.join("app.wasm"))]);
+    inspect.expect(0);
+    let imports = &inspect.json_lines()[0]["imports"];
+    let names: Vec<&str> = imports
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| i["name"].as_str().unwrap())
+        .collect();
+    assert!(names.contains(&"gatehouse:executor/log@0.1.0"), "{names:?}");
+    assert!(
+        imports
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|x| x["needs"] == json!({"kind": "baseline"})),
+        "{imports:#}"
+    );
+    let check = env.run(&["manifest", "check", s(&dir.join("executor.toml"))]);
+    check.expect(0);
+    let run = env.run(&["--json", "run", s(&dir.join("executor.toml"))]);
+    run.expect(0);
+    let v = &run.json_lines()[0];
+    assert_eq!(
+        v["run"]["result"]["output"], r#"{"executor": "py-tool", "input_bytes": 2}"#,
+        "{v:#}"
+    );
+    assert_eq!(v["run"]["log"][0]["message"], "py-tool: 2 bytes of input");
+    // `--command` and `--http` are Rust templates.
+    env.run(&[
+        "new",
+        "x",
+        "--lang",
+        "python",
+        "--http",
+        "--dir",
+        s(&env.root().join("x")),
+    ])
+    .expect_err(3, &["`--http` is a rust template"]);
+}
+
+/// The plug the Python template writes is the one `guests/deny-sockets`
+/// builds, byte for byte (copy it to `src/authoring/template/` when the
+/// guest changes).
+#[test]
+fn the_templates_deny_sockets_plug_is_the_guest_built_from_source() {
+    let built = std::fs::read(component("deny-sockets")).unwrap();
+    assert!(
+        built == gatehouse::authoring::template::DENY_SOCKETS_WASM,
+        "src/authoring/template/deny_sockets.wasm differs from guests/deny-sockets' build"
+    );
+}
