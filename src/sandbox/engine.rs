@@ -96,7 +96,12 @@ impl EngineKind {
     /// in one runs in the other).
     fn totals(self) -> (u32, u32, u32, u32) {
         match self {
-            EngineKind::LongLived => (64, 256, 128, 256),
+            // Core instances never bind before component instances do:
+            // each of the 64 may have its per-component maximum (an
+            // interpreter has about 40: 256 in all let only six CPythons
+            // run at once). The count costs nothing until used; memories
+            // and tables are the slots the pool maps up front.
+            EngineKind::LongLived => (64, 64 * PER_COMPONENT_CORE_INSTANCES, 128, 256),
             EngineKind::OneShot => {
                 let n = super::delegate::MAX_DEPTH + 1;
                 (

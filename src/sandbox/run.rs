@@ -317,7 +317,7 @@ pub fn execute(
     let mut linked = table::names(mask);
     state.describe(plan.parts(), &mut linked);
     let mut store = store(sandbox, state, &services.cancel, deadline);
-    let outcome = call(pre, &mut store, input, &stdout);
+    let outcome = call(pre, &mut store, input, &stdout, deadline);
     // What the turn left each touched path as, for undo (a run killed
     // before this still has its write-ahead journal).
     store.data_mut().fs.finish().map_err(host)?;
@@ -485,10 +485,11 @@ fn call(
     store: &mut Store<HostState>,
     input: &str,
     stdout: &CappedPipe,
+    deadline: Instant,
 ) -> wasmtime::Result<GuestResult> {
     match pre? {
         Pre::Command(p) => {
-            let cmd = p.instantiate(&mut *store)?;
+            let cmd = when_the_pool_has_room(deadline, || p.instantiate(&mut *store))?;
             Ok(match cmd.wasi_cli_run().call_run(&mut *store)? {
                 Ok(()) => GuestResult::Ok {
                     output: String::from_utf8_lossy(&stdout.contents()).into_owned(),
@@ -499,13 +500,55 @@ fn call(
             })
         }
         Pre::Executor(p) => {
-            let exe = p.instantiate(&mut *store)?;
+            let exe = when_the_pool_has_room(deadline, || p.instantiate(&mut *store))?;
             Ok(match exe.call_run(&mut *store, input)? {
                 Ok(output) => GuestResult::Ok { output },
                 Err(e) => GuestResult::Err {
                     error: guest_error_json(&e),
                 },
             })
+        }
+    }
+}
+
+/// The pool was full from the turn's first attempt to instantiate until
+/// its deadline: reported as `LIMIT_DEADLINE`, with what it waited for.
+#[derive(Debug, thiserror::Error)]
+#[error("the turn waited {waited_ms} ms for room in the host's instance pool ({limit}) until its deadline")]
+struct PoolFullUntilDeadline {
+    waited_ms: u128,
+    limit: String,
+}
+
+/// Instantiates with `instantiate`, and while the pooling allocator has no
+/// room (every slot of a kind taken by turns running at the same moment:
+/// a server running many interpreters at once) waits for a turn to give
+/// its slots back and tries again, until `deadline`. A full pool is the
+/// host's capacity, not the guest's fault: the turn waits its turn instead
+/// of failing, and its deadline bounds the wait.
+fn when_the_pool_has_room<T>(
+    deadline: Instant,
+    mut instantiate: impl FnMut() -> wasmtime::Result<T>,
+) -> wasmtime::Result<T> {
+    let started = Instant::now();
+    let mut pause = std::time::Duration::from_millis(1);
+    loop {
+        match instantiate() {
+            Err(e)
+                if e.downcast_ref::<wasmtime::PoolConcurrencyLimitError>()
+                    .is_some() =>
+            {
+                let now = Instant::now();
+                if now >= deadline {
+                    return Err(wasmtime::Error::new(PoolFullUntilDeadline {
+                        waited_ms: now.duration_since(started).as_millis(),
+                        limit: crate::util::lower(&e.to_string()),
+                    }));
+                }
+                std::thread::sleep(pause.min(deadline - now));
+                pause = (pause * 2).min(std::time::Duration::from_millis(20));
+            }
+            other => return other,
         }
     }
 }
@@ -600,6 +643,9 @@ fn classify(
             DenyCode::LimitHostcalls,
             format!("more than {} host calls", limits.hostcalls),
         ));
+    }
+    if let Some(full) = e.downcast_ref::<PoolFullUntilDeadline>() {
+        return RunError::Limit(LimitHit::new(DenyCode::LimitDeadline, full.to_string()));
     }
     let waited_too_long = e.chain().any(|c| {
         c.downcast_ref::<super::deadline_io::DeadlineReached>()

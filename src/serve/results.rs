@@ -86,7 +86,14 @@ pub fn result_of(outcome: &TurnOutcome, cap: usize) -> CallToolResult {
             error_result(Some(outcome), reason, Some(code.as_str()))
         }
         TurnEnd::Stopped { code, message, .. } => {
-            error_result(Some(outcome), message, code.map(|c| c.as_str()))
+            // A limit's message already starts with its code; the text
+            // names it once.
+            let code = code.map(|c| c.as_str());
+            let reason = code
+                .and_then(|c| message.strip_prefix(c))
+                .and_then(|rest| rest.strip_prefix(": "))
+                .unwrap_or(message);
+            error_result(Some(outcome), reason, code)
         }
         TurnEnd::Invalid { message } | TurnEnd::Failed { message } => {
             error_result(Some(outcome), message, None)

@@ -4,50 +4,22 @@
 //! nothing else. Each test runs it as a user would (`gatehouse run`) and
 //! asserts the exact result, the bytes on disk, or the deny code.
 //!
-//! Compiling the 19 MB component takes the debug binary tens of seconds,
-//! so the first test to need it compiles it once into a shared cache
-//! (`warm_cache`) and every test's state starts with a copy of it.
+//! Compiling the 24 MB component takes the debug binary seconds, so the
+//! first test to need it compiles it once into a shared cache and every
+//! test's state starts with a copy of it (`seed_python_cache`).
 
 use std::path::{Path, PathBuf};
-use std::sync::OnceLock;
 
 use serde_json::{json, Value};
 
-use crate::support::guests::{guest, output, run_json};
+use crate::support::guests::{guest, output, run_json, seed_python_cache};
 use crate::support::{s, Env};
 
-/// The compiled-component cache holding the `python` executor, made once
-/// per test binary by a turn in an environment of its own (in the target
-/// directory's scratch space, emptied first).
-fn warm_cache() -> &'static Path {
-    static CACHE: OnceLock<PathBuf> = OnceLock::new();
-    CACHE.get_or_init(|| {
-        let env = Env::new();
-        let ws = env.mkdir("ws");
-        env.mkdir("ws/out");
-        let (run, _) = run_json(&env, &guest("python"), &ws, "Full", r#"{"code":""}"#, &[]);
-        run.expect(0);
-        let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("lang-cache");
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
-        for e in std::fs::read_dir(env.state_dir().join("cache")).unwrap() {
-            let e = e.unwrap();
-            std::fs::copy(e.path(), dir.join(e.file_name())).unwrap();
-        }
-        dir
-    })
-}
-
-/// A sealed environment whose state starts with the warm cache, and its
-/// workspace `ws` (with `ws/out/`).
+/// A sealed environment whose state starts with the `python` executor
+/// compiled, and its workspace `ws` (with `ws/out/`).
 fn env_with_python() -> (Env, PathBuf) {
-    let cache = warm_cache();
     let env = Env::new();
-    let dest = env.mkdir("state/cache");
-    for e in std::fs::read_dir(cache).unwrap() {
-        let e = e.unwrap();
-        std::fs::copy(e.path(), dest.join(e.file_name())).unwrap();
-    }
+    seed_python_cache(&env);
     let ws = env.mkdir("ws");
     env.mkdir("ws/out");
     (env, ws)

@@ -945,3 +945,108 @@ async fn mcp_human_ask_is_denied_to_a_2026_07_28_client() {
     assert!(person.asked().is_empty());
     session.cancel().await.unwrap();
 }
+
+/// Issue 30: the `python` executor is a tool of `serve --mcp` with its
+/// input schema. An agent runs code with it, sixteen calls at once, each
+/// its own CPython instance from the pool (a read-only twin of the
+/// executor, `python-read`, so that no write-root lock serializes them:
+/// with the pool's former 256 core instances only six fitted, and the
+/// seventh failed), then undoes what one call wrote with
+/// `gatehouse_undo`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mcp_python_runs_code_concurrently_and_its_writes_are_undone() {
+    let env = Env::new();
+    let ws = env.mkdir("ws");
+    env.mkdir("ws/out");
+    crate::support::guests::seed_python_cache(&env);
+    let config = env.write(
+        "gatehouse.toml",
+        "[actors.main]\nchannel = \"cli\"\nsender = \"tester\"\nskills = [\"*\"]\n\
+         [serve]\ntools = [\"history\", \"undo\"]\n",
+    );
+    let python = crate::support::guests::guest("python");
+    let read_only = env.write(
+        "manifests/python-read.toml",
+        &std::fs::read_to_string(&python)
+            .unwrap()
+            .replace("name = \"python\"", "name = \"python-read\"")
+            .replace(
+                "../target/lang/python.wasm",
+                s(&python.parent().unwrap().join("../target/lang/python.wasm")),
+            )
+            .replace(
+                "[[capabilities]]\nname = \"fs:write\"\ntarget = \"out/**\"\n",
+                "",
+            ),
+    );
+    let manifests = [python.clone(), read_only];
+    let mut a = args(&ws, &manifests, "Full");
+    a.extend(["--config", s(&config), "--concurrency", "16"]);
+    let person = Person::new(false);
+    let session = stdio(&env, &a, &person).await;
+    let tools = session.peer().list_all_tools().await.unwrap();
+    let names: Vec<&str> = tools.iter().map(|t| t.name.as_ref()).collect();
+    assert_eq!(
+        names,
+        [
+            "python",
+            "python-read",
+            "gatehouse_history",
+            "gatehouse_undo"
+        ]
+    );
+    let tool = serde_json::to_value(&tools[0]).unwrap();
+    assert_eq!(tool["inputSchema"]["required"], json!(["code"]));
+    assert_eq!(tool["inputSchema"]["properties"]["code"]["type"], "string");
+
+    // Eight calls at once, each busy long enough to overlap the others.
+    let calls: Vec<_> = (0..16)
+        .map(|i| {
+        let peer = session.peer().clone();
+        tokio::spawn(async move {
+            let params = serde_json::from_value::<CallToolRequestParams>(json!({
+                "name": "python-read",
+                "arguments": {"code": format!("n = 0\nfor k in range(500000): n += k\nprint({i}, n)")},
+            }))
+            .unwrap();
+            v(&peer.call_tool(params).await.unwrap())
+        })
+    })
+    .collect();
+    for (i, call) in calls.into_iter().enumerate() {
+        let r = call.await.unwrap();
+        assert_eq!(r["isError"], false, "call {i}: {r:#}");
+        assert_eq!(
+            r["structuredContent"],
+            json!({"stdout": format!("{i} 124999750000\n"), "stderr": "", "exception": null}),
+            "call {i}: {r:#}"
+        );
+    }
+
+    let r = v(&call(
+        &session,
+        "python",
+        json!({"code": "open('out/made.txt', 'w').write('by the agent')"}),
+    )
+    .await);
+    assert_eq!(r["isError"], false, "{r:#}");
+    assert_eq!(
+        std::fs::read(ws.join("out/made.txt")).unwrap(),
+        b"by the agent"
+    );
+    let turn = r["_meta"]["gatehouse/turn"].as_str().unwrap().to_string();
+    let r = v(&call(&session, "gatehouse_undo", json!({"turn": turn})).await);
+    assert_eq!(r["isError"], false, "{r:#}");
+    assert!(!ws.join("out/made.txt").exists());
+
+    // Code that never ends is stopped at the deadline, the code named once.
+    let r = v(&call(&session, "python", json!({"code": "while True: pass"})).await);
+    assert_eq!(r["isError"], true, "{r:#}");
+    assert_eq!(
+        text(&r),
+        "LIMIT_DEADLINE: the run took longer than 5000 ms",
+        "{r:#}"
+    );
+    assert_eq!(r["structuredContent"]["code"], "LIMIT_DEADLINE");
+    session.cancel().await.unwrap();
+}
