@@ -56,5 +56,28 @@ build_lang() {
 }
 build_lang python guests/python/app.py guests/python/build.sh wit/executor.wit "$deny_sockets"
 
+# ComponentizeJS from npm, as package-lock.json pins it (installed again
+# only when the lock changed).
+js_lock_digest=$(sha256sum guests/js/package-lock.json | cut -d' ' -f1)
+if [ "$(cat guests/js/node_modules/.gatehouse-lock 2>/dev/null)" != "$js_lock_digest" ]; then
+  (cd guests/js && npm ci --no-audit --no-fund --loglevel=error)
+  echo "$js_lock_digest" > guests/js/node_modules/.gatehouse-lock
+fi
+# build_js NAME [--net]: runs guests/js/build.mjs unless its inputs are the
+# ones recorded at its last build.
+build_js() {
+  local name=$1; shift
+  local stamp
+  stamp=$( { echo "$js_lock_digest $*"; sha256sum guests/js/app.js guests/js/build.mjs guests/js/js-world.wit wit/executor.wit; } | sha256sum | cut -d' ' -f1)
+  if [ -f "$lang/$name.wasm" ] && [ "$(cat "$lang/$name.stamp" 2>/dev/null)" = "$stamp" ]; then
+    return
+  fi
+  rm -f "$lang/$name.stamp"
+  node guests/js/build.mjs "$lang" "$@"
+  echo "$stamp" > "$lang/$name.stamp"
+}
+build_js js
+build_js js-http --net
+
 # The C wasi-libc guest (issue 14): builds guests/c/target/wasi_fs_all.wasm, or says why not.
 bash guests/c/build.sh

@@ -1,8 +1,11 @@
 //! Capped stdout/stderr pipes that remember whether the cap was hit.
 //!
 //! wasmtime-wasi's `MemoryOutputPipe` closes the stream when full, but a
-//! guest that then panics looks like any other trap. This wrapper records
-//! that the cap was reached so the run can be reported as `LIMIT_OUTPUT`.
+//! guest that then panics looks like any other trap, and a guest that
+//! ignores write errors (StarlingMonkey's `console.log`) goes on printing
+//! into the closed stream until its deadline. So a write past the cap
+//! stops the guest at once (a trap), and this wrapper records that the cap
+//! was reached so the run is reported as `LIMIT_OUTPUT`.
 //!
 //! A pipe either keeps what the guest writes (the run report carries it)
 //! or forwards it, as it is written, to the process's own stdout or stderr
@@ -119,7 +122,7 @@ impl OutputStream for CappedPipe {
             self.hit.store(true, Ordering::Relaxed);
             // Keep what fits: the output is cut at the cap, not dropped.
             let _ = self.put(bytes.slice(..room));
-            return Err(StreamError::Closed);
+            return Err(over_the_cap(self.cap));
         }
         self.put(bytes)
     }
@@ -132,10 +135,18 @@ impl OutputStream for CappedPipe {
         match self.remaining() {
             0 => {
                 self.hit.store(true, Ordering::Relaxed);
-                Err(StreamError::Closed)
+                Err(over_the_cap(self.cap))
             }
             // wasmtime-wasi's pipes offer at most this much at a time.
             n => Ok(n.min(1 << 20)),
         }
     }
+}
+
+/// The error that stops a guest writing past the cap: a trap, so that a
+/// guest cannot go on (the run is reported as `LIMIT_OUTPUT`).
+fn over_the_cap(cap: usize) -> StreamError {
+    StreamError::Trap(wasmtime::format_err!(
+        "the guest wrote more than {cap} bytes to one stream"
+    ))
 }

@@ -494,7 +494,7 @@ fn authoring_new_command_builds_passes_check_and_runs() {
 /// A plain HTTP/1.1 server on 127.0.0.1 (no TLS: the grant names
 /// `http://`) that answers every request `200` with `body` and records its
 /// request line.
-fn plain_http_server(body: &'static str) -> (u16, Arc<Mutex<Vec<String>>>) {
+pub(crate) fn plain_http_server(body: &'static str) -> (u16, Arc<Mutex<Vec<String>>>) {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let port = listener.local_addr().unwrap().port();
     let seen: Arc<Mutex<Vec<String>>> = Arc::default();

@@ -958,7 +958,7 @@ async fn mcp_python_runs_code_concurrently_and_its_writes_are_undone() {
     let env = Env::new();
     let ws = env.mkdir("ws");
     env.mkdir("ws/out");
-    crate::support::guests::seed_python_cache(&env);
+    crate::support::guests::seed_lang_cache(&env);
     let config = env.write(
         "gatehouse.toml",
         "[actors.main]\nchannel = \"cli\"\nsender = \"tester\"\nskills = [\"*\"]\n\

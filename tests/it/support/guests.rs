@@ -110,18 +110,21 @@ pub(crate) fn tree(dir: &Path) -> Vec<(String, Vec<u8>)> {
     out
 }
 
-/// The compiled-component cache holding the `python` executor (issue 30),
-/// made once per test binary by a turn in an environment of its own and
-/// kept in the target directory's scratch space (emptied first).
-fn python_cache() -> &'static Path {
+/// The compiled-component cache holding the language executors, `python`
+/// and `js` (issue 30), made once per test binary by a turn of each in an
+/// environment of its own, and kept in the target directory's scratch
+/// space (emptied first).
+fn lang_cache() -> &'static Path {
     static CACHE: OnceLock<PathBuf> = OnceLock::new();
     CACHE.get_or_init(|| {
         let env = Env::new();
         let ws = env.mkdir("ws");
         env.mkdir("ws/out");
-        let (run, _) = run_json(&env, &guest("python"), &ws, "Full", r#"{"code":""}"#, &[]);
-        run.expect(0);
-        let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("python-cache");
+        for name in ["python", "js"] {
+            let (run, _) = run_json(&env, &guest(name), &ws, "Full", r#"{"code":""}"#, &[]);
+            run.expect(0);
+        }
+        let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("lang-cache");
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).unwrap();
         for e in std::fs::read_dir(env.state_dir().join("cache")).unwrap() {
@@ -132,11 +135,11 @@ fn python_cache() -> &'static Path {
     })
 }
 
-/// Starts `env`'s state with the `python` executor compiled: a copy of
-/// the shared cache, so that a test does not compile it again.
-pub(crate) fn seed_python_cache(env: &Env) {
+/// Starts `env`'s state with the language executors compiled: a copy of
+/// the shared cache, so that a test does not compile them again.
+pub(crate) fn seed_lang_cache(env: &Env) {
     let dest = env.mkdir("state/cache");
-    for e in std::fs::read_dir(python_cache()).unwrap() {
+    for e in std::fs::read_dir(lang_cache()).unwrap() {
         let e = e.unwrap();
         std::fs::copy(e.path(), dest.join(e.file_name())).unwrap();
     }
