@@ -14,7 +14,10 @@
 //! `build.sh` that builds it with componentize-py and plugs
 //! `deny-sockets.wasm` (written beside it) into CPython's `wasi:sockets`
 //! imports with wac, both toolchains pinned (see `guests/python`, the
-//! ready executor built the same way).
+//! ready executor built the same way). `--lang js` makes one in
+//! JavaScript: `app.js`, `build.mjs` calling ComponentizeJS, and the
+//! `package.json` and `package-lock.json` of `guests/js` (the same pinned
+//! packages), renamed.
 
 use std::path::{Path, PathBuf};
 
@@ -36,6 +39,14 @@ const CAPS_PURE: &str = include_str!("template/capabilities.pure.tmpl");
 const CAPS_HTTP: &str = include_str!("template/capabilities.http.tmpl");
 const PYTHON_APP: &str = include_str!("template/python/app.py.tmpl");
 const PYTHON_BUILD: &str = include_str!("template/python/build.sh.tmpl");
+const JS_APP: &str = include_str!("template/js/app.js.tmpl");
+const JS_BUILD: &str = include_str!("template/js/build.mjs.tmpl");
+/// The JavaScript template's packages are `guests/js`'s, pinned by its lock.
+const JS_PACKAGE: &str = include_str!("../../guests/js/package.json");
+const JS_LOCK: &str = include_str!("../../guests/js/package-lock.json");
+/// The package name `guests/js` has in both files, replaced by the new
+/// executor's.
+const JS_PACKAGE_NAME: &str = "gatehouse-js-executor";
 
 /// A plug component that exports every `wasi:sockets` interface at 0.2.9
 /// (the version componentize-py 0.25.1's CPython imports) and refuses
@@ -130,6 +141,8 @@ pub enum Kind {
     Http,
     /// An executor in Python (componentize-py), built by `build.sh`.
     Python,
+    /// An executor in JavaScript (ComponentizeJS), built by `build.mjs`.
+    Js,
 }
 
 /// Checks `name` as both an executor name and a Cargo package name:
@@ -172,6 +185,7 @@ pub fn files(name: &str, kind: Kind) -> Result<Vec<(String, String)>, AuthoringE
     );
     let (lib, deps, lock, description, run) = match kind {
         Kind::Python => return Ok(python_files(name)),
+        Kind::Js => return Ok(js_files(name)),
         Kind::Executor => (
             cdylib,
             wit_bindgen,
@@ -239,7 +253,7 @@ pub fn files(name: &str, kind: Kind) -> Result<Vec<(String, String)>, AuthoringE
         Kind::Executor => out.push(("src/lib.rs".to_string(), fill(LIB_RS))),
         Kind::Http => out.push(("src/lib.rs".to_string(), fill(LIB_HTTP_RS))),
         Kind::Command => out.push(("src/main.rs".to_string(), fill(MAIN_RS))),
-        Kind::Python => {}
+        Kind::Python | Kind::Js => {}
     }
     out.extend(wit_files());
     Ok(out)
@@ -252,20 +266,62 @@ fn wit_files() -> impl Iterator<Item = (String, String)> {
         .map(|(rel, text)| (format!("wit/{rel}"), text.to_string()))
 }
 
+/// The manifest of a language template: the Rust template's, with the
+/// component its build writes.
+fn language_manifest(name: &str, description: &str, build: &str) -> String {
+    EXECUTOR_TOML
+        .replace("__NAME__", name)
+        .replace("__CAPABILITIES__", CAPS_PURE)
+        .replace("__DESCRIPTION__", description)
+        .replace(
+            "# Built by `cargo build --release --target wasm32-wasip2 --target-dir target`.\ncomponent = \"target/wasm32-wasip2/release/__ARTIFACT__.wasm\"",
+            &format!("# Built by `{build}`.\ncomponent = \"app.wasm\""),
+        )
+}
+
+/// The files of a JavaScript executor.
+fn js_files(name: &str) -> Vec<(String, String)> {
+    let fill = |t: &str| t.replace("__NAME__", name);
+    let quoted = format!("\"{JS_PACKAGE_NAME}\"");
+    let renamed = |t: &str| t.replace(&quoted, &format!("\"{name}\""));
+    let mut out = vec![
+        ("app.js".to_string(), fill(JS_APP)),
+        ("build.mjs".to_string(), JS_BUILD.to_string()),
+        ("package.json".to_string(), renamed(JS_PACKAGE)),
+        ("package-lock.json".to_string(), renamed(JS_LOCK)),
+        (
+            "executor.toml".to_string(),
+            language_manifest(
+                name,
+                "a gatehouse executor in JavaScript: JSON in, JSON out",
+                "npm ci && node build.mjs",
+            ),
+        ),
+        (
+            "README.md".to_string(),
+            "Build: `npm ci && node build.mjs` (ComponentizeJS, pinned by package-lock.json)\n\
+             Check: `gatehouse manifest check executor.toml`\n\
+             Run: `gatehouse run executor.toml --input '{}'`\n"
+                .to_string(),
+        ),
+        (
+            ".gitignore".to_string(),
+            "/node_modules\n/app.wasm\n".to_string(),
+        ),
+    ];
+    out.extend(wit_files());
+    out
+}
+
 /// The text files of a Python executor (`deny-sockets.wasm` is added by
 /// [`create`]).
 fn python_files(name: &str) -> Vec<(String, String)> {
     let fill = |t: &str| t.replace("__NAME__", name);
-    let manifest = fill(EXECUTOR_TOML)
-        .replace("__CAPABILITIES__", CAPS_PURE)
-        .replace(
-            "__DESCRIPTION__",
-            "a gatehouse executor in Python: JSON in, JSON out",
-        )
-        .replace(
-            "# Built by `cargo build --release --target wasm32-wasip2 --target-dir target`.\ncomponent = \"target/wasm32-wasip2/release/__ARTIFACT__.wasm\"",
-            "# Built by `bash build.sh`.\ncomponent = \"app.wasm\"",
-        );
+    let manifest = language_manifest(
+        name,
+        "a gatehouse executor in Python: JSON in, JSON out",
+        "bash build.sh",
+    );
     let mut out = vec![
         ("app.py".to_string(), fill(PYTHON_APP)),
         ("build.sh".to_string(), PYTHON_BUILD.to_string()),

@@ -246,10 +246,12 @@ pub struct NewArgs {
     /// (`provider:access`) the guest never sees.
     #[arg(long, conflicts_with = "command")]
     pub http: bool,
-    /// The language: `rust` (a cargo crate, the default) or `python` (an
+    /// The language: `rust` (a cargo crate, the default), `python` (an
     /// `app.py` and a `build.sh` that builds it with componentize-py, both
-    /// toolchains pinned and installed on first use). `--command` and
-    /// `--http` are Rust templates.
+    /// toolchains pinned and installed on first use) or `js` (an `app.js`
+    /// and a `build.mjs` that builds it with ComponentizeJS, its packages
+    /// pinned by `package-lock.json`). `--command` and `--http` are Rust
+    /// templates.
     #[arg(long, value_enum, default_value = "rust", value_name = "LANG")]
     pub lang: Lang,
     /// Where to write it (default: `./NAME`); must not exist or be empty.
@@ -264,6 +266,8 @@ pub enum Lang {
     Rust,
     /// A Python module built with componentize-py.
     Python,
+    /// A JavaScript module built with ComponentizeJS.
+    Js,
 }
 
 #[derive(Debug, Subcommand)]

@@ -112,10 +112,12 @@ pub fn new(ctx: &Context, args: NewArgs) -> CmdResult {
         (Lang::Rust, false, true) => Kind::Http,
         (Lang::Rust, false, false) => Kind::Executor,
         (Lang::Python, false, false) => Kind::Python,
-        (Lang::Python, command, _) => {
+        (Lang::Js, false, false) => Kind::Js,
+        (lang, command, _) => {
             return Err(Failure::invalid(format!(
-                "`{}` is a rust template: it cannot be combined with `--lang python`",
-                if command { "--command" } else { "--http" }
+                "`{}` is a rust template: it cannot be combined with `--lang {}`",
+                if command { "--command" } else { "--http" },
+                if lang == Lang::Js { "js" } else { "python" }
             )))
         }
     };

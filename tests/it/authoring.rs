@@ -1012,3 +1012,78 @@ fn the_templates_deny_sockets_plug_is_the_guest_built_from_source() {
         "src/authoring/template/deny_sockets.wasm differs from guests/deny-sockets' build"
     );
 }
+
+/// `gatehouse new --lang js` (issue 30): the template's `package-lock.json`
+/// is `guests/js`'s (the same pinned packages, here linked from there
+/// instead of `npm ci` fetching them again), `node build.mjs` builds it,
+/// it imports nothing but WASI's baseline and `log`, passes `manifest
+/// check` under `compute:pure` and runs.
+#[test]
+fn authoring_new_js_builds_passes_check_and_runs() {
+    crate::support::guests::build_guests();
+    let env = Env::new();
+    let dir = env.root().join("work/js-tool");
+    env.run(&["new", "js-tool", "--lang", "js", "--dir", s(&dir)])
+        .expect(0);
+    let lock = std::fs::read_to_string(dir.join("package-lock.json")).unwrap();
+    let guests_lock =
+        std::fs::read_to_string(Path::new(ROOT).join("guests/js/package-lock.json")).unwrap();
+    assert_eq!(
+        lock,
+        guests_lock.replace("\"gatehouse-js-executor\"", "\"js-tool\"")
+    );
+    std::os::unix::fs::symlink(
+        Path::new(ROOT).join("guests/js/node_modules"),
+        dir.join("node_modules"),
+    )
+    .unwrap();
+    let out = Command::new("node")
+        .arg("build.mjs")
+        .current_dir(&dir)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "build.mjs failed:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "built app.wasm\n");
+    let inspect = env.run(&["--json", "inspect", s(&dir.join("app.wasm"))]);
+    inspect.expect(0);
+    let imports = inspect.json_lines()[0]["imports"].clone();
+    let names: Vec<&str> = imports
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| i["name"].as_str().unwrap())
+        .collect();
+    assert!(names.contains(&"gatehouse:executor/log@0.1.0"), "{names:?}");
+    assert!(
+        imports
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|x| x["needs"] == json!({"kind": "baseline"})),
+        "{imports:#}"
+    );
+    env.run(&["manifest", "check", s(&dir.join("executor.toml"))])
+        .expect(0);
+    let run = env.run(&["--json", "run", s(&dir.join("executor.toml"))]);
+    run.expect(0);
+    let v = &run.json_lines()[0];
+    assert_eq!(
+        v["run"]["result"]["output"], r#"{"executor":"js-tool","input_bytes":2}"#,
+        "{v:#}"
+    );
+    assert_eq!(v["run"]["log"][0]["message"], "js-tool: 2 bytes of input");
+    env.run(&[
+        "new",
+        "x",
+        "--lang",
+        "js",
+        "--command",
+        "--dir",
+        s(&env.root().join("x")),
+    ])
+    .expect_err(3, &["`--command` is a rust template"]);
+}
