@@ -186,9 +186,68 @@ pub struct TurnRequest {
     /// Who answers the guest's `human:ask` questions (default `None`: the
     /// person at the controlling terminal, if any).
     pub asker: Option<AskerRef>,
+    /// Told each [`Phase`] a top-level turn reaches (default `None`); a
+    /// delegated call's turn reports none of its own.
+    pub progress: Option<ProgressRef>,
+}
+
+/// A phase of a turn, as [`TurnRequest::progress`] is told it: in this
+/// order, each at most once per [`Host::begin`] or [`Host::resume`] (a
+/// resumed turn is decided again).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Phase {
+    /// The policy decided: the turn may run, or needs an approval.
+    Decided,
+    /// It waits for a person's answer (told by whoever asks: the host
+    /// parks the turn and returns).
+    WaitingForApproval,
+    /// Its guest is about to run.
+    Running,
+    /// It ended (told by whoever delivers the outcome).
+    Done,
+}
+
+impl Phase {
+    /// Its name in messages: `decided`, `waiting for approval`, `running`,
+    /// `done`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Phase::Decided => "decided",
+            Phase::WaitingForApproval => "waiting for approval",
+            Phase::Running => "running",
+            Phase::Done => "done",
+        }
+    }
+
+    /// Its place in the order, from 1 (`decided`) to [`Phase::COUNT`].
+    pub fn ordinal(self) -> u32 {
+        self as u32 + 1
+    }
+
+    /// How many phases there are.
+    pub const COUNT: u32 = 4;
+}
+
+/// Who is told a turn's phases: called on the turn's own thread, so it
+/// must return quickly (queue the phase, do not send it).
+#[derive(Clone)]
+pub struct ProgressRef(pub Arc<dyn Fn(Phase) + Send + Sync>);
+
+impl std::fmt::Debug for ProgressRef {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ProgressRef")
+    }
 }
 
 impl TurnRequest {
+    /// Tells the request's progress, if anyone listens, that the turn
+    /// reached `phase`.
+    pub(crate) fn reached(&self, phase: Phase) {
+        if let Some(p) = &self.progress {
+            (p.0)(phase);
+        }
+    }
+
     /// A request by `actor` to run `executor` on `input`, with the default
     /// limits and a fresh cancel handle.
     pub fn new(
@@ -204,6 +263,7 @@ impl TurnRequest {
             cancel: CancelHandle::new(),
             io: RunIo::default(),
             asker: None,
+            progress: None,
         }
     }
 }
@@ -325,6 +385,14 @@ pub struct Parked {
     turn: String,
     /// The question to put to the person.
     pub approval: ApprovalRequest,
+}
+
+impl Parked {
+    /// Who is told the phases of the rest of the turn (when it is resumed
+    /// by another call than the one that began it).
+    pub fn report_progress_to(&mut self, progress: Option<ProgressRef>) {
+        self.request.progress = progress;
+    }
 }
 
 /// What [`Host::begin`] got to.

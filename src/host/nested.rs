@@ -275,6 +275,7 @@ impl NestedTurn for Nested {
             cancel: scope.request.cancel.clone(),
             io: crate::sandbox::RunIo::default(),
             asker: scope.request.asker.clone(),
+            progress: None,
         };
         let mut t = Turn::new(&request, &turn, scope.frozen.clone());
         let kind = Kind::Nested(Call {

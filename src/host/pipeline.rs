@@ -13,7 +13,9 @@ use std::time::{Duration, Instant};
 use super::audit::TurnAudit;
 use super::gate::{gate, Gate, TurnInput};
 use super::roots::{Waited, WriteRoots};
-use super::{nested, Answer, Frozen, Inner, Pending, Step, TurnEnd, TurnOutcome, TurnRequest};
+use super::{
+    nested, Answer, Frozen, Inner, Pending, Phase, Step, TurnEnd, TurnOutcome, TurnRequest,
+};
 use crate::config::ProviderDef;
 use crate::grants::now_utc;
 use crate::manifest::Manifest;
@@ -240,10 +242,12 @@ impl Kind<'_> {
             }
             Gate::ApprovalRequired { steps, pending } => {
                 t.decisions = steps;
+                t.request.reached(Phase::Decided);
                 return Ended::Approval(pending);
             }
             Gate::Ready { steps, plan } => {
                 t.decisions = steps;
+                t.request.reached(Phase::Decided);
                 plan
             }
         };
@@ -326,6 +330,7 @@ impl Kind<'_> {
         if held.waited() || within.depth > 0 {
             sandbox.drain_watch();
         }
+        t.request.reached(Phase::Running);
         let ended = ran(
             execute(&sandbox, &plan, &t.request.input, &t.request.io, &services),
             &plan,

@@ -30,6 +30,7 @@ mod elicitation;
 mod http;
 mod logging;
 mod mrtr;
+mod progress;
 mod results;
 mod sessions;
 mod tools;
@@ -46,7 +47,7 @@ use rmcp::ServerHandler;
 use serde_json::{json, Value};
 
 use crate::config::ServeTool;
-use crate::host::{AskerRef, Begun, Host, Limits, RunIo, TurnOutcome, TurnRequest};
+use crate::host::{AskerRef, Begun, Host, Limits, Phase, RunIo, TurnOutcome, TurnRequest};
 use crate::policy::Outcome;
 
 pub use elicitation::elicitation;
@@ -366,19 +367,30 @@ impl Server {
                 crate::host::CancelHandle::also_when(move || ct.is_cancelled())
             }
         };
+        let progress = progress::Progress::start(context);
+        request.progress = progress.as_ref().map(progress::Progress::reporter);
         let session = session_of(context);
         let registered = session
             .as_deref()
             .map(|s| (s, self.register(s, request.cancel.clone())));
-        let turned = self.turn(request, context, call).await;
+        let turned = self.turn(request, context, call, progress.as_ref()).await;
         if let Some((s, key)) = registered {
             self.unregister(s, key);
         }
         let outcome = match turned {
             Ok(Turned::Done(outcome)) => Ok(outcome),
-            Ok(Turned::InputRequired(r)) => return Ok(r.into()),
+            Ok(Turned::InputRequired(r)) => {
+                // The retry, a call of its own, reports the rest.
+                if let Some(p) = progress {
+                    p.finish(None).await;
+                }
+                return Ok(r.into());
+            }
             Err(message) => Err(message),
         };
+        if let Some(p) = progress {
+            p.finish(Some(Phase::Done)).await;
+        }
         Ok(self.finish(&offered.name, outcome, context).await.into())
     }
 
@@ -483,6 +495,7 @@ impl Server {
         request: TurnRequest,
         context: &RequestContext<RoleServer>,
         call: Option<mrtr::Call>,
+        progress: Option<&progress::Progress>,
     ) -> Result<Turned, String> {
         let shared = &self.inner;
         let host = shared.host.clone();
@@ -493,6 +506,10 @@ impl Server {
         // its one denial line is written and it ends here, whatever else
         // is running. Only a call the policy does not deny waits for one.
         if let Some(outcome) = tokio::task::block_in_place(|| host.refusal(&request)) {
+            // Decided too: the policy denied it.
+            if let Some(p) = progress {
+                p.reached(Phase::Decided);
+            }
             return Ok(Turned::Done(outcome));
         }
         let begun = {
@@ -503,6 +520,9 @@ impl Server {
             Begun::Done(outcome) => return Ok(Turned::Done(*outcome)),
             Begun::Parked(parked) => parked,
         };
+        if let Some(p) = progress {
+            p.reached(Phase::WaitingForApproval);
+        }
         if let Some(call) = call {
             return self.park(parked, call).map(Turned::InputRequired);
         }

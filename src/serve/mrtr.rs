@@ -298,7 +298,11 @@ impl Server {
             .as_deref()
             .map(|s| (s, self.register(s, waiting.cancel.clone())));
         let host = self.inner.host.clone();
-        let parked = waiting.parked;
+        let mut parked = waiting.parked;
+        // The retry's own progress token, if it carries one, is told the
+        // rest of the turn.
+        let progress = super::progress::Progress::start(context);
+        parked.report_progress_to(progress.as_ref().map(super::progress::Progress::reporter));
         let outcome = match self.inner.slots.acquire().await {
             Ok(_slot) => Ok(tokio::task::block_in_place(move || {
                 host.resume(*parked, choices)
@@ -307,6 +311,9 @@ impl Server {
         };
         if let Some((s, key)) = registered {
             self.unregister(s, key);
+        }
+        if let Some(p) = progress {
+            p.finish(Some(crate::host::Phase::Done)).await;
         }
         Ok(self.finish(tool, outcome, context).await.into())
     }

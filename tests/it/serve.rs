@@ -1076,3 +1076,120 @@ fn serve_sends_the_guest_log_lines_in_order_before_the_result() {
     );
     assert_eq!(c.finish(), 0);
 }
+
+/// Issue 31: a call with a progress token gets a progress notification
+/// for each phase it reaches, in order on the wire, each once, all before
+/// its result: decided, (waiting for approval,) running, done. A call the
+/// person refuses never runs; one the policy denies is decided and done;
+/// a call without a token gets none. (A hand-written client: rmcp's own
+/// puts a token on every request and hands notifications to tasks whose
+/// order it does not keep.)
+#[test]
+fn serve_progress_notifications_follow_a_calls_phases_in_order() {
+    let env = Env::new();
+    let ws = env.mkdir("ws");
+    env.mkdir("ws/out");
+    let ex = executors(&env);
+    let mut c = Client::start(&env, &args(&ws, &ex, "Supervised"), true);
+    let mut id = 500;
+    // The messages of one call up to its result: its progress
+    // notifications (progress, total, message) and whether the result is
+    // an error; elicitations are answered with `decision`.
+    let mut call =
+        |c: &mut Client, tool: &str, arguments: Value, token: Option<&str>, decision: &str| {
+            id += 1;
+            let mut params = json!({"name": tool, "arguments": arguments});
+            if let Some(t) = token {
+                params["_meta"] = json!({"progressToken": t});
+            }
+            c.send(json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": params}));
+            let mut progress = Vec::new();
+            loop {
+                let m = c.recv();
+                if m["method"] == "elicitation/create" {
+                    c.send(json!({"jsonrpc": "2.0", "id": m["id"],
+                              "result": {"action": "accept", "content": {"decision": decision}}}));
+                } else if m["method"] == "notifications/progress" {
+                    let p = &m["params"];
+                    assert_eq!(p["progressToken"], json!(token), "{m:#}");
+                    progress.push((
+                        p["progress"].as_f64().unwrap(),
+                        p["total"].as_f64().unwrap(),
+                        p["message"].as_str().unwrap().to_string(),
+                    ));
+                } else if m["id"] == id {
+                    return (progress, m["result"]["isError"] == true);
+                }
+            }
+        };
+    let phase = |n: f64, message: &str| (n, 4.0, message.to_string());
+
+    let (progress, error) = call(
+        &mut c,
+        "hello",
+        json!({"text": "hi"}),
+        Some("p-hello"),
+        "deny",
+    );
+    assert!(!error);
+    assert_eq!(
+        progress,
+        [
+            phase(1.0, "decided"),
+            phase(3.0, "running"),
+            phase(4.0, "done")
+        ]
+    );
+    let (progress, error) = call(
+        &mut c,
+        "write-file",
+        json!({"path": "out/p.txt", "content": "x"}),
+        Some("p-write"),
+        "allow_once",
+    );
+    assert!(!error);
+    assert_eq!(std::fs::read(ws.join("out/p.txt")).unwrap(), b"x");
+    assert_eq!(
+        progress,
+        [
+            phase(1.0, "decided"),
+            phase(2.0, "waiting for approval"),
+            phase(3.0, "running"),
+            phase(4.0, "done")
+        ]
+    );
+    // Refused by the person: it never ran.
+    let (progress, error) = call(
+        &mut c,
+        "write-file",
+        json!({"path": "out/q.txt", "content": "x"}),
+        Some("p-refused"),
+        "deny",
+    );
+    assert!(error);
+    assert_eq!(
+        progress,
+        [
+            phase(1.0, "decided"),
+            phase(2.0, "waiting for approval"),
+            phase(4.0, "done")
+        ]
+    );
+    let (progress, error) = call(&mut c, "hello", json!({"text": "no token"}), None, "deny");
+    assert!(!error);
+    assert_eq!(progress, []);
+    assert_eq!(c.finish(), 0);
+
+    // At ReadOnly the policy denies `write-file` outright.
+    let mut c = Client::start(&env, &args(&ws, &ex, "ReadOnly"), false);
+    let (progress, error) = call(
+        &mut c,
+        "write-file",
+        json!({"path": "out/r.txt", "content": "x"}),
+        Some("p-denied"),
+        "deny",
+    );
+    assert!(error);
+    assert_eq!(progress, [phase(1.0, "decided"), phase(4.0, "done")]);
+    assert_eq!(c.finish(), 0);
+}
