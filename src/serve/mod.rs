@@ -33,6 +33,7 @@ mod mrtr;
 mod progress;
 mod results;
 mod sessions;
+mod tasks;
 mod tools;
 
 use std::sync::Arc;
@@ -151,6 +152,8 @@ struct Shared {
     /// The turns of 2026-07-28 clients waiting for the retry that answers
     /// their approval, by request state.
     waiting: std::sync::Mutex<mrtr::WaitingTurns>,
+    /// The calls running as tasks (the Tasks extension), by task id.
+    tasks: std::sync::Mutex<tasks::Tasks>,
 }
 
 impl Server {
@@ -218,6 +221,7 @@ impl Server {
                 slots,
                 sessions: std::sync::Mutex::new(SessionTurns::default()),
                 waiting: std::sync::Mutex::default(),
+                tasks: std::sync::Mutex::default(),
             }),
             log_level: Arc::default(),
         })
@@ -308,13 +312,66 @@ impl Server {
                 .retry(&offered.name, &arguments, state, responses, context)
                 .await;
         }
-        let shared = &self.inner;
+        if tasks::wanted(context) {
+            return self.start_task(offered, arguments, context);
+        }
         // 2026-07-28 forbids requests to the client: no elicitation, an
         // input-required result instead (when the client can answer one).
         let modern = is_modern(context);
         let call = (modern && supports_elicitation(context))
             .then(|| mrtr::Call::new(&offered.name, &arguments, context));
-        let mut request = TurnRequest::new(&offered.name, &shared.options.actor, String::new());
+        let mut request = self.request_for(&offered.name, command, arguments, context);
+        // A cancel from the client (or its going away) stops the turn: the
+        // run asks the request's token at each check; so does the end of
+        // its HTTP session. A turn that may be resumed by a retry asks the
+        // token of whichever request carries it.
+        request.cancel = match &call {
+            Some(c) => c.cancel.clone(),
+            None => {
+                let ct = context.ct.clone();
+                crate::host::CancelHandle::also_when(move || ct.is_cancelled())
+            }
+        };
+        let progress = progress::Progress::start(context);
+        request.progress = progress.as_ref().map(progress::Progress::reporter);
+        let session = session_of(context);
+        let registered = session
+            .as_deref()
+            .map(|s| (s, self.register(s, request.cancel.clone())));
+        let turned = self.turn(request, context, call, progress.as_ref()).await;
+        if let Some((s, key)) = registered {
+            self.unregister(s, key);
+        }
+        let outcome = match turned {
+            Ok(Turned::Done(outcome)) => Ok(outcome),
+            Ok(Turned::InputRequired(r)) => {
+                // The retry, a call of its own, reports the rest.
+                if let Some(p) = progress {
+                    p.finish(None).await;
+                }
+                return Ok(r.into());
+            }
+            Err(message) => Err(message),
+        };
+        if let Some(p) = progress {
+            p.finish(Some(Phase::Done)).await;
+        }
+        Ok(self.finish(&offered.name, outcome, context).await.into())
+    }
+
+    /// The turn a call of executor `tool` with `arguments` asks for: its
+    /// input (a command's stdin and arguments), the server's limits, and
+    /// who answers its guest's questions.
+    fn request_for(
+        &self,
+        tool: &str,
+        command: bool,
+        arguments: serde_json::Map<String, Value>,
+        context: &RequestContext<RoleServer>,
+    ) -> TurnRequest {
+        let shared = &self.inner;
+        let modern = is_modern(context);
+        let mut request = TurnRequest::new(tool, &shared.options.actor, String::new());
         request.limits = shared.options.limits;
         if command {
             request.input = arguments
@@ -354,44 +411,9 @@ impl Server {
             } else {
                 None
             },
-            executor: offered.name.clone(),
+            executor: tool.to_string(),
         })));
-        // A cancel from the client (or its going away) stops the turn: the
-        // run asks the request's token at each check; so does the end of
-        // its HTTP session. A turn that may be resumed by a retry asks the
-        // token of whichever request carries it.
-        request.cancel = match &call {
-            Some(c) => c.cancel.clone(),
-            None => {
-                let ct = context.ct.clone();
-                crate::host::CancelHandle::also_when(move || ct.is_cancelled())
-            }
-        };
-        let progress = progress::Progress::start(context);
-        request.progress = progress.as_ref().map(progress::Progress::reporter);
-        let session = session_of(context);
-        let registered = session
-            .as_deref()
-            .map(|s| (s, self.register(s, request.cancel.clone())));
-        let turned = self.turn(request, context, call, progress.as_ref()).await;
-        if let Some((s, key)) = registered {
-            self.unregister(s, key);
-        }
-        let outcome = match turned {
-            Ok(Turned::Done(outcome)) => Ok(outcome),
-            Ok(Turned::InputRequired(r)) => {
-                // The retry, a call of its own, reports the rest.
-                if let Some(p) = progress {
-                    p.finish(None).await;
-                }
-                return Ok(r.into());
-            }
-            Err(message) => Err(message),
-        };
-        if let Some(p) = progress {
-            p.finish(Some(Phase::Done)).await;
-        }
-        Ok(self.finish(&offered.name, outcome, context).await.into())
+        request
     }
 
     /// The result of a turn of `executor`, its guest's log lines sent
@@ -568,9 +590,12 @@ pub(crate) fn runtime() -> Result<tokio::runtime::Runtime, ServeError> {
 
 impl ServerHandler for Server {
     fn get_info(&self) -> ServerConfig {
-        let capabilities: ServerCapabilities =
-            serde_json::from_value(json!({"tools": {"listChanged": false}, "logging": {}}))
-                .unwrap_or_default();
+        let capabilities: ServerCapabilities = serde_json::from_value(json!({
+            "tools": {"listChanged": false},
+            "logging": {},
+            "extensions": {rmcp::model::TASKS_EXTENSION_ID: {}},
+        }))
+        .unwrap_or_default();
         let mut info = ServerConfig::new(capabilities);
         info.server_info.name = "gatehouse".into();
         info.server_info.version = env!("CARGO_PKG_VERSION").into();
@@ -632,5 +657,29 @@ impl ServerHandler for Server {
             .as_deref()
             .map(|state| (state, request.input_responses.as_ref()));
         self.call(offered, arguments, retry, &context).await
+    }
+
+    async fn get_task(
+        &self,
+        request: rmcp::model::GetTaskParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<rmcp::model::GetTaskResult, ErrorData> {
+        self.task(&request.task_id, &context)
+    }
+
+    async fn update_task(
+        &self,
+        request: rmcp::model::UpdateTaskParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        self.answer_task(&request.task_id, &request.input_responses, &context)
+    }
+
+    async fn cancel_task(
+        &self,
+        request: rmcp::model::CancelTaskParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        self.cancel_task_of(&request.task_id, &context)
     }
 }

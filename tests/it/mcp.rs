@@ -31,6 +31,8 @@ use crate::support::{s, Env};
 #[derive(Clone)]
 struct Person {
     elicitation: bool,
+    /// Whether it declares the Tasks extension.
+    tasks: bool,
     answer: Arc<Mutex<Value>>,
     asked: Arc<Mutex<Vec<Value>>>,
     /// The log messages the server sent, in order.
@@ -41,6 +43,7 @@ impl Person {
     fn new(elicitation: bool) -> Person {
         Person {
             elicitation,
+            tasks: false,
             answer: Arc::new(Mutex::new(json!({"action": "decline"}))),
             asked: Arc::new(Mutex::new(Vec::new())),
             logs: Arc::new(Mutex::new(Vec::new())),
@@ -89,11 +92,14 @@ impl ClientHandler for Person {
     }
 
     fn get_info(&self) -> ClientConfig {
-        let capabilities = if self.elicitation {
+        let mut capabilities = if self.elicitation {
             json!({"elicitation": {"form": {}}})
         } else {
             json!({})
         };
+        if self.tasks {
+            capabilities["extensions"] = json!({rmcp::model::TASKS_EXTENSION_ID: {}});
+        }
         serde_json::from_value(json!({
             "protocolVersion": "2025-06-18",
             "capabilities": capabilities,
@@ -1048,5 +1054,132 @@ async fn mcp_python_runs_code_concurrently_and_its_writes_are_undone() {
         "{r:#}"
     );
     assert_eq!(r["structuredContent"]["code"], "LIMIT_DEADLINE");
+    session.cancel().await.unwrap();
+}
+
+/// Polls task `id` until its status is `status` (a safety net of 30 s, not
+/// a measurement); returns the task.
+async fn task_reaching(session: &Session, id: &str, status: &str) -> Value {
+    for _ in 0..300 {
+        let task = serde_json::to_value(
+            session
+                .peer()
+                .get_task(rmcp::model::GetTaskParams::new(id))
+                .await
+                .unwrap(),
+        )
+        .unwrap();
+        if task["status"] == status {
+            return task;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    panic!("task `{id}` never reached `{status}`");
+}
+
+/// Issue 31: a client that declares the Tasks extension gets a task for a
+/// call: one that needs an approval is `input_required` with the approval
+/// form, answered by `tasks/update`, and completes with the call's result;
+/// one cancelled mid-run ends its turn `TURN_CANCELLED` (its audit line)
+/// and the task `cancelled`; another session is told the task does not
+/// exist; a client without the extension still gets a plain result.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mcp_tasks_wait_for_an_approval_complete_and_cancel() {
+    let env = Env::new();
+    let (ws, ex) = setup(&env);
+    let mut person = Person::new(false);
+    person.tasks = true;
+    let session = stdio(&env, &args(&ws, &ex, "Supervised"), &person).await;
+    let info = session.peer().peer_info().unwrap();
+    assert!(info.capabilities.supports_tasks());
+
+    let params = serde_json::from_value::<CallToolRequestParams>(json!({
+        "name": "write-file",
+        "arguments": {"path": "out/t.txt", "content": "by a task"},
+    }))
+    .unwrap();
+    let handle = match session.peer().call_tool_once(params).await.unwrap() {
+        CallToolResponse::Task(t) => serde_json::to_value(&t).unwrap(),
+        other => panic!("not a task: {other:?}"),
+    };
+    assert_eq!(handle["resultType"], "task");
+    let id = handle["taskId"].as_str().unwrap().to_string();
+    let waiting = task_reaching(&session, &id, "input_required").await;
+    let form = &waiting["inputRequests"]["approval"];
+    assert_eq!(form["method"], "elicitation/create", "{waiting:#}");
+    let consts: Vec<&str> = form["params"]["requestedSchema"]["properties"]["decision"]["oneOf"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|o| o["const"].as_str().unwrap())
+        .collect();
+    assert_eq!(consts, ["allow_once", "allow_and_remember", "deny"]);
+    assert!(!ws.join("out/t.txt").exists());
+    let mut responses = rmcp::model::InputResponses::new();
+    responses.insert(
+        "approval".to_string(),
+        json!({"action": "accept", "content": {"decision": "allow_once"}}),
+    );
+    session
+        .peer()
+        .update_task(rmcp::model::UpdateTaskParams::new(&id, responses.clone()))
+        .await
+        .unwrap();
+    let done = task_reaching(&session, &id, "completed").await;
+    assert_eq!(done["result"]["isError"], false, "{done:#}");
+    assert_eq!(std::fs::read(ws.join("out/t.txt")).unwrap(), b"by a task");
+    // Answered once: a second answer is refused.
+    let again = session
+        .peer()
+        .update_task(rmcp::model::UpdateTaskParams::new(&id, responses))
+        .await;
+    assert!(again
+        .unwrap_err()
+        .to_string()
+        .contains("is not waiting for input"),);
+    session.cancel().await.unwrap();
+
+    // Cancelled mid-run: `spin` never ends on its own.
+    let env = Env::new();
+    let ws = env.mkdir("ws");
+    let ex = [
+        crate::support::guests::guest("spin"),
+        crate::support::guests::guest("hello"),
+    ];
+    let session = stdio(&env, &spin_args(&ws, &ex, &[]), &person).await;
+    let params = serde_json::from_value::<CallToolRequestParams>(json!({"name": "spin"})).unwrap();
+    let id = match session.peer().call_tool_once(params).await.unwrap() {
+        CallToolResponse::Task(t) => t.task.task_id,
+        other => panic!("not a task: {other:?}"),
+    };
+    task_reaching(&session, &id, "working").await;
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    session
+        .peer()
+        .cancel_task(rmcp::model::CancelTaskParams::new(&id))
+        .await
+        .unwrap();
+    let cancelled = task_reaching(&session, &id, "cancelled").await;
+    assert!(cancelled.get("result").is_none(), "{cancelled:#}");
+    let audit = tokio::task::block_in_place(|| wait_for_records(&env, 1, 50));
+    let line: Value = serde_json::from_str(audit.lines().next().unwrap()).unwrap();
+    assert_eq!(line["executor"], "spin", "{line:#}");
+    assert_eq!(line["status"], "TURN_CANCELLED", "{line:#}");
+    // An unknown task.
+    let unknown = session
+        .peer()
+        .get_task(rmcp::model::GetTaskParams::new("task-nope"))
+        .await;
+    assert!(unknown
+        .unwrap_err()
+        .to_string()
+        .contains("no task `task-nope`"));
+    session.cancel().await.unwrap();
+
+    // Without the extension: a plain result.
+    let plain = Person::new(false);
+    let session = stdio(&env, &spin_args(&ws, &ex, &[]), &plain).await;
+    let r = v(&call(&session, "hello", json!({"text": "sync"})).await);
+    assert_eq!(r["isError"], false, "{r:#}");
     session.cancel().await.unwrap();
 }
