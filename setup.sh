@@ -55,6 +55,23 @@ build_lang() {
   echo "$stamp" > "$lang/$name.stamp"
 }
 build_lang python guests/python/app.py guests/python/build.sh wit/executor.wit "$deny_sockets"
+# python-http: the packages its code can import beyond the standard library
+# (guests/python-http/requirements.txt, exact versions: requests, its
+# dependencies and requests-wasi-http), pure-Python wheels installed into
+# a directory of their own, again only when that file changed.
+py_site="$tools/python-http-site"
+py_requirements_digest=$(sha256sum guests/python-http/requirements.txt | cut -d' ' -f1)
+if [ "$(cat "$py_site/.gatehouse-requirements" 2>/dev/null)" != "$py_requirements_digest" ]; then
+  rm -rf "$py_site"
+  "$tools/python/bin/pip" install --quiet --disable-pip-version-check --target "$py_site" \
+    --no-deps --no-compile --only-binary=:all: --platform any --implementation py --abi none --python-version 3.14 \
+    -r guests/python-http/requirements.txt
+  rm -rf "$py_site/bin"
+  echo "$py_requirements_digest" > "$py_site/.gatehouse-requirements"
+fi
+build_lang python-http guests/python/app.py guests/python-http/http_app.py guests/python-http/build.sh \
+  guests/python-http/requirements.txt guests/python-http/wit/world.wit guests/python-http/wit/deps/http.wit \
+  wit/executor.wit wit/deps/*.wit "$deny_sockets"
 
 # ComponentizeJS from npm, as package-lock.json pins it (installed again
 # only when the lock changed).

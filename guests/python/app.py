@@ -44,7 +44,12 @@ for _name in STDLIB:
 
 import wit_world
 from componentize_py_types import Err
-from wit_world.imports.types import Error_InvalidInput
+try:
+    from wit_world.imports.types import Error_InvalidInput
+except ImportError:
+    # A world that also imports wasi:http/types (python-http): componentize-py
+    # then names gatehouse's `types` after its package.
+    from wit_world.imports.gatehouse_executor_types import Error_InvalidInput
 
 
 class _Tee(io.TextIOBase):

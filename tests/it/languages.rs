@@ -301,8 +301,8 @@ fn interpreters_have_no_network_without_a_grant() {
 #[test]
 fn interpreters_import_only_what_their_manifests_grant() {
     let env = Env::new();
-    for lang in LANGS {
-        let component = guest(lang)
+    for (lang, manifest) in [("python", guest("python")), ("js", guest("js"))] {
+        let component = manifest
             .parent()
             .unwrap()
             .join(format!("../target/lang/{lang}.wasm"));
@@ -326,7 +326,7 @@ fn interpreters_import_only_what_their_manifests_grant() {
                 .any(|i| i.starts_with("wasi:filesystem/preopens@")),
             "{lang}: {imports:#?}"
         );
-        env.run(&["manifest", "check", s(&guest(lang))]).expect(0);
+        env.run(&["manifest", "check", s(&manifest)]).expect(0);
     }
 }
 
@@ -388,21 +388,10 @@ fn interpreters_are_stopped_by_limits_with_their_codes() {
 fn js_http_fetches_what_its_grant_covers_and_nothing_else() {
     let (env, ws) = env_with_interpreters();
     let (port, seen) = crate::authoring::plain_http_server(r#"{"answer":42}"#);
-    let manifest = env.write(
-        "manifests/js-http.toml",
-        &std::fs::read_to_string(guest("js-http"))
-            .unwrap()
-            .replace(
-                "../target/lang/js-http.wasm",
-                s(&guest("js")
-                    .parent()
-                    .unwrap()
-                    .join("../target/lang/js-http.wasm")),
-            )
-            .replace(
-                "https://example.com/**",
-                &format!("http://127.0.0.1:{port}/api/**"),
-            ),
+    let manifest = http_manifest(
+        &env,
+        &guest("js-http"),
+        Some(&format!("http://127.0.0.1:{port}/api/**")),
     );
     let code = format!(
         "const r = await fetch('http://127.0.0.1:{port}/api/answer')\n\
@@ -416,19 +405,163 @@ fn js_http_fetches_what_its_grant_covers_and_nothing_else() {
         json!({"stdout": "200 42\nrefused TypeError\n", "stderr": "", "exception": null})
     );
     assert_eq!(*seen.lock().unwrap(), ["GET /api/answer HTTP/1.1"]);
+    assert_eq!(denied_codes(&env, &v["turn"]), ["NETWORK_NOT_GRANTED"]);
+}
+
+/// The shipped manifest of an HTTP build (`guest("js-http")` or
+/// `guest("python-http")`) written into `env` with its component's
+/// absolute path and `grant` as its network:sites target (or, with `None`,
+/// no network:sites at all).
+fn http_manifest(env: &Env, shipped: &Path, grant: Option<&str>) -> PathBuf {
+    let dir = shipped.parent().unwrap();
+    let name = dir.file_name().unwrap().to_str().unwrap();
+    let rel = format!("../target/lang/{name}.wasm");
+    let original = std::fs::read_to_string(shipped).unwrap();
+    let text = original.replace(&rel, s(&dir.join(&rel)));
+    let block = "[[capabilities]]\nname = \"network:sites\"\ntarget = \"https://example.com/**\"\nmethods = [\"GET\"]\n";
+    assert!(text.contains(block), "{name}: {original}");
+    let (text, file) = match grant {
+        Some(target) => (
+            text.replace("https://example.com/**", target),
+            format!("manifests/{name}.toml"),
+        ),
+        None => (
+            text.replace(block, ""),
+            format!("manifests/{name}-no-network.toml"),
+        ),
+    };
+    env.write(&file, &text)
+}
+
+/// The decisions of `turn` in the audit that were denies, by code.
+fn denied_codes(env: &Env, turn: &Value) -> Vec<String> {
     let audit = std::fs::read_to_string(env.state_dir().join("audit.jsonl")).unwrap();
-    let turn = v["turn"].as_str().unwrap();
     let line: Value = audit
         .lines()
         .map(|l| serde_json::from_str::<Value>(l).unwrap())
-        .find(|l| l["turn"] == turn)
+        .find(|l| l["turn"] == *turn)
         .expect("the turn's audit line");
-    let refused: Vec<&Value> = line["decisions"]
+    line["decisions"]
         .as_array()
         .unwrap()
         .iter()
         .filter(|d| d["decision"]["decision"] == "deny")
-        .collect();
-    assert_eq!(refused.len(), 1, "{line:#}");
-    assert_eq!(refused[0]["decision"]["code"], "NETWORK_NOT_GRANTED");
+        .map(|d| d["decision"]["code"].as_str().unwrap().to_string())
+        .collect()
+}
+
+/// `python-http` (the `python` executor built with wasi:http): `requests`
+/// (over requests-wasi-http's adapter) and `urllib.request` go through
+/// wasi:http, each request decided by the policy. Under a grant of one
+/// loopback URL pattern, a GET beneath it reaches the server; a GET of
+/// another path is refused inside the language (`ConnectionError` in
+/// requests, `URLError` in urllib), reaches nothing, and is audited with
+/// `NETWORK_NOT_GRANTED`.
+#[test]
+fn python_http_fetches_what_its_grant_covers_and_nothing_else() {
+    let (env, ws) = env_with_interpreters();
+    let (port, seen) = crate::authoring::plain_http_server(r#"{"answer":42}"#);
+    let manifest = http_manifest(
+        &env,
+        &guest("python-http"),
+        Some(&format!("http://127.0.0.1:{port}/api/**")),
+    );
+    for (code, printed, line) in [
+        (
+            format!(
+                "import requests\n\
+                 r = requests.get('http://127.0.0.1:{port}/api/answer')\n\
+                 print(r.status_code, r.json()['answer'])\n\
+                 try:\n    requests.get('http://127.0.0.1:{port}/admin')\n\
+                 except Exception as e:\n    print('refused', type(e).__name__)"
+            ),
+            "200 42\nrefused ConnectionError\n",
+            "GET /api/answer HTTP/1.1",
+        ),
+        (
+            format!(
+                "import json, urllib.request\n\
+                 with urllib.request.urlopen('http://127.0.0.1:{port}/api/urllib') as r:\n    print(r.status, json.load(r)['answer'])\n\
+                 try:\n    urllib.request.urlopen('http://127.0.0.1:{port}/admin')\n\
+                 except Exception as e:\n    print('refused', type(e).__name__)"
+            ),
+            "200 42\nrefused URLError\n",
+            "GET /api/urllib HTTP/1.1",
+        ),
+    ] {
+        seen.lock().unwrap().clear();
+        let input = json!({ "code": code }).to_string();
+        let (run, v) = run_json(&env, &manifest, &ws, "Full", &input, &[]);
+        assert_eq!(
+            result(&run, &v),
+            json!({"stdout": printed, "stderr": "", "exception": null}),
+            "{code}"
+        );
+        assert_eq!(*seen.lock().unwrap(), [line]);
+        assert_eq!(denied_codes(&env, &v["turn"]), ["NETWORK_NOT_GRANTED"]);
+    }
+    // requests brings `socket` in, but a socket is no way around the
+    // policy: the plugged-in deny-sockets refuses it inside the component.
+    seen.lock().unwrap().clear();
+    let code = format!(
+        "import socket\n\
+         try:\n    socket.create_connection(('127.0.0.1', {port}))\n\
+         except OSError as e:\n    print('refused', type(e).__name__)"
+    );
+    let (run, v) = run_code(&env, &ws, "python-http", &code, &[]);
+    assert_eq!(result(&run, &v)["stdout"], "refused PermissionError\n");
+    assert!(seen.lock().unwrap().is_empty());
+}
+
+/// The HTTP builds import `wasi:http` and still no `wasi:sockets`, and
+/// their `wasi:http` imports need `network:sites`: without it the manifest
+/// check names them and nothing else.
+#[test]
+fn http_interpreters_import_wasi_http_which_needs_network_sites() {
+    let env = Env::new();
+    for shipped in [guest("python-http"), guest("js-http")] {
+        let name = shipped
+            .parent()
+            .unwrap()
+            .file_name()
+            .unwrap()
+            .to_str()
+            .unwrap();
+        let component = shipped
+            .parent()
+            .unwrap()
+            .join(format!("../target/lang/{name}.wasm"));
+        let inspect = env.run(&["--json", "inspect", s(&component)]);
+        inspect.expect(0);
+        let imports: Vec<String> = inspect.json_lines()[0]["imports"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|i| i["name"].as_str().unwrap().to_string())
+            .collect();
+        assert!(
+            imports.iter().all(|i| !i.starts_with("wasi:sockets/")),
+            "{name}: {imports:#?}"
+        );
+        assert!(
+            imports
+                .iter()
+                .any(|i| i.starts_with("wasi:http/outgoing-handler@0.2.")),
+            "{name}: {imports:#?}"
+        );
+        env.run(&["manifest", "check", s(&shipped)]).expect(0);
+        let check = env.run(&[
+            "--json",
+            "manifest",
+            "check",
+            s(&http_manifest(&env, &shipped, None)),
+        ]);
+        check.expect(2);
+        let v = &check.json_lines()[0];
+        let uncovered = v["uncovered"].as_array().unwrap();
+        assert!(!uncovered.is_empty(), "{name}: {v:#}");
+        for u in uncovered {
+            assert!(u.to_string().contains("wasi:http/"), "{name}: {u}");
+        }
+    }
 }
