@@ -21,6 +21,7 @@
 //! - `isolation`: the degraded-mode report, degraded for real (seccomp,
 //!   a weaker engine), and the fail-closed switch.
 //! - `mcp`: `gatehouse serve --mcp` spoken to with rmcp's own client.
+//! - `p1`: preview-1 programs whose runtime owns all its memory (issue 30).
 //! - `purity`: `src/policy/` names no I/O facility, and every module
 //!   names only the layers below it.
 //! - `sandbox`: executors as components: each claim tested by a guest
@@ -47,6 +48,7 @@ mod host;
 mod http;
 mod isolation;
 mod mcp;
+mod p1;
 mod purity;
 mod sandbox;
 mod serve;
