@@ -3,11 +3,11 @@
 //! they read their arguments and environment, and a write to a descriptor
 //! that does not exist is an `EBADF` they see, not the end of the run.
 //!
-//! The programs are in `tests/it/p1/`: `*.wat` is the source of each
+//! The programs are in `tests/p1/`: `*.wat` is the source of each
 //! `*.wasm` beside it (assembled with the `wat` crate, 1.258:
 //! `wat::parse_file`); `as-args.wasm` is `as-args.ts` built by
 //! AssemblyScript 0.28.20 with `@assemblyscript/wasi-shim` 0.1.0 (see
-//! `tests/it/p1/README.md`). None needs a compiler at test time.
+//! `tests/p1/README.md`). None needs a compiler at test time.
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -17,7 +17,7 @@ use crate::support::{s, Env};
 
 fn program(file: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/it/p1")
+        .join("tests/p1")
         .join(file)
 }
 

@@ -942,7 +942,7 @@ fn wrapper(import: u32, params: usize, shape: &Shape, sizes: Option<u32>, tr: u3
 mod tests {
     use super::*;
 
-    const ARGS: &[u8] = include_bytes!("../../../tests/it/p1/args.wasm");
+    const ARGS: &[u8] = include_bytes!("../../../tests/p1/args.wasm");
 
     fn shifted(module: &[u8]) -> Vec<u8> {
         match shift(module, ("wasi:cli/exit@0.2.12", "exit-with-code")).unwrap() {
