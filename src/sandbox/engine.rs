@@ -668,9 +668,13 @@ impl Sandbox {
         digest: &str,
     ) -> Result<(Component, bool), LoadError> {
         self.counters.loaded.fetch_add(1, Ordering::Relaxed);
+        let is_core = wasmparser::Parser::is_core_wasm(bytes);
+        // A preview-1 module's entry also names the adaptation, so that a
+        // component adapted by an earlier gatehouse is not reused.
+        let adaptation = if is_core { super::p1::ADAPTATION } else { "" };
         let entry = self
             .cache_dir
-            .join(format!("{digest}-{}.cwasm", self.engine_hash()));
+            .join(format!("{digest}-{}{adaptation}.cwasm", self.engine_hash()));
         if let Some(c) = self.cached(&entry) {
             return Ok((c, true));
         }
@@ -679,7 +683,7 @@ impl Sandbox {
             source,
         };
         let component_bytes;
-        let wasm: &[u8] = if wasmparser::Parser::is_core_wasm(bytes) {
+        let wasm: &[u8] = if is_core {
             component_bytes = super::p1::componentize(bytes).map_err(|e| invalid(e.into()))?;
             &component_bytes
         } else {

@@ -22,6 +22,7 @@
 //!   a weaker engine), and the fail-closed switch.
 //! - `languages`: the `python` executor: code run under its grants.
 //! - `mcp`: `gatehouse serve --mcp` spoken to with rmcp's own client.
+//! - `p1`: preview-1 programs whose runtime owns all its memory (issue 30).
 //! - `purity`: `src/policy/` names no I/O facility, and every module
 //!   names only the layers below it.
 //! - `sandbox`: executors as components: each claim tested by a guest
@@ -49,6 +50,7 @@ mod http;
 mod isolation;
 mod languages;
 mod mcp;
+mod p1;
 mod purity;
 mod sandbox;
 mod serve;
