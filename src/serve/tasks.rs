@@ -126,8 +126,12 @@ impl Entry {
 /// The tasks of a server, by id.
 pub(super) type Tasks = HashMap<String, Entry>;
 
+/// Now, as the task's timestamps have it (ISO 8601, UTC, seconds).
 fn now() -> String {
-    crate::grants::now_utc().to_string()
+    let secs = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX));
+    crate::policy::UtcTime(secs).to_string()
 }
 
 /// 128 random bits from the kernel, in hex, as a task id.

@@ -565,3 +565,46 @@ fn http_interpreters_import_wasi_http_which_needs_network_sites() {
         }
     }
 }
+
+/// Environment variables as granted: a `python` whose manifest adds
+/// `env:read` on `GREETING` sees that variable and no other, though the
+/// host process has both.
+#[test]
+fn python_sees_exactly_the_environment_variables_it_was_granted() {
+    let (env, ws) = env_with_interpreters();
+    let python = guest("python");
+    let manifest = env.write(
+        "manifests/python-env.toml",
+        &std::fs::read_to_string(&python)
+            .unwrap()
+            .replace(
+                "../target/lang/python.wasm",
+                s(&python.parent().unwrap().join("../target/lang/python.wasm")),
+            )
+            .replace(
+                "[input_schema]",
+                "[[capabilities]]\nname = \"env:read\"\ntarget = \"GREETING\"\n\n[input_schema]",
+            ),
+    );
+    let input = json!({"code": "import os\nprint(sorted(os.environ.items()))"}).to_string();
+    let out = env
+        .command()
+        .args([
+            "--json",
+            "run",
+            s(&manifest),
+            "--workspace",
+            s(&ws),
+            "--level",
+            "Full",
+            "--input",
+            &input,
+        ])
+        .env("GREETING", "hello")
+        .env("SECRET_TOKEN", "never")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let v: Value = serde_json::from_slice(out.stdout.trim_ascii()).unwrap();
+    assert_eq!(output(&v)["stdout"], "[('GREETING', 'hello')]\n");
+}

@@ -952,15 +952,15 @@ async fn mcp_human_ask_is_denied_to_a_2026_07_28_client() {
     session.cancel().await.unwrap();
 }
 
-/// Issue 30: the `python` executor is a tool of `serve --mcp` with its
-/// input schema. An agent runs code with it, sixteen calls at once, each
-/// its own CPython instance from the pool (a read-only twin of the
-/// executor, `python-read`, so that no write-root lock serializes them:
-/// with the pool's former 256 core instances only six fitted, and the
-/// seventh failed), then undoes what one call wrote with
-/// `gatehouse_undo`.
+/// Issue 30: the `python` and `js` executors are tools of `serve --mcp`
+/// with their input schemas. An agent runs code with them, sixteen calls
+/// at once, half of each, each its own interpreter instance from the pool
+/// (read-only twins of the executors, `python-read` and `js-read`, so that
+/// no write-root lock serializes them: with the pool's former 256 core
+/// instances only six CPythons fitted, and the seventh failed), then
+/// undoes what one call wrote with `gatehouse_undo`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn mcp_python_runs_code_concurrently_and_its_writes_are_undone() {
+async fn mcp_python_and_js_run_code_concurrently_and_their_writes_are_undone() {
     let env = Env::new();
     let ws = env.mkdir("ws");
     env.mkdir("ws/out");
@@ -971,21 +971,31 @@ async fn mcp_python_runs_code_concurrently_and_its_writes_are_undone() {
          [serve]\ntools = [\"history\", \"undo\"]\n",
     );
     let python = crate::support::guests::guest("python");
-    let read_only = env.write(
-        "manifests/python-read.toml",
-        &std::fs::read_to_string(&python)
-            .unwrap()
-            .replace("name = \"python\"", "name = \"python-read\"")
-            .replace(
-                "../target/lang/python.wasm",
-                s(&python.parent().unwrap().join("../target/lang/python.wasm")),
-            )
-            .replace(
-                "[[capabilities]]\nname = \"fs:write\"\ntarget = \"out/**\"\n",
-                "",
-            ),
-    );
-    let manifests = [python.clone(), read_only];
+    // `LANG-read`: the executor without its `fs:write`.
+    let read_only = |lang: &str| {
+        let manifest = crate::support::guests::guest(lang);
+        env.write(
+            &format!("manifests/{lang}-read.toml"),
+            &std::fs::read_to_string(&manifest)
+                .unwrap()
+                .replace(
+                    &format!("name = \"{lang}\""),
+                    &format!("name = \"{lang}-read\""),
+                )
+                .replace(
+                    &format!("../target/lang/{lang}.wasm"),
+                    s(&manifest
+                        .parent()
+                        .unwrap()
+                        .join(format!("../target/lang/{lang}.wasm"))),
+                )
+                .replace(
+                    "[[capabilities]]\nname = \"fs:write\"\ntarget = \"out/**\"\n",
+                    "",
+                ),
+        )
+    };
+    let manifests = [python.clone(), read_only("python"), read_only("js")];
     let mut a = args(&ws, &manifests, "Full");
     a.extend(["--config", s(&config), "--concurrency", "16"]);
     let person = Person::new(false);
@@ -995,6 +1005,7 @@ async fn mcp_python_runs_code_concurrently_and_its_writes_are_undone() {
     assert_eq!(
         names,
         [
+            "js-read",
             "python",
             "python-read",
             "gatehouse_history",
@@ -1005,20 +1016,33 @@ async fn mcp_python_runs_code_concurrently_and_its_writes_are_undone() {
     assert_eq!(tool["inputSchema"]["required"], json!(["code"]));
     assert_eq!(tool["inputSchema"]["properties"]["code"]["type"], "string");
 
-    // Eight calls at once, each busy long enough to overlap the others.
+    // Sixteen calls at once, each busy long enough to overlap the others.
     let calls: Vec<_> = (0..16)
         .map(|i| {
-        let peer = session.peer().clone();
-        tokio::spawn(async move {
-            let params = serde_json::from_value::<CallToolRequestParams>(json!({
-                "name": "python-read",
-                "arguments": {"code": format!("n = 0\nfor k in range(500000): n += k\nprint({i}, n)")},
-            }))
-            .unwrap();
-            v(&peer.call_tool(params).await.unwrap())
+            let peer = session.peer().clone();
+            let (tool, code) = if i % 2 == 0 {
+                (
+                    "python-read",
+                    format!("n = 0\nfor k in range(500000): n += k\nprint({i}, n)"),
+                )
+            } else {
+                (
+                    "js-read",
+                    format!(
+                        "let n = 0\nfor (let k = 0; k < 500000; k++) n += k\nconsole.log({i}, n)"
+                    ),
+                )
+            };
+            tokio::spawn(async move {
+                let params = serde_json::from_value::<CallToolRequestParams>(json!({
+                    "name": tool,
+                    "arguments": {"code": code},
+                }))
+                .unwrap();
+                v(&peer.call_tool(params).await.unwrap())
+            })
         })
-    })
-    .collect();
+        .collect();
     for (i, call) in calls.into_iter().enumerate() {
         let r = call.await.unwrap();
         assert_eq!(r["isError"], false, "call {i}: {r:#}");
