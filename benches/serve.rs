@@ -9,12 +9,17 @@
 //! - (c) stdio, 4 in flight: calls kept 4 deep, the throughput;
 //! - (d) the machine's floor: the same `tools/call` line written to a
 //!   child that answers each line at once with a line as long as (b)'s
-//!   answer (this bench binary again, as a bare echo), timed the same way.
+//!   answer (this bench binary again, as a bare echo), timed the same way;
+//! - (e) the protocol's own floor: the same `tools/call` lines, through
+//!   the same client code, to a bare rmcp 3.11 server with one no-op tool
+//!   answering (b)'s text, on the same transport and a runtime of one
+//!   worker as ours (this bench binary again).
 //!
 //! The protocol's overhead per call is (b) − (a) at the median; (d) says
 //! how much of it any process on this machine pays for a round trip over
 //! two pipes (the wake-ups of two sleeping processes), which no server
-//! can remove. Each over `CALLS` calls after `WARMUP`. The last line is
+//! can remove, and (e) what rmcp itself costs. The target: (b) ≤ 1.25 ×
+//! ((e) + (a)). Each over `CALLS` calls after `WARMUP`. The last line is
 //! one JSON object.
 
 // A bench fails by panicking, like a test.
@@ -113,6 +118,57 @@ fn percentile(sorted: &[f64], p: f64) -> f64 {
 /// Set in the child of (d): answer each line with `ECHO_BYTES` bytes.
 const ECHO_ENV: &str = "GATEHOUSE_BENCH_ECHO";
 
+/// Set in the child of (e): serve one no-op tool with rmcp over stdio.
+const NOOP_ENV: &str = "GATEHOUSE_BENCH_RMCP_NOOP";
+
+/// (e)'s server: one tool, `hello`, answering what `hello` answers.
+struct Noop;
+
+impl rmcp::ServerHandler for Noop {
+    fn get_info(&self) -> rmcp::model::ServerConfig {
+        let capabilities: rmcp::model::ServerCapabilities =
+            serde_json::from_value(json!({"tools": {"listChanged": false}})).unwrap();
+        rmcp::model::ServerConfig::new(capabilities)
+    }
+
+    async fn call_tool(
+        &self,
+        _request: rmcp::model::CallToolRequestParams,
+        _context: rmcp::service::RequestContext<rmcp::service::RoleServer>,
+    ) -> Result<rmcp::model::CallToolResponse, rmcp::model::ErrorData> {
+        Ok(
+            rmcp::model::CallToolResult::success(vec![rmcp::model::ContentBlock::text(
+                r#"{"echo":{"text":"hi"}}"#,
+            )])
+            .into(),
+        )
+    }
+}
+
+/// (e)'s child: the bare server, on a runtime of one worker (as
+/// `gatehouse serve` runs) and the same stdio transport.
+fn noop_server() {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        use rmcp::ServiceExt;
+        let running = Noop.serve(rmcp::transport::stdio_pipes()).await.unwrap();
+        let _ = running.waiting().await;
+    });
+}
+
+/// `initialize` and `notifications/initialized` on `pipe`.
+fn handshake(pipe: &mut Pipe) {
+    pipe.send(&json!({"jsonrpc": "2.0", "id": 0, "method": "initialize",
+                "params": {"protocolVersion": "2025-06-18", "capabilities": {},
+                           "clientInfo": {"name": "bench", "version": "0"}}}));
+    pipe.read();
+    pipe.send(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+}
+
 /// (d)'s child: a line in, a line out, nothing else.
 fn echo(bytes: usize) {
     let mut answer = vec![b'x'; bytes.max(2)];
@@ -132,6 +188,9 @@ fn echo(bytes: usize) {
 fn main() {
     if let Some(bytes) = std::env::var_os(ECHO_ENV) {
         return echo(bytes.to_str().unwrap().parse().unwrap());
+    }
+    if std::env::var_os(NOOP_ENV).is_some() {
+        return noop_server();
     }
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let manifest = root.join("guests/hello/executor.toml");
@@ -166,11 +225,7 @@ fn main() {
             .env_remove("GATEHOUSE_CONFIG")
             .env("XDG_CONFIG_HOME", tmp.path().join("config")),
     );
-    server.send(&json!({"jsonrpc": "2.0", "id": 0, "method": "initialize",
-                "params": {"protocolVersion": "2025-06-18", "capabilities": {},
-                           "clientInfo": {"name": "bench", "version": "0"}}}));
-    server.read();
-    server.send(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+    handshake(&mut server);
     let mut answer_bytes = 0;
     let one = timed(|i| {
         server.send(&call(i + 1));
@@ -211,6 +266,16 @@ fn main() {
     });
     echo.close();
 
+    // (e) rmcp's floor: the same calls to a bare rmcp server.
+    let mut noop = Pipe::spawn(Command::new(std::env::current_exe().unwrap()).env(NOOP_ENV, "1"));
+    handshake(&mut noop);
+    let rmcp_floor = timed(|i| {
+        noop.send(&call(i + 1));
+        let r = noop.read();
+        assert_eq!(r["result"]["isError"], false, "{r}");
+    });
+    noop.close();
+
     let (a50, b50) = (percentile(&inproc, 0.5), percentile(&one, 0.5));
     println!(
         "(a) in process       p50 {a50:8.1} µs  p99 {:8.1} µs  {:8.0} calls/s",
@@ -227,14 +292,22 @@ fn main() {
         "(d) bare pipe echo   p50 {d50:8.1} µs  p99 {:8.1} µs  (the machine's round trip, {answer_bytes} B back)",
         percentile(&floor, 0.99)
     );
+    let e50 = percentile(&rmcp_floor, 0.5);
+    println!(
+        "(e) bare rmcp, no-op tool p50 {e50:8.1} µs  p99 {:8.1} µs  (rmcp 3.11, one worker, stdio)",
+        percentile(&rmcp_floor, 0.99)
+    );
     println!(
         "protocol overhead per call (p50 b − a): {:.1} µs, of which the pipe round trip (d): {d50:.1} µs",
         b50 - a50
     );
+    let ratio = b50 / (e50 + a50);
+    println!("(b) / ((e) + (a)) p50: {ratio:.2}x (target ≤ 1.25x)");
     println!(
         "{}",
         json!({"inproc_p50_us": a50, "stdio1_p50_us": b50, "stdio1_calls_per_s": one_rate,
                "stdio4_calls_per_s": four_rate, "overhead_p50_us": b50 - a50,
-               "pipe_floor_p50_us": d50})
+               "pipe_floor_p50_us": d50, "rmcp_noop_p50_us": e50,
+               "ratio_to_rmcp_floor": ratio})
     );
 }

@@ -30,7 +30,9 @@
 // * Globals the code gets besides StarlingMonkey's web APIs: `stdin` (the
 //   text), `readline()`, `fs` (readFileSync, writeFileSync, appendFileSync,
 //   readdirSync, statSync, existsSync, mkdirSync, unlinkSync) and
-//   `require('fs')`. There is no `process`, no environment, no subprocess.
+//   `require('fs')`, and `process.env`: the environment variables the
+//   turn's `env:read` grants (none without one), read at each run. There is
+//   no other `process` API and no subprocess.
 //
 // How ComponentizeJS maps the WIT result (checked in the spike):
 // * returning a string            -> ok(string)
@@ -54,6 +56,10 @@ import { log } from 'gatehouse:executor/log@0.1.0';
 // preopens they show come only from the manifest's fs:read / fs:write grants
 // (none: getDirectories() is empty and every path is ENOENT).
 import { getDirectories } from 'wasi:filesystem/preopens@0.2.12';
+// The environment variables the turn's grants give (none without
+// `env:read`): read in `run`, never at build time, when the snapshot is
+// taken (the build machine's environment must not end up in it).
+import { getEnvironment } from 'wasi:cli/environment@0.2.12';
 // Written by build.mjs next to the copy it builds: whether this build has `fetch`.
 import { NETWORK } from './build-config.js';
 
@@ -536,6 +542,7 @@ export async function run(input) {
     const { consoleImpl, result } = makeCapture();
     for (const [k, f] of Object.entries(consoleImpl)) console[k] = f;
     installStdin(stdin);
+    globalThis.process = { env: Object.fromEntries(getEnvironment()) };
 
     let exception = null;
     uncaught = [];

@@ -262,10 +262,14 @@ fn interpreters_see_no_environment_variable_they_were_not_granted() {
         &[],
     );
     assert_eq!(result(&run, &v)["stdout"], "{} None None\n");
-    // JavaScript has no `process`, and its component does not even import
-    // `wasi:cli/environment` (see the imports test).
-    let (run, v) = run_code(&env, &ws, "js", "console.log(typeof process)", &[]);
-    assert_eq!(result(&run, &v)["stdout"], "undefined\n");
+    let (run, v) = run_code(
+        &env,
+        &ws,
+        "js",
+        "console.log(JSON.stringify(process.env))",
+        &[],
+    );
+    assert_eq!(result(&run, &v)["stdout"], "{}\n");
 }
 
 #[test]
@@ -566,45 +570,61 @@ fn http_interpreters_import_wasi_http_which_needs_network_sites() {
     }
 }
 
-/// Environment variables as granted: a `python` whose manifest adds
+/// Environment variables as granted: an interpreter whose manifest adds
 /// `env:read` on `GREETING` sees that variable and no other, though the
 /// host process has both.
 #[test]
-fn python_sees_exactly_the_environment_variables_it_was_granted() {
+fn interpreters_see_exactly_the_environment_variables_they_were_granted() {
     let (env, ws) = env_with_interpreters();
-    let python = guest("python");
-    let manifest = env.write(
-        "manifests/python-env.toml",
-        &std::fs::read_to_string(&python)
-            .unwrap()
-            .replace(
-                "../target/lang/python.wasm",
-                s(&python.parent().unwrap().join("../target/lang/python.wasm")),
-            )
-            .replace(
-                "[input_schema]",
-                "[[capabilities]]\nname = \"env:read\"\ntarget = \"GREETING\"\n\n[input_schema]",
-            ),
-    );
-    let input = json!({"code": "import os\nprint(sorted(os.environ.items()))"}).to_string();
-    let out = env
-        .command()
-        .args([
-            "--json",
-            "run",
-            s(&manifest),
-            "--workspace",
-            s(&ws),
-            "--level",
-            "Full",
-            "--input",
-            &input,
-        ])
-        .env("GREETING", "hello")
-        .env("SECRET_TOKEN", "never")
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{out:?}");
-    let v: Value = serde_json::from_slice(out.stdout.trim_ascii()).unwrap();
-    assert_eq!(output(&v)["stdout"], "[('GREETING', 'hello')]\n");
+    for (lang, code, printed) in [
+        (
+            "python",
+            "import os\nprint(sorted(os.environ.items()))",
+            "[('GREETING', 'hello')]\n",
+        ),
+        (
+            "js",
+            "console.log(JSON.stringify(process.env))",
+            "{\"GREETING\":\"hello\"}\n",
+        ),
+    ] {
+        let original = guest(lang);
+        let manifest = env.write(
+            &format!("manifests/{lang}-env.toml"),
+            &std::fs::read_to_string(&original)
+                .unwrap()
+                .replace(
+                    &format!("../target/lang/{lang}.wasm"),
+                    s(&original
+                        .parent()
+                        .unwrap()
+                        .join(format!("../target/lang/{lang}.wasm"))),
+                )
+                .replace(
+                    "[input_schema]",
+                    "[[capabilities]]\nname = \"env:read\"\ntarget = \"GREETING\"\n\n[input_schema]",
+                ),
+        );
+        let input = json!({ "code": code }).to_string();
+        let out = env
+            .command()
+            .args([
+                "--json",
+                "run",
+                s(&manifest),
+                "--workspace",
+                s(&ws),
+                "--level",
+                "Full",
+                "--input",
+                &input,
+            ])
+            .env("GREETING", "hello")
+            .env("SECRET_TOKEN", "never")
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{lang}: {out:?}");
+        let v: Value = serde_json::from_slice(out.stdout.trim_ascii()).unwrap();
+        assert_eq!(output(&v)["stdout"], printed, "{lang}");
+    }
 }
