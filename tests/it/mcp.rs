@@ -1101,25 +1101,15 @@ async fn task_reaching(session: &Session, id: &str, status: &str) -> Value {
     panic!("task `{id}` never reached `{status}`");
 }
 
-/// Issue 31: a client that declares the Tasks extension gets a task for a
-/// call: one that needs an approval is `input_required` with the approval
-/// form, answered by `tasks/update`, and completes with the call's result;
-/// one cancelled mid-run ends its turn `TURN_CANCELLED` (its audit line)
-/// and the task `cancelled`; another session is told the task does not
-/// exist; a client without the extension still gets a plain result.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn mcp_tasks_wait_for_an_approval_complete_and_cancel() {
-    let env = Env::new();
-    let (ws, ex) = setup(&env);
-    let mut person = Person::new(false);
-    person.tasks = true;
-    let session = stdio(&env, &args(&ws, &ex, "Supervised"), &person).await;
+/// A task for `write-file` that waits for an approval, answered by
+/// `tasks/update`, completes with the call's result; the answer is taken
+/// once.
+async fn task_answered_and_completed(session: &Session, ws: &std::path::Path, file: &str) {
     let info = session.peer().peer_info().unwrap();
     assert!(info.capabilities.supports_tasks());
-
     let params = serde_json::from_value::<CallToolRequestParams>(json!({
         "name": "write-file",
-        "arguments": {"path": "out/t.txt", "content": "by a task"},
+        "arguments": {"path": format!("out/{file}"), "content": "by a task"},
     }))
     .unwrap();
     let handle = match session.peer().call_tool_once(params).await.unwrap() {
@@ -1128,7 +1118,7 @@ async fn mcp_tasks_wait_for_an_approval_complete_and_cancel() {
     };
     assert_eq!(handle["resultType"], "task");
     let id = handle["taskId"].as_str().unwrap().to_string();
-    let waiting = task_reaching(&session, &id, "input_required").await;
+    let waiting = task_reaching(session, &id, "input_required").await;
     let form = &waiting["inputRequests"]["approval"];
     assert_eq!(form["method"], "elicitation/create", "{waiting:#}");
     let consts: Vec<&str> = form["params"]["requestedSchema"]["properties"]["decision"]["oneOf"]
@@ -1138,7 +1128,7 @@ async fn mcp_tasks_wait_for_an_approval_complete_and_cancel() {
         .map(|o| o["const"].as_str().unwrap())
         .collect();
     assert_eq!(consts, ["allow_once", "allow_and_remember", "deny"]);
-    assert!(!ws.join("out/t.txt").exists());
+    assert!(!ws.join("out").join(file).exists());
     let mut responses = rmcp::model::InputResponses::new();
     responses.insert(
         "approval".to_string(),
@@ -1149,9 +1139,12 @@ async fn mcp_tasks_wait_for_an_approval_complete_and_cancel() {
         .update_task(rmcp::model::UpdateTaskParams::new(&id, responses.clone()))
         .await
         .unwrap();
-    let done = task_reaching(&session, &id, "completed").await;
+    let done = task_reaching(session, &id, "completed").await;
     assert_eq!(done["result"]["isError"], false, "{done:#}");
-    assert_eq!(std::fs::read(ws.join("out/t.txt")).unwrap(), b"by a task");
+    assert_eq!(
+        std::fs::read(ws.join("out").join(file)).unwrap(),
+        b"by a task"
+    );
     // Answered once: a second answer is refused.
     let again = session
         .peer()
@@ -1160,36 +1153,34 @@ async fn mcp_tasks_wait_for_an_approval_complete_and_cancel() {
     assert!(again
         .unwrap_err()
         .to_string()
-        .contains("is not waiting for input"),);
-    session.cancel().await.unwrap();
+        .contains("is not waiting for input"));
+}
 
-    // Cancelled mid-run: `spin` never ends on its own.
-    let env = Env::new();
-    let ws = env.mkdir("ws");
-    let ex = [
-        crate::support::guests::guest("spin"),
-        crate::support::guests::guest("hello"),
-    ];
-    let session = stdio(&env, &spin_args(&ws, &ex, &[]), &person).await;
+/// A task for `spin` (which never ends on its own) cancelled mid-run: the
+/// task is `cancelled` and the turn's audit line says `TURN_CANCELLED`.
+async fn task_cancelled_mid_run(env: &Env, session: &Session) {
+    let before = std::fs::read_to_string(env.state_dir().join("audit.jsonl"))
+        .unwrap_or_default()
+        .lines()
+        .count();
     let params = serde_json::from_value::<CallToolRequestParams>(json!({"name": "spin"})).unwrap();
     let id = match session.peer().call_tool_once(params).await.unwrap() {
         CallToolResponse::Task(t) => t.task.task_id,
         other => panic!("not a task: {other:?}"),
     };
-    task_reaching(&session, &id, "working").await;
+    task_reaching(session, &id, "working").await;
     tokio::time::sleep(std::time::Duration::from_millis(300)).await;
     session
         .peer()
         .cancel_task(rmcp::model::CancelTaskParams::new(&id))
         .await
         .unwrap();
-    let cancelled = task_reaching(&session, &id, "cancelled").await;
+    let cancelled = task_reaching(session, &id, "cancelled").await;
     assert!(cancelled.get("result").is_none(), "{cancelled:#}");
-    let audit = tokio::task::block_in_place(|| wait_for_records(&env, 1, 50));
-    let line: Value = serde_json::from_str(audit.lines().next().unwrap()).unwrap();
+    let audit = tokio::task::block_in_place(|| wait_for_records(env, before + 1, 50));
+    let line: Value = serde_json::from_str(audit.lines().nth(before).unwrap()).unwrap();
     assert_eq!(line["executor"], "spin", "{line:#}");
     assert_eq!(line["status"], "TURN_CANCELLED", "{line:#}");
-    // An unknown task.
     let unknown = session
         .peer()
         .get_task(rmcp::model::GetTaskParams::new("task-nope"))
@@ -1198,11 +1189,47 @@ async fn mcp_tasks_wait_for_an_approval_complete_and_cancel() {
         .unwrap_err()
         .to_string()
         .contains("no task `task-nope`"));
+}
+
+/// Issue 31: a client that declares the Tasks extension gets a task for a
+/// call, over stdio (2025-11-25's handshake and 2026-07-28) and over
+/// streamable HTTP: one that needs an approval is `input_required` with
+/// the approval form, answered by `tasks/update`, and completes with the
+/// call's result; one cancelled mid-run ends its turn `TURN_CANCELLED`
+/// (its audit line) and the task `cancelled`. A client without the
+/// extension still gets a plain result.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mcp_tasks_wait_for_an_approval_complete_and_cancel() {
+    let mut person = Person::new(false);
+    person.tasks = true;
+    let spin = crate::support::guests::guest("spin");
+    // stdio, 2025-11-25.
+    let env = Env::new();
+    let (ws, ex) = setup(&env);
+    let mut a = args(&ws, &ex, "Supervised");
+    a.extend(["--executor", s(&spin), "--deadline-ms", "600000"]);
+    let session = stdio(&env, &a, &person).await;
+    task_answered_and_completed(&session, &ws, "t1.txt").await;
+    task_cancelled_mid_run(&env, &session).await;
     session.cancel().await.unwrap();
+    // stdio, 2026-07-28.
+    let session = stdio_2026(&env, &a, &person).await;
+    task_answered_and_completed(&session, &ws, "t2.txt").await;
+    task_cancelled_mid_run(&env, &session).await;
+    session.cancel().await.unwrap();
+    // Streamable HTTP.
+    let mut h = a.clone();
+    h.push("--no-auth");
+    let server = HttpServer::start(&env, &h);
+    let session = http(&server.addr, None, &[], &person).await.unwrap();
+    task_answered_and_completed(&session, &ws, "t3.txt").await;
+    task_cancelled_mid_run(&env, &session).await;
+    session.cancel().await.unwrap();
+    drop(server);
 
     // Without the extension: a plain result.
     let plain = Person::new(false);
-    let session = stdio(&env, &spin_args(&ws, &ex, &[]), &plain).await;
+    let session = stdio(&env, &args(&ws, &ex, "Supervised"), &plain).await;
     let r = v(&call(&session, "hello", json!({"text": "sync"})).await);
     assert_eq!(r["isError"], false, "{r:#}");
     session.cancel().await.unwrap();
