@@ -151,6 +151,19 @@ fn unknown(id: &str) -> ErrorData {
     ErrorData::invalid_params(format!("no task `{id}`"), None)
 }
 
+/// Task `id` of the session of `context`: another session's is unknown.
+fn own<'a>(
+    tasks: &'a mut Tasks,
+    id: &str,
+    context: &RequestContext<RoleServer>,
+) -> Result<&'a mut Entry, ErrorData> {
+    let session = session_of(context);
+    tasks
+        .get_mut(id)
+        .filter(|e| e.session == session)
+        .ok_or_else(|| unknown(id))
+}
+
 impl Server {
     /// Starts the call of executor `offered` with `arguments` as a task and
     /// returns its handle.

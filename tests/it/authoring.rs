@@ -924,6 +924,53 @@ fn authoring_python_component_passes_check_and_runs_with_compute_pure() {
     );
 }
 
+/// What a language template's build must show: `build_output` on the
+/// build's stdout, an `app.wasm` that imports `log` and nothing but the
+/// baseline, a manifest `manifest check` accepts, and a run whose output
+/// is `output` and whose log names `name`.
+fn language_template_built_and_runs(
+    env: &Env,
+    dir: &Path,
+    name: &str,
+    build: &std::process::Output,
+    output: &str,
+) {
+    assert!(
+        build.status.success(),
+        "the build failed:\n{}",
+        String::from_utf8_lossy(&build.stderr)
+    );
+    assert_eq!(String::from_utf8_lossy(&build.stdout), "built app.wasm\n");
+    let inspect = env.run(&["--json", "inspect", s(&dir.join("app.wasm"))]);
+    inspect.expect(0);
+    let imports = inspect.json_lines()[0]["imports"].clone();
+    let names: Vec<&str> = imports
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| i["name"].as_str().unwrap())
+        .collect();
+    assert!(names.contains(&"gatehouse:executor/log@0.1.0"), "{names:?}");
+    assert!(
+        imports
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|x| x["needs"] == json!({"kind": "baseline"})),
+        "{imports:#}"
+    );
+    env.run(&["manifest", "check", s(&dir.join("executor.toml"))])
+        .expect(0);
+    let run = env.run(&["--json", "run", s(&dir.join("executor.toml"))]);
+    run.expect(0);
+    let v = &run.json_lines()[0];
+    assert_eq!(v["run"]["result"]["output"], output, "{v:#}");
+    assert_eq!(
+        v["run"]["log"][0]["message"],
+        format!("{name}: 2 bytes of input")
+    );
+}
+
 /// `gatehouse new --lang python` (issue 30): the template builds with its
 /// own `build.sh` (here with the toolchains `setup.sh` installed, the
 /// versions `build.sh` pins), imports nothing but WASI's baseline and
@@ -954,40 +1001,13 @@ fn authoring_new_python_builds_passes_check_and_runs() {
         .env("WAC", &wac)
         .output()
         .unwrap();
-    assert!(
-        out.status.success(),
-        "build.sh failed:\n{}",
-        String::from_utf8_lossy(&out.stderr)
+    language_template_built_and_runs(
+        &env,
+        &dir,
+        "py-tool",
+        &out,
+        r#"{"executor": "py-tool", "input_bytes": 2}"#,
     );
-    assert_eq!(String::from_utf8_lossy(&out.stdout), "built app.wasm\n");
-    let inspect = env.run(&["--json", "inspect", s(&dir.join("app.wasm"))]);
-    inspect.expect(0);
-    let imports = &inspect.json_lines()[0]["imports"];
-    let names: Vec<&str> = imports
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|i| i["name"].as_str().unwrap())
-        .collect();
-    assert!(names.contains(&"gatehouse:executor/log@0.1.0"), "{names:?}");
-    assert!(
-        imports
-            .as_array()
-            .unwrap()
-            .iter()
-            .all(|x| x["needs"] == json!({"kind": "baseline"})),
-        "{imports:#}"
-    );
-    let check = env.run(&["manifest", "check", s(&dir.join("executor.toml"))]);
-    check.expect(0);
-    let run = env.run(&["--json", "run", s(&dir.join("executor.toml"))]);
-    run.expect(0);
-    let v = &run.json_lines()[0];
-    assert_eq!(
-        v["run"]["result"]["output"], r#"{"executor": "py-tool", "input_bytes": 2}"#,
-        "{v:#}"
-    );
-    assert_eq!(v["run"]["log"][0]["message"], "py-tool: 2 bytes of input");
     // `--command` and `--http` are Rust templates.
     env.run(&[
         "new",
@@ -1042,40 +1062,13 @@ fn authoring_new_js_builds_passes_check_and_runs() {
         .current_dir(&dir)
         .output()
         .unwrap();
-    assert!(
-        out.status.success(),
-        "build.mjs failed:\n{}",
-        String::from_utf8_lossy(&out.stderr)
+    language_template_built_and_runs(
+        &env,
+        &dir,
+        "js-tool",
+        &out,
+        r#"{"executor":"js-tool","input_bytes":2}"#,
     );
-    assert_eq!(String::from_utf8_lossy(&out.stdout), "built app.wasm\n");
-    let inspect = env.run(&["--json", "inspect", s(&dir.join("app.wasm"))]);
-    inspect.expect(0);
-    let imports = inspect.json_lines()[0]["imports"].clone();
-    let names: Vec<&str> = imports
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|i| i["name"].as_str().unwrap())
-        .collect();
-    assert!(names.contains(&"gatehouse:executor/log@0.1.0"), "{names:?}");
-    assert!(
-        imports
-            .as_array()
-            .unwrap()
-            .iter()
-            .all(|x| x["needs"] == json!({"kind": "baseline"})),
-        "{imports:#}"
-    );
-    env.run(&["manifest", "check", s(&dir.join("executor.toml"))])
-        .expect(0);
-    let run = env.run(&["--json", "run", s(&dir.join("executor.toml"))]);
-    run.expect(0);
-    let v = &run.json_lines()[0];
-    assert_eq!(
-        v["run"]["result"]["output"], r#"{"executor":"js-tool","input_bytes":2}"#,
-        "{v:#}"
-    );
-    assert_eq!(v["run"]["log"][0]["message"], "js-tool: 2 bytes of input");
     env.run(&[
         "new",
         "x",
