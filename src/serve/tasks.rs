@@ -282,11 +282,8 @@ impl Server {
         id: &str,
         context: &RequestContext<RoleServer>,
     ) -> Result<GetTaskResult, ErrorData> {
-        let tasks = lock(&self.inner.tasks);
-        match tasks.get(id) {
-            Some(e) if e.session == session_of(context) => Ok(GetTaskResult::new(e.detailed(id))),
-            _ => Err(unknown(id)),
-        }
+        let mut tasks = lock(&self.inner.tasks);
+        own(&mut tasks, id, context).map(|e| GetTaskResult::new(e.detailed(id)))
     }
 
     /// `tasks/update`: the person's answer to the task's approval form.
@@ -315,12 +312,7 @@ impl Server {
             })?;
         let parked = {
             let mut tasks = lock(&self.inner.tasks);
-            let Some(entry) = tasks
-                .get_mut(id)
-                .filter(|e| e.session == session_of(context))
-            else {
-                return Err(unknown(id));
-            };
+            let entry = own(&mut tasks, id, context)?;
             if !matches!(entry.state, State::InputRequired { .. }) {
                 return Err(ErrorData::invalid_params(
                     format!("task `{id}` is not waiting for input"),
@@ -366,12 +358,7 @@ impl Server {
         context: &RequestContext<RoleServer>,
     ) -> Result<(), ErrorData> {
         let mut tasks = lock(&self.inner.tasks);
-        let Some(entry) = tasks
-            .get_mut(id)
-            .filter(|e| e.session == session_of(context))
-        else {
-            return Err(unknown(id));
-        };
+        let entry = own(&mut tasks, id, context)?;
         match entry.state {
             // Its run ends at its next check, `TURN_CANCELLED`, and the
             // task with it.
