@@ -519,26 +519,7 @@ impl Server {
         call: Option<mrtr::Call>,
         progress: Option<&progress::Progress>,
     ) -> Result<Turned, String> {
-        let shared = &self.inner;
-        let host = shared.host.clone();
-        // Run here, the worker thread handed over to blocking work for the
-        // turn (no hop to another thread).
-        // A call the policy denies takes no slot, not even for the time
-        // its gate takes (ALP): the gate is asked first, with no slot held;
-        // its one denial line is written and it ends here, whatever else
-        // is running. Only a call the policy does not deny waits for one.
-        if let Some(outcome) = tokio::task::block_in_place(|| host.refusal(&request)) {
-            // Decided too: the policy denied it.
-            if let Some(p) = progress {
-                p.reached(Phase::Decided);
-            }
-            return Ok(Turned::Done(outcome));
-        }
-        let begun = {
-            let _slot = shared.slots.acquire().await.map_err(|e| e.to_string())?;
-            tokio::task::block_in_place(move || host.begin(request))
-        };
-        let parked = match begun {
+        let parked = match self.begin(request, progress).await? {
             Begun::Done(outcome) => return Ok(Turned::Done(*outcome)),
             Begun::Parked(parked) => parked,
         };
@@ -549,11 +530,55 @@ impl Server {
             return self.park(parked, call).map(Turned::InputRequired);
         }
         let answers = self.ask(&parked.approval, context).await;
-        let host = shared.host.clone();
-        let _slot = shared.slots.acquire().await.map_err(|e| e.to_string())?;
-        Ok(Turned::Done(tokio::task::block_in_place(move || {
+        self.resume(parked, answers).await.map(Turned::Done)
+    }
+
+    /// Begins `request`'s turn: ended, or parked for an approval.
+    ///
+    /// Run here, the worker thread handed over to blocking work for the
+    /// turn (no hop to another thread). A call the policy denies takes no
+    /// slot, not even for the time its gate takes (ALP): the gate is asked
+    /// first, with no slot held; its one denial line is written and it
+    /// ends here, whatever else is running. Only a call the policy does
+    /// not deny waits for one.
+    async fn begin(
+        &self,
+        request: TurnRequest,
+        progress: Option<&progress::Progress>,
+    ) -> Result<Begun, String> {
+        let host = self.inner.host.clone();
+        if let Some(outcome) = tokio::task::block_in_place(|| host.refusal(&request)) {
+            // Decided too: the policy denied it.
+            if let Some(p) = progress {
+                p.reached(Phase::Decided);
+            }
+            return Ok(Begun::Done(Box::new(outcome)));
+        }
+        let _slot = self
+            .inner
+            .slots
+            .acquire()
+            .await
+            .map_err(|e| e.to_string())?;
+        Ok(tokio::task::block_in_place(move || host.begin(request)))
+    }
+
+    /// Resumes a parked turn with the person's `answers`, in a slot.
+    async fn resume(
+        &self,
+        parked: Box<crate::host::Parked>,
+        answers: Vec<crate::host::Choice>,
+    ) -> Result<TurnOutcome, String> {
+        let host = self.inner.host.clone();
+        let _slot = self
+            .inner
+            .slots
+            .acquire()
+            .await
+            .map_err(|e| e.to_string())?;
+        Ok(tokio::task::block_in_place(move || {
             host.resume(*parked, answers)
-        })))
+        }))
     }
 }
 

@@ -108,25 +108,37 @@ pub(super) struct Waiting {
 /// The turns waiting for a retry, by request state.
 pub(super) type WaitingTurns = HashMap<String, Waiting>;
 
-/// 256 random bits from the kernel, in hex, as a request state.
-fn new_state() -> Result<String, String> {
+/// `N` random bytes from the kernel, in hex; `what` names the use in the
+/// error.
+pub(super) fn random_hex<const N: usize>(what: &str) -> Result<String, String> {
     use std::io::Read;
-    let mut bytes = [0u8; 32];
+    let mut bytes = [0u8; N];
     std::fs::File::open("/dev/urandom")
         .and_then(|mut f| f.read_exact(&mut bytes))
-        .map_err(|e| format!("cannot make a request state: {e}"))?;
-    let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
-    Ok(format!("gh1.{hex}"))
+        .map_err(|e| format!("cannot make {what}: {e}"))?;
+    Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
 }
 
-/// The input-required result that asks `form` under `state`.
-fn input_required(form: &Value, state: &str, turn: &str) -> Result<InputRequiredResult, String> {
+/// 256 random bits from the kernel, in hex, as a request state.
+fn new_state() -> Result<String, String> {
+    Ok(format!("gh1.{}", random_hex::<32>("a request state")?))
+}
+
+/// The approval form `form` as the one input request of its kind
+/// (`inputRequests["approval"]`, an `elicitation/create`).
+pub(super) fn approval_requests(form: &Value) -> Result<InputRequests, String> {
     let request = serde_json::from_value::<InputRequest>(
         json!({"method": "elicitation/create", "params": form}),
     )
     .map_err(|e| format!("cannot build the approval form: {e}"))?;
     let mut requests = InputRequests::new();
     requests.insert(APPROVAL_KEY.to_string(), request);
+    Ok(requests)
+}
+
+/// The input-required result that asks `form` under `state`.
+fn input_required(form: &Value, state: &str, turn: &str) -> Result<InputRequiredResult, String> {
+    let requests = approval_requests(form)?;
     let mut meta = serde_json::Map::new();
     meta.insert("gatehouse/turn".into(), json!(turn));
     Ok(
@@ -297,18 +309,12 @@ impl Server {
         let registered = session
             .as_deref()
             .map(|s| (s, self.register(s, waiting.cancel.clone())));
-        let host = self.inner.host.clone();
         let mut parked = waiting.parked;
         // The retry's own progress token, if it carries one, is told the
         // rest of the turn.
         let progress = super::progress::Progress::start(context);
         parked.report_progress_to(progress.as_ref().map(super::progress::Progress::reporter));
-        let outcome = match self.inner.slots.acquire().await {
-            Ok(_slot) => Ok(tokio::task::block_in_place(move || {
-                host.resume(*parked, choices)
-            })),
-            Err(e) => Err(e.to_string()),
-        };
+        let outcome = self.resume(parked, choices).await;
         if let Some((s, key)) = registered {
             self.unregister(s, key);
         }

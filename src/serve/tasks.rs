@@ -24,13 +24,13 @@ use std::time::{Duration, Instant};
 
 use rmcp::model::{
     CallToolResponse, CreateTaskResult, DetailedTask, ElicitResult, ErrorData, GetTaskResult,
-    InputRequest, InputRequests, InputResponses, JsonObject, Task, TaskPayload, TaskStatus,
+    InputResponses, JsonObject, Task, TaskPayload, TaskStatus,
 };
 use rmcp::service::{RequestContext, RoleServer};
-use serde_json::{json, Value};
+use serde_json::Value;
 
 use super::elicitation::elicitation;
-use super::mrtr::APPROVAL_KEY;
+use super::mrtr::{approval_requests, random_hex, APPROVAL_KEY};
 use super::sessions::session_of;
 use super::{Offered, Server};
 use crate::host::{Begun, CancelHandle, Parked};
@@ -103,17 +103,9 @@ impl Entry {
     fn detailed(&self, id: &str) -> DetailedTask {
         let payload = match &self.state {
             State::Working => TaskPayload::Working,
-            State::InputRequired { form, .. } => {
-                let mut requests = InputRequests::new();
-                if let Ok(request) = serde_json::from_value::<InputRequest>(
-                    json!({"method": "elicitation/create", "params": form}),
-                ) {
-                    requests.insert(APPROVAL_KEY.to_string(), request);
-                }
-                TaskPayload::InputRequired {
-                    input_requests: requests,
-                }
-            }
+            State::InputRequired { form, .. } => TaskPayload::InputRequired {
+                input_requests: approval_requests(form).unwrap_or_default(),
+            },
             State::Completed(result) => TaskPayload::Completed {
                 result: result.clone(),
             },
@@ -136,15 +128,7 @@ fn now() -> String {
 
 /// 128 random bits from the kernel, in hex, as a task id.
 fn new_id() -> Result<String, String> {
-    use std::io::Read;
-    let mut bytes = [0u8; 16];
-    std::fs::File::open("/dev/urandom")
-        .and_then(|mut f| f.read_exact(&mut bytes))
-        .map_err(|e| format!("cannot make a task id: {e}"))?;
-    Ok(format!(
-        "task-{}",
-        bytes.iter().map(|b| format!("{b:02x}")).collect::<String>()
-    ))
+    Ok(format!("task-{}", random_hex::<16>("a task id")?))
 }
 
 fn unknown(id: &str) -> ErrorData {
@@ -205,37 +189,12 @@ impl Server {
         let executor = offered.name.clone();
         let context = context.clone();
         tokio::spawn(async move {
-            let outcome = server.run_task_turn(request, &context).await;
+            let outcome = server.begin(request, None).await;
             server
                 .task_turn_ended(&id, &executor, outcome, &context)
                 .await;
         });
         Ok(CallToolResponse::Task(CreateTaskResult::new(task)))
-    }
-
-    /// The task's turn up to its end or its parking; `Ok(None)` when it
-    /// was parked (the task is then waiting for input).
-    async fn run_task_turn(
-        &self,
-        request: crate::host::TurnRequest,
-        _context: &RequestContext<RoleServer>,
-    ) -> Result<Result<crate::host::TurnOutcome, Box<Parked>>, String> {
-        let host = self.inner.host.clone();
-        if let Some(outcome) = tokio::task::block_in_place(|| host.refusal(&request)) {
-            return Ok(Ok(outcome));
-        }
-        let _slot = self
-            .inner
-            .slots
-            .acquire()
-            .await
-            .map_err(|e| e.to_string())?;
-        Ok(
-            match tokio::task::block_in_place(move || host.begin(request)) {
-                Begun::Done(outcome) => Ok(*outcome),
-                Begun::Parked(parked) => Err(parked),
-            },
-        )
     }
 
     /// Records where the task's turn got to: its result, or the form it
@@ -244,15 +203,16 @@ impl Server {
         &self,
         id: &str,
         executor: &str,
-        outcome: Result<Result<crate::host::TurnOutcome, Box<Parked>>, String>,
+        outcome: Result<Begun, String>,
         context: &RequestContext<RoleServer>,
     ) {
         let state = match outcome {
-            Ok(Err(parked)) => {
+            Ok(Begun::Parked(parked)) => {
                 let form = elicitation(&parked.approval, self.inner.options.remember);
                 State::InputRequired { parked, form }
             }
-            Ok(Ok(outcome)) => {
+            Ok(Begun::Done(outcome)) => {
+                let outcome = *outcome;
                 let cancelled = outcome
                     .code()
                     .is_some_and(|c| c == crate::policy::DenyCode::TurnCancelled);
@@ -337,13 +297,10 @@ impl Server {
         let id = id.to_string();
         let context = context.clone();
         tokio::spawn(async move {
-            let host = server.inner.host.clone();
-            let outcome = match server.inner.slots.acquire().await {
-                Ok(_slot) => Ok(Ok(tokio::task::block_in_place(move || {
-                    host.resume(*parked, choices)
-                }))),
-                Err(e) => Err(e.to_string()),
-            };
+            let outcome = server
+                .resume(parked, choices)
+                .await
+                .map(|o| Begun::Done(Box::new(o)));
             server
                 .task_turn_ended(&id, &executor, outcome, &context)
                 .await;
