@@ -191,7 +191,7 @@ pub fn files(name: &str, kind: Kind) -> Result<Vec<(String, String)>, AuthoringE
             wit_bindgen,
             lock(name, &["wit-bindgen"], &[LOCK_DEPS]),
             "a gatehouse executor: JSON in, JSON out",
-            "gatehouse run executor.toml --input '{}'".to_string(),
+            RUN_EMPTY.to_string(),
         ),
         Kind::Command => (
             "",
@@ -241,10 +241,9 @@ pub fn files(name: &str, kind: Kind) -> Result<Vec<(String, String)>, AuthoringE
         ),
         (
             "README.md".to_string(),
-            format!(
-                "Build: `cargo build --release --target wasm32-wasip2 --target-dir target`\n\
-                 Check: `gatehouse manifest check executor.toml`\n\
-                 Run: `{run}`\n"
+            readme(
+                "`cargo build --release --target wasm32-wasip2 --target-dir target`",
+                &run,
             ),
         ),
         (".gitignore".to_string(), "/target\n".to_string()),
@@ -257,6 +256,14 @@ pub fn files(name: &str, kind: Kind) -> Result<Vec<(String, String)>, AuthoringE
     }
     out.extend(wit_files());
     Ok(out)
+}
+
+/// How a template's executor is run on an empty input.
+const RUN_EMPTY: &str = "gatehouse run executor.toml --input '{}'";
+
+/// A template's README: three lines, how to build, check and run it.
+fn readme(build: &str, run: &str) -> String {
+    format!("Build: {build}\nCheck: `gatehouse manifest check executor.toml`\nRun: `{run}`\n")
 }
 
 /// The WIT package and its WASI dependencies, under `wit/`.
@@ -299,10 +306,10 @@ fn js_files(name: &str) -> Vec<(String, String)> {
         ),
         (
             "README.md".to_string(),
-            "Build: `npm ci && node build.mjs` (ComponentizeJS, pinned by package-lock.json)\n\
-             Check: `gatehouse manifest check executor.toml`\n\
-             Run: `gatehouse run executor.toml --input '{}'`\n"
-                .to_string(),
+            readme(
+                "`npm ci && node build.mjs` (ComponentizeJS, pinned by package-lock.json)",
+                RUN_EMPTY,
+            ),
         ),
         (
             ".gitignore".to_string(),
@@ -328,10 +335,10 @@ fn python_files(name: &str) -> Vec<(String, String)> {
         ("executor.toml".to_string(), manifest),
         (
             "README.md".to_string(),
-            "Build: `bash build.sh` (componentize-py and wac, pinned, installed on first use)\n\
-             Check: `gatehouse manifest check executor.toml`\n\
-             Run: `gatehouse run executor.toml --input '{}'`\n"
-                .to_string(),
+            readme(
+                "`bash build.sh` (componentize-py and wac, pinned, installed on first use)",
+                RUN_EMPTY,
+            ),
         ),
         (
             ".gitignore".to_string(),
