@@ -41,20 +41,26 @@ if ! "$wac" --version 2>/dev/null | grep -qx "wac-cli $WAC_VERSION"; then
 fi
 deny_sockets=guests/target/wasm32-wasip2/release/deny_sockets.wasm
 lang=guests/target/lang
-# build_lang NAME INPUT... : runs guests/NAME/build.sh unless the stamp of
-# its inputs and toolchains is the one recorded at its last build.
-build_lang() {
-  local name=$1; shift
-  local stamp
-  stamp=$( { echo "componentize-py $COMPONENTIZE_PY_VERSION wac $WAC_VERSION"; sha256sum "$@"; } | sha256sum | cut -d' ' -f1)
+# rebuild NAME STAMP COMMAND...: runs COMMAND unless $lang/NAME.wasm was
+# built from inputs whose digest is STAMP.
+rebuild() {
+  local name=$1 stamp=$2; shift 2
   if [ -f "$lang/$name.wasm" ] && [ "$(cat "$lang/$name.stamp" 2>/dev/null)" = "$stamp" ]; then
     return
   fi
   rm -f "$lang/$name.stamp"
-  bash "guests/$name/build.sh" "$PWD/$componentize_py" "$wac" "$PWD/$deny_sockets" "$PWD/$lang"
+  "$@"
   echo "$stamp" > "$lang/$name.stamp"
 }
-build_lang python guests/python/app.py guests/python/build.sh wit/executor.wit "$deny_sockets"
+# build_lang NAME INPUT...: guests/NAME/build.sh, stamped with its inputs
+# and the toolchains' versions.
+build_lang() {
+  local name=$1; shift
+  local stamp
+  stamp=$( { echo "componentize-py $COMPONENTIZE_PY_VERSION wac $WAC_VERSION"; sha256sum "$@"; } | sha256sum | cut -d' ' -f1)
+  rebuild "$name" "$stamp" bash "guests/$name/build.sh" "$PWD/$componentize_py" "$wac" "$PWD/$deny_sockets" "$PWD/$lang"
+}
+build_lang python guests/python/app.py guests/python/build.sh wit/executor.wit wit/deps/*.wit "$deny_sockets"
 # python-http: the packages its code can import beyond the standard library
 # (guests/python-http/requirements.txt, exact versions: requests, its
 # dependencies and requests-wasi-http), pure-Python wheels installed into
@@ -80,18 +86,13 @@ if [ "$(cat guests/js/node_modules/.gatehouse-lock 2>/dev/null)" != "$js_lock_di
   (cd guests/js && npm ci --no-audit --no-fund --loglevel=error)
   echo "$js_lock_digest" > guests/js/node_modules/.gatehouse-lock
 fi
-# build_js NAME [--net]: runs guests/js/build.mjs unless its inputs are the
-# ones recorded at its last build.
+# build_js NAME [--net]: guests/js/build.mjs, stamped with its inputs and
+# the lock.
 build_js() {
   local name=$1; shift
   local stamp
-  stamp=$( { echo "$js_lock_digest $*"; sha256sum guests/js/app.js guests/js/build.mjs guests/js/js-world.wit wit/executor.wit; } | sha256sum | cut -d' ' -f1)
-  if [ -f "$lang/$name.wasm" ] && [ "$(cat "$lang/$name.stamp" 2>/dev/null)" = "$stamp" ]; then
-    return
-  fi
-  rm -f "$lang/$name.stamp"
-  node guests/js/build.mjs "$lang" "$@"
-  echo "$stamp" > "$lang/$name.stamp"
+  stamp=$( { echo "$js_lock_digest $*"; sha256sum guests/js/app.js guests/js/build.mjs guests/js/js-world.wit wit/executor.wit wit/deps/*.wit; } | sha256sum | cut -d' ' -f1)
+  rebuild "$name" "$stamp" node guests/js/build.mjs "$lang" "$@"
 }
 build_js js
 build_js js-http --net
