@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 
 use serde_json::{json, Value};
 
-use crate::support::guests::{guest, output, run_json, seed_lang_cache};
+use crate::support::guests::{guest, lang_manifest_text, output, run_json, seed_lang_cache};
 use crate::support::{s, Env, Run};
 
 /// The two interpreters, by executor name.
@@ -228,20 +228,8 @@ fn interpreters_writing_outside_their_grant_fail_in_the_language_and_are_audited
         let (run, v) = run_code(&env, &ws, lang, code, &[]);
         assert_eq!(result(&run, &v)["stdout"], printed, "{lang}: {v:#}");
         assert!(!ws.join("escape.txt").exists());
-        let audit = std::fs::read_to_string(env.state_dir().join("audit.jsonl")).unwrap();
-        let turn = v["turn"].as_str().unwrap();
-        let line: Value = audit
-            .lines()
-            .map(|l| serde_json::from_str::<Value>(l).unwrap())
-            .find(|l| l["turn"] == turn)
-            .expect("the turn's audit line");
-        let refused: Vec<&Value> = line["decisions"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .filter(|d| d["decision"]["decision"] == "deny")
-            .collect();
-        assert_eq!(refused.len(), 1, "{lang}: {line:#}");
+        let refused = denials(&env, &v["turn"]);
+        assert_eq!(refused.len(), 1, "{lang}: {refused:#?}");
         assert_eq!(refused[0]["decision"]["code"], "TARGET_MISMATCH", "{lang}");
         assert_eq!(
             refused[0]["request"]["path"],
@@ -417,13 +405,16 @@ fn js_http_fetches_what_its_grant_covers_and_nothing_else() {
 /// absolute path and `grant` as its network:sites target (or, with `None`,
 /// no network:sites at all).
 fn http_manifest(env: &Env, shipped: &Path, grant: Option<&str>) -> PathBuf {
-    let dir = shipped.parent().unwrap();
-    let name = dir.file_name().unwrap().to_str().unwrap();
-    let rel = format!("../target/lang/{name}.wasm");
-    let original = std::fs::read_to_string(shipped).unwrap();
-    let text = original.replace(&rel, s(&dir.join(&rel)));
+    let name = shipped
+        .parent()
+        .unwrap()
+        .file_name()
+        .unwrap()
+        .to_str()
+        .unwrap();
+    let text = lang_manifest_text(name);
     let block = "[[capabilities]]\nname = \"network:sites\"\ntarget = \"https://example.com/**\"\nmethods = [\"GET\"]\n";
-    assert!(text.contains(block), "{name}: {original}");
+    assert!(text.contains(block), "{name}: {text}");
     let (text, file) = match grant {
         Some(target) => (
             text.replace("https://example.com/**", target),
@@ -437,8 +428,8 @@ fn http_manifest(env: &Env, shipped: &Path, grant: Option<&str>) -> PathBuf {
     env.write(&file, &text)
 }
 
-/// The decisions of `turn` in the audit that were denies, by code.
-fn denied_codes(env: &Env, turn: &Value) -> Vec<String> {
+/// The decisions of `turn` in the audit that were denies.
+fn denials(env: &Env, turn: &Value) -> Vec<Value> {
     let audit = std::fs::read_to_string(env.state_dir().join("audit.jsonl")).unwrap();
     let line: Value = audit
         .lines()
@@ -450,6 +441,14 @@ fn denied_codes(env: &Env, turn: &Value) -> Vec<String> {
         .unwrap()
         .iter()
         .filter(|d| d["decision"]["decision"] == "deny")
+        .cloned()
+        .collect()
+}
+
+/// The decisions of `turn` in the audit that were denies, by code.
+fn denied_codes(env: &Env, turn: &Value) -> Vec<String> {
+    denials(env, turn)
+        .iter()
         .map(|d| d["decision"]["code"].as_str().unwrap().to_string())
         .collect()
 }
@@ -588,22 +587,12 @@ fn interpreters_see_exactly_the_environment_variables_they_were_granted() {
             "{\"GREETING\":\"hello\"}\n",
         ),
     ] {
-        let original = guest(lang);
         let manifest = env.write(
             &format!("manifests/{lang}-env.toml"),
-            &std::fs::read_to_string(&original)
-                .unwrap()
-                .replace(
-                    &format!("../target/lang/{lang}.wasm"),
-                    s(&original
-                        .parent()
-                        .unwrap()
-                        .join(format!("../target/lang/{lang}.wasm"))),
-                )
-                .replace(
-                    "[input_schema]",
-                    "[[capabilities]]\nname = \"env:read\"\ntarget = \"GREETING\"\n\n[input_schema]",
-                ),
+            &lang_manifest_text(lang).replace(
+                "[input_schema]",
+                "[[capabilities]]\nname = \"env:read\"\ntarget = \"GREETING\"\n\n[input_schema]",
+            ),
         );
         let input = json!({ "code": code }).to_string();
         let out = env

@@ -973,21 +973,12 @@ async fn mcp_python_and_js_run_code_concurrently_and_their_writes_are_undone() {
     let python = crate::support::guests::guest("python");
     // `LANG-read`: the executor without its `fs:write`.
     let read_only = |lang: &str| {
-        let manifest = crate::support::guests::guest(lang);
         env.write(
             &format!("manifests/{lang}-read.toml"),
-            &std::fs::read_to_string(&manifest)
-                .unwrap()
+            &crate::support::guests::lang_manifest_text(lang)
                 .replace(
                     &format!("name = \"{lang}\""),
                     &format!("name = \"{lang}-read\""),
-                )
-                .replace(
-                    &format!("../target/lang/{lang}.wasm"),
-                    s(&manifest
-                        .parent()
-                        .unwrap()
-                        .join(format!("../target/lang/{lang}.wasm"))),
                 )
                 .replace(
                     "[[capabilities]]\nname = \"fs:write\"\ntarget = \"out/**\"\n",

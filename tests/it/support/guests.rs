@@ -144,3 +144,14 @@ pub(crate) fn seed_lang_cache(env: &Env) {
         std::fs::copy(e.path(), dest.join(e.file_name())).unwrap();
     }
 }
+
+/// The shipped manifest of language executor `name` (`guests/NAME`, its
+/// component in `guests/target/lang`) as text, its component named by
+/// absolute path, so that a copy of it works from anywhere.
+pub(crate) fn lang_manifest_text(name: &str) -> String {
+    let shipped = guest(name);
+    let rel = format!("../target/lang/{name}.wasm");
+    let text = std::fs::read_to_string(&shipped).unwrap();
+    assert!(text.contains(&rel), "{name}: {text}");
+    text.replace(&rel, s(&shipped.parent().unwrap().join(&rel)))
+}
