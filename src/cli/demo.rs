@@ -195,8 +195,14 @@ struct AllowOnce;
 impl Approver for AllowOnce {
     fn ask(&self, request: &ApprovalRequest) -> Vec<Choice> {
         for p in &request.pending {
+            let line = request
+                .shown
+                .commands
+                .iter()
+                .map(|argv| format!(", command line `{}`", argv.join(" ")))
+                .collect::<String>();
             out(format!(
-                "  approval: `{}` on `{}` -> allowed once (as at the prompt)",
+                "  approval: `{}` on `{}`{line} -> allowed once (as at the prompt)",
                 p.capability,
                 p.target.as_deref().unwrap_or("-")
             ));
@@ -340,7 +346,10 @@ fn run_tool_step(
         .map_err(|e| Failure::io("write", &notes, &e))?;
     let host = demo_host(&config, state, workspace, manifests, None)?;
     let input = r#"{"program":"cat","args":["notes.txt","/etc/hostname"]}"#;
-    let outcome = host.run(TurnRequest::new("run-tool", "main", input), &AllowOnce);
+    let mut request = TurnRequest::new("run-tool", "main", input);
+    // "Once" covers one command line: the guest's is asked about too.
+    request.approver = Some(gatehouse::host::ApproverRef(std::sync::Arc::new(AllowOnce)));
+    let outcome = host.run(request, &AllowOnce);
     show_outcome(&outcome, workspace);
     Ok(())
 }

@@ -117,11 +117,11 @@ pub(super) fn host_failure(e: HostError) -> Failure {
 /// Who is asked: the person at the controlling terminal when there is
 /// one (the prompt goes to `/dev/tty`, never through the turn's stdin),
 /// else no one (the turn ends with `APPROVAL_REQUIRED`, exit 4).
-pub(super) fn approver() -> Box<dyn Approver> {
+pub(super) fn approver() -> std::sync::Arc<dyn Approver> {
     if gatehouse::terminal::Tty::interactive().is_some() {
-        Box::new(TerminalApprover)
+        std::sync::Arc::new(TerminalApprover)
     } else {
-        Box::new(NoOne)
+        std::sync::Arc::new(NoOne)
     }
 }
 
@@ -199,7 +199,11 @@ pub fn run(ctx: &Context, args: RunArgs) -> CmdResult {
     // when someone is there.
     request.asker = gatehouse::terminal::asker();
     cancel_on_interrupt(&request.cancel);
-    let outcome = host.run(request, approver().as_ref());
+    // The same person is asked, while the guest runs, about each command
+    // line of a `code:exec` allowed once.
+    let approver = approver();
+    request.approver = Some(gatehouse::host::ApproverRef(approver.clone()));
+    let outcome = host.run(request, approver.as_ref());
     report(ctx, &outcome, args.verbose)
 }
 

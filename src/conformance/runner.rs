@@ -669,12 +669,16 @@ impl Suite<'_> {
             forward_cap: None,
             process_stdin: None,
         };
-        // A `code:exec` case is approved once, as at the terminal; every
-        // other case needs no approval at level Full.
+        // A `code:exec` case is approved once, as at the terminal, and so
+        // is each command line its guest runs; every other case needs no
+        // approval at level Full.
         let outcome = if case.tools.is_empty() {
             host.run(request, &NoOne)
         } else {
-            host.run(request, &Scripted::new(vec![Choice::Once; 4]))
+            let once: std::sync::Arc<Scripted> =
+                std::sync::Arc::new(Scripted::new(vec![Choice::Once; 64]));
+            request.approver = Some(crate::host::ApproverRef(once.clone()));
+            host.run(request, once.as_ref())
         };
         Ok(observe(outcome))
     }

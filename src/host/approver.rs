@@ -49,6 +49,11 @@ pub struct Shown {
     /// The files the argv's words name, with their sha256, which the approval is bound to.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub files: Vec<super::queue::FileArg>,
+    /// The command lines (argv) a component's guest runs under a
+    /// `code:exec` allowed once that this approval lets it run: "once"
+    /// covers the command lines shown, no other.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub commands: Vec<Vec<String>>,
 }
 
 impl Shown {
@@ -71,6 +76,10 @@ impl Shown {
         }
         for f in &self.files {
             out.push(format!("  file `{}` sha256 {}", f.path, f.sha256));
+        }
+        for argv in &self.commands {
+            let words: Vec<String> = argv.iter().map(|w| format!("`{w}`")).collect();
+            out.push(format!("  guest runs: {}", words.join(" ")));
         }
         out
     }

@@ -78,6 +78,16 @@ pub enum Gate {
     },
 }
 
+/// What a person allowed for one turn only.
+#[derive(Debug, Clone, Default)]
+pub struct Once {
+    /// Each (capability, canonical target) allowed once.
+    pub capabilities: Vec<(Capability, Option<String>)>,
+    /// The command lines (argv) approved for a `code:exec` allowed once:
+    /// those the queued answer the turn took was given for.
+    pub commands: Vec<Vec<String>>,
+}
+
 /// What the gate needs for one turn.
 pub struct TurnInput<'a> {
     pub snapshot: &'a Snapshot,
@@ -86,7 +96,7 @@ pub struct TurnInput<'a> {
     pub turn_id: String,
     pub limits: Limits,
     /// Approvals given once, for this turn only.
-    pub approved_once: &'a [(Capability, Option<String>)],
+    pub approved_once: &'a Once,
     /// The time of the decision, read from the clock by the caller: a
     /// grant counts only while unexpired at it.
     pub now: UtcTime,

@@ -32,6 +32,7 @@
 
 pub mod approver;
 pub mod audit;
+mod each_command;
 pub(crate) mod gate;
 pub mod grants;
 mod needs;
@@ -189,6 +190,22 @@ pub struct TurnRequest {
     /// Told each [`Phase`] a top-level turn reaches (default `None`); a
     /// delegated call's turn reports none of its own.
     pub progress: Option<ProgressRef>,
+    /// Who is asked, while the guest runs, about each command line of a
+    /// `code:exec` a person allowed once (default `None`: nobody then; the
+    /// command line waits in the pending-approval queue when the host
+    /// keeps one, and is refused with `APPROVAL_REQUIRED`). The run's
+    /// deadline keeps running while the person is asked.
+    pub approver: Option<ApproverRef>,
+}
+
+/// A shared [`Approver`], as a request carries it.
+#[derive(Clone)]
+pub struct ApproverRef(pub Arc<dyn Approver>);
+
+impl std::fmt::Debug for ApproverRef {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ApproverRef")
+    }
 }
 
 /// A phase of a turn, as [`TurnRequest::progress`] is told it: in this
@@ -264,6 +281,7 @@ impl TurnRequest {
             io: RunIo::default(),
             asker: None,
             progress: None,
+            approver: None,
         }
     }
 }
@@ -666,7 +684,7 @@ impl Host {
                 Begun::Parked(Box::new(Parked {
                     request,
                     turn,
-                    approval,
+                    approval: *approval,
                 }))
             }
         }

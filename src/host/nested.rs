@@ -51,6 +51,9 @@ pub(super) struct Base<'a> {
     pub frozen: &'a Arc<Frozen>,
     pub audit: &'a Arc<TurnAudit>,
     pub request: &'a TurnRequest,
+    /// Who is asked about each command line of a `code:exec` allowed
+    /// once (a top-level turn's; a nested turn takes no approvals).
+    pub commands: Option<Arc<dyn crate::sandbox::services::CommandApproval>>,
 }
 
 /// The services of a run of `plan` at `depth`, journaled into `journal`:
@@ -89,6 +92,7 @@ pub(super) fn services(
         screen,
         cancel: base.request.cancel.clone(),
         asker: base.request.asker.clone(),
+        commands: base.commands,
         nested,
         // The granted variables' values, read here (the host's edge), not
         // in the sandbox.
@@ -276,6 +280,8 @@ impl NestedTurn for Nested {
             io: crate::sandbox::RunIo::default(),
             asker: scope.request.asker.clone(),
             progress: None,
+            // A delegated turn takes no approvals: nobody is asked.
+            approver: None,
         };
         let mut t = Turn::new(&request, &turn, scope.frozen.clone());
         let kind = Kind::Nested(Call {
@@ -285,7 +291,10 @@ impl NestedTurn for Nested {
             journal,
             left,
         });
-        answer(executor, kind.pipeline(&mut t, manifest, &[], now))
+        answer(
+            executor,
+            kind.pipeline(&mut t, manifest, &super::gate::Once::default(), now),
+        )
     }
 }
 

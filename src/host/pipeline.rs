@@ -11,7 +11,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::audit::TurnAudit;
-use super::gate::{gate, Gate, TurnInput};
+use super::gate::{gate, Gate, Once, TurnInput};
 use super::roots::{Waited, WriteRoots};
 use super::{
     nested, Answer, Frozen, Inner, Pending, Phase, Step, TurnEnd, TurnOutcome, TurnRequest,
@@ -63,7 +63,7 @@ impl<'a> Turn<'a> {
     pub(super) fn gate(
         &self,
         manifest: &Manifest,
-        approved_once: &[(Capability, Option<String>)],
+        approved_once: &Once,
         now: UtcTime,
         providers: &[ProviderDef],
     ) -> Gate {
@@ -216,7 +216,7 @@ impl Kind<'_> {
         &self,
         t: &mut Turn<'_>,
         manifest: &Manifest,
-        approved_once: &[(Capability, Option<String>)],
+        approved_once: &Once,
         now: UtcTime,
     ) -> Ended {
         let answer = t.gate(manifest, approved_once, now, self.within().providers);
@@ -299,6 +299,12 @@ impl Kind<'_> {
                 frozen: &t.frozen,
                 audit: &records.audit,
                 request: t.request,
+                commands: match self {
+                    Kind::Top(inner) => {
+                        super::each_command::for_turn(inner, &plan, t.id, t.request, &t.decisions)
+                    }
+                    Kind::Nested(_) => None,
+                },
             },
             &plan,
             within.depth,

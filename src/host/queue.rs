@@ -68,7 +68,8 @@ const SCHEMA: &str = "CREATE TABLE IF NOT EXISTS pending (
  input_bytes INTEGER,
  argv TEXT,
  files TEXT,
- files_sha256 TEXT
+ files_sha256 TEXT,
+ commands TEXT
 );
 CREATE TABLE IF NOT EXISTS dropped (
  actor TEXT PRIMARY KEY,
@@ -78,7 +79,7 @@ CREATE TABLE IF NOT EXISTS dropped (
 const COLUMNS: &str = "id, turn, queued_at, expires_at, actor, channel, sender_id, executor, \
      executor_sha256, items, input_sha256, args_sha256, definition_hash, policy_hash, status, \
      answered_at, answered_by, consumed_by, grants, queued_uid, input_preview, input_bytes, \
-     argv, files";
+     argv, files, commands";
 
 /// Why the queue could not be read or changed.
 #[derive(Debug, thiserror::Error)]
@@ -204,6 +205,11 @@ pub struct TurnKey {
     /// the file's sha256: the approval is bound to these bytes (a script
     /// changed between the approval and the retry no longer matches).
     pub files: Vec<FileArg>,
+    /// The command lines a guest ran, or asked to run, under a
+    /// `code:exec` allowed once: what an entry queued while it ran lets
+    /// the retry run (empty for an entry queued by the gate). Not matched
+    /// on: the turn that takes the entry gets them.
+    pub commands: Vec<Vec<String>>,
 }
 
 /// A file an argv word names, and its bytes' digest when the approval
@@ -297,6 +303,11 @@ pub struct QueueEntry {
     /// The files the argv's words name, with their sha256.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub files: Vec<FileArg>,
+    /// The command lines (argv) of a `code:exec` allowed once that the
+    /// answer lets the turn's guest run: each is shown, and the turn that
+    /// takes the answer may run exactly these.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub commands: Vec<Vec<String>>,
 }
 
 impl QueueEntry {
@@ -309,6 +320,7 @@ impl QueueEntry {
             input_bytes: self.input_bytes,
             argv: self.argv.clone(),
             files: self.files.clone(),
+            commands: self.commands.clone(),
         }
     }
 }
@@ -415,6 +427,7 @@ impl ApprovalQueue {
             ("argv", "TEXT"),
             ("files", "TEXT"),
             ("files_sha256", "TEXT"),
+            ("commands", "TEXT"),
         ] {
             if conn
                 .prepare(&format!("SELECT {column} FROM pending LIMIT 0"))
@@ -473,14 +486,15 @@ impl ApprovalQueue {
             input_bytes: input.len(),
             argv: key.argv.clone(),
             files: key.files.clone(),
+            commands: key.commands.clone(),
         };
         conn.execute(
             "INSERT INTO pending (id, turn, queued_at, expires_at, actor, channel, sender_id, \
              executor, executor_sha256, items, scope, input_sha256, args_sha256, \
              definition_hash, policy_hash, status, queued_uid, input_preview, input_bytes, \
-             argv, files, files_sha256) \
+             argv, files, files_sha256, commands) \
              VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, 'pending', \
-             ?16, ?17, ?18, ?19, ?20, ?21)",
+             ?16, ?17, ?18, ?19, ?20, ?21, ?22)",
             params![
                 entry.id,
                 entry.turn,
@@ -503,6 +517,7 @@ impl ApprovalQueue {
                 canonical_json(&entry.argv),
                 canonical_json(&entry.files),
                 key.files_sha256(),
+                canonical_json(&entry.commands),
             ],
         )
         .map_err(&err)?;
@@ -815,6 +830,7 @@ fn decode(r: &rusqlite::Row<'_>) -> rusqlite::Result<QueueEntry> {
             .unwrap_or(0),
         argv: json_column(r, 22)?,
         files: json_column(r, 23)?,
+        commands: json_column(r, 24)?,
     })
 }
 
@@ -864,6 +880,7 @@ mod tests {
         TurnKey {
             argv: Vec::new(),
             files: Vec::new(),
+            commands: Vec::new(),
             actor: "main".into(),
             identity: Some(Identity::new("cli", "tester")),
             executor: "write-file".into(),

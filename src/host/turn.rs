@@ -16,7 +16,7 @@ use super::{
 use crate::grants::{now_utc, NewGrant};
 use crate::manifest::Manifest;
 use crate::policy::snapshot::sha256_hex;
-use crate::policy::{Capability, DenyCode};
+use crate::policy::DenyCode;
 use crate::sandbox::{EngineProfile, Limits, Sandbox};
 use crate::util::chain;
 
@@ -56,13 +56,20 @@ pub(super) fn grants_stamp(state: &crate::config::StatePaths) -> GrantsStamp {
 pub(super) enum Advance {
     Done(Box<TurnOutcome>),
     /// The gate needs approvals and none were given yet.
-    Parked(ApprovalRequest),
+    Parked(Box<ApprovalRequest>),
+}
+
+/// A queued answer a turn took: its entry, and the command lines of a
+/// `code:exec` allowed once that it approved.
+pub(super) struct Taken {
+    pub entry: String,
+    pub commands: Vec<Vec<String>>,
 }
 
 /// What the answers given so far allow.
 #[derive(Default)]
 struct Answered {
-    once: Vec<(Capability, Option<String>)>,
+    once: super::gate::Once,
     refused: Option<Pending>,
 }
 
@@ -167,7 +174,7 @@ impl Inner {
         request: &TurnRequest,
         id: &str,
         given: Vec<(Pending, Choice)>,
-        queued: Option<&str>,
+        queued: Option<&Taken>,
     ) -> TurnOutcome {
         match self.advance(request, id, given, queued) {
             Advance::Done(outcome) => *outcome,
@@ -192,7 +199,7 @@ impl Inner {
 
     /// What a queued answer is matched on, for `request` under the
     /// current snapshot.
-    fn turn_key(&self, request: &TurnRequest) -> TurnKey {
+    pub(super) fn turn_key(&self, request: &TurnRequest) -> TurnKey {
         let frozen = self.frozen();
         let executor_sha256 = match self.manifest(&request.executor) {
             Some(m) if m.sha256.is_some() => m.sha256.clone().unwrap_or_default(),
@@ -214,6 +221,7 @@ impl Inner {
         TurnKey {
             argv,
             files,
+            commands: Vec::new(),
             actor: request.actor.clone(),
             identity: frozen
                 .snapshot
@@ -258,7 +266,24 @@ impl Inner {
                     .iter()
                     .map(|p| (p.clone(), Choice::Once))
                     .collect();
-                let mut outcome = self.answered(request, id, given, Some(&entry));
+                // The command lines the answer was given for (an entry
+                // queued while a guest ran): this turn may run those.
+                let commands = match ApprovalQueue::new(&self.state).get(&entry) {
+                    Ok(Some(e)) => e.commands,
+                    Ok(None) => Vec::new(),
+                    Err(e) => {
+                        tracing::warn!(
+                            "turn `{id}`: cannot read the approval queue: {}",
+                            chain(&e)
+                        );
+                        Vec::new()
+                    }
+                };
+                let taken = Taken {
+                    entry: entry.clone(),
+                    commands,
+                };
+                let mut outcome = self.answered(request, id, given, Some(&taken));
                 outcome.pending_id = Some(entry);
                 Some(outcome)
             }
@@ -296,7 +321,7 @@ impl Inner {
         request: &TurnRequest,
         id: &str,
         given: Vec<(Pending, Choice)>,
-        queued: Option<&str>,
+        queued: Option<&Taken>,
     ) -> Advance {
         let mut t = self.turn(request, id);
         let Some(manifest) = self.manifest(&request.executor) else {
@@ -326,7 +351,7 @@ impl Inner {
         match Kind::Top(self).pipeline(&mut t, manifest, &answered.once, now_utc()) {
             Ended::Approval(pending) if given.is_empty() => {
                 let key = self.turn_key(request);
-                Advance::Parked(ApprovalRequest {
+                Advance::Parked(Box::new(ApprovalRequest {
                     turn: id.to_string(),
                     executor: request.executor.clone(),
                     actor: request.actor.clone(),
@@ -337,8 +362,9 @@ impl Inner {
                         input_bytes: request.input.len(),
                         argv: key.argv,
                         files: key.files,
+                        commands: Vec::new(),
                     },
-                })
+                }))
             }
             Ended::Approval(pending) => {
                 let what: Vec<String> = pending
@@ -388,7 +414,12 @@ impl Inner {
     pub(super) fn refused_by_gate(&self, request: &TurnRequest, id: &str) -> Option<TurnOutcome> {
         let mut t = self.turn(request, id);
         let manifest = self.manifest(&request.executor)?;
-        match t.gate(manifest, &[], now_utc(), &self.providers) {
+        match t.gate(
+            manifest,
+            &super::gate::Once::default(),
+            now_utc(),
+            &self.providers,
+        ) {
             Gate::Denied {
                 steps,
                 code,
@@ -408,9 +439,12 @@ impl Inner {
         &self,
         t: &mut Turn<'_>,
         given: &[(Pending, Choice)],
-        queued: Option<&str>,
+        queued: Option<&Taken>,
     ) -> Result<Answered, String> {
         let mut answered = Answered::default();
+        if let Some(q) = queued {
+            answered.once.commands = q.commands.clone();
+        }
         let mut remembered = false;
         for (p, choice) in given {
             let mut answer = Answer {
@@ -418,10 +452,13 @@ impl Inner {
                 target: p.target.clone(),
                 choice: choice.as_str(),
                 grant: None,
-                queued: queued.map(str::to_string),
+                queued: queued.map(|q| q.entry.clone()),
             };
             match choice {
-                Choice::Once => answered.once.push((p.capability, p.target.clone())),
+                Choice::Once => answered
+                    .once
+                    .capabilities
+                    .push((p.capability, p.target.clone())),
                 Choice::Remember { expires_in_secs } if p.rememberable => {
                     let id = self
                         .remember(&t.frozen, &t.request.actor, p, *expires_in_secs)
@@ -528,7 +565,7 @@ impl Inner {
 /// of the command is bound to. A word that names nothing there, a
 /// directory, or a file outside the workspace binds nothing (the files a
 /// script imports stay unbound; README says so).
-fn file_args(argv: &[String], workspace: &str) -> Vec<queue::FileArg> {
+pub(super) fn file_args(argv: &[String], workspace: &str) -> Vec<queue::FileArg> {
     let root = std::path::Path::new(workspace);
     let mut out = Vec::new();
     for arg in argv.iter().skip(1) {

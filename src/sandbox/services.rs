@@ -149,6 +149,30 @@ pub trait CommandScreen: Send + Sync {
     fn screen(&self, tool: &str, command: &str) -> Result<(), (DenyCode, String)>;
 }
 
+/// A person's answer about one command line of a `code:exec` that was
+/// allowed once ([`CommandApproval::approve`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CommandApproved {
+    /// It may run, in this turn only.
+    Once,
+    /// The person refused it (`APPROVAL_REFUSED`).
+    Refused,
+    /// No one could answer now: it waits in the pending-approval queue as
+    /// this entry, which a retry of the turn can take (`APPROVAL_REQUIRED`).
+    Queued(String),
+    /// No one can be asked and nothing can wait (`APPROVAL_REQUIRED`).
+    NoOne,
+}
+
+/// Who is asked about each command line a guest runs under a `code:exec`
+/// that a person allowed once: "once" covers the one command line shown,
+/// so every other one is asked about again (or queued).
+pub trait CommandApproval: Send + Sync {
+    /// The answer for `argv` (program `tool`), given that the command
+    /// lines `approved` were approved for this turn already.
+    fn approve(&self, tool: &str, argv: &[String], approved: &[Vec<String>]) -> CommandApproved;
+}
+
 /// Who answers a guest's question (`human:ask`) when the person is not at
 /// the controlling terminal: an MCP client's elicitation, say.
 pub trait Asker: Send + Sync {
@@ -266,6 +290,11 @@ pub struct RunServices {
     pub nested: Option<Arc<dyn NestedTurn>>,
     /// Stops the run from another thread, like its deadline.
     pub cancel: CancelHandle,
+    /// Who is asked about each command line of a `code:exec` allowed once
+    /// ([`crate::sandbox::bindings::exec::ExecPart::ask_each`]); `None`:
+    /// no one, and such a command line is refused with
+    /// `APPROVAL_REQUIRED`.
+    pub commands: Option<Arc<dyn CommandApproval>>,
     /// Who answers `human:ask`; `None`: nobody (the caller passes the
     /// terminal's asker when a person is there).
     pub asker: Option<AskerRef>,

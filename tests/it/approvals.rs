@@ -570,3 +570,198 @@ fn an_agent_under_another_account_cannot_read_the_token_or_touch_the_state() {
     ])
     .expect(0);
 }
+
+/// `run-tool` allowed `cat` (read the workspace), and its configuration.
+fn cat_tool(env: &Env) -> (std::path::PathBuf, std::path::PathBuf) {
+    let config = env.write(
+        "gatehouse.toml",
+        "[actors.main]\nskills = [\"*\"]\ntools = [\"cat\"]\n",
+    );
+    let m = env.write(
+        "manifests/cat-tool.toml",
+        &format!(
+            "name = \"cat-tool\"\ncomponent = \"{}\"\ntools = [\"cat\"]\n\
+             [[capabilities]]\nname = \"code:exec\"\ntarget = \"cat\"\n\
+             [[capabilities]]\nname = \"fs:read\"\ntarget = \"**\"\n",
+            s(&component("run-tool"))
+        ),
+    );
+    (m, config)
+}
+
+/// Three command lines, the first twice: what a guest asks to run.
+const CAT_CALLS: &str = r#"{"calls":[{"program":"cat","args":["notes.txt"]},{"program":"cat","args":["notes.txt"]},{"program":"cat","args":["other.txt"]}]}"#;
+
+/// Issue 27, point 3: `code:exec` approved once covers the command lines
+/// shown, not every command the guest runs in the turn. A component's
+/// command lines are known only when it runs them, so with no one at a
+/// terminal each one waits in the queue, showing its argv, and the retry
+/// that takes the answer runs exactly the lines approved; a different one
+/// is queued again.
+///
+/// Positive control: the approved line runs (its bytes are the file's).
+#[test]
+fn a_code_exec_allowed_once_runs_only_the_command_lines_a_person_approved() {
+    let env = Env::new();
+    let ws = env.mkdir("ws");
+    env.write("ws/notes.txt", "from the workspace\n");
+    env.write("ws/other.txt", "never approved\n");
+    let (m, config) = cat_tool(&env);
+    let run = || run_json(&env, &m, &ws, "Full", CAT_CALLS, &["--config", s(&config)]);
+    let allow = |id: &str| {
+        let (answered, _) = env.answer_on_terminal(&["approvals", "allow", id]);
+        assert_eq!(answered.code, 0, "{answered:#?}");
+        answered
+    };
+    let queued_in = |reason: &Value| -> String {
+        let reason = reason.as_str().unwrap_or_default();
+        let at = reason
+            .find("queued as pending approval `")
+            .unwrap_or_else(|| panic!("{reason}"));
+        reason[at + 28..].split('`').next().unwrap().to_string()
+    };
+
+    // The gate's approval of the capability: queued, then allowed.
+    let (r, v) = run();
+    r.expect(4);
+    allow(v["pending_id"].as_str().unwrap());
+
+    // The retry runs, but no command line was shown to anyone: each is
+    // queued, and nothing starts. The same line asked twice is one entry.
+    let (r, v) = run();
+    r.expect(0);
+    let out = output(&v);
+    for i in 0..3 {
+        assert_eq!(
+            out[i]["error"]["denied"]["code"], "APPROVAL_REQUIRED",
+            "{out:#}"
+        );
+        assert_eq!(v["run"]["commands"][i]["spawned"], false, "{v:#}");
+        assert_eq!(v["run"]["commands"][i]["decision"], "APPROVAL_REQUIRED");
+    }
+    let notes_entry = queued_in(&out[0]["error"]["denied"]["reason"]);
+    assert_eq!(queued_in(&out[1]["error"]["denied"]["reason"]), notes_entry);
+    let other_entry = queued_in(&out[2]["error"]["denied"]["reason"]);
+    assert_ne!(other_entry, notes_entry);
+    assert_eq!(
+        out[0]["error"]["denied"]["reason"],
+        format!("`code:exec` on `cat` was allowed once, which covers only the command lines shown; `'cat' 'notes.txt'` is queued as pending approval `{notes_entry}`, which a person can answer with `gatehouse approvals`")
+    );
+    let entries = list(&env, false);
+    let entry = |id: &str| {
+        entries
+            .iter()
+            .find(|e| e["id"] == id)
+            .unwrap_or_else(|| panic!("no entry `{id}` in {entries:#?}"))
+            .clone()
+    };
+    assert_eq!(
+        entry(&notes_entry)["commands"],
+        json!([["cat", "notes.txt"]])
+    );
+    assert_eq!(
+        entry(&other_entry)["commands"],
+        json!([["cat", "other.txt"]])
+    );
+    assert_eq!(entry(&notes_entry)["items"][0]["capability"], "code:exec");
+    assert_eq!(entry(&notes_entry)["items"][0]["target"], "cat");
+
+    // The person allows the line of notes.txt; the confirmation shows it.
+    let answered = allow(&notes_entry);
+    assert!(
+        answered.stdout.contains("  guest runs: `cat` `notes.txt`"),
+        "{answered:#?}"
+    );
+
+    // The retry runs that line (twice), and no other: other.txt is queued
+    // again, with the line this turn ran.
+    let (r, v) = run();
+    r.expect(0);
+    let out = output(&v);
+    assert_eq!(out[0]["stdout"], "from the workspace\n", "{out:#}");
+    assert_eq!(out[1]["stdout"], "from the workspace\n", "{out:#}");
+    assert_eq!(
+        out[2]["error"]["denied"]["code"], "APPROVAL_REQUIRED",
+        "{out:#}"
+    );
+    assert_eq!(v["run"]["commands"][2]["spawned"], false, "{v:#}");
+    let again = queued_in(&out[2]["error"]["denied"]["reason"]);
+    let entries = list(&env, false);
+    let e = entries.iter().find(|e| e["id"] == again.as_str()).unwrap();
+    assert_eq!(
+        e["commands"],
+        json!([["cat", "notes.txt"], ["cat", "other.txt"]])
+    );
+    assert!(!r.stdout.contains("never approved"), "{r:#?}");
+
+    // The answer was consumed: the next retry starts over at the gate.
+    let (r, v) = run();
+    r.expect(4);
+    assert_eq!(v["code"], "APPROVAL_REQUIRED", "{v:#}");
+}
+
+/// Issue 27, point 3, at a terminal: each new command line of a
+/// `code:exec` allowed once is shown and asked about; a line already
+/// approved in the turn is not asked again; a refused one starts nothing
+/// (`APPROVAL_REFUSED`).
+///
+/// Positive control: the line allowed at the prompt runs.
+#[test]
+fn at_a_terminal_each_new_command_line_is_asked_about() {
+    let env = Env::new();
+    let ws = env.mkdir("ws");
+    env.write("ws/notes.txt", "from the workspace\n");
+    env.write("ws/other.txt", "never approved\n");
+    let (m, config) = cat_tool(&env);
+    let run = env.run_on_terminal(
+        &[
+            "--json",
+            "run",
+            s(&m),
+            "--workspace",
+            s(&ws),
+            "--config",
+            s(&config),
+            "--level",
+            "Full",
+            "--input",
+            CAT_CALLS,
+        ],
+        &[],
+        // The capability, then notes.txt: allowed once; other.txt: denied.
+        "o\no\nd\n",
+    );
+    assert_eq!(run.code, 0, "{run:#?}");
+    let v = run
+        .stdout
+        .lines()
+        .rev()
+        .find_map(|l| serde_json::from_str::<Value>(l[l.find("{\"")?..].trim()).ok())
+        .unwrap_or(Value::Null);
+    let asked: Vec<&str> = run
+        .stdout
+        .lines()
+        .filter(|l| l.contains("guest runs: "))
+        .collect();
+    assert_eq!(
+        asked,
+        [
+            "  guest runs: `cat` `notes.txt`",
+            "  guest runs: `cat` `other.txt`"
+        ],
+        "{run:#?}"
+    );
+    let out = output(&v);
+    assert_eq!(out[0]["stdout"], "from the workspace\n", "{out:#}");
+    assert_eq!(out[1]["stdout"], "from the workspace\n", "{out:#}");
+    assert_eq!(
+        out[2]["error"]["denied"]["code"], "APPROVAL_REFUSED",
+        "{out:#}"
+    );
+    assert_eq!(
+        out[2]["error"]["denied"]["reason"],
+        "the command line `'cat' 'other.txt'` was refused by the person asked"
+    );
+    assert_eq!(v["run"]["commands"][2]["spawned"], false, "{v:#}");
+    assert!(!run.stdout.contains("never approved"), "{run:#?}");
+}

@@ -485,14 +485,29 @@ fn time_in_commands_counts_toward_the_deadline() {
     }
     let h = host_with(&env, &ws, vec![m], config);
     let naps = |n: u32| format!(r#"{{"program":"sleep","args":["0.2"],"repeat":{n}}}"#);
+    // Allowed once: the capability, then its one command line (asked
+    // about while the guest runs).
+    let once = || {
+        gatehouse::host::ApproverRef(std::sync::Arc::new(Scripted::new([
+            Choice::Once,
+            Choice::Once,
+        ])))
+    };
+    let timed_once = |input: &str, deadline_ms: u64| {
+        let approver = once();
+        let mut request = TurnRequest::new("napper", "main", input);
+        request.limits.deadline_ms = deadline_ms;
+        request.approver = Some(approver.clone());
+        let started = std::time::Instant::now();
+        let outcome = h.run(request, approver.0.as_ref());
+        (outcome, started.elapsed())
+    };
     // Control: two naps fit in the deadline and the turn returns.
-    let once = Scripted::new([Choice::Once]);
-    let (outcome, _) = timed_asking(&h, "napper", &naps(2), 5_000, &once);
+    let (outcome, _) = timed_once(&naps(2), 5_000);
     assert!(outcome.is_ok(), "{:?}", outcome.end);
     // Twenty naps of 200 ms in a 600 ms turn: the commands' time is the
     // turn's, so it ends at its deadline, not after four seconds.
-    let once = Scripted::new([Choice::Once]);
-    let (outcome, took) = timed_asking(&h, "napper", &naps(20), 600, &once);
+    let (outcome, took) = timed_once(&naps(20), 600);
     assert_eq!(
         outcome.code(),
         Some(DenyCode::LimitDeadline),

@@ -810,6 +810,85 @@ fn serve_from_a_verified_snapshot_offers_no_remember_and_refuses_another() {
     env.run(&cmd).expect_err(2, &["SNAPSHOT_MISMATCH"]);
 }
 
+/// Issue 27, point 10: a call whose gate is slow (it waits for a person's
+/// answer, by elicitation) holds no slot while it waits, and when the
+/// person refuses it, it never took one. With one slot, `write-file`
+/// waits for its approval while `hello` runs in the free slot and
+/// returns; then the person declines and the waiting call is refused.
+///
+/// Positive control: `hello`'s result arrives while the elicitation is
+/// still open (had the waiting call held the only slot, `hello` would
+/// have waited for it, and the test would get no answer before it
+/// declined).
+#[test]
+fn serve_a_call_waiting_for_its_approval_holds_no_slot_and_its_refusal_takes_none() {
+    let env = Env::new();
+    let ws = env.mkdir("ws");
+    env.mkdir("ws/out");
+    let hello = guest("hello");
+    let write = guest("write-file");
+    let a = [
+        "--workspace",
+        s(&ws),
+        "--level",
+        "Supervised",
+        "--executor",
+        s(&hello),
+        "--executor",
+        s(&write),
+        "--concurrency",
+        "1",
+    ];
+    let mut c = Client::start(&env, &a, true);
+    let write_id = c.next;
+    let hello_id = c.next + 1;
+    c.next += 2;
+    c.send(
+        json!({"jsonrpc": "2.0", "id": write_id, "method": "tools/call",
+                  "params": {"name": "write-file",
+                             "arguments": {"path": "out/a.txt", "content": "x"}}}),
+    );
+    // Its gate asks the person; the question is held unanswered.
+    let asked = loop {
+        let m = c.recv();
+        assert_ne!(m["id"], write_id, "answered before it was asked: {m:#}");
+        if m["method"] == "elicitation/create" {
+            break m;
+        }
+    };
+    // Meanwhile `hello` takes the one slot, runs and returns.
+    c.send(
+        json!({"jsonrpc": "2.0", "id": hello_id, "method": "tools/call",
+                  "params": {"name": "hello", "arguments": {"text": "hi"}}}),
+    );
+    let hello_result = loop {
+        let m = c.recv();
+        assert_ne!(m["id"], write_id, "{m:#}");
+        if m["id"] == hello_id && m.get("method").is_none() {
+            break m;
+        }
+    };
+    assert_eq!(
+        hello_result["result"]["structuredContent"],
+        json!({"echo": {"text": "hi"}}),
+        "{hello_result:#}"
+    );
+    // The person declines: the waiting call is refused, nothing written.
+    c.send(json!({"jsonrpc": "2.0", "id": asked["id"], "result": {"action": "decline"}}));
+    let refused = loop {
+        let m = c.recv();
+        if m["id"] == write_id && m.get("method").is_none() {
+            break m;
+        }
+    };
+    assert_eq!(
+        refused["result"]["structuredContent"]["code"], "APPROVAL_REFUSED",
+        "{refused:#}"
+    );
+    assert!(!ws.join("out/a.txt").exists());
+    assert_eq!(c.finish(), 0);
+}
+
 #[test]
 fn serve_a_denied_call_takes_no_slot() {
     let env = Env::new();

@@ -44,7 +44,7 @@ pub(super) struct Asking<'a> {
     pub actor: &'a str,
     pub now: UtcTime,
     /// Approvals given once, for this turn only.
-    pub approved_once: &'a [(Capability, Option<String>)],
+    pub approved_once: &'a super::gate::Once,
     pub steps: Vec<Step>,
     pub pending: Vec<Pending>,
     pub allowed: Vec<Allowed>,
@@ -99,6 +99,7 @@ impl Asking<'_> {
         {
             if self
                 .approved_once
+                .capabilities
                 .iter()
                 .any(|(c, t)| *c == cap && *t == asked)
             {

@@ -30,7 +30,8 @@ use crate::policy::snapshot::ProtectedKind;
 use crate::policy::{is_within, DenyCode};
 use crate::sandbox::plan::Plan;
 use crate::sandbox::services::{
-    AuditSink, CommandEnd, CommandScreen, RunDecision, RunRequest, RunServices, RunVerdict,
+    AuditSink, CommandApproval, CommandApproved, CommandEnd, CommandScreen, RunDecision,
+    RunRequest, RunServices, RunVerdict,
 };
 use crate::sandbox::HostState;
 
@@ -142,6 +143,17 @@ pub struct ExecState {
     pub protected_overlap: Option<(DenyCode, String)>,
     /// Every call so far.
     pub records: Vec<CommandRecord>,
+    /// Programs whose every command line needs a person's approval (see
+    /// [`ExecPart::ask_each`]).
+    pub ask_each: Vec<String>,
+    /// The command lines a person approved for this turn so far.
+    pub approved: Vec<Vec<String>>,
+    /// The command lines refused or queued so far, with their answer: the
+    /// same line asked again gets it again (no one is asked twice, no
+    /// second entry is queued).
+    pub unapproved: Vec<(Vec<String>, CommandApproved)>,
+    /// Who is asked about a command line of `ask_each`.
+    pub approval: Option<Arc<dyn CommandApproval>>,
 }
 
 impl ExecState {
@@ -175,6 +187,10 @@ impl ExecState {
             support: ExecSupport::probe(),
             protected_overlap: None,
             records: Vec::new(),
+            ask_each: parts.exec.ask_each.clone(),
+            approved: parts.exec.approved.clone(),
+            unapproved: Vec::new(),
+            approval: services.commands.clone(),
         };
         if state.tools.is_empty() && !plan.runnable().is_command() {
             // Nothing may run: no root is opened, every call is refused
@@ -413,7 +429,7 @@ impl ExecState {
     /// The spec of an allowed command, or the error value (with the deny
     /// code when the policy refused).
     fn spec(
-        &self,
+        &mut self,
         program: &str,
         args: Vec<String>,
         stdin: Vec<u8>,
@@ -432,6 +448,7 @@ impl ExecState {
             }
         };
         let path = self.program_path(program)?;
+        self.approve(program, &args)?;
         Ok(ExecSpec {
             program: path,
             args,
@@ -453,6 +470,60 @@ impl ExecState {
 }
 
 impl ExecState {
+    /// A person's approval of `program args`, when its program's
+    /// `code:exec` was allowed once: asked for each command line not yet
+    /// approved in this turn (after every other check passed, so no one
+    /// is asked about a command that would be refused anyway).
+    fn approve(&mut self, program: &str, args: &[String]) -> Result<(), (Error, Option<DenyCode>)> {
+        let name = basename(program);
+        let Some(tool) = self
+            .ask_each
+            .iter()
+            .find(|t| *t == program || *t == name)
+            .cloned()
+        else {
+            return Ok(());
+        };
+        let mut argv = vec![program.to_string()];
+        argv.extend(args.iter().cloned());
+        if self.approved.contains(&argv) {
+            return Ok(());
+        }
+        let line = quote_argv(&argv);
+        let answer = match self.unapproved.iter().find(|(a, _)| *a == argv) {
+            Some((_, answer)) => answer.clone(),
+            None => {
+                let answer = match &self.approval {
+                    Some(approval) => approval.approve(&tool, &argv, &self.approved),
+                    None => CommandApproved::NoOne,
+                };
+                if answer != CommandApproved::Once {
+                    self.unapproved.push((argv.clone(), answer.clone()));
+                }
+                answer
+            }
+        };
+        let (code, reason) = match answer {
+            CommandApproved::Once => {
+                self.approved.push(argv);
+                return Ok(());
+            }
+            CommandApproved::Refused => (
+                DenyCode::ApprovalRefused,
+                format!("the command line `{line}` was refused by the person asked"),
+            ),
+            CommandApproved::Queued(entry) => (
+                DenyCode::ApprovalRequired,
+                format!("`code:exec` on `{tool}` was allowed once, which covers only the command lines shown; `{line}` is queued as pending approval `{entry}`, which a person can answer with `gatehouse approvals`"),
+            ),
+            CommandApproved::NoOne => (
+                DenyCode::ApprovalRequired,
+                format!("`code:exec` on `{tool}` was allowed once, which covers only the command lines shown, and no one can be asked about `{line}`"),
+            ),
+        };
+        Err((denial(code, reason), Some(code)))
+    }
+
     /// The file that runs for `program`: the granted tool, resolved by
     /// name in the fixed program path (or the granted absolute path). A
     /// path the guest gives must be that same file: a program of the same
@@ -551,6 +622,14 @@ impl HasData for HasExec {
 pub struct ExecPart {
     /// The programs a command may run.
     pub tools: Vec<String>,
+    /// Of `tools`, those whose `code:exec` a person allowed once (no grant
+    /// covers it): "once" covers one command line, the one shown, so each
+    /// command line of theirs is asked about before it runs (see
+    /// [`crate::sandbox::services::CommandApproval`]).
+    pub ask_each: Vec<String>,
+    /// The command lines (argv) a person already approved for this turn:
+    /// those of the queued answer the turn took.
+    pub approved: Vec<Vec<String>>,
 }
 
 /// The command unit.

@@ -58,8 +58,10 @@ pub(crate) fn run_approved(
     let run = env.run_on_terminal(
         &args,
         &[],
-        // One answer per prompt; extra lines are never read.
-        "o\no\no\no\n",
+        // One answer per prompt (the gate's, then one per command line
+        // the guest runs: "once" covers one line); extra lines are never
+        // read.
+        &"o\n".repeat(32),
     );
     // On a terminal the last prompt and the JSON share a line.
     let v = run

@@ -1,0 +1,153 @@
+//! Each command line of a `code:exec` a person allowed once is asked about
+//! before it runs ([`CommandApproval`]): "once" covers the command line
+//! shown, not every command the guest runs in the turn.
+//!
+//! A component's command lines are known only when its guest runs them,
+//! so the approval the gate asked for covers the capability, and each
+//! command line is then asked about on its own: by the request's
+//! approver (the terminal's prompt shows the argv), and when no one
+//! answers, by the pending-approval queue. A queued entry is bound to the
+//! turn's key and set of approvals like any other, and carries every
+//! command line approved so far plus the new one: the retry that takes
+//! the answer may run exactly those.
+
+use std::sync::Arc;
+
+use super::gate::{Pending, Step};
+use super::queue::{self, ApprovalQueue, TurnKey};
+use super::{ApprovalRequest, ApproverRef, Choice, Shown, TurnRequest};
+use crate::config::StatePaths;
+use crate::grants::now_utc;
+use crate::policy::{Capability, Decision};
+use crate::sandbox::services::{CommandApproval, CommandApproved};
+use crate::util::chain;
+
+/// The [`CommandApproval`] of one top-level turn.
+pub(super) struct EachCommand {
+    /// Where the queue is, when the host keeps one.
+    pub queue: Option<StatePaths>,
+    /// What a queued answer is matched on.
+    pub key: TurnKey,
+    pub turn: String,
+    pub request: TurnRequest,
+    /// The turn's workspace, where a command's file arguments are looked
+    /// for.
+    pub workspace: String,
+    /// What a person allowed once for the turn: an entry queued now asks
+    /// for the same set, so that the retry's gate matches it.
+    pub once: Vec<Pending>,
+    pub approver: Option<ApproverRef>,
+}
+
+impl EachCommand {
+    /// The approvals `steps` took once (what the person allowed this turn).
+    pub(super) fn allowed_once(steps: &[Step]) -> Vec<Pending> {
+        steps
+            .iter()
+            .filter(|s| s.approval == Some("allow_once"))
+            .filter_map(|s| match &s.decision {
+                Decision::ApprovalRequired {
+                    capability,
+                    target,
+                    reason,
+                } => Some(Pending {
+                    capability: *capability,
+                    target: target.clone(),
+                    declared_target: None,
+                    mount: None,
+                    critical: capability.critical(),
+                    rememberable: capability.default_approval()
+                        != crate::policy::ApprovalClass::Always,
+                    reason: reason.clone(),
+                }),
+                _ => None,
+            })
+            .collect()
+    }
+}
+
+impl CommandApproval for EachCommand {
+    fn approve(&self, tool: &str, argv: &[String], approved: &[Vec<String>]) -> CommandApproved {
+        if let Some(ApproverRef(approver)) = &self.approver {
+            let request = ApprovalRequest {
+                turn: self.turn.clone(),
+                executor: self.request.executor.clone(),
+                actor: self.request.actor.clone(),
+                pending: vec![Pending {
+                    capability: Capability::CodeExec,
+                    target: Some(tool.to_string()),
+                    declared_target: None,
+                    mount: None,
+                    critical: true,
+                    // One command line, for this turn: a grant is given
+                    // on the capability, not here.
+                    rememberable: false,
+                    reason: format!(
+                        "`code:exec` on `{tool}` was allowed once: each command line the guest runs is asked about"
+                    ),
+                }],
+                shown: Shown {
+                    executor_sha256: self.key.executor_sha256.clone(),
+                    input: queue::input_preview(&self.request.input),
+                    input_bytes: self.request.input.len(),
+                    argv: Vec::new(),
+                    files: super::turn::file_args(argv, &self.workspace),
+                    commands: vec![argv.to_vec()],
+                },
+            };
+            match approver.ask(&request).first() {
+                Some(Choice::Once) => return CommandApproved::Once,
+                // "Remember" cannot be given for one command line: taken
+                // as a refusal, as for an always-class capability.
+                Some(Choice::Deny | Choice::Remember { .. }) => return CommandApproved::Refused,
+                Some(Choice::Queue) | None => {}
+            }
+        }
+        let Some(state) = &self.queue else {
+            return CommandApproved::NoOne;
+        };
+        let mut key = self.key.clone();
+        key.commands = approved.to_vec();
+        key.commands.push(argv.to_vec());
+        match ApprovalQueue::new(state).enqueue(
+            &self.turn,
+            &key,
+            &self.once,
+            &self.request.input,
+            now_utc(),
+        ) {
+            Ok(entry) => CommandApproved::Queued(entry.id),
+            Err(e) => {
+                tracing::warn!(
+                    "turn `{}`: cannot queue the approval of a command line: {}",
+                    self.turn,
+                    chain(&e)
+                );
+                CommandApproved::NoOne
+            }
+        }
+    }
+}
+
+/// The command approval of a top-level turn whose plan asks about each
+/// command line; `None` when it asks about none.
+pub(super) fn for_turn(
+    inner: &super::Inner,
+    plan: &crate::sandbox::Plan,
+    turn: &str,
+    request: &TurnRequest,
+    steps: &[Step],
+) -> Option<Arc<dyn CommandApproval>> {
+    if plan.parts().exec.ask_each.is_empty() {
+        return None;
+    }
+    Some(Arc::new(EachCommand {
+        queue: inner.approval_queue.then(|| inner.state.clone()),
+        key: inner.turn_key(request),
+        turn: turn.to_string(),
+        request: request.clone(),
+        workspace: inner.workspace.clone(),
+        once: EachCommand::allowed_once(steps),
+        approver: request.approver.clone(),
+    }))
+}
