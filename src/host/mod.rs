@@ -605,10 +605,16 @@ impl Host {
         self.inner.frozen().snapshot.clone()
     }
 
-    /// The policy's answer to one request (its JSON form, as `policy
-    /// decide` takes it) against this host's snapshot, now (a grant
-    /// expired since the snapshot was built no longer counts). Pure but
-    /// for the clock: it writes nothing, asks no one and probes nothing.
+    /// The policy's answer to one request against this host's snapshot,
+    /// now (a grant expired since the snapshot was built no longer
+    /// counts). Pure but for the clock: it writes nothing, asks no one
+    /// and probes nothing.
+    pub fn decide(&self, request: &crate::policy::Request) -> crate::policy::Decision {
+        crate::policy::decide(&self.inner.frozen().snapshot, request, now_utc())
+    }
+
+    /// [`Host::decide`] of a request in its JSON form, as `policy decide`
+    /// takes it.
     pub fn decide_json(&self, request: &serde_json::Value) -> crate::policy::Decision {
         crate::policy::decide_json(&self.inner.frozen().snapshot, request, now_utc())
     }
