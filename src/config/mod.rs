@@ -38,12 +38,12 @@ use crate::util::lower;
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
     /// The file could not be read.
-    #[error("cannot read `{path}`: {reason}")]
+    #[error("cannot read `{path}`: {source}")]
     Read {
         /// The file.
         path: PathBuf,
-        /// The I/O error, in words.
-        reason: String,
+        /// Why.
+        source: crate::util::IoCause,
     },
     /// The file is not valid TOML, or does not have the configuration's shape.
     #[error("`{path}` is not valid toml: {message}")]
@@ -335,7 +335,7 @@ impl HostConfig {
     pub fn load(path: &Path, home: Option<&Path>) -> Result<HostConfig, ConfigError> {
         let text = std::fs::read_to_string(path).map_err(|e| ConfigError::Read {
             path: path.to_path_buf(),
-            reason: lower(&e.to_string()),
+            source: e.into(),
         })?;
         HostConfig::parse(path, &text, home)
     }

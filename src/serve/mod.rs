@@ -53,7 +53,7 @@ use crate::host::{AskerRef, Begun, Host, Limits, Phase, RunIo, TurnOutcome, Turn
 use crate::policy::{Outcome, Request, RequestKind};
 
 pub use elicitation::elicitation;
-pub use http::{serve_http, serve_token, HttpOptions, ServeHttpError};
+pub use http::{serve_http, serve_token, HttpOptions, ServeHttpError, TokenProblem};
 pub use results::result_of;
 pub use tools::{executor_tool, HISTORY_TOOL, UNDO_TOOL};
 
@@ -112,10 +112,10 @@ pub enum ServeError {
     UnknownActor(String),
     /// The async runtime could not be started.
     #[error("cannot start the async runtime: {0}")]
-    Runtime(String),
+    Runtime(#[source] std::io::Error),
     /// The MCP session failed.
     #[error("the mcp session failed: {0}")]
-    Session(String),
+    Session(#[source] Box<dyn std::error::Error + Send + Sync>),
     /// The HTTP server could not start.
     #[error(transparent)]
     Http(#[from] ServeHttpError),
@@ -266,7 +266,7 @@ impl Server {
             let running = self
                 .serve(rmcp::transport::stdio_pipes())
                 .await
-                .map_err(|e| ServeError::Session(e.to_string()))?;
+                .map_err(|e| ServeError::Session(e.into()))?;
             let stop = running.cancellation_token();
             let term = tokio::spawn(async move {
                 if let Some(mut s) = term {
@@ -278,7 +278,7 @@ impl Server {
             let quit = running
                 .waiting()
                 .await
-                .map_err(|e| ServeError::Session(e.to_string()));
+                .map_err(|e| ServeError::Session(e.into()));
             term.abort();
             // Turns parked for a retry that can no longer come: queued.
             ending.queue_waiting().await;
@@ -612,7 +612,7 @@ pub(crate) fn runtime() -> Result<tokio::runtime::Runtime, ServeError> {
         .worker_threads(1)
         .enable_all()
         .build()
-        .map_err(|e| ServeError::Runtime(e.to_string()))
+        .map_err(ServeError::Runtime)
 }
 
 impl ServerHandler for Server {
