@@ -63,6 +63,17 @@ pub enum ConfigError {
         /// What is wrong with it.
         message: String,
     },
+    /// A field's value does not parse as what the field holds (a level,
+    /// an `on_degraded` mode).
+    #[error("`{path}`: field `{field}`: {source}")]
+    Unparsed {
+        /// The file.
+        path: PathBuf,
+        /// The field, as a path in the file.
+        field: &'static str,
+        /// Why it does not parse.
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
     /// A path in a field could not be canonicalized.
     #[error("PATH_RESOLUTION_FAILED: `{path}`: field `{field}`: `{input}` could not be resolved: {reason}")]
     PathResolution {
@@ -347,6 +358,11 @@ impl HostConfig {
             path: path.to_path_buf(),
             message: lower(e.message()) + &line_of(text, e.span()),
         })?;
+        let unparsed = |field, source| ConfigError::Unparsed {
+            path: path.to_path_buf(),
+            field,
+            source,
+        };
         let invalid = |field: String, message: String| ConfigError::Invalid {
             path: path.to_path_buf(),
             field,
@@ -356,13 +372,13 @@ impl HostConfig {
             None => Level::Supervised,
             Some(l) => l
                 .parse::<Level>()
-                .map_err(|e| invalid("level".into(), e.to_string()))?,
+                .map_err(|e| unparsed("level", e.into()))?,
         };
         let on_degraded = match raw.isolation.and_then(|i| i.on_degraded) {
             None => OnDegraded::default(),
             Some(v) => v
                 .parse::<OnDegraded>()
-                .map_err(|e| invalid("isolation.on_degraded".into(), e.to_string()))?,
+                .map_err(|e| unparsed("isolation.on_degraded", e.into()))?,
         };
         let memory_keys = match raw.limits.as_ref().and_then(|l| l.memory_keys) {
             None => None,
