@@ -89,7 +89,7 @@ fn main() {
     let cap_req = Request::new(
         "main",
         RequestKind::Capability {
-            capability: "fs:write".into(),
+            capability: Capability::FsWrite,
             target: Some("/w/dir9/notes/a.md".into()),
             canonical_target: None,
             executor: None,

@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use crate::config::{resolve_ancestor, HostConfig, StatePaths};
 use crate::manifest::Manifest;
 use crate::policy::{FrozenSnapshot, Grant, Level, ProtectedKind, ProtectedPath, Roots, Snapshot};
-use crate::util::lower;
+use crate::util::IoCause;
 
 /// Why a snapshot could not be built, written or accepted.
 #[derive(Debug, thiserror::Error)]
@@ -22,14 +22,14 @@ pub enum SnapshotError {
     #[error(transparent)]
     Manifest(#[from] crate::manifest::ManifestError),
     /// A file of the snapshot could not be read or written.
-    #[error("cannot {action} `{path}`: {reason}")]
+    #[error("cannot {action} `{path}`: {source}")]
     Io {
         /// What was being done (`read`, `write`, …).
         action: &'static str,
         /// The file.
         path: PathBuf,
-        /// The error, in words.
-        reason: String,
+        /// Why.
+        source: IoCause,
     },
     /// `SNAPSHOT_MISMATCH`: the snapshot differs from the policy recomputed from its
     /// sources.
@@ -156,7 +156,7 @@ pub fn prepare(snapshot: Snapshot, out: &Path) -> Result<FrozenSnapshot, Snapsho
     let io = |action, e: std::io::Error| SnapshotError::Io {
         action,
         path: out.to_path_buf(),
-        reason: lower(&e.to_string()),
+        source: IoCause(e),
     };
     std::fs::write(&tmp, frozen.to_bytes()).map_err(|e| io("write", e))?;
     std::fs::rename(&tmp, out).map_err(|e| io("write", e))?;
@@ -169,7 +169,7 @@ pub fn verify(path: &Path, recomputed: Snapshot) -> Result<FrozenSnapshot, Snaps
     let bytes = std::fs::read(path).map_err(|e| SnapshotError::Io {
         action: "read",
         path: path.to_path_buf(),
-        reason: lower(&e.to_string()),
+        source: IoCause(e),
     })?;
     let expected = recomputed.freeze();
     if bytes == expected.to_bytes() {

@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 use wit_parser::{Resolve, WorldItem, WorldKey};
 
-use super::AuthoringError;
+use super::{AuthoringError, NotWasm};
 use crate::sandbox::imports::interface_name;
 use crate::sandbox::table::{self, Authority};
 
@@ -133,26 +133,25 @@ pub fn inspect(path: &Path) -> Result<Inspection, AuthoringError> {
 
 /// Inspects `bytes`, the contents of `path`.
 pub fn inspect_bytes(path: &Path, bytes: &[u8]) -> Result<Inspection, AuthoringError> {
-    let not_wasm = |reason: String| AuthoringError::NotWasm {
+    let not_wasm = |reason: NotWasm| AuthoringError::NotWasm {
         path: path.to_path_buf(),
         reason,
     };
     let adapted;
     let (kind, wasi_functions, component) = if wasmparser::Parser::is_core_wasm(bytes) {
-        let functions = core_imports(bytes).map_err(|e| not_wasm(e.to_string()))?;
+        let functions = core_imports(bytes).map_err(|e| not_wasm(NotWasm::Module(e)))?;
         adapted = crate::sandbox::p1::componentize(bytes)
-            .map_err(|e| not_wasm(format!("the preview 1 adapter refuses it: {e:#}")))?;
+            .map_err(|e| not_wasm(NotWasm::Adapter(e.into())))?;
         (WasmKind::CoreModule, functions, adapted.as_slice())
     } else if wasmparser::Parser::is_component(bytes) {
         (WasmKind::Component, Vec::new(), bytes)
     } else {
-        return Err(not_wasm(
-            "it does not start with a webassembly header".into(),
-        ));
+        return Err(not_wasm(NotWasm::NoHeader));
     };
-    let decoded = wit_component::decode(component).map_err(|e| not_wasm(format!("{e:#}")))?;
+    let decoded =
+        wit_component::decode(component).map_err(|e| not_wasm(NotWasm::Decode(e.into())))?;
     let wit_component::DecodedWasm::Component(resolve, world) = decoded else {
-        return Err(not_wasm("it is a wit package, not a component".into()));
+        return Err(not_wasm(NotWasm::WitPackage));
     };
     let world = &resolve.worlds[world];
     let imports = world

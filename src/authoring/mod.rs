@@ -50,7 +50,8 @@ pub enum AuthoringError {
         /// The file.
         path: PathBuf,
         /// Why it could not be read as WebAssembly.
-        reason: String,
+        #[source]
+        reason: NotWasm,
     },
     /// `gatehouse new` was given a name no executor or crate may have.
     #[error("invalid executor name `{name}`: {reason}")]
@@ -73,6 +74,26 @@ pub enum AuthoringError {
         /// The directory.
         dir: PathBuf,
     },
+}
+
+/// Why a file is not WebAssembly gatehouse can read.
+#[derive(Debug, thiserror::Error)]
+pub enum NotWasm {
+    /// It starts with neither a module's nor a component's header.
+    #[error("it does not start with a webassembly header")]
+    NoHeader,
+    /// It is a WIT package.
+    #[error("it is a wit package, not a component")]
+    WitPackage,
+    /// A core module's imports could not be read.
+    #[error(transparent)]
+    Module(wasmparser::BinaryReaderError),
+    /// The preview 1 adapter refuses the module.
+    #[error("the preview 1 adapter refuses it: {0}")]
+    Adapter(#[source] Box<dyn std::error::Error + Send + Sync>),
+    /// The component could not be decoded.
+    #[error(transparent)]
+    Decode(Box<dyn std::error::Error + Send + Sync>),
 }
 
 impl AuthoringError {

@@ -6,7 +6,7 @@ use serde_json::json;
 
 use gatehouse::config::resolve_glob;
 use gatehouse::host::grants::{now_utc, parse_duration, GrantError, NewGrant};
-use gatehouse::host::{GrantBook, Host, HostOptions};
+use gatehouse::host::{GrantBook, Host};
 use gatehouse::manifest::{Manifest, ManifestError};
 use gatehouse::policy::{
     check_target, matrix, Capability, DenyCode, Identity, Level, Outcome, Snapshot, UtcTime,
@@ -19,6 +19,7 @@ use super::args::{
     AgentCmd, CheckArgs, Command, GrantAddArgs, GrantRevokeArgs, GrantsCmd, ManifestCmd, PolicyCmd,
     SnapshotCmd, SnapshotSources, TestCommon,
 };
+use super::host::HostFlags;
 use super::{out, out_json, CmdResult, Context, Exit, Failure};
 
 pub fn run(ctx: &Context, command: Command) -> CmdResult {
@@ -241,10 +242,10 @@ pub(super) fn open_host(ctx: &Context, sources: &SnapshotSources) -> Result<Host
     let level = sources.level.as_deref().map(parse_level).transpose()?;
     let workspace = ctx.workspace(sources.workspace.as_deref())?;
     let manifests = gather_manifests(&config.executor_dirs, &sources.executors)?;
-    let mut options = HostOptions::new(config, ctx.state.clone(), workspace, manifests);
-    options.home = ctx.env.home.clone();
-    options.level = level;
-    Host::open(options).map_err(super::run::host_failure)
+    super::host::open(HostFlags {
+        level,
+        ..HostFlags::of(ctx, config, workspace, manifests)
+    })
 }
 
 pub(super) fn build_snapshot(
@@ -533,14 +534,7 @@ fn test(ctx: &Context, tier: u8, actor: Option<String>, common: TestCommon) -> C
     }
     let manifests = gather_manifests(&config.executor_dirs, &[])?;
     let results = run_tier3(
-        Tier3Host {
-            config,
-            state: &ctx.state,
-            workspace,
-            manifests,
-            home: ctx.env.home.clone(),
-            level: None,
-        },
+        HostFlags::of(ctx, config, workspace, manifests),
         actor.as_deref(),
     )?;
     let summary = tier3::Summary::of(&results);
@@ -567,19 +561,9 @@ fn test(ctx: &Context, tier: u8, actor: Option<String>, common: TestCommon) -> C
     })
 }
 
-/// What the tier-3 suite is run on: the host's configuration, state,
-/// turn workspace and executors.
-pub(super) struct Tier3Host<'a> {
-    pub config: gatehouse::config::HostConfig,
-    pub state: &'a gatehouse::config::StatePaths,
-    pub workspace: String,
-    pub manifests: Vec<Manifest>,
-    pub home: Option<PathBuf>,
-    pub level: Option<Level>,
-}
-
 /// Runs the tier-3 suite on the fixture configuration derived from the
-/// host's (see [`tier3::fixture`]).
+/// configuration of `on` (see [`tier3::fixture`]), on its state, turn
+/// workspace, executors, home and level.
 ///
 /// The second path of every case is the host's own decision entry point,
 /// [`Host::decide_json`], on a host opened on the fixture configuration
@@ -592,21 +576,17 @@ pub(super) struct Tier3Host<'a> {
 /// The `capability.denied` case is asked of a second host opened at
 /// `ReadOnly`.
 pub(super) fn run_tier3(
-    on: Tier3Host<'_>,
+    on: HostFlags,
     only: Option<&str>,
 ) -> Result<Vec<tier3::CaseResult>, Failure> {
     let (config, fixtures) = tier3::fixture(&on.config, &on.workspace);
     let open = |level: Option<Level>| {
-        let mut options = HostOptions::new(
-            config.clone(),
-            on.state.clone(),
-            on.workspace.clone(),
-            on.manifests.clone(),
-        );
-        options.home = on.home.clone();
-        options.level = level;
-        options.engine = gatehouse::host::EngineKind::OneShot;
-        Host::open(options).map_err(super::run::host_failure)
+        super::host::open(HostFlags {
+            config: config.clone(),
+            level,
+            engine: gatehouse::host::EngineKind::OneShot,
+            ..on.clone()
+        })
     };
     let host = open(on.level)?;
     let read_only = open(Some(Level::ReadOnly))?;

@@ -7,13 +7,14 @@ use serde_json::json;
 use gatehouse::config::{HostConfig, StatePaths};
 use gatehouse::host::grants::{now_utc, NewGrant};
 use gatehouse::host::{
-    ApprovalRequest, Approver, Choice, GrantBook, GuestResult, Host, HostOptions, NoOne, TurnEnd,
-    TurnOutcome, TurnRequest,
+    ApprovalRequest, Approver, Choice, GrantBook, GuestResult, Host, NoOne, TurnEnd, TurnOutcome,
+    TurnRequest,
 };
 use gatehouse::policy::DenyCode;
 use gatehouse::policy::{Decision, Identity, Level};
 use gatehouse::tier3;
 
+use super::host::HostFlags;
 use super::{out, CmdResult, Context, Exit, Failure};
 
 /// A fresh directory under the system temp dir, removed on drop.
@@ -150,13 +151,9 @@ pub fn run(ctx: &Context) -> CmdResult {
     run_executors(&config, &state, &workspace)?;
 
     let results = super::commands::run_tier3(
-        super::commands::Tier3Host {
-            config: config.clone(),
-            state: &state,
-            workspace: workspace.clone(),
-            manifests: Vec::new(),
+        HostFlags {
             home: ctx.env.home.clone(),
-            level: None,
+            ..HostFlags::new(config.clone(), state.clone(), workspace.clone(), Vec::new())
         },
         None,
     )?;
@@ -219,15 +216,16 @@ fn demo_host(
     manifests: &[gatehouse::manifest::Manifest],
     level: Option<Level>,
 ) -> Result<Host, Failure> {
-    let mut options = HostOptions::new(
-        config.clone(),
-        state.clone(),
-        workspace.to_string(),
-        manifests.to_vec(),
-    );
-    options.level = level;
-    options.granted_by = Some("demo".into());
-    Host::open(options).map_err(super::run::host_failure)
+    super::host::open(HostFlags {
+        level,
+        granted_by: Some("demo".into()),
+        ..HostFlags::new(
+            config.clone(),
+            state.clone(),
+            workspace.to_string(),
+            manifests.to_vec(),
+        )
+    })
 }
 
 /// Prints what a demo turn did.

@@ -18,8 +18,8 @@ pub(super) fn line(report: &IsolationReport) -> String {
 /// whether full or degraded: the report is the answer.
 pub fn run(ctx: &Context) -> CmdResult {
     let config = ctx.config()?;
-    let (report, profile) = isolation_report(&config, &ctx.state, EngineKind::OneShot)
-        .map_err(super::run::host_failure)?;
+    let (report, profile) =
+        isolation_report(&config, &ctx.state, EngineKind::OneShot).map_err(super::host::failure)?;
     let report = &report;
     report.log();
     if ctx.json {

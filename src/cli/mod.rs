@@ -9,6 +9,7 @@ mod commands;
 mod conformance;
 mod demo;
 mod history;
+mod host;
 mod isolation;
 mod run;
 mod serve;

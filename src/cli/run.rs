@@ -5,15 +5,15 @@ use std::path::Path;
 use serde::Serialize;
 
 use gatehouse::host::{
-    Approver, CancelHandle, EngineKind, GuestResult, Host, HostError, HostOptions, Limits, NoOne,
-    OnDegraded, RunIo, RunReport, StdinFrom, Step, TerminalApprover, TurnEnd, TurnOutcome,
-    TurnRequest,
+    Approver, CancelHandle, EngineKind, GuestResult, Host, Limits, NoOne, OnDegraded, RunIo,
+    RunReport, StdinFrom, Step, TerminalApprover, TurnEnd, TurnOutcome, TurnRequest,
 };
 use gatehouse::manifest::{find_by_name, Manifest};
 use gatehouse::policy::DenyCode;
 
 use super::args::RunArgs;
 use super::commands::{gather_manifests, merge_manifests, parse_level};
+use super::host::HostFlags;
 use super::{err, out, out_json, CmdResult, Context, Exit, Failure};
 
 fn find_manifest(ctx: &Context, executor: &str) -> Result<Manifest, Failure> {
@@ -90,28 +90,16 @@ fn open_host(ctx: &Context, args: &RunArgs, manifest: &Manifest) -> Result<Host,
         gatehouse::manifest::discover(&config.executor_dirs)?,
         std::iter::once(manifest.clone()).chain(with).collect(),
     )?;
-    let mut options = HostOptions::new(config, ctx.state.clone(), workspace, manifests);
-    options.home = ctx.env.home.clone();
-    options.level = level;
-    options.on_degraded = on_degraded;
-    options.max_memory_bytes = args.memory_mib.saturating_mul(1 << 20);
-    // One turn, then exit: the engine sized for one turn.
-    options.engine = EngineKind::OneShot;
-    options.granted_by = ctx.env.login.clone();
-    // Approvals no one can give now wait in the queue for `gatehouse
-    // approvals allow`; an answer given there is taken by the turn it
-    // matches.
-    options.approval_queue = true;
-    Host::open(options).map_err(host_failure)
-}
-
-/// A host error as the command line reports it.
-pub(super) fn host_failure(e: HostError) -> Failure {
-    match e {
-        HostError::Snapshot(e) => Failure::from(e),
-        HostError::Grants(e) => Failure::from(e),
-        e => Failure::error(gatehouse::util::chain(&e)),
-    }
+    super::host::open(HostFlags {
+        level,
+        on_degraded,
+        max_memory_bytes: Some(args.memory_mib.saturating_mul(1 << 20)),
+        // One turn, then exit: the engine sized for one turn.
+        engine: EngineKind::OneShot,
+        granted_by: ctx.env.login.clone(),
+        approval_queue: true,
+        ..HostFlags::of(ctx, config, workspace, manifests)
+    })
 }
 
 /// Who is asked: the person at the controlling terminal when there is

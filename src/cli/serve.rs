@@ -3,13 +3,14 @@
 use std::time::Duration;
 
 use gatehouse::host::grants::parse_duration;
-use gatehouse::host::{Host, HostOptions, Limits};
+use gatehouse::host::{Host, Limits};
 use gatehouse::serve::{
     serve_http, serve_token, HttpOptions, ServeError, ServeHttpError, ServeOptions, Server,
 };
 
 use super::args::ServeArgs;
 use super::commands::{gather_manifests, parse_level};
+use super::host::HostFlags;
 use super::{CmdResult, Context, Exit, Failure};
 
 impl From<ServeError> for Failure {
@@ -24,12 +25,12 @@ fn open_host(ctx: &Context, args: &ServeArgs) -> Result<Host, Failure> {
     let config = ctx.config()?;
     let workspace = ctx.workspace(args.workspace.as_deref())?;
     let manifests = gather_manifests(&config.executor_dirs, &args.executors)?;
-    let mut options = HostOptions::new(config, ctx.state.clone(), workspace, manifests);
-    options.home = ctx.env.home.clone();
-    options.level = args.level.as_deref().map(parse_level).transpose()?;
-    options.granted_by = ctx.env.login.clone();
-    options.approval_queue = true;
-    Host::open(options).map_err(super::run::host_failure)
+    super::host::open(HostFlags {
+        level: args.level.as_deref().map(parse_level).transpose()?,
+        granted_by: ctx.env.login.clone(),
+        approval_queue: true,
+        ..HostFlags::of(ctx, config, workspace, manifests)
+    })
 }
 
 pub fn run(ctx: &Context, args: ServeArgs) -> CmdResult {

@@ -38,12 +38,12 @@ use crate::util::lower;
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
     /// The file could not be read.
-    #[error("cannot read `{path}`: {reason}")]
+    #[error("cannot read `{path}`: {source}")]
     Read {
         /// The file.
         path: PathBuf,
-        /// The I/O error, in words.
-        reason: String,
+        /// Why.
+        source: crate::util::IoCause,
     },
     /// The file is not valid TOML, or does not have the configuration's shape.
     #[error("`{path}` is not valid toml: {message}")]
@@ -62,6 +62,17 @@ pub enum ConfigError {
         field: String,
         /// What is wrong with it.
         message: String,
+    },
+    /// A field's value does not parse as what the field holds (a level,
+    /// an `on_degraded` mode).
+    #[error("`{path}`: field `{field}`: {source}")]
+    Unparsed {
+        /// The file.
+        path: PathBuf,
+        /// The field, as a path in the file.
+        field: &'static str,
+        /// Why it does not parse.
+        source: Box<dyn std::error::Error + Send + Sync>,
     },
     /// A path in a field could not be canonicalized.
     #[error("PATH_RESOLUTION_FAILED: `{path}`: field `{field}`: `{input}` could not be resolved: {reason}")]
@@ -335,7 +346,7 @@ impl HostConfig {
     pub fn load(path: &Path, home: Option<&Path>) -> Result<HostConfig, ConfigError> {
         let text = std::fs::read_to_string(path).map_err(|e| ConfigError::Read {
             path: path.to_path_buf(),
-            reason: lower(&e.to_string()),
+            source: e.into(),
         })?;
         HostConfig::parse(path, &text, home)
     }
@@ -347,6 +358,11 @@ impl HostConfig {
             path: path.to_path_buf(),
             message: lower(e.message()) + &line_of(text, e.span()),
         })?;
+        let unparsed = |field, source| ConfigError::Unparsed {
+            path: path.to_path_buf(),
+            field,
+            source,
+        };
         let invalid = |field: String, message: String| ConfigError::Invalid {
             path: path.to_path_buf(),
             field,
@@ -356,13 +372,13 @@ impl HostConfig {
             None => Level::Supervised,
             Some(l) => l
                 .parse::<Level>()
-                .map_err(|e| invalid("level".into(), e.to_string()))?,
+                .map_err(|e| unparsed("level", e.into()))?,
         };
         let on_degraded = match raw.isolation.and_then(|i| i.on_degraded) {
             None => OnDegraded::default(),
             Some(v) => v
                 .parse::<OnDegraded>()
-                .map_err(|e| invalid("isolation.on_degraded".into(), e.to_string()))?,
+                .map_err(|e| unparsed("isolation.on_degraded", e.into()))?,
         };
         let memory_keys = match raw.limits.as_ref().and_then(|l| l.memory_keys) {
             None => None,

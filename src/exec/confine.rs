@@ -238,12 +238,12 @@ type RlimitResource = libc::__rlimit_resource_t;
 #[cfg(not(target_env = "gnu"))]
 type RlimitResource = libc::c_int;
 
-fn landlock_error(e: impl std::fmt::Display) -> ExecError {
-    ExecError::Landlock(crate::util::lower(&e.to_string()))
+fn landlock_error(e: impl Into<Box<dyn std::error::Error + Send + Sync>>) -> ExecError {
+    ExecError::Landlock(e.into())
 }
 
-fn seccomp_error(e: impl std::fmt::Display) -> ExecError {
-    ExecError::Seccomp(crate::util::lower(&e.to_string()))
+fn seccomp_error(e: impl Into<Box<dyn std::error::Error + Send + Sync>>) -> ExecError {
+    ExecError::Seccomp(e.into())
 }
 
 /// Builds the confinement of `spec` (whose roots the caller checked are

@@ -57,6 +57,7 @@ use serde::Serialize;
 pub use confine::{Confinement, ExecSupport, DENIED_SYSCALLS, SYSTEM_READ_ROOTS};
 
 use crate::policy::command::PROGRAM_DIRS;
+use crate::util::IoCause;
 pub use pinned::{PinError, PinnedDir};
 
 /// Resource limits of one command.
@@ -228,26 +229,26 @@ pub enum ExecError {
     #[error("root {0}")]
     Root(#[from] PinError),
     /// The Landlock ruleset could not be built.
-    #[error("the landlock ruleset cannot be built: {0}")]
-    Landlock(String),
+    #[error("the landlock ruleset cannot be built: {}", crate::util::lower(&.0.to_string()))]
+    Landlock(#[source] Box<dyn std::error::Error + Send + Sync>),
     /// The seccomp filter could not be built.
-    #[error("the seccomp filter cannot be built: {0}")]
-    Seccomp(String),
+    #[error("the seccomp filter cannot be built: {}", crate::util::lower(&.0.to_string()))]
+    Seccomp(#[source] Box<dyn std::error::Error + Send + Sync>),
     /// The child could not be started.
-    #[error("`{program}` cannot be started: {reason}")]
+    #[error("`{program}` cannot be started: {source}")]
     Spawn {
         /// The program.
         program: String,
-        /// The error, in words.
-        reason: String,
+        /// Why.
+        source: IoCause,
     },
     /// Waiting for the child failed.
-    #[error("waiting for `{program}` failed: {reason}")]
+    #[error("waiting for `{program}` failed: {source}")]
     Wait {
         /// The program.
         program: String,
-        /// The error, in words.
-        reason: String,
+        /// Why.
+        source: IoCause,
     },
 }
 
@@ -325,7 +326,7 @@ pub fn run(spec: &ExecSpec, support: &ExecSupport) -> Result<ExecOutcome, ExecEr
     }
     let real_program = std::fs::canonicalize(&spec.program).map_err(|e| ExecError::Spawn {
         program: program.clone(),
-        reason: crate::util::lower(&e.to_string()),
+        source: IoCause(e),
     })?;
     let system = confine::system_roots();
     // A program in a write root could have been written by a command:
@@ -397,7 +398,7 @@ pub fn run(spec: &ExecSpec, support: &ExecSupport) -> Result<ExecOutcome, ExecEr
     let started = Instant::now();
     let mut child = cmd.spawn().map_err(|e| ExecError::Spawn {
         program: program.clone(),
-        reason: crate::util::lower(&e.to_string()),
+        source: IoCause(e),
     })?;
     let pid = child.id() as i32;
 
@@ -452,7 +453,7 @@ pub fn run(spec: &ExecSpec, support: &ExecSupport) -> Result<ExecOutcome, ExecEr
     kill_group(pid);
     let status = child.wait().map_err(|e| ExecError::Wait {
         program: program.clone(),
-        reason: crate::util::lower(&e.to_string()),
+        source: IoCause(e),
     })?;
     // A process that left the group and kept a pipe open is not waited
     // for past a short grace.

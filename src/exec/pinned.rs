@@ -18,6 +18,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use crate::util::nofollow::{open_canonical_dir, open_dir_below, Reach};
+use crate::util::IoCause;
 
 /// One directory, opened. Cloning shares the descriptor.
 #[derive(Clone)]
@@ -54,12 +55,12 @@ pub enum PinError {
     #[error("`{0}` is not an existing directory")]
     Missing(String),
     /// The directory could not be opened.
-    #[error("`{path}` cannot be opened: {reason}")]
+    #[error("`{path}` cannot be opened: {source}")]
     Io {
         /// The directory.
         path: String,
-        /// The error, in words.
-        reason: String,
+        /// Why.
+        source: IoCause,
     },
 }
 
@@ -90,7 +91,7 @@ impl PinnedDir {
             }
             e => reach_error(text, e),
         })?;
-        let id = identity(&fd).map_err(|e| io_error(text, &e))?;
+        let id = identity(&fd).map_err(|e| io_error(text, e))?;
         Ok(PinnedDir {
             path: path.to_path_buf(),
             fd: Arc::new(fd),
@@ -112,7 +113,7 @@ impl PinnedDir {
             .to_str()
             .ok_or_else(|| PinError::NotCanonical(text.clone()))?;
         let fd = open_dir_below(&self.fd, rel_text).map_err(|e| reach_error(&text, e))?;
-        let id = identity(&fd).map_err(|e| io_error(&text, &e))?;
+        let id = identity(&fd).map_err(|e| io_error(&text, e))?;
         Ok(PinnedDir {
             path: path.to_path_buf(),
             fd: Arc::new(fd),
@@ -149,12 +150,12 @@ impl PinnedDir {
         let text = self.path.display().to_string();
         let now = open_canonical_dir(&text).map_err(|e| match e {
             Reach::Changed | Reach::Missing => PinError::Moved(text.clone()),
-            Reach::Io(e) => io_error(&text, &e),
+            Reach::Io(e) => io_error(&text, e),
         })?;
         match identity(&now) {
             Ok(id) if id == self.id => Ok(()),
             Ok(_) => Err(PinError::Moved(text)),
-            Err(e) => Err(io_error(&text, &e)),
+            Err(e) => Err(io_error(&text, e)),
         }
     }
 }
@@ -163,14 +164,14 @@ fn reach_error(path: &str, e: Reach) -> PinError {
     match e {
         Reach::Changed => PinError::Moved(path.to_string()),
         Reach::Missing => PinError::Missing(path.to_string()),
-        Reach::Io(e) => io_error(path, &e),
+        Reach::Io(e) => io_error(path, e),
     }
 }
 
-fn io_error(path: &str, e: &std::io::Error) -> PinError {
+fn io_error(path: &str, e: std::io::Error) -> PinError {
     PinError::Io {
         path: path.to_string(),
-        reason: crate::util::lower(&e.to_string()),
+        source: IoCause(e),
     }
 }
 

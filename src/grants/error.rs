@@ -5,6 +5,22 @@ use std::path::PathBuf;
 use crate::policy::registry::UnknownCapability;
 use crate::policy::{Capability, TargetError, UtcTime};
 
+/// How a `grants` table differs from the one this gatehouse reads.
+#[derive(Debug, thiserror::Error)]
+pub enum WrongSchema {
+    /// Its columns: SQLite's refusal to select them.
+    #[error(transparent)]
+    Columns(rusqlite::Error),
+    /// A newer schema version.
+    #[error("its schema version is {version}; this gatehouse knows versions up to {known}")]
+    Newer {
+        /// The file's version.
+        version: i64,
+        /// The newest this gatehouse knows.
+        known: i64,
+    },
+}
+
 /// Everything that can go wrong opening, reading or writing the grant store.
 ///
 /// Messages are lowercase and put user input in backticks.
@@ -71,8 +87,9 @@ pub enum GrantError {
     WrongSchema {
         /// The file.
         path: PathBuf,
-        /// How its `grants` table differs from the expected one.
-        why: String,
+        /// How its `grants` table differs from the expected one (shown
+        /// inside the message, so not its source).
+        why: WrongSchema,
     },
     /// A row holds a value the store cannot read back (a hand-edited
     /// database). Reading that row fails, so it can never count as an

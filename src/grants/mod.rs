@@ -28,7 +28,7 @@ use std::time::Duration;
 use rusqlite::{params, Connection, ErrorCode, OpenFlags, OptionalExtension};
 
 pub use clock::{now_utc, parse_duration, remember_for, DEFAULT_REMEMBER_SECS};
-pub use error::GrantError;
+pub use error::{GrantError, WrongSchema};
 
 use crate::policy::{
     matrix, ApprovalClass, Capability, Effective, Grant, Identity, Level, Outcome, TargetKind,
@@ -187,7 +187,7 @@ impl GrantStore {
         if let Err(e) = conn.prepare(&format!("SELECT {COLUMNS} FROM grants LIMIT 0")) {
             return Err(GrantError::WrongSchema {
                 path: path.to_path_buf(),
-                why: e.to_string(),
+                why: WrongSchema::Columns(e),
             });
         }
         let version: i64 = conn
@@ -196,9 +196,10 @@ impl GrantStore {
         if version > SCHEMA_VERSION {
             return Err(GrantError::WrongSchema {
                 path: path.to_path_buf(),
-                why: format!(
-                    "its schema version is {version}; this gatehouse knows versions up to {SCHEMA_VERSION}"
-                ),
+                why: WrongSchema::Newer {
+                    version,
+                    known: SCHEMA_VERSION,
+                },
             });
         }
         if version < 1 {

@@ -93,8 +93,38 @@ pub enum HostError {
     #[error("cannot start the engine")]
     Engine(#[source] Arc<wasmtime::Error>),
     /// `[network]` cannot be used (an unreadable or malformed `ca_file`).
-    #[error("{0}")]
-    Network(String),
+    #[error(transparent)]
+    Network(#[from] NetworkError),
+}
+
+/// Why `[network]` cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub enum NetworkError {
+    /// `ca_file` cannot be read, or holds no certificate.
+    #[error("`[network] ca_file` `{}`: {source}", path.display())]
+    CaFile {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong with it.
+        source: CaFileError,
+    },
+    /// The HTTP client cannot be built with those roots.
+    #[error(transparent)]
+    Client(#[from] crate::sandbox::services::HttpClientError),
+}
+
+/// What is wrong with `[network] ca_file`.
+#[derive(Debug, thiserror::Error)]
+pub enum CaFileError {
+    /// It cannot be read.
+    #[error(transparent)]
+    Read(crate::util::IoCause),
+    /// One of its blocks is not a PEM certificate.
+    #[error("not a PEM certificate: {0}")]
+    Pem(#[source] rustls::pki_types::pem::Error),
+    /// It holds none.
+    #[error("it holds no certificate")]
+    Empty,
 }
 
 /// What a host is opened with.
@@ -486,19 +516,22 @@ fn http_client(
     use rustls::pki_types::pem::PemObject;
     let mut extra = Vec::new();
     if let Some(path) = &network.ca_file {
-        let bad = |why: String| {
-            HostError::Network(format!("`[network] ca_file` `{}`: {why}", path.display()))
+        let bad = |source: CaFileError| NetworkError::CaFile {
+            path: path.clone(),
+            source,
         };
-        let pem = std::fs::read(path).map_err(|e| bad(crate::util::lower(&e.to_string())))?;
+        let pem = std::fs::read(path).map_err(|e| bad(CaFileError::Read(e.into())))?;
         for cert in rustls::pki_types::CertificateDer::pem_slice_iter(&pem) {
-            extra.push(cert.map_err(|e| bad(format!("not a PEM certificate: {e}")))?);
+            extra.push(cert.map_err(|e| bad(CaFileError::Pem(e)))?);
         }
         if extra.is_empty() {
-            return Err(bad("it holds no certificate".into()));
+            return Err(bad(CaFileError::Empty).into());
         }
     }
-    crate::sandbox::services::HttpClient::new(extra, network.resolve.clone())
-        .map_err(HostError::Network)
+    Ok(
+        crate::sandbox::services::HttpClient::new(extra, network.resolve.clone())
+            .map_err(NetworkError::from)?,
+    )
 }
 
 /// A snapshot with its hashes, computed once.
@@ -623,10 +656,16 @@ impl Host {
         self.inner.frozen().snapshot.clone()
     }
 
-    /// The policy's answer to one request (its JSON form, as `policy
-    /// decide` takes it) against this host's snapshot, now (a grant
-    /// expired since the snapshot was built no longer counts). Pure but
-    /// for the clock: it writes nothing, asks no one and probes nothing.
+    /// The policy's answer to one request against this host's snapshot,
+    /// now (a grant expired since the snapshot was built no longer
+    /// counts). Pure but for the clock: it writes nothing, asks no one
+    /// and probes nothing.
+    pub fn decide(&self, request: &crate::policy::Request) -> crate::policy::Decision {
+        crate::policy::decide(&self.inner.frozen().snapshot, request, now_utc())
+    }
+
+    /// [`Host::decide`] of a request in its JSON form, as `policy decide`
+    /// takes it.
     pub fn decide_json(&self, request: &serde_json::Value) -> crate::policy::Decision {
         crate::policy::decide_json(&self.inner.frozen().snapshot, request, now_utc())
     }

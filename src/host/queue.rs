@@ -85,20 +85,20 @@ const COLUMNS: &str = "id, turn, queued_at, expires_at, actor, channel, sender_i
 #[derive(Debug, thiserror::Error)]
 pub enum QueueError {
     /// The state directory that holds the database could not be created.
-    #[error("cannot create `{path}`: {reason}")]
+    #[error("cannot create `{path}`: {source}")]
     CreateDir {
         /// The directory.
         path: PathBuf,
-        /// The error, in words.
-        reason: String,
+        /// Why.
+        source: crate::util::IoCause,
     },
     /// SQLite refused to open, read or write the database.
-    #[error("approvals database `{path}`: {reason}")]
+    #[error("approvals database `{path}`: {source}")]
     Sqlite {
         /// The database file.
         path: PathBuf,
-        /// The error, in words.
-        reason: String,
+        /// Why.
+        source: crate::util::Lowered<rusqlite::Error>,
     },
     /// No entry has this id.
     #[error("no pending approval `{0}`")]
@@ -378,7 +378,7 @@ pub struct ApprovalQueue {
 fn sqlite(path: &Path) -> impl Fn(rusqlite::Error) -> QueueError + '_ {
     move |e| QueueError::Sqlite {
         path: path.to_path_buf(),
-        reason: crate::util::lower(&e.to_string()),
+        source: crate::util::Lowered(e),
     }
 }
 
@@ -404,7 +404,7 @@ impl ApprovalQueue {
             if !parent.as_os_str().is_empty() && !parent.exists() {
                 std::fs::create_dir_all(parent).map_err(|e| QueueError::CreateDir {
                     path: parent.to_path_buf(),
-                    reason: crate::util::lower(&e.to_string()),
+                    source: e.into(),
                 })?;
             }
         }

@@ -28,12 +28,12 @@ const SCHEMA: &str = "CREATE TABLE IF NOT EXISTS memory (
 #[derive(Debug, thiserror::Error)]
 pub enum MemoryError {
     /// SQLite refused to open, read or write the database.
-    #[error("memory store `{path}`: {reason}")]
+    #[error("memory store `{path}`: {source}")]
     Store {
         /// The database file.
         path: PathBuf,
-        /// The error, in words.
-        reason: String,
+        /// Why.
+        source: StoreCause,
     },
     /// A key that is empty or longer than 256 bytes (its first 64 characters).
     #[error("key `{0}` is empty or longer than 256 bytes")]
@@ -41,6 +41,20 @@ pub enum MemoryError {
     /// A value longer than 64 KiB (the key it was for).
     #[error("the value for `{0}` is longer than 64 KiB")]
     BadValue(String),
+}
+
+/// Why the memory database failed.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreCause {
+    /// Its directory could not be created.
+    #[error(transparent)]
+    Io(std::io::Error),
+    /// SQLite refused.
+    #[error(transparent)]
+    Sqlite(rusqlite::Error),
+    /// Its opened connection was not kept.
+    #[error("it could not be kept open")]
+    NotKept,
 }
 
 /// The host's memory database: where it is, and its one connection once a
@@ -71,7 +85,7 @@ impl MemoryDb {
             Some(m) => Ok(crate::util::lock(m)),
             None => Err(MemoryError::Store {
                 path: self.path.clone(),
-                reason: "it could not be kept open".into(),
+                source: StoreCause::NotKept,
             }),
         }
     }
@@ -87,19 +101,20 @@ pub struct MemoryStore {
 impl MemoryStore {
     /// Opens (creating) `path`, in WAL mode.
     pub fn open(path: &Path) -> Result<MemoryStore, MemoryError> {
-        let err = |e: &dyn std::fmt::Display| MemoryError::Store {
+        let err = |source: StoreCause| MemoryError::Store {
             path: path.to_path_buf(),
-            reason: e.to_string(),
+            source,
         };
+        let sqlite = |e| err(StoreCause::Sqlite(e));
         if let Some(parent) = path.parent() {
-            std::fs::create_dir_all(parent).map_err(|e| err(&e))?;
+            std::fs::create_dir_all(parent).map_err(|e| err(StoreCause::Io(e)))?;
         }
-        let conn = Connection::open(path).map_err(|e| err(&e))?;
+        let conn = Connection::open(path).map_err(sqlite)?;
         conn.busy_timeout(std::time::Duration::from_secs(5))
-            .map_err(|e| err(&e))?;
+            .map_err(sqlite)?;
         conn.pragma_update_and_check(None, "journal_mode", "WAL", |r| r.get::<_, String>(0))
-            .map_err(|e| err(&e))?;
-        conn.execute_batch(SCHEMA).map_err(|e| err(&e))?;
+            .map_err(sqlite)?;
+        conn.execute_batch(SCHEMA).map_err(sqlite)?;
         Ok(MemoryStore {
             path: path.to_path_buf(),
             conn,
@@ -109,7 +124,7 @@ impl MemoryStore {
     fn err(&self, e: rusqlite::Error) -> MemoryError {
         MemoryError::Store {
             path: self.path.clone(),
-            reason: e.to_string(),
+            source: StoreCause::Sqlite(e),
         }
     }
 

@@ -11,7 +11,7 @@ use super::command;
 use super::grant::effective_outcome;
 use super::matrix::{Level, Outcome};
 use super::registry::{Capability, TargetKind};
-use super::request::{Access, ConfigSubject, Request, RequestKind, ResolvedPath};
+use super::request::{Access, ConfigSubject, JsonRequest, Request, RequestKind, ResolvedPath};
 use super::snapshot::{Actor, ProtectedKind, Snapshot, WorkspaceMode};
 use super::target::{TargetError, TargetPattern};
 use super::time::UtcTime;
@@ -102,13 +102,28 @@ impl Decision {
 }
 
 /// Decides a request given as JSON: a value that is not one of the request
-/// shapes is `UNKNOWN_REQUEST`.
+/// shapes is `UNKNOWN_REQUEST`; a capability not in the registry is
+/// `CAPABILITY_UNKNOWN`, after the shape and actor checks every request
+/// passes first.
 pub fn decide_json(snapshot: &Snapshot, request: &serde_json::Value, now: UtcTime) -> Decision {
-    match Request::deserialize(request) {
-        Ok(req) => decide(snapshot, &req, now),
-        Err(e) => Decision::deny(
-            DenyCode::UnknownRequest,
-            format!("the request has no known shape: {e}"),
+    let request = match JsonRequest::deserialize(request) {
+        Ok(request) => request,
+        Err(e) => {
+            return Decision::deny(
+                DenyCode::UnknownRequest,
+                format!("the request has no known shape: {e}"),
+            )
+        }
+    };
+    let actor = match admit(snapshot, &request) {
+        Ok(actor) => actor,
+        Err(denied) => return denied,
+    };
+    match request.typed() {
+        Ok(request) => rule(snapshot, actor, &request, now),
+        Err(name) => Decision::deny(
+            DenyCode::CapabilityUnknown,
+            format!("`{name}` is not in the registry"),
         ),
     }
 }
@@ -119,15 +134,15 @@ pub fn decide_json(snapshot: &Snapshot, request: &serde_json::Value, now: UtcTim
 /// decides many turns against one snapshot, and expiry is judged at each
 /// of them, not when the snapshot was built).
 pub fn decide(snapshot: &Snapshot, request: &Request, now: UtcTime) -> Decision {
-    if let Some(why) = shape_problem(request) {
-        return Decision::deny(DenyCode::UnknownRequest, why);
-    }
-    let Some(actor) = snapshot.actors.get(&request.actor) else {
-        return Decision::deny(
-            DenyCode::UnknownActor,
-            format!("actor `{}` is not defined", request.actor),
-        );
+    let actor = match admit(snapshot, request) {
+        Ok(actor) => actor,
+        Err(denied) => return denied,
     };
+    rule(snapshot, actor, request, now)
+}
+
+/// The rule of the request's kind, for an admitted request by `actor`.
+fn rule(snapshot: &Snapshot, actor: &Actor, request: &Request, now: UtcTime) -> Decision {
     let name = request.actor.as_str();
     match &request.kind {
         RequestKind::Delegation { target } => delegation(snapshot, actor, target),
@@ -164,7 +179,7 @@ pub fn decide(snapshot: &Snapshot, request: &Request, now: UtcTime) -> Decision 
         } => capability_request(
             snapshot,
             actor,
-            capability,
+            *capability,
             target.as_deref(),
             canonical_target.as_deref(),
             executor.as_deref(),
@@ -173,7 +188,24 @@ pub fn decide(snapshot: &Snapshot, request: &Request, now: UtcTime) -> Decision 
     }
 }
 
-fn shape_problem(request: &Request) -> Option<String> {
+/// What every request passes before the rule of its kind: its shape
+/// (`UNKNOWN_REQUEST`), then its actor (`UNKNOWN_ACTOR`), who is returned.
+fn admit<'s, C: AsRef<str>>(
+    snapshot: &'s Snapshot,
+    request: &Request<C>,
+) -> Result<&'s Actor, Decision> {
+    if let Some(why) = shape_problem(request) {
+        return Err(Decision::deny(DenyCode::UnknownRequest, why));
+    }
+    snapshot.actors.get(&request.actor).ok_or_else(|| {
+        Decision::deny(
+            DenyCode::UnknownActor,
+            format!("actor `{}` is not defined", request.actor),
+        )
+    })
+}
+
+fn shape_problem<C: AsRef<str>>(request: &Request<C>) -> Option<String> {
     for text in request.texts() {
         if text.is_empty() {
             return Some(format!(
@@ -535,18 +567,12 @@ fn canonical_problem(
 fn capability_request(
     snapshot: &Snapshot,
     actor: &Actor,
-    name: &str,
+    capability: Capability,
     target: Option<&str>,
     canonical: Option<&str>,
     executor: Option<&str>,
     now: UtcTime,
 ) -> Decision {
-    let Some(capability) = Capability::from_name(name) else {
-        return Decision::deny(
-            DenyCode::CapabilityUnknown,
-            format!("`{name}` is not in the registry"),
-        );
-    };
     if let Err(why) = check_target(capability, target) {
         return Decision::deny(DenyCode::TargetMismatch, why);
     }

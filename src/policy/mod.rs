@@ -28,7 +28,7 @@ pub use http::{decide_request, HttpRequest, HttpRule, SitePattern, UrlPattern};
 pub use matrix::{matrix, Level, Outcome};
 pub use on_degraded::{OnDegraded, UnknownOnDegraded};
 pub use registry::{ApprovalClass, Capability, CapabilitySpec, TargetKind, REGISTRY};
-pub use request::{Access, ConfigSubject, Request, RequestKind, ResolvedPath};
+pub use request::{Access, ConfigSubject, JsonRequest, Request, RequestKind, ResolvedPath};
 pub use snapshot::{
     Actor, DeclaredCapability, ExecutorDef, FrozenSnapshot, ProtectedKind, ProtectedPath, Roots,
     Snapshot, WorkspaceMode, WorkspaceRoot,

@@ -303,6 +303,12 @@ impl fmt::Display for Capability {
 #[error("unknown capability `{0}` (see `gatehouse policy registry`)")]
 pub struct UnknownCapability(pub String);
 
+impl AsRef<str> for Capability {
+    fn as_ref(&self) -> &str {
+        self.as_str()
+    }
+}
+
 impl FromStr for Capability {
     type Err = UnknownCapability;
     fn from_str(s: &str) -> Result<Self, Self::Err> {

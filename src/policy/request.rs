@@ -3,8 +3,17 @@
 //! A request arrives as JSON (`{"kind": "...", "actor": "...", ...}`) or is
 //! built by the host. Anything that does not parse into one of these shapes
 //! is `UNKNOWN_REQUEST` (see [`super::decide_json`]).
+//!
+//! The host builds a [`Request`], whose capability request carries a
+//! [`Capability`] of the registry. JSON names its capability by a string
+//! that may be in no registry: it parses into a [`JsonRequest`] (the same
+//! shapes, the capability still a name), which [`super::decide_json`]
+//! turns into a `Request` ([`JsonRequest::typed`]) or answers
+//! `CAPABILITY_UNKNOWN`. Both serialize alike.
 
 use serde::{Deserialize, Serialize};
+
+use super::registry::Capability;
 
 /// A path as the resolver left it: canonical, or the reason it is not.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -42,9 +51,12 @@ pub enum ConfigSubject {
 }
 
 /// The kinds of request, each answered by its own rule.
+///
+/// `C` is how a capability request names its capability: a [`Capability`]
+/// inside the host, a `String` as JSON gives it ([`JsonRequest`]).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
-pub enum RequestKind {
+pub enum RequestKind<C = Capability> {
     /// May the actor hand work to another actor?
     Delegation {
         /// The actor to hand the work to.
@@ -104,8 +116,9 @@ pub enum RequestKind {
     /// against `target`. The host always sets it for a path glob:
     /// resolving is I/O, done before `decide`.
     Capability {
-        /// The capability's name; one outside the registry is `CAPABILITY_UNKNOWN`.
-        capability: String,
+        /// The capability (as JSON gives it, a name; one outside the
+        /// registry is `CAPABILITY_UNKNOWN`).
+        capability: C,
         /// The target the capability is used on, if its kind takes one.
         #[serde(default)]
         target: Option<String>,
@@ -118,7 +131,7 @@ pub enum RequestKind {
     },
 }
 
-impl RequestKind {
+impl<C> RequestKind<C> {
     /// The kind's stable snake_case name (`delegation`, `memory`, …).
     pub fn name(&self) -> &'static str {
         match self {
@@ -135,25 +148,61 @@ impl RequestKind {
     }
 }
 
-/// One request: who asks, and for what.
+/// One request: who asks, and for what. `C` as in [`RequestKind`].
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Request {
+pub struct Request<C = Capability> {
     /// The name of the actor asking.
     pub actor: String,
     /// What it asks for.
     #[serde(flatten)]
-    pub kind: RequestKind,
+    pub kind: RequestKind<C>,
 }
 
-impl Request {
+/// A request as JSON gives it: a capability request names its capability,
+/// which may be in no registry.
+pub type JsonRequest = Request<String>;
+
+impl<C> Request<C> {
     /// A request by `actor` of `kind`.
-    pub fn new(actor: impl Into<String>, kind: RequestKind) -> Request {
+    pub fn new(actor: impl Into<String>, kind: RequestKind<C>) -> Request<C> {
         Request {
             actor: actor.into(),
             kind,
         }
     }
+}
 
+impl JsonRequest {
+    /// The request with its capability's name looked up in the registry;
+    /// a name not in it is given back as the error.
+    pub fn typed(self) -> Result<Request, String> {
+        use RequestKind as K;
+        let kind = match self.kind {
+            K::Delegation { target } => K::Delegation { target },
+            K::Memory { scope, access } => K::Memory { scope, access },
+            K::Workspace { path, access } => K::Workspace { path, access },
+            K::Configuration { subject, what } => K::Configuration { subject, what },
+            K::Tool { tool, command } => K::Tool { tool, command },
+            K::Skill { skill } => K::Skill { skill },
+            K::Subagent { subagent } => K::Subagent { subagent },
+            K::Mcp { server } => K::Mcp { server },
+            K::Capability {
+                capability,
+                target,
+                canonical_target,
+                executor,
+            } => K::Capability {
+                capability: Capability::from_name(&capability).ok_or(capability)?,
+                target,
+                canonical_target,
+                executor,
+            },
+        };
+        Ok(Request::new(self.actor, kind))
+    }
+}
+
+impl<C: AsRef<str>> Request<C> {
     /// The text fields of the request, for the shape check in `decide`.
     pub(super) fn texts(&self) -> Vec<&str> {
         let mut out = vec![self.actor.as_str()];
@@ -174,7 +223,7 @@ impl Request {
                 canonical_target,
                 ..
             } => {
-                out.push(capability);
+                out.push(capability.as_ref());
                 out.extend(canonical_target.as_deref());
             }
         }

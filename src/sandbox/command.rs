@@ -48,11 +48,9 @@ pub fn run_command(
     let stdin = match io.stdin {
         crate::sandbox::run::StdinFrom::Input => input.as_bytes().to_vec(),
         crate::sandbox::run::StdinFrom::Inherit => match &io.process_stdin {
-            Some(stdin) => stdin.read_all().map_err(|e| {
-                RunError::Host(
-                    format!("cannot read stdin: {}", crate::util::lower(&e.to_string())).into(),
-                )
-            })?,
+            Some(stdin) => stdin
+                .read_all()
+                .map_err(|e| RunError::Host(Box::new(StdinUnread(e.into()))))?,
             None => Vec::new(),
         },
     };
@@ -127,3 +125,8 @@ pub fn run_command(
     }
     Ok(report)
 }
+
+/// The host's stdin could not be read for a command's turn.
+#[derive(Debug, thiserror::Error)]
+#[error("cannot read stdin: {0}")]
+struct StdinUnread(#[source] crate::util::IoCause);

@@ -517,7 +517,8 @@ fn call(
 #[error("the turn waited {waited_ms} ms for room in the host's instance pool ({limit}) until its deadline")]
 struct PoolFullUntilDeadline {
     waited_ms: u128,
-    limit: String,
+    /// The pool's refusal (shown inside the message, so not its source).
+    limit: crate::util::Lowered<wasmtime::Error>,
 }
 
 /// Instantiates with `instantiate`, and while the pooling allocator has no
@@ -542,7 +543,7 @@ fn when_the_pool_has_room<T>(
                 if now >= deadline {
                     return Err(wasmtime::Error::new(PoolFullUntilDeadline {
                         waited_ms: now.duration_since(started).as_millis(),
-                        limit: crate::util::lower(&e.to_string()),
+                        limit: crate::util::Lowered(e),
                     }));
                 }
                 std::thread::sleep(pause.min(deadline - now));

@@ -308,6 +308,17 @@ pub struct RunServices {
     pub secrets: Vec<ProviderSecret>,
 }
 
+/// Why the HTTP sender's client cannot be built.
+#[derive(Debug, thiserror::Error)]
+pub enum HttpClientError {
+    /// A certificate of `[network] ca_file` is not a usable root.
+    #[error("a certificate of the ca file is not a root: {0}")]
+    NotARoot(#[source] rustls::Error),
+    /// rustls refuses the configuration.
+    #[error("tls: {0}")]
+    Tls(#[source] rustls::Error),
+}
+
 /// How the host's HTTP sender connects, whatever the turn.
 pub struct HttpClient {
     /// rustls' client configuration: the webpki roots, and those of
@@ -326,14 +337,12 @@ impl HttpClient {
     pub fn new(
         extra: Vec<rustls::pki_types::CertificateDer<'static>>,
         resolve: std::collections::BTreeMap<String, Vec<std::net::IpAddr>>,
-    ) -> Result<HttpClient, String> {
+    ) -> Result<HttpClient, HttpClientError> {
         let mut roots = rustls::RootCertStore {
             roots: webpki_roots::TLS_SERVER_ROOTS.into(),
         };
         for cert in extra {
-            roots
-                .add(cert)
-                .map_err(|e| format!("a certificate of the ca file is not a root: {e}"))?;
+            roots.add(cert).map_err(HttpClientError::NotARoot)?;
         }
         // ring, as wasmtime-wasi-http builds rustls (aws-lc-rs, which has
         // the post-quantum groups, needs a C toolchain step we avoid).
@@ -341,7 +350,7 @@ impl HttpClient {
         let provider = Arc::new(rustls::crypto::ring::default_provider());
         let tls = rustls::ClientConfig::builder_with_provider(provider)
             .with_safe_default_protocol_versions()
-            .map_err(|e| format!("tls: {e}"))?
+            .map_err(HttpClientError::Tls)?
             .with_root_certificates(roots)
             .with_no_client_auth();
         Ok(HttpClient {

@@ -4,9 +4,13 @@
 
 use std::time::Duration;
 
-use rmcp::model::{ElicitRequestParams, ElicitResult, ElicitationAction};
+use rmcp::model::{
+    ConstTitle, ElicitRequestParams, ElicitResult, ElicitationAction, ElicitationSchema,
+    EnumSchema, PrimitiveSchemaDefinition, SingleSelectEnumSchema, StringSchema,
+    TitledSingleSelectEnumSchema,
+};
 use rmcp::service::{RequestContext, RoleServer};
-use serde_json::{json, Value};
+use serde_json::Value;
 
 use super::Server;
 use crate::host::{ApprovalRequest, Asker, Choice};
@@ -25,12 +29,7 @@ impl Server {
         if !supports_elicitation(context) {
             return queued;
         }
-        let Ok(params) = serde_json::from_value::<ElicitRequestParams>(elicitation(
-            approval,
-            self.inner.options.remember,
-        )) else {
-            return queued;
-        };
+        let params = elicitation(approval, self.inner.options.remember);
         let answer = context
             .peer
             .create_elicitation_with_timeout(params, Some(self.inner.options.elicitation_timeout))
@@ -111,14 +110,11 @@ impl Asker for ElicitAsker {
         if let Some(why) = self.refusal {
             return Err((DenyCode::ApprovalRequired, why.into()));
         }
-        let params = serde_json::from_value::<ElicitRequestParams>(json!({
-            "mode": "form",
-            "message": format!("executor `{}` asks: {question}", self.executor),
-            "requestedSchema": {"type": "object",
-                                "properties": {"answer": {"type": "string", "title": "Answer"}},
-                                "required": ["answer"]}
-        }))
-        .map_err(|e| (DenyCode::ApprovalRequired, format!("cannot ask: {e}")))?;
+        let params = form(
+            format!("executor `{}` asks: {question}", self.executor),
+            [("answer", string("Answer", None))],
+            "answer",
+        );
         let wait = self.timeout.min(left);
         let answer = self.runtime.block_on(
             self.peer
@@ -151,7 +147,7 @@ impl Asker for ElicitAsker {
 /// `const` and `title`, the 2025-11-25 standard form, not the legacy
 /// `enumNames`); the consts `allow_once`, `allow_and_remember` and `deny`
 /// are what clients answer with, and do not change.
-pub fn elicitation(approval: &ApprovalRequest, remember: bool) -> Value {
+pub fn elicitation(approval: &ApprovalRequest, remember: bool) -> ElicitRequestParams {
     let mut message = format!(
         "executor `{}` (actor `{}`, turn `{}`) needs your approval for:",
         approval.executor, approval.actor, approval.turn
@@ -180,35 +176,66 @@ pub fn elicitation(approval: &ApprovalRequest, remember: bool) -> Value {
     }
     let all_rememberable = approval.pending.iter().all(|p| p.rememberable);
     let rememberable = remember && all_rememberable;
-    let mut properties = serde_json::Map::new();
+    let allow_once = ConstTitle::new("allow_once", "Allow once");
+    let deny = ConstTitle::new("deny", "Deny");
     if rememberable {
-        properties.insert(
-            "decision".into(),
-            json!({"type": "string", "title": "Decision",
-                   "oneOf": [{"const": "allow_once", "title": "Allow once"},
-                             {"const": "allow_and_remember",
-                              "title": "Allow and remember (writes a grant)"},
-                             {"const": "deny", "title": "Deny"}]}),
-        );
-        properties.insert(
-            "expires_in".into(),
-            json!({"type": "string", "title": "Remember for",
-                   "description": "with allow and remember: 30s, 10m, 2h, 7d or forever; empty: 24h"}),
-        );
-    } else {
-        if !all_rememberable {
-            message.push_str("\n(an always-class capability: it cannot be remembered)");
-        }
-        properties.insert(
-            "decision".into(),
-            json!({"type": "string", "title": "Decision",
-                   "oneOf": [{"const": "allow_once", "title": "Allow once"},
-                             {"const": "deny", "title": "Deny"}]}),
+        let remember = ConstTitle::new("allow_and_remember", "Allow and remember (writes a grant)");
+        return form(
+            message,
+            [
+                ("decision", choice(vec![allow_once, remember, deny])),
+                (
+                    "expires_in",
+                    string(
+                        "Remember for",
+                        Some("with allow and remember: 30s, 10m, 2h, 7d or forever; empty: 24h"),
+                    ),
+                ),
+            ],
+            "decision",
         );
     }
-    json!({
-        "mode": "form",
-        "message": message,
-        "requestedSchema": {"type": "object", "properties": properties, "required": ["decision"]}
+    if !all_rememberable {
+        message.push_str("\n(an always-class capability: it cannot be remembered)");
+    }
+    form(
+        message,
+        [("decision", choice(vec![allow_once, deny]))],
+        "decision",
+    )
+}
+
+/// A form elicitation: `message`, and an object of `properties` of which
+/// `required` is required.
+fn form<const N: usize>(
+    message: String,
+    properties: [(&str, PrimitiveSchemaDefinition); N],
+    required: &str,
+) -> ElicitRequestParams {
+    let properties = properties
+        .into_iter()
+        .map(|(name, schema)| (name.to_string(), schema))
+        .collect();
+    ElicitRequestParams::FormElicitationParams {
+        meta: None,
+        message,
+        requested_schema: ElicitationSchema::new(properties)
+            .with_required(vec![required.to_string()]),
+    }
+}
+
+/// A string property titled `title`.
+fn string(title: &'static str, description: Option<&'static str>) -> PrimitiveSchemaDefinition {
+    let schema = StringSchema::new().title(title);
+    PrimitiveSchemaDefinition::String(match description {
+        Some(d) => schema.description(d),
+        None => schema,
     })
+}
+
+/// The titled single-select `Decision` of `choices`.
+fn choice(choices: Vec<ConstTitle>) -> PrimitiveSchemaDefinition {
+    let mut schema = TitledSingleSelectEnumSchema::new(choices);
+    schema.title = Some("Decision".into());
+    PrimitiveSchemaDefinition::Enum(EnumSchema::Single(SingleSelectEnumSchema::Titled(schema)))
 }

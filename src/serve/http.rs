@@ -24,6 +24,7 @@ use rmcp::transport::streamable_http_server::session::local::LocalSessionManager
 use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
 
 use super::{runtime, ServeError, Server};
+use crate::util::IoCause;
 
 /// How the HTTP server listens.
 ///
@@ -43,21 +44,35 @@ pub enum ServeHttpError {
     #[error("refusing to listen on `{0}`: only a loopback address (127.0.0.1, ::1) may be served")]
     NotLoopback(SocketAddr),
     /// The address could not be listened on.
-    #[error("cannot listen on `{addr}`: {reason}")]
+    #[error("cannot listen on `{addr}`: {source}")]
     Bind {
         /// The address.
         addr: SocketAddr,
-        /// The error, in words.
-        reason: String,
+        /// Why.
+        source: IoCause,
     },
     /// The bearer token file could not be read or created, or others may read it.
-    #[error("token file `{path}`: {reason}")]
+    #[error("token file `{path}`: {source}")]
     Token {
         /// The token file, `serve.token` in the state directory.
         path: PathBuf,
-        /// What is wrong, in words.
-        reason: String,
+        /// What is wrong with it.
+        source: TokenProblem,
     },
+}
+
+/// What is wrong with the bearer token file.
+#[derive(Debug, thiserror::Error)]
+pub enum TokenProblem {
+    /// It (or its directory) could not be read, created or written.
+    #[error(transparent)]
+    Io(IoCause),
+    /// Others may read it (its mode).
+    #[error("mode {0:o} lets others read it: `chmod 600` it")]
+    Readable(u32),
+    /// It holds less than a token.
+    #[error("it holds no token of at least 32 characters")]
+    Short,
 }
 
 impl ServeHttpError {
@@ -77,44 +92,42 @@ impl ServeHttpError {
 pub fn serve_token(state_dir: &Path) -> Result<String, ServeHttpError> {
     use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
     let path = state_dir.join("serve.token");
-    let err = |reason: String| ServeHttpError::Token {
+    let err = |source: TokenProblem| ServeHttpError::Token {
         path: path.clone(),
-        reason,
+        source,
     };
-    let lower = |e: std::io::Error| crate::util::lower(&e.to_string());
+    let io = |e: std::io::Error| err(TokenProblem::Io(IoCause(e)));
     match std::fs::metadata(&path) {
         Ok(meta) => {
             if meta.permissions().mode() & 0o077 != 0 {
-                return Err(err(format!(
-                    "mode {:o} lets others read it: `chmod 600` it",
-                    meta.permissions().mode() & 0o777
+                return Err(err(TokenProblem::Readable(
+                    meta.permissions().mode() & 0o777,
                 )));
             }
-            let text = std::fs::read_to_string(&path).map_err(|e| err(lower(e)))?;
+            let text = std::fs::read_to_string(&path).map_err(io)?;
             let token = text.trim().to_string();
             if token.len() < 32 {
-                return Err(err("it holds no token of at least 32 characters".into()));
+                return Err(err(TokenProblem::Short));
             }
             Ok(token)
         }
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            std::fs::create_dir_all(state_dir).map_err(|e| err(lower(e)))?;
+            std::fs::create_dir_all(state_dir).map_err(io)?;
             let mut random = [0u8; 32];
             std::fs::File::open("/dev/urandom")
                 .and_then(|mut f| f.read_exact(&mut random))
-                .map_err(|e| err(lower(e)))?;
+                .map_err(io)?;
             let token: String = random.iter().map(|b| format!("{b:02x}")).collect();
             let mut file = std::fs::OpenOptions::new()
                 .write(true)
                 .create_new(true)
                 .mode(0o600)
                 .open(&path)
-                .map_err(|e| err(lower(e)))?;
-            std::io::Write::write_all(&mut file, format!("{token}\n").as_bytes())
-                .map_err(|e| err(lower(e)))?;
+                .map_err(io)?;
+            std::io::Write::write_all(&mut file, format!("{token}\n").as_bytes()).map_err(io)?;
             Ok(token)
         }
-        Err(e) => Err(err(lower(e))),
+        Err(e) => Err(io(e)),
     }
 }
 
@@ -227,7 +240,7 @@ pub fn serve_http(server: Server, options: HttpOptions) -> Result<(), ServeError
             .await
             .map_err(|e| ServeHttpError::Bind {
                 addr: options.listen,
-                reason: crate::util::lower(&e.to_string()),
+                source: IoCause(e),
             })?;
         let addr = listener.local_addr().unwrap_or(options.listen);
         // The one line a caller waits for: where to connect.

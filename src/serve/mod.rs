@@ -6,7 +6,7 @@
 //! executor's input and nothing else. The tools are the executors the
 //! serving actor may run (the policy's `skill` answer at start), each with
 //! its manifest's description, its input schema and annotations derived
-//! from its capabilities ([`tool_json`]).
+//! from its capabilities ([`executor_tool`]).
 //!
 //! A call runs as one turn ([`Host::begin`] / [`Host::resume`]) inside
 //! `block_in_place` on a worker of a multi-thread runtime: the thread is
@@ -40,8 +40,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, ErrorData, ListToolsResult,
-    PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,
+    CallToolRequestParams, CallToolResponse, CallToolResult, ErrorData, ExtensionCapabilities,
+    JsonObject, ListToolsResult, PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,
+    ToolsCapability, TASKS_EXTENSION_ID,
 };
 use rmcp::service::{RequestContext, RoleServer};
 use rmcp::ServerHandler;
@@ -49,17 +50,17 @@ use serde_json::{json, Value};
 
 use crate::config::ServeTool;
 use crate::host::{AskerRef, Begun, Host, Limits, Phase, RunIo, TurnOutcome, TurnRequest};
-use crate::policy::Outcome;
+use crate::policy::{Outcome, Request, RequestKind};
 
 pub use elicitation::elicitation;
-pub use http::{serve_http, serve_token, HttpOptions, ServeHttpError};
+pub use http::{serve_http, serve_token, HttpOptions, ServeHttpError, TokenProblem};
 pub use results::result_of;
-pub use tools::{tool_json, HISTORY_TOOL, UNDO_TOOL};
+pub use tools::{executor_tool, HISTORY_TOOL, UNDO_TOOL};
 
 use elicitation::{supports_elicitation, ElicitAsker};
 use results::{error_result, structured_result};
 use sessions::{session_of, SessionTurns};
-use tools::{own_tool_json, Kind, Offered};
+use tools::{own_tool, Kind, Offered};
 
 /// How a server serves.
 ///
@@ -111,10 +112,10 @@ pub enum ServeError {
     UnknownActor(String),
     /// The async runtime could not be started.
     #[error("cannot start the async runtime: {0}")]
-    Runtime(String),
+    Runtime(#[source] std::io::Error),
     /// The MCP session failed.
     #[error("the mcp session failed: {0}")]
-    Session(String),
+    Session(#[source] Box<dyn std::error::Error + Send + Sync>),
     /// The HTTP server could not start.
     #[error(transparent)]
     Http(#[from] ServeHttpError),
@@ -185,12 +186,16 @@ impl Server {
                 );
                 continue;
             }
-            let decision = host
-                .decide_json(&json!({"kind": "skill", "actor": options.actor, "skill": m.name}));
+            let decision = host.decide(&Request::new(
+                &options.actor,
+                RequestKind::Skill {
+                    skill: m.name.clone(),
+                },
+            ));
             if decision.outcome() != Outcome::Allowed {
                 continue;
             }
-            let Ok(tool) = serde_json::from_value::<Tool>(tool_json(m)) else {
+            let Some(tool) = executor_tool(m) else {
                 tracing::warn!("executor `{}`: its tool definition is not valid", m.name);
                 continue;
             };
@@ -203,14 +208,11 @@ impl Server {
             });
         }
         for (t, name, kind) in own {
-            match serde_json::from_value::<Tool>(own_tool_json(t, &options.actor)) {
-                Ok(tool) => tools.push(Offered {
-                    name: name.to_string(),
-                    kind,
-                    tool,
-                }),
-                Err(e) => tracing::warn!("tool `{name}`: its definition is not valid: {e}"),
-            }
+            tools.push(Offered {
+                name: name.to_string(),
+                kind,
+                tool: own_tool(t, &options.actor),
+            });
         }
         let slots = tokio::sync::Semaphore::new(options.concurrency.max(1));
         Ok(Server {
@@ -264,7 +266,7 @@ impl Server {
             let running = self
                 .serve(rmcp::transport::stdio_pipes())
                 .await
-                .map_err(|e| ServeError::Session(e.to_string()))?;
+                .map_err(|e| ServeError::Session(e.into()))?;
             let stop = running.cancellation_token();
             let term = tokio::spawn(async move {
                 if let Some(mut s) = term {
@@ -276,7 +278,7 @@ impl Server {
             let quit = running
                 .waiting()
                 .await
-                .map_err(|e| ServeError::Session(e.to_string()));
+                .map_err(|e| ServeError::Session(e.into()));
             term.abort();
             // Turns parked for a retry that can no longer come: queued.
             ending.queue_waiting().await;
@@ -610,17 +612,20 @@ pub(crate) fn runtime() -> Result<tokio::runtime::Runtime, ServeError> {
         .worker_threads(1)
         .enable_all()
         .build()
-        .map_err(|e| ServeError::Runtime(e.to_string()))
+        .map_err(ServeError::Runtime)
 }
 
 impl ServerHandler for Server {
     fn get_info(&self) -> ServerConfig {
-        let capabilities: ServerCapabilities = serde_json::from_value(json!({
-            "tools": {"listChanged": false},
-            "logging": {},
-            "extensions": {rmcp::model::TASKS_EXTENSION_ID: {}},
-        }))
-        .unwrap_or_default();
+        let mut tools = ToolsCapability::default();
+        tools.list_changed = Some(false);
+        let extensions =
+            ExtensionCapabilities::from([(TASKS_EXTENSION_ID.to_string(), JsonObject::new())]);
+        let mut capabilities = ServerCapabilities::builder()
+            .enable_tools_with(tools)
+            .enable_extensions_with(extensions)
+            .build();
+        capabilities.logging = Some(JsonObject::new());
         let mut info = ServerConfig::new(capabilities);
         info.server_info.name = "gatehouse".into();
         info.server_info.version = env!("CARGO_PKG_VERSION").into();

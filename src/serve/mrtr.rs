@@ -21,11 +21,11 @@ use std::collections::HashMap;
 use std::sync::{Arc, RwLock};
 
 use rmcp::model::{
-    CallToolResponse, ElicitResult, ErrorData, InputRequest, InputRequests, InputRequiredResult,
-    InputResponses, MetaObject,
+    CallToolResponse, ElicitRequest, ElicitRequestParams, ElicitResult, ErrorData, InputRequest,
+    InputRequests, InputRequiredResult, InputResponses, MetaObject,
 };
 use rmcp::service::{RequestContext, RoleServer};
-use serde_json::{json, Value};
+use serde_json::Value;
 
 use super::elicitation::elicitation;
 use super::sessions::session_of;
@@ -102,7 +102,7 @@ pub(super) struct Waiting {
     cancel: CancelHandle,
     source: Source,
     /// The elicitation form, sent again to a retry that did not answer it.
-    form: Value,
+    form: ElicitRequestParams,
 }
 
 /// The turns waiting for a retry, by request state.
@@ -126,25 +126,16 @@ fn new_state() -> Result<String, String> {
 
 /// The approval form `form` as the one input request of its kind
 /// (`inputRequests["approval"]`, an `elicitation/create`).
-pub(super) fn approval_requests(form: &Value) -> Result<InputRequests, String> {
-    let request = serde_json::from_value::<InputRequest>(
-        json!({"method": "elicitation/create", "params": form}),
-    )
-    .map_err(|e| format!("cannot build the approval form: {e}"))?;
-    let mut requests = InputRequests::new();
-    requests.insert(APPROVAL_KEY.to_string(), request);
-    Ok(requests)
+pub(super) fn approval_requests(form: &ElicitRequestParams) -> InputRequests {
+    let request = InputRequest::Elicitation(ElicitRequest::new(form.clone()));
+    InputRequests::from([(APPROVAL_KEY.to_string(), request)])
 }
 
 /// The input-required result that asks `form` under `state`.
-fn input_required(form: &Value, state: &str, turn: &str) -> Result<InputRequiredResult, String> {
-    let requests = approval_requests(form)?;
-    let mut meta = serde_json::Map::new();
-    meta.insert("gatehouse/turn".into(), json!(turn));
-    Ok(
-        InputRequiredResult::new(Some(requests), Some(state.to_string()))
-            .with_meta(MetaObject(meta)),
-    )
+fn input_required(form: &ElicitRequestParams, state: &str, turn: &str) -> InputRequiredResult {
+    let mut meta = MetaObject::new();
+    meta.insert("gatehouse/turn".into(), Value::String(turn.to_string()));
+    InputRequiredResult::new(Some(approval_requests(form)), Some(state.to_string())).with_meta(meta)
 }
 
 /// Why a retry's request state is refused (a JSON-RPC invalid-params
@@ -189,7 +180,7 @@ impl Server {
         };
         let form = elicitation(approval, self.inner.options.remember);
         let state = new_state()?;
-        let result = input_required(&form, &state, &approval.turn)?;
+        let result = input_required(&form, &state, &approval.turn);
         lock(&self.inner.waiting).insert(
             state.clone(),
             Waiting {
@@ -269,9 +260,9 @@ impl Server {
             }
             let Some(answer) = answer else {
                 // Not answered: the same form again, under the same state.
-                return input_required(&w.form, state, &b.turn)
-                    .map(CallToolResponse::from)
-                    .map_err(|e| ErrorData::internal_error(e, None));
+                return Ok(CallToolResponse::from(input_required(
+                    &w.form, state, &b.turn,
+                )));
             };
             let Ok(result) = serde_json::from_value::<ElicitResult>(answer) else {
                 return Err(ErrorData::invalid_params(

@@ -2,7 +2,7 @@
 //! error with its deny code, and one JSON value; each with the turn in
 //! `_meta["gatehouse/turn"]`.
 
-use rmcp::model::{CallToolResult, ContentBlock};
+use rmcp::model::{CallToolResult, ContentBlock, MetaObject};
 use serde_json::{json, Value};
 
 use crate::host::{GuestResult, TurnEnd, TurnOutcome};
@@ -24,23 +24,16 @@ fn capped(text: &str, cap: usize) -> String {
     )
 }
 
-fn meta(outcome: Option<&TurnOutcome>) -> Value {
-    let mut m = serde_json::Map::new();
+/// `_meta`: the turn and its pending id, if any (empty without a turn).
+fn meta(outcome: Option<&TurnOutcome>) -> MetaObject {
+    let mut m = MetaObject::new();
     if let Some(o) = outcome {
-        m.insert("gatehouse/turn".into(), json!(o.turn));
+        m.insert("gatehouse/turn".into(), Value::String(o.turn.clone()));
         if let Some(id) = &o.pending_id {
-            m.insert("gatehouse/pending_id".into(), json!(id));
+            m.insert("gatehouse/pending_id".into(), Value::String(id.clone()));
         }
     }
-    Value::Object(m)
-}
-
-fn build(result: Value) -> CallToolResult {
-    serde_json::from_value(result).unwrap_or_else(|e| {
-        CallToolResult::error(vec![rmcp::model::ContentBlock::text(format!(
-            "cannot encode the result: {e}"
-        ))])
-    })
+    m
 }
 
 /// A result that is one JSON value: its text the value encoded, its
@@ -71,12 +64,12 @@ pub(super) fn error_result(
     if let Some(id) = outcome.and_then(|o| o.pending_id.as_ref()) {
         structured["pending_id"] = json!(id);
     }
-    build(json!({
-        "content": [{"type": "text", "text": text}],
-        "structuredContent": structured,
-        "isError": true,
-        "_meta": meta(outcome),
-    }))
+    let mut result = CallToolResult::error(vec![ContentBlock::text(text)]);
+    // Sent without `resultType`, as this result always was.
+    result.result_type = None;
+    result.structured_content = Some(structured);
+    result.meta = Some(meta(outcome));
+    result
 }
 
 /// The MCP result of a turn.
@@ -115,9 +108,7 @@ pub fn result_of(outcome: &TurnOutcome, cap: usize) -> CallToolResult {
                 ),
             };
             result.structured_content = structured.filter(Value::is_object);
-            if let Value::Object(m) = meta(Some(outcome)) {
-                result.meta = Some(rmcp::model::MetaObject(m));
-            }
+            result.meta = Some(meta(Some(outcome)));
             result
         }
     }

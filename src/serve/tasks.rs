@@ -23,8 +23,8 @@ use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
 use rmcp::model::{
-    CallToolResponse, CreateTaskResult, DetailedTask, ElicitResult, ErrorData, GetTaskResult,
-    InputResponses, JsonObject, Task, TaskPayload, TaskStatus,
+    CallToolResponse, CreateTaskResult, DetailedTask, ElicitRequestParams, ElicitResult, ErrorData,
+    GetTaskResult, InputResponses, JsonObject, Task, TaskPayload, TaskStatus,
 };
 use rmcp::service::{RequestContext, RoleServer};
 use serde_json::Value;
@@ -58,7 +58,7 @@ enum State {
     /// Its turn waits for the person's answer to `form`.
     InputRequired {
         parked: Box<Parked>,
-        form: Value,
+        form: ElicitRequestParams,
     },
     Completed(JsonObject),
     Cancelled,
@@ -104,7 +104,7 @@ impl Entry {
         let payload = match &self.state {
             State::Working => TaskPayload::Working,
             State::InputRequired { form, .. } => TaskPayload::InputRequired {
-                input_requests: approval_requests(form).unwrap_or_default(),
+                input_requests: approval_requests(form),
             },
             State::Completed(result) => TaskPayload::Completed {
                 result: result.clone(),

@@ -45,14 +45,14 @@ pub enum HistoryError {
         path: PathBuf,
     },
     /// A line of a history file does not parse.
-    #[error("`{path}` line {line}: {reason}")]
+    #[error("`{path}` line {line}: {source}")]
     Corrupt {
         /// The file.
         path: PathBuf,
         /// The line's number, from 1.
         line: usize,
         /// What is wrong with it.
-        reason: String,
+        source: serde_json::Error,
     },
     /// No turn has this id in the history.
     #[error("no turn `{0}` in the history")]
@@ -597,7 +597,7 @@ pub(crate) fn read_record(path: &Path) -> Result<TurnRecord, HistoryError> {
     serde_json::from_slice(&bytes).map_err(|e| HistoryError::Corrupt {
         path: path.to_path_buf(),
         line: e.line(),
-        reason: e.to_string(),
+        source: e,
     })
 }
 
@@ -627,7 +627,7 @@ pub(crate) fn read_lines<T: for<'de> Deserialize<'de>>(
                 return Err(HistoryError::Corrupt {
                     path: path.to_path_buf(),
                     line: i + 1,
-                    reason: e.to_string(),
+                    source: e,
                 })
             }
         }

@@ -164,7 +164,7 @@ impl History {
         let corrupt = |path: &Path, line: usize, e: serde_json::Error| HistoryError::Corrupt {
             path: path.to_path_buf(),
             line,
-            reason: e.to_string(),
+            source: e,
         };
         if let Ok(dir) = self.turn_dir(turn) {
             let path = dir.join("decisions.jsonl");

@@ -54,6 +54,23 @@ impl From<std::io::Error> for IoCause {
     }
 }
 
+/// Any error kept whole as the cause of another, shown in lowercase as
+/// [`IoCause`] shows an I/O error (SQLite's messages, a library's).
+#[derive(Debug)]
+pub struct Lowered<E>(pub E);
+
+impl<E: std::fmt::Display> std::fmt::Display for Lowered<E> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&lower(&self.0.to_string()))
+    }
+}
+
+impl<E: std::error::Error> std::error::Error for Lowered<E> {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        self.0.source()
+    }
+}
+
 /// Whether `c` must not reach a terminal as it is: a control character
 /// (C0, DEL, C1: escape sequences, carriage return, backspace, newline) or
 /// a bidirectional formatting character (which reorders what is shown).

@@ -114,7 +114,7 @@ fn cap(actor: &str, name: &str, target: Option<&str>, executor: Option<&str>) ->
     req(
         actor,
         RequestKind::Capability {
-            capability: name.into(),
+            capability: name.parse().unwrap(),
             target: target.map(str::to_string),
             canonical_target: None,
             executor: executor.map(str::to_string),
@@ -259,7 +259,7 @@ fn an_unknown_actor_is_unknown_actor_for_every_kind() {
             server: "github".into(),
         },
         RequestKind::Capability {
-            capability: "compute:pure".into(),
+            capability: Capability::ComputePure,
             target: None,
             canonical_target: None,
             executor: None,
@@ -872,8 +872,22 @@ fn capability_requests() {
     let d = |s: &Snapshot, name: &str, target: Option<&str>| {
         decide(s, &cap("main", name, target, None))
     };
-    assert_code(&d(&s, "fs:delete", Some("/x")), "CAPABILITY_UNKNOWN");
-    assert_code(&d(&s, "FS:READ", Some("/x")), "CAPABILITY_UNKNOWN");
+    // A name outside the registry can only come as JSON: the host's own
+    // requests carry a `Capability`.
+    let named = |actor: &str, name: &str| {
+        decide_json(
+            &s,
+            &json!({"kind": "capability", "actor": actor, "capability": name, "target": "/x"}),
+        )
+    };
+    let unknown = named("main", "fs:delete");
+    assert_code(&unknown, "CAPABILITY_UNKNOWN");
+    assert_eq!(unknown.reason(), "`fs:delete` is not in the registry");
+    assert_code(&named("main", "FS:READ"), "CAPABILITY_UNKNOWN");
+    // The shape and the actor are checked first, as for every request.
+    assert_code(&named("main", ""), "UNKNOWN_REQUEST");
+    assert_code(&named("main", "fs:\u{7}"), "UNKNOWN_REQUEST");
+    assert_code(&named("ghost", "fs:delete"), "UNKNOWN_ACTOR");
     assert_code(&d(&s, "fs:read", Some("relative/x")), "TARGET_MISMATCH");
     assert_code(&d(&s, "fs:read", None), "TARGET_MISMATCH");
     assert_code(&d(&s, "time:read", Some("now")), "TARGET_MISMATCH");
@@ -1879,7 +1893,7 @@ fn grants_are_matched_on_the_canonical_target() {
             &req(
                 "main",
                 RequestKind::Capability {
-                    capability: cap.into(),
+                    capability: cap.parse().unwrap(),
                     target: Some(target.into()),
                     canonical_target: canonical.map(str::to_string),
                     executor: Some("writer".into()).filter(|_| cap == "fs:write"),

@@ -86,7 +86,7 @@ impl Asking<'_> {
             .clone()
             .or_else(|| need.target.map(str::to_string));
         let decision = self.ask(RequestKind::Capability {
-            capability: cap.as_str().to_string(),
+            capability: cap,
             target: need.target.map(str::to_string),
             canonical_target: canonical,
             executor: Some(need.executor.to_string()),

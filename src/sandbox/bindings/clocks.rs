@@ -11,7 +11,7 @@ use std::borrow::Cow;
 use serde::Serialize;
 use wasmtime_wasi::{HostMonotonicClock, HostWallClock};
 
-use super::{Prepare, Unit};
+use super::{Prepare, PrepareError, Unit};
 
 struct FrozenWall;
 
@@ -53,7 +53,7 @@ impl Unit for Clocks {
     ///
     /// # Security
     /// Real clocks let a guest learn the time and time the host.
-    fn prepare(part: &ClocksPart, cx: &mut Prepare<'_>) -> Result<(), String> {
+    fn prepare(part: &ClocksPart, cx: &mut Prepare<'_>) -> Result<(), PrepareError> {
         if !part.real {
             cx.wasi
                 .wall_clock(FrozenWall)

@@ -18,7 +18,7 @@ use wasmtime::component::{HasData, Linker};
 
 use super::wit::gatehouse::executor::delegate;
 use super::wit::gatehouse::executor::types::{Denial, Error};
-use super::{Prepare, Unit};
+use super::{Prepare, PrepareError, Unit};
 use crate::policy::DenyCode;
 use crate::sandbox::services::{NestedError, NestedTurn};
 use crate::sandbox::HostState;
@@ -140,7 +140,7 @@ impl Unit for Delegate {
     /// # Security
     /// Lets the guest start turns of the part's executors, each through
     /// the host's gate.
-    fn prepare(part: &DelegatePart, cx: &mut Prepare<'_>) -> Result<DelegateState, String> {
+    fn prepare(part: &DelegatePart, cx: &mut Prepare<'_>) -> Result<DelegateState, PrepareError> {
         Ok(DelegateState {
             nested: cx.services.nested.clone(),
             allowed: part.callees.clone(),

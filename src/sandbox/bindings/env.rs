@@ -6,7 +6,7 @@ use std::borrow::Cow;
 
 use serde::Serialize;
 
-use super::{Prepare, Unit};
+use super::{Prepare, PrepareError, Unit};
 
 /// The variables `env:read` was granted on (empty: the guest sees none).
 #[derive(Debug, Clone, Default, Serialize)]
@@ -31,7 +31,7 @@ impl Unit for Env {
     ///
     /// # Security
     /// Hands the guest the values of the part's variables.
-    fn prepare(part: &EnvPart, cx: &mut Prepare<'_>) -> Result<EnvGiven, String> {
+    fn prepare(part: &EnvPart, cx: &mut Prepare<'_>) -> Result<EnvGiven, PrepareError> {
         let mut given = Vec::new();
         for (name, value) in &cx.services.env {
             // Only what the part names, whatever the services hold.

@@ -20,7 +20,7 @@ use wasmtime::component::{HasData, Linker};
 use super::fs::DirAccess;
 use super::wit::gatehouse::executor::exec;
 use super::wit::gatehouse::executor::types::{Denial, Error};
-use super::{Prepare, Unit};
+use super::{Prepare, PrepareError, Unit};
 use crate::exec::{
     quote_argv, resolve_program, Confinement, ExecLimits, ExecOutcome, ExecSpec, ExecSupport,
 };
@@ -644,7 +644,7 @@ impl Unit for Exec {
     ///
     /// # Security
     /// Hands each command of the run the plan's whole-directory roots.
-    fn prepare(_: &ExecPart, cx: &mut Prepare<'_>) -> Result<ExecState, String> {
+    fn prepare(_: &ExecPart, cx: &mut Prepare<'_>) -> Result<ExecState, PrepareError> {
         Ok(ExecState::new(cx.plan, cx.services))
     }
 

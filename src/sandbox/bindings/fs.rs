@@ -10,7 +10,7 @@ use serde::Serialize;
 use wasmtime::component::Linker;
 use wasmtime_wasi::FsPerms;
 
-use super::{Prepare, Unit};
+use super::{Prepare, PrepareError, Unit};
 use crate::policy::snapshot::{ProtectedPath, WorkspaceMode, WorkspaceRoot};
 use crate::policy::PathGlob;
 use crate::sandbox::journal_fs::{self, FsLayer};
@@ -124,7 +124,7 @@ impl Unit for Fs {
     /// Each preopen hands the guest its directory tree (symlinks out of it
     /// are refused by wasmtime-wasi's `cap-std` resolution); the part holds
     /// only directories the policy allowed.
-    fn prepare(part: &FsPart, cx: &mut Prepare<'_>) -> Result<FsLayer, String> {
+    fn prepare(part: &FsPart, cx: &mut Prepare<'_>) -> Result<FsLayer, PrepareError> {
         for p in &part.preopens {
             let perms = match p.access {
                 DirAccess::ReadOnly => FsPerms::ReadOnly,
@@ -132,7 +132,10 @@ impl Unit for Fs {
             };
             cx.wasi
                 .preopened_dir(p.dir.proc_path(), &p.guest, perms)
-                .map_err(|e| format!("cannot preopen `{}`: {e}", p.host.display()))?;
+                .map_err(|e| PreopenFailed {
+                    host: p.host.clone(),
+                    source: e.into(),
+                })?;
         }
         Ok(FsLayer::new(
             cx.plan,
@@ -164,4 +167,12 @@ impl Unit for Fs {
 pub fn add_to_linker(l: &mut Linker<HostState>) -> wasmtime::Result<()> {
     super::wasi::link_preopens(l)?;
     journal_fs::add_to_linker(l)
+}
+
+/// A directory of the plan could not be preopened.
+#[derive(Debug, thiserror::Error)]
+#[error("cannot preopen `{}`: {source}", host.display())]
+struct PreopenFailed {
+    host: std::path::PathBuf,
+    source: PrepareError,
 }

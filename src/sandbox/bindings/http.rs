@@ -36,7 +36,7 @@ use wasmtime_wasi_http::{
     Error as HttpError, RequestOptions, WasiHttp, WasiHttpCtx, WasiHttpCtxView, WasiHttpHooks,
 };
 
-use super::{Prepare, Unit};
+use super::{Prepare, PrepareError, Unit};
 use crate::policy::http::{decide_request, HttpRequest, HttpRule, Scheme, SitePattern, UrlPattern};
 use crate::policy::snapshot::sha256_hex;
 use crate::policy::DenyCode;
@@ -145,7 +145,7 @@ impl Unit for Http {
     /// # Security
     /// Lets the guest send HTTP requests that the part's rules allow, with
     /// the providers' credentials added under their base URLs.
-    fn prepare(part: &HttpPart, cx: &mut Prepare<'_>) -> Result<HttpState, String> {
+    fn prepare(part: &HttpPart, cx: &mut Prepare<'_>) -> Result<HttpState, PrepareError> {
         let limits = cx.plan.limits();
         let providers: Vec<Provider> = part
             .providers

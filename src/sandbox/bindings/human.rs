@@ -11,7 +11,7 @@ use wasmtime::component::{HasData, Linker};
 
 use super::wit::gatehouse::executor::human;
 use super::wit::gatehouse::executor::types::{Denial, Error};
-use super::{Prepare, Unit};
+use super::{Prepare, PrepareError, Unit};
 use crate::policy::DenyCode;
 use crate::sandbox::HostState;
 
@@ -107,7 +107,7 @@ impl Unit for Human {
     ///
     /// # Security
     /// Hands the guest the person behind the turn (their answers).
-    fn prepare(part: &HumanPart, cx: &mut Prepare<'_>) -> Result<HumanState, String> {
+    fn prepare(part: &HumanPart, cx: &mut Prepare<'_>) -> Result<HumanState, PrepareError> {
         Ok(HumanState {
             asked: 0,
             asker: cx.services.asker.clone().filter(|_| part.granted),

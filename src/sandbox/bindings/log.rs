@@ -7,7 +7,7 @@ use serde::Serialize;
 use wasmtime::component::{HasData, Linker};
 
 use super::wit::gatehouse::executor::log::{self, Level};
-use super::{Prepare, Unit};
+use super::{Prepare, PrepareError, Unit};
 use crate::sandbox::HostState;
 
 /// At most this many lines are kept; later ones are counted, not stored.
@@ -75,7 +75,7 @@ impl Unit for Log {
     type Part = ();
     type State = LogState;
 
-    fn prepare(_: &(), _: &mut Prepare<'_>) -> Result<LogState, String> {
+    fn prepare(_: &(), _: &mut Prepare<'_>) -> Result<LogState, PrepareError> {
         Ok(LogState::default())
     }
 

@@ -12,7 +12,7 @@ use wasmtime::component::{HasData, Linker};
 
 use super::wit::gatehouse::executor::memory;
 use super::wit::gatehouse::executor::types::{Denial, Error};
-use super::{Prepare, Unit};
+use super::{Prepare, PrepareError, Unit};
 use crate::memory::{MemoryDb, MemoryError, MemoryStore};
 use crate::policy::snapshot::sha256_hex;
 use crate::policy::DenyCode;
@@ -169,7 +169,7 @@ impl Unit for Memory {
     ///
     /// # Security
     /// Hands the guest the part's scope, read and/or write as granted.
-    fn prepare(part: &MemoryPart, cx: &mut Prepare<'_>) -> Result<MemoryState, String> {
+    fn prepare(part: &MemoryPart, cx: &mut Prepare<'_>) -> Result<MemoryState, PrepareError> {
         Ok(MemoryState {
             db: cx.services.memory.clone(),
             grant: part.clone(),

@@ -58,6 +58,10 @@ pub struct Prepare<'a> {
     pub deadline: std::time::Instant,
 }
 
+/// Why a unit's state could not be built: its message, and the error
+/// that caused it when there is one.
+pub type PrepareError = Box<dyn std::error::Error + Send + Sync>;
+
 /// One capability's host side in a run.
 pub trait Unit {
     /// What the plan holds for it: what the gate allowed, empty when
@@ -71,7 +75,7 @@ pub trait Unit {
     /// # Security
     /// Whatever the state holds, a linked interface hands to the guest:
     /// build it from the part alone (and the services the host gave).
-    fn prepare(part: &Self::Part, cx: &mut Prepare<'_>) -> Result<Self::State, String>;
+    fn prepare(part: &Self::Part, cx: &mut Prepare<'_>) -> Result<Self::State, PrepareError>;
 
     /// What the run report says the unit gave the guest.
     fn describe(part: &Self::Part, state: &Self::State, out: &mut Vec<Cow<'static, str>>);
@@ -116,7 +120,7 @@ macro_rules! units {
             /// The store data of a run of `cx.plan`: each unit's state
             /// prepared from its part, in order, then the WASI context the
             /// units gave what they allow.
-            pub(crate) fn prepare(cx: &mut Prepare<'_>, core: Core) -> Result<HostState, String> {
+            pub(crate) fn prepare(cx: &mut Prepare<'_>, core: Core) -> Result<HostState, PrepareError> {
                 let parts = cx.plan.parts();
                 $(let $field = <$unit as Unit>::prepare(&parts.$field, cx)?;)*
                 Ok(HostState {

@@ -31,7 +31,7 @@ use wasmtime_wasi::p2::bindings::{self as p2, sync};
 use wasmtime_wasi::p2::{DynPollable, Network, Pollable};
 use wasmtime_wasi::sockets::{SocketAddrUse, WasiSockets};
 
-use super::{Prepare, Unit};
+use super::{Prepare, PrepareError, Unit};
 use crate::policy::target::{is_host_name, parse_ip};
 use crate::policy::HostPattern;
 use crate::sandbox::HostState;
@@ -468,7 +468,7 @@ impl Unit for NetworkSites {
     /// # Security
     /// Grants TCP connections to the addresses the sites allow, which grow
     /// as granted names are resolved during the run.
-    fn prepare(part: &NetworkPart, cx: &mut Prepare<'_>) -> Result<Sites, String> {
+    fn prepare(part: &NetworkPart, cx: &mut Prepare<'_>) -> Result<Sites, PrepareError> {
         let sites = Sites::new(&part.hosts);
         if !sites.granted() {
             return Ok(sites);
