@@ -144,7 +144,11 @@ fn read_value(def: &ProviderDef) -> Result<String, String> {
                     meta.permissions().mode() & 0o777
                 ));
             }
-            std::fs::read_to_string(path)
+            let stamp = FileStamp::of(&meta);
+            if let Some(value) = secret_files::get(path, &stamp) {
+                return Ok(value);
+            }
+            let value = std::fs::read_to_string(path)
                 .map(|v| v.trim_end_matches(['\n', '\r']).to_string())
                 .map_err(|e| {
                     format!(
@@ -152,8 +156,64 @@ fn read_value(def: &ProviderDef) -> Result<String, String> {
                         def.name,
                         crate::util::lower(&e.to_string())
                     )
-                })
+                })?;
+            secret_files::put(path, stamp, &value);
+            Ok(value)
         }
+    }
+}
+
+/// What identifies a file's bytes without reading them: a file replaced
+/// (a rename) has another inode, one written in place another size or
+/// change time.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct FileStamp {
+    dev: u64,
+    ino: u64,
+    size: u64,
+    mtime: (i64, i64),
+    ctime: (i64, i64),
+}
+
+impl FileStamp {
+    fn of(meta: &std::fs::Metadata) -> FileStamp {
+        use std::os::unix::fs::MetadataExt;
+        FileStamp {
+            dev: meta.dev(),
+            ino: meta.ino(),
+            size: meta.size(),
+            mtime: (meta.mtime(), meta.mtime_nsec()),
+            ctime: (meta.ctime(), meta.ctime_nsec()),
+        }
+    }
+}
+
+/// The provider values read from files, each kept while its file's
+/// [`FileStamp`] holds: a turn then costs one `stat` of the file (its
+/// mode is checked at every turn) instead of an open and reads. Process
+/// memory the values are in anyway while turns use them.
+mod secret_files {
+    use std::path::{Path, PathBuf};
+    use std::sync::Mutex;
+
+    use super::FileStamp;
+
+    static READ: Mutex<Vec<(PathBuf, FileStamp, String)>> = Mutex::new(Vec::new());
+
+    /// The value read from `path` when its stamp was `stamp`.
+    pub(super) fn get(path: &Path, stamp: &FileStamp) -> Option<String> {
+        crate::util::lock(&READ)
+            .iter()
+            .find(|(p, s, _)| p == path && s == stamp)
+            .map(|(_, _, v)| v.clone())
+    }
+
+    /// Keeps `value`, read from `path` at `stamp` (replacing what was
+    /// kept for it).
+    pub(super) fn put(path: &Path, stamp: FileStamp, value: &str) {
+        let mut read = crate::util::lock(&READ);
+        read.retain(|(p, _, _)| p != path);
+        read.push((path.to_path_buf(), stamp, value.to_string()));
     }
 }
 

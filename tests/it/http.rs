@@ -733,3 +733,66 @@ fn the_guest_s_between_bytes_timeout_ends_a_trickle_before_the_deadline() {
     assert_eq!(line["decision"]["decision"], "allow");
     assert_eq!(line["error"], "no byte within the between-bytes timeout");
 }
+
+/// A long-lived host reads a provider's value file at each turn as it is
+/// then (it keeps what it read only while the file is unchanged): a value
+/// replaced by a rename, or rewritten in place, is the one the next
+/// request carries; a file made readable by others is refused at once.
+///
+/// Positive control: the first turn carries the first value.
+#[test]
+fn a_long_lived_host_sends_a_provider_s_value_as_its_file_is_now() {
+    use gatehouse::config::{HostConfig, StatePaths};
+    use gatehouse::host::{Host, HostOptions, NoOne, TurnRequest};
+    use gatehouse::manifest::Manifest;
+    use std::os::unix::fs::PermissionsExt;
+    let pki = pki();
+    let srv = server(&pki, None);
+    let p = srv.port;
+    let env = Env::new();
+    let secret = |name: &str, value: &str| {
+        let path = env.write(name, value);
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).unwrap();
+        path
+    };
+    let token = secret("secrets/token", "first-value\n");
+    let ca = env.write("config/test-ca.pem", &pki.ca_pem);
+    let config_path = env.write(
+        "config/gatehouse.toml",
+        &format!(
+            "[actors.main]\nskills = [\"*\"]\n[network]\nca_file = \"{}\"\n[providers.api]\nbase_url = \"https://localhost:{p}/v1\"\nvalue_file = \"{}\"\n",
+            s(&ca),
+            s(&token)
+        ),
+    );
+    let config = HostConfig::load(&config_path, None).unwrap();
+    let m = fetch_manifest(&env, &[(&format!("localhost:{p}"), None)], &["api"]);
+    let ws = env.mkdir("ws");
+    let mut options = HostOptions::new(
+        config,
+        StatePaths::under(&env.state_dir(), None, None),
+        ws.canonicalize().unwrap().display().to_string(),
+        vec![Manifest::load(&m).unwrap()],
+    );
+    options.level = Some(gatehouse::policy::Level::Full);
+    let host = Host::open(options).unwrap();
+    let input = json!({"url": format!("https://localhost:{p}/v1/x")}).to_string();
+    let sent = |n: usize| {
+        let outcome = host.run(TurnRequest::new("fetch", "main", &input), &NoOne);
+        assert!(outcome.is_ok(), "{:?}", outcome.end);
+        srv.seen()[n].headers.get("authorization").cloned()
+    };
+    assert_eq!(sent(0).as_deref(), Some("Bearer first-value"));
+    // Replaced by a rename (a new inode).
+    let next = secret("secrets/token.new", "second-value\n");
+    std::fs::rename(&next, &token).unwrap();
+    assert_eq!(sent(1).as_deref(), Some("Bearer second-value"));
+    // Rewritten in place, another length.
+    std::fs::write(&token, "third-value-longer\n").unwrap();
+    assert_eq!(sent(2).as_deref(), Some("Bearer third-value-longer"));
+    // Made readable by others: refused before anything is sent.
+    std::fs::set_permissions(&token, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let outcome = host.run(TurnRequest::new("fetch", "main", &input), &NoOne);
+    assert!(outcome.is_ok(), "{:?}", outcome.end);
+    assert_eq!(srv.seen().len(), 3);
+}
