@@ -343,6 +343,15 @@ fn every_test_the_docs_name_exists() {
     assert!(named > 40, "only {named} tests named in the docs");
 }
 
+/// Issue 28, point 5: the README stays a first screen and a map, at most
+/// 150 lines (the rest is the book's).
+#[test]
+fn the_readme_is_at_most_150_lines() {
+    let text = std::fs::read_to_string(page("README.md")).unwrap();
+    let lines = text.lines().count();
+    assert!(lines <= 150, "README.md has {lines} lines");
+}
+
 /// The README links only inside the repository (issue 28: no links that
 /// point outside it), and every relative link of the README, the book,
 /// BENCHMARKS.md and CHANGELOG.md reaches a file that exists.
