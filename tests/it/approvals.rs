@@ -713,31 +713,17 @@ fn at_a_terminal_each_new_command_line_is_asked_about() {
     env.write("ws/notes.txt", "from the workspace\n");
     env.write("ws/other.txt", "never approved\n");
     let (m, config) = cat_tool(&env);
-    let run = env.run_on_terminal(
-        &[
-            "--json",
-            "run",
-            s(&m),
-            "--workspace",
-            s(&ws),
-            "--config",
-            s(&config),
-            "--level",
-            "Full",
-            "--input",
-            CAT_CALLS,
-        ],
+    let (run, v) = crate::support::exec::run_answering(
+        &env,
+        &m,
+        &ws,
+        &config,
+        CAT_CALLS,
         &[],
         // The capability, then notes.txt: allowed once; other.txt: denied.
         "o\no\nd\n",
     );
     assert_eq!(run.code, 0, "{run:#?}");
-    let v = run
-        .stdout
-        .lines()
-        .rev()
-        .find_map(|l| serde_json::from_str::<Value>(l[l.find("{\"")?..].trim()).ok())
-        .unwrap_or(Value::Null);
     let asked: Vec<&str> = run
         .stdout
         .lines()

@@ -41,6 +41,21 @@ pub(crate) fn run_approved(
     input: &str,
     extra: &[&str],
 ) -> (Run, Value) {
+    // One answer per prompt (the gate's, then one per command line the
+    // guest runs: "once" covers one line); extra lines are never read.
+    run_answering(env, manifest, ws, config, input, extra, &"o\n".repeat(32))
+}
+
+/// [`run_approved`] with the prompts answered by the lines of `answers`.
+pub(crate) fn run_answering(
+    env: &Env,
+    manifest: &Path,
+    ws: &Path,
+    config: &Path,
+    input: &str,
+    extra: &[&str],
+    answers: &str,
+) -> (Run, Value) {
     let mut args = vec![
         "--json",
         "run",
@@ -55,14 +70,7 @@ pub(crate) fn run_approved(
         input,
     ];
     args.extend_from_slice(extra);
-    let run = env.run_on_terminal(
-        &args,
-        &[],
-        // One answer per prompt (the gate's, then one per command line
-        // the guest runs: "once" covers one line); extra lines are never
-        // read.
-        &"o\n".repeat(32),
-    );
+    let run = env.run_on_terminal(&args, &[], answers);
     // On a terminal the last prompt and the JSON share a line.
     let v = run
         .stdout
