@@ -80,6 +80,12 @@ pub enum Command {
     /// How well this host isolates, layer by layer: the degraded-mode
     /// report of the configured engine (`--json`: the document).
     Isolation,
+    /// Create the state databases (grants, approvals, memory) that are
+    /// missing, and bring each to the schema version this build knows; a
+    /// line per database with its version (`--json`: JSON Lines). A
+    /// database of a later version is refused (exit 1), and so is a host
+    /// started on one.
+    Migrate,
     /// Proof, on this host, that the sandbox holds and is correct: every
     /// attack of the catalogue and every must-succeed program, each with
     /// its one expected outcome (exit 0 only when nothing is broken,

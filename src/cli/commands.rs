@@ -51,6 +51,7 @@ pub fn run(ctx: &Context, command: Command) -> CmdResult {
         }) => test(ctx, tier, Some(actor), common),
         Command::Run(args) => super::run::run(ctx, args),
         Command::Isolation => super::isolation::run(ctx),
+        Command::Migrate => migrate(ctx),
         Command::Conformance(args) => super::conformance::run(ctx, args),
         Command::History(args) => super::history::history(ctx, args),
         Command::Undo(args) => super::history::undo(ctx, args),
@@ -605,4 +606,23 @@ pub(super) fn run_tier3(
 
 fn names<'a>(it: impl Iterator<Item = &'a String>) -> String {
     it.map(|n| format!("`{n}`")).collect::<Vec<_>>().join(", ")
+}
+
+/// `gatehouse migrate`: every state database created or brought to the
+/// schema this build knows, one line each.
+fn migrate(ctx: &Context) -> CmdResult {
+    let migrated = gatehouse::host::schema::migrate(&ctx.state).map_err(super::host::failure)?;
+    for m in &migrated {
+        if ctx.json {
+            out_json(m);
+        } else {
+            out(format!(
+                "{:<9} schema {}  {}",
+                m.database,
+                m.version,
+                m.path.display()
+            ));
+        }
+    }
+    Ok(Exit::Ok)
 }

@@ -41,6 +41,7 @@ mod own;
 mod pipeline;
 pub mod queue;
 mod roots;
+pub mod schema;
 mod turn;
 
 use std::path::PathBuf;
@@ -95,6 +96,14 @@ pub enum HostError {
     /// `[network]` cannot be used (an unreadable or malformed `ca_file`).
     #[error(transparent)]
     Network(#[from] NetworkError),
+    /// The pending-approval queue could not be opened, or its schema is
+    /// newer than this build knows.
+    #[error(transparent)]
+    Queue(#[from] QueueError),
+    /// The memory database could not be opened, or its schema is newer
+    /// than this build knows.
+    #[error(transparent)]
+    Memory(#[from] crate::memory::MemoryError),
 }
 
 /// Why `[network]` cannot be used.
@@ -607,12 +616,15 @@ impl Host {
             options.level,
         )?;
         let http = Arc::new(http_client(&options.config.network)?);
+        // A database a newer build wrote is refused now, not at the turn
+        // that first needs it.
+        schema::check(&options.state)?;
         let inner = Inner {
             http,
             providers: options.config.providers.clone().into(),
-            memory: Arc::new(crate::memory::MemoryDb::new(
-                options.state.state_dir.join("memory.db"),
-            )),
+            memory: Arc::new(crate::memory::MemoryDb::new(schema::memory_db(
+                &options.state,
+            ))),
             on_degraded: options.on_degraded.unwrap_or(options.config.on_degraded),
             config: options.config,
             state: options.state,

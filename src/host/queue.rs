@@ -42,6 +42,12 @@ pub const ENTRY_TTL_SECS: i64 = 24 * 60 * 60;
 /// under thousands of others (security round 2, item 8).
 pub const MAX_PENDING_PER_ACTOR: usize = 32;
 
+/// The schema version this build writes and reads (SQLite's
+/// `user_version`; 0 is a queue made before versions were recorded, which
+/// gains its missing columns). A database of a later version is refused,
+/// never written.
+pub const SCHEMA_VERSION: i64 = 1;
+
 const SCHEMA: &str = "CREATE TABLE IF NOT EXISTS pending (
  id TEXT PRIMARY KEY,
  turn TEXT NOT NULL,
@@ -100,6 +106,16 @@ pub enum QueueError {
         /// Why.
         source: crate::util::Lowered<rusqlite::Error>,
     },
+    /// The database's schema is of a later version than this build knows.
+    #[error("approvals database `{path}`: its schema version {version} is newer than this build knows ({known}); run a newer gatehouse")]
+    Newer {
+        /// The database file.
+        path: PathBuf,
+        /// The version it records.
+        version: i64,
+        /// The newest version this build knows.
+        known: i64,
+    },
     /// No entry has this id.
     #[error("no pending approval `{0}`")]
     NoSuchEntry(String),
@@ -146,7 +162,9 @@ impl QueueError {
             | QueueError::NotRememberable { .. }
             | QueueError::NoIdentity(_) => true,
             QueueError::Grant(e) => e.is_invalid_input(),
-            QueueError::CreateDir { .. } | QueueError::Sqlite { .. } => false,
+            QueueError::CreateDir { .. } | QueueError::Sqlite { .. } | QueueError::Newer { .. } => {
+                false
+            }
         }
     }
 }
@@ -417,6 +435,16 @@ impl ApprovalQueue {
             .map_err(&err)?;
         conn.pragma_update_and_check(None, "journal_mode", "WAL", |r| r.get::<_, String>(0))
             .map_err(&err)?;
+        let version: i64 = conn
+            .query_row("PRAGMA user_version", [], |r| r.get(0))
+            .map_err(&err)?;
+        if version > SCHEMA_VERSION {
+            return Err(QueueError::Newer {
+                path: self.path.clone(),
+                version,
+                known: SCHEMA_VERSION,
+            });
+        }
         conn.execute_batch(SCHEMA).map_err(&err)?;
         // A queue made before entries recorded the account that queued
         // them gains the column (its old entries have none).
@@ -437,7 +465,24 @@ impl ApprovalQueue {
                     .map_err(&err)?;
             }
         }
+        if version < SCHEMA_VERSION {
+            conn.pragma_update(None, "user_version", SCHEMA_VERSION)
+                .map_err(&err)?;
+        }
         Ok(Some(conn))
+    }
+
+    /// Creates the database, or brings it to [`SCHEMA_VERSION`]; its
+    /// version then. Refuses a later version.
+    pub fn migrate(&self) -> Result<i64, QueueError> {
+        self.open(true)?;
+        Ok(SCHEMA_VERSION)
+    }
+
+    /// Refuses a database of a later schema version than this build
+    /// knows (a missing one is fine: it is made at its first entry).
+    pub fn check(&self) -> Result<(), QueueError> {
+        self.open(false).map(|_| ())
     }
 
     /// Queues the approval a turn could not get, at `now`; returns the

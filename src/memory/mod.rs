@@ -17,6 +17,11 @@ pub const MAX_KEY: usize = 256;
 /// Values are at most this long (bytes).
 pub const MAX_VALUE: usize = 64 << 10;
 
+/// The schema version this build writes and reads (SQLite's
+/// `user_version`; 0 is the same table before versions were recorded). A
+/// database of a later version is refused, never written.
+pub const SCHEMA_VERSION: i64 = 1;
+
 const SCHEMA: &str = "CREATE TABLE IF NOT EXISTS memory (
  scope TEXT NOT NULL,
  key TEXT NOT NULL,
@@ -55,6 +60,14 @@ pub enum StoreCause {
     /// Its opened connection was not kept.
     #[error("it could not be kept open")]
     NotKept,
+    /// Its schema is of a later version than this build knows.
+    #[error("its schema version {version} is newer than this build knows ({known}); run a newer gatehouse")]
+    Newer {
+        /// The version the database records.
+        version: i64,
+        /// The newest version this build knows.
+        known: i64,
+    },
 }
 
 /// The host's memory database: where it is, and its one connection once a
@@ -114,7 +127,20 @@ impl MemoryStore {
             .map_err(sqlite)?;
         conn.pragma_update_and_check(None, "journal_mode", "WAL", |r| r.get::<_, String>(0))
             .map_err(sqlite)?;
+        let version: i64 = conn
+            .query_row("PRAGMA user_version", [], |r| r.get(0))
+            .map_err(sqlite)?;
+        if version > SCHEMA_VERSION {
+            return Err(err(StoreCause::Newer {
+                version,
+                known: SCHEMA_VERSION,
+            }));
+        }
         conn.execute_batch(SCHEMA).map_err(sqlite)?;
+        if version < SCHEMA_VERSION {
+            conn.pragma_update(None, "user_version", SCHEMA_VERSION)
+                .map_err(sqlite)?;
+        }
         Ok(MemoryStore {
             path: path.to_path_buf(),
             conn,

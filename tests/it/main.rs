@@ -28,6 +28,7 @@
 //! - `sandbox`: executors as components: each claim tested by a guest
 //!   that tries.
 //! - `serve`: `gatehouse serve --mcp` driven by a hand-written client.
+//! - `state`: the state databases' schema versions (`gatehouse migrate`).
 //! - `undo`, `undo_fs`: the journal and undo, of memory and of files.
 //! - `wasi_cli`: ordinary WASI programs, as `wasmtime run` would run them.
 //! - `support`: the helpers (not tests): the sealed environment, guests,
@@ -54,6 +55,7 @@ mod p1;
 mod purity;
 mod sandbox;
 mod serve;
+mod state;
 mod support;
 mod undo;
 mod undo_fs;
