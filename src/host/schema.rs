@@ -67,20 +67,19 @@ pub fn migrate(state: &StatePaths) -> Result<Vec<Migrated>, HostError> {
 /// why, and the others run. The grants database is checked where the
 /// snapshot reads it.
 pub(super) fn check(state: &StatePaths) -> Result<(), HostError> {
-    match ApprovalQueue::new(state).check() {
-        Err(e @ QueueError::Newer { .. }) => return Err(e.into()),
-        Ok(()) | Err(_) => {}
+    if let Err(e @ QueueError::Newer { .. }) = ApprovalQueue::new(state).check() {
+        return Err(e.into());
     }
     let memory = memory_db(state);
     if memory.exists() {
-        match MemoryStore::open(&memory) {
-            Err(
-                e @ MemoryError::Store {
-                    source: StoreCause::Newer { .. },
-                    ..
-                },
-            ) => return Err(e.into()),
-            Ok(_) | Err(_) => {}
+        if let Err(
+            e @ MemoryError::Store {
+                source: StoreCause::Newer { .. },
+                ..
+            },
+        ) = MemoryStore::open(&memory)
+        {
+            return Err(e.into());
         }
     }
     Ok(())
