@@ -64,9 +64,9 @@ pub(super) fn error_result(
     if let Some(id) = outcome.and_then(|o| o.pending_id.as_ref()) {
         structured["pending_id"] = json!(id);
     }
+    // `resultType: "complete"` as every result on 2026-07-28; rmcp strips
+    // it for a peer on an older revision (the wire it always had).
     let mut result = CallToolResult::error(vec![ContentBlock::text(text)]);
-    // Sent without `resultType`, as this result always was.
-    result.result_type = None;
     result.structured_content = Some(structured);
     result.meta = Some(meta(outcome));
     result

@@ -789,6 +789,8 @@ async fn mcp_approvals_on_2026_07_28_are_input_required_results_answered_in_the_
         .await
         .unwrap();
     assert_eq!(r["structuredContent"]["code"], "APPROVAL_REFUSED", "{r:#}");
+    // An error result is a complete result on 2026-07-28, as a success is.
+    assert_eq!(r["resultType"], "complete", "{r:#}");
     assert!(!ws.join("out/d.txt").exists());
 
     // Allow and remember for an hour, through the SDK's own retry loop:
