@@ -4,7 +4,7 @@
 //! database of a later version, which it could misread or write what the
 //! newer build cannot read.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use super::queue::{ApprovalQueue, QueueError};
 use super::HostError;
@@ -62,25 +62,56 @@ pub fn migrate(state: &StatePaths) -> Result<Vec<Migrated>, HostError> {
 }
 
 /// Refuses a state database of a later schema version than this build
-/// knows. A missing one is fine (it is made at its first use), and so,
-/// here, is one that cannot be read at all: the turn that needs it says
-/// why, and the others run. The grants database is checked where the
-/// snapshot reads it.
+/// knows, from the version its file's header records: no SQLite
+/// connection is opened (closing one checkpoints its log: milliseconds a
+/// one-shot `gatehouse run` would pay for every database). A missing file
+/// is fine (it is made at its first use), and so, here, is one that is not
+/// a database: the turn that needs it says why, and the others run. A
+/// version not yet in the header (still in the write-ahead log of a newer
+/// build's open connection) is refused when the database is first opened.
+/// The grants database is checked where the snapshot reads it.
 pub(super) fn check(state: &StatePaths) -> Result<(), HostError> {
-    if let Err(e @ QueueError::Newer { .. }) = ApprovalQueue::new(state).check() {
-        return Err(e.into());
+    let approvals = ApprovalQueue::new(state);
+    if let Some(version) = header_version(approvals.path()) {
+        if version > super::queue::SCHEMA_VERSION {
+            return Err(QueueError::Newer {
+                path: approvals.path().to_path_buf(),
+                version,
+                known: super::queue::SCHEMA_VERSION,
+            }
+            .into());
+        }
     }
     let memory = memory_db(state);
-    if memory.exists() {
-        if let Err(
-            e @ MemoryError::Store {
-                source: StoreCause::Newer { .. },
-                ..
-            },
-        ) = MemoryStore::open(&memory)
-        {
-            return Err(e.into());
+    if let Some(version) = header_version(&memory) {
+        if version > crate::memory::SCHEMA_VERSION {
+            return Err(MemoryError::Store {
+                path: memory,
+                source: StoreCause::Newer {
+                    version,
+                    known: crate::memory::SCHEMA_VERSION,
+                },
+            }
+            .into());
         }
     }
     Ok(())
+}
+
+/// The `user_version` an SQLite file's header records (four bytes,
+/// big-endian, at offset 60); `None` for a missing file or one that is not
+/// an SQLite database.
+fn header_version(path: &Path) -> Option<i64> {
+    use std::io::Read;
+    let mut header = [0u8; 64];
+    std::fs::File::open(path)
+        .ok()?
+        .read_exact(&mut header)
+        .ok()?;
+    if &header[..16] != b"SQLite format 3\0" {
+        return None;
+    }
+    let mut version = [0u8; 4];
+    version.copy_from_slice(&header[60..64]);
+    Some(i64::from(i32::from_be_bytes(version)))
 }
