@@ -13,12 +13,12 @@
 
 use std::sync::Arc;
 
-use super::gate::{Pending, Step};
+use super::gate::Pending;
 use super::queue::{self, ApprovalQueue, TurnKey};
 use super::{ApprovalRequest, ApproverRef, Choice, Shown, TurnRequest};
 use crate::config::StatePaths;
 use crate::grants::now_utc;
-use crate::policy::{Capability, Decision};
+use crate::policy::Capability;
 use crate::sandbox::services::{CommandApproval, CommandApproved};
 use crate::util::chain;
 
@@ -37,33 +37,6 @@ pub(super) struct EachCommand {
     /// for the same set, so that the retry's gate matches it.
     pub once: Vec<Pending>,
     pub approver: Option<ApproverRef>,
-}
-
-impl EachCommand {
-    /// The approvals `steps` took once (what the person allowed this turn).
-    pub(super) fn allowed_once(steps: &[Step]) -> Vec<Pending> {
-        steps
-            .iter()
-            .filter(|s| s.approval == Some("allow_once"))
-            .filter_map(|s| match &s.decision {
-                Decision::ApprovalRequired {
-                    capability,
-                    target,
-                    reason,
-                } => Some(Pending {
-                    capability: *capability,
-                    target: target.clone(),
-                    declared_target: None,
-                    mount: None,
-                    critical: capability.critical(),
-                    rememberable: capability.default_approval()
-                        != crate::policy::ApprovalClass::Always,
-                    reason: reason.clone(),
-                }),
-                _ => None,
-            })
-            .collect()
-    }
 }
 
 impl CommandApproval for EachCommand {
@@ -136,7 +109,7 @@ pub(super) fn for_turn(
     plan: &crate::sandbox::Plan,
     turn: &str,
     request: &TurnRequest,
-    steps: &[Step],
+    once: &[Pending],
 ) -> Option<Arc<dyn CommandApproval>> {
     if plan.parts().exec.ask_each.is_empty() {
         return None;
@@ -147,7 +120,7 @@ pub(super) fn for_turn(
         turn: turn.to_string(),
         request: request.clone(),
         workspace: inner.workspace.clone(),
-        once: EachCommand::allowed_once(steps),
+        once: once.to_vec(),
         approver: request.approver.clone(),
     }))
 }

@@ -81,8 +81,9 @@ pub enum Gate {
 /// What a person allowed for one turn only.
 #[derive(Debug, Clone, Default)]
 pub struct Once {
-    /// Each (capability, canonical target) allowed once.
-    pub capabilities: Vec<(Capability, Option<String>)>,
+    /// Each pending item a person allowed once (its capability and
+    /// canonical target are what the gate matches).
+    pub items: Vec<Pending>,
     /// The command lines (argv) approved for a `code:exec` allowed once:
     /// those the queued answer the turn took was given for.
     pub commands: Vec<Vec<String>>,

@@ -300,9 +300,13 @@ impl Kind<'_> {
                 audit: &records.audit,
                 request: t.request,
                 commands: match self {
-                    Kind::Top(inner) => {
-                        super::each_command::for_turn(inner, &plan, t.id, t.request, &t.decisions)
-                    }
+                    Kind::Top(inner) => super::each_command::for_turn(
+                        inner,
+                        &plan,
+                        t.id,
+                        t.request,
+                        &approved_once.items,
+                    ),
                     Kind::Nested(_) => None,
                 },
             },

@@ -367,7 +367,13 @@ pub fn current_uid() -> u32 {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Verdict {
     /// Allowed once by the person: the entry is now consumed.
-    Allowed(String),
+    Allowed {
+        /// The entry.
+        id: String,
+        /// The command lines it lets the turn's guest run (see
+        /// [`QueueEntry::commands`]).
+        commands: Vec<Vec<String>>,
+    },
     /// Denied by the person: the entry is now consumed.
     Denied(String),
 }
@@ -477,12 +483,6 @@ impl ApprovalQueue {
     pub fn migrate(&self) -> Result<i64, QueueError> {
         self.open(true)?;
         Ok(SCHEMA_VERSION)
-    }
-
-    /// Refuses a database of a later schema version than this build
-    /// knows (a missing one is fine: it is made at its first entry).
-    pub fn check(&self) -> Result<(), QueueError> {
-        self.open(false).map(|_| ())
     }
 
     /// Queues the approval a turn could not get, at `now`; returns the
@@ -611,10 +611,10 @@ impl ApprovalQueue {
             Some(i) => (Some(i.channel.clone()), Some(i.sender_id.clone())),
             None => (None, None),
         };
-        let candidates: Vec<(String, String)> = {
+        let candidates: Vec<(String, String, Vec<Vec<String>>)> = {
             let mut stmt = conn
                 .prepare(
-                    "SELECT id, status FROM pending WHERE status IN ('allowed', 'denied') \
+                    "SELECT id, status, commands FROM pending WHERE status IN ('allowed', 'denied') \
                      AND expires_at > ?1 AND actor = ?2 AND channel IS ?3 AND sender_id IS ?4 \
                      AND executor = ?5 AND executor_sha256 = ?6 AND scope = ?7 \
                      AND input_sha256 = ?8 AND args_sha256 = ?9 AND definition_hash = ?10 \
@@ -637,12 +637,12 @@ impl ApprovalQueue {
                         key.policy_hash,
                         key.files_sha256(),
                     ],
-                    |r| Ok((r.get(0)?, r.get(1)?)),
+                    |r| Ok((r.get(0)?, r.get(1)?, json_column(r, 2)?)),
                 )
                 .map_err(&err)?;
             rows.collect::<Result<_, _>>().map_err(&err)?
         };
-        for (id, status) in candidates {
+        for (id, status, commands) in candidates {
             let changed = conn
                 .execute(
                     "UPDATE pending SET status = 'consumed', consumed_by = ?1 \
@@ -652,7 +652,7 @@ impl ApprovalQueue {
                 .map_err(&err)?;
             if changed == 1 {
                 return Ok(Some(if status == "allowed" {
-                    Verdict::Allowed(id)
+                    Verdict::Allowed { id, commands }
                 } else {
                     Verdict::Denied(id)
                 }));
@@ -971,7 +971,10 @@ mod tests {
         );
         assert_eq!(
             q.take("t4", &key(), &p, now).unwrap(),
-            Some(Verdict::Allowed(e.id.clone()))
+            Some(Verdict::Allowed {
+                id: e.id.clone(),
+                commands: Vec::new()
+            })
         );
         assert_eq!(q.take("t5", &key(), &p, now).unwrap(), None);
         let got = q.get(&e.id).unwrap().unwrap();

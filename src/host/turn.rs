@@ -260,25 +260,17 @@ impl Inner {
                 }
             };
         match verdict {
-            Verdict::Allowed(entry) => {
+            Verdict::Allowed {
+                id: entry,
+                commands,
+            } => {
                 let given = approval
                     .pending
                     .iter()
                     .map(|p| (p.clone(), Choice::Once))
                     .collect();
-                // The command lines the answer was given for (an entry
-                // queued while a guest ran): this turn may run those.
-                let commands = match ApprovalQueue::new(&self.state).get(&entry) {
-                    Ok(Some(e)) => e.commands,
-                    Ok(None) => Vec::new(),
-                    Err(e) => {
-                        tracing::warn!(
-                            "turn `{id}`: cannot read the approval queue: {}",
-                            chain(&e)
-                        );
-                        Vec::new()
-                    }
-                };
+                // With the command lines the answer was given for (an
+                // entry queued while a guest ran): this turn may run those.
                 let taken = Taken {
                     entry: entry.clone(),
                     commands,
@@ -455,10 +447,7 @@ impl Inner {
                 queued: queued.map(|q| q.entry.clone()),
             };
             match choice {
-                Choice::Once => answered
-                    .once
-                    .capabilities
-                    .push((p.capability, p.target.clone())),
+                Choice::Once => answered.once.items.push(p.clone()),
                 Choice::Remember { expires_in_secs } if p.rememberable => {
                     let id = self
                         .remember(&t.frozen, &t.request.actor, p, *expires_in_secs)

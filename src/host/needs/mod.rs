@@ -99,9 +99,9 @@ impl Asking<'_> {
         {
             if self
                 .approved_once
-                .capabilities
+                .items
                 .iter()
-                .any(|(c, t)| *c == cap && *t == asked)
+                .any(|p| p.capability == cap && p.target == asked)
             {
                 if let Some(last) = self.steps.last_mut() {
                     last.approval = Some("allow_once");
