@@ -59,6 +59,10 @@ pub struct Shown {
 impl Shown {
     /// The lines a person reads (unescaped: the caller escapes them).
     pub fn lines(&self) -> Vec<String> {
+        let words = |argv: &[String]| -> String {
+            let quoted: Vec<String> = argv.iter().map(|w| format!("`{w}`")).collect();
+            quoted.join(" ")
+        };
         let mut out = vec![format!("  executor sha256 {}", self.executor_sha256)];
         let cut = if self.input.len() < self.input_bytes {
             format!(
@@ -71,15 +75,13 @@ impl Shown {
         };
         out.push(format!("  input{cut}: {}", self.input));
         if !self.argv.is_empty() {
-            let words: Vec<String> = self.argv.iter().map(|w| format!("`{w}`")).collect();
-            out.push(format!("  runs: {}", words.join(" ")));
+            out.push(format!("  runs: {}", words(&self.argv)));
         }
         for f in &self.files {
             out.push(format!("  file `{}` sha256 {}", f.path, f.sha256));
         }
         for argv in &self.commands {
-            let words: Vec<String> = argv.iter().map(|w| format!("`{w}`")).collect();
-            out.push(format!("  guest runs: {}", words.join(" ")));
+            out.push(format!("  guest runs: {}", words(argv)));
         }
         out
     }

@@ -556,13 +556,7 @@ impl Server {
             }
             return Ok(Begun::Done(Box::new(outcome)));
         }
-        let _slot = self
-            .inner
-            .slots
-            .acquire()
-            .await
-            .map_err(|e| e.to_string())?;
-        Ok(tokio::task::block_in_place(move || host.begin(request)))
+        self.in_slot(move || host.begin(request)).await
     }
 
     /// Resumes a parked turn with the person's `answers`, in a slot.
@@ -572,15 +566,19 @@ impl Server {
         answers: Vec<crate::host::Choice>,
     ) -> Result<TurnOutcome, String> {
         let host = self.inner.host.clone();
+        self.in_slot(move || host.resume(*parked, answers)).await
+    }
+
+    /// Runs `turn` once a concurrency slot is free, holding it throughout,
+    /// on this worker (handed over to blocking work for the turn).
+    async fn in_slot<T>(&self, turn: impl FnOnce() -> T) -> Result<T, String> {
         let _slot = self
             .inner
             .slots
             .acquire()
             .await
             .map_err(|e| e.to_string())?;
-        Ok(tokio::task::block_in_place(move || {
-            host.resume(*parked, answers)
-        }))
+        Ok(tokio::task::block_in_place(turn))
     }
 }
 
