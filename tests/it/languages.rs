@@ -400,18 +400,23 @@ fn js_http_fetches_what_its_grant_covers_and_nothing_else() {
     assert_eq!(denied_codes(&env, &v["turn"]), ["NETWORK_NOT_GRANTED"]);
 }
 
-/// The shipped manifest of an HTTP build (`guest("js-http")` or
-/// `guest("python-http")`) written into `env` with its component's
-/// absolute path and `grant` as its network:sites target (or, with `None`,
-/// no network:sites at all).
-fn http_manifest(env: &Env, shipped: &Path, grant: Option<&str>) -> PathBuf {
-    let name = shipped
+/// The name of a shipped language build (`guests/NAME/executor.toml`).
+fn shipped_name(shipped: &Path) -> &str {
+    shipped
         .parent()
         .unwrap()
         .file_name()
         .unwrap()
         .to_str()
-        .unwrap();
+        .unwrap()
+}
+
+/// The shipped manifest of an HTTP build (`guest("js-http")` or
+/// `guest("python-http")`) written into `env` with its component's
+/// absolute path and `grant` as its network:sites target (or, with `None`,
+/// no network:sites at all).
+fn http_manifest(env: &Env, shipped: &Path, grant: Option<&str>) -> PathBuf {
+    let name = shipped_name(shipped);
     let text = lang_manifest_text(name);
     let block = "[[capabilities]]\nname = \"network:sites\"\ntarget = \"https://example.com/**\"\nmethods = [\"GET\"]\n";
     assert!(text.contains(block), "{name}: {text}");
@@ -523,13 +528,7 @@ fn python_http_fetches_what_its_grant_covers_and_nothing_else() {
 fn http_interpreters_import_wasi_http_which_needs_network_sites() {
     let env = Env::new();
     for shipped in [guest("python-http"), guest("js-http")] {
-        let name = shipped
-            .parent()
-            .unwrap()
-            .file_name()
-            .unwrap()
-            .to_str()
-            .unwrap();
+        let name = shipped_name(&shipped);
         let component = shipped
             .parent()
             .unwrap()
