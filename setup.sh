@@ -18,6 +18,14 @@ for target in wasm32-wasip2 wasm32-wasip1; do
     rustup target add "$target"
   fi
 done
+# PostgreSQL's server, for the shared-state tests (test.sh starts a
+# throwaway one with scripts/postgres.sh): Debian's package, when missing.
+if ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; then
+  sudo=()
+  [ "$(id -u)" = 0 ] || sudo=(sudo)
+  "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -q postgresql >/dev/null \
+    || { "${sudo[@]}" apt-get update -q >/dev/null && "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -q postgresql >/dev/null; }
+fi
 if [ -f guests/Cargo.toml ]; then
   cargo build --release --manifest-path guests/Cargo.toml --target-dir guests/target --target wasm32-wasip2 --workspace
   cargo build --release --manifest-path guests/Cargo.toml --target-dir guests/target --target wasm32-wasip1 -p fs-cmd -p wasi-prog -p cf-attack

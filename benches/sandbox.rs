@@ -87,16 +87,18 @@ const READ_INPUT: &str = r#"{"path":"a.txt"}"#;
 /// whole `workspace`, remembered for the bench's identity. Whether it was.
 fn grant_workspace_read(state: &StatePaths, workspace: &str) -> bool {
     GrantBook::new(state)
-        .record(
-            &NewGrant {
-                identity: Identity::new("cli", "bench"),
-                capability: "fs:read".into(),
-                target: format!("{workspace}/**"),
-                expires_at: None,
-                granted_by: Some("bench".into()),
-            },
-            now_utc(),
-        )
+        .and_then(|book| {
+            book.record(
+                &NewGrant {
+                    identity: Identity::new("cli", "bench"),
+                    capability: "fs:read".into(),
+                    target: format!("{workspace}/**"),
+                    expires_at: None,
+                    granted_by: Some("bench".into()),
+                },
+                now_utc(),
+            )
+        })
         .is_ok()
 }
 

@@ -44,6 +44,7 @@ pub mod policy;
 pub mod sandbox;
 pub mod serve;
 pub mod snapshot;
+pub mod state;
 pub mod terminal;
 pub mod tier3;
 pub mod undo;

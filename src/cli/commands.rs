@@ -172,7 +172,7 @@ fn check(ctx: &Context, args: CheckArgs) -> CmdResult {
     };
     if let (Some(identity), Some(target)) = (&identity, canonical.as_ref().or(args.target.as_ref()))
     {
-        let book = GrantBook::new(&ctx.state);
+        let book = GrantBook::new(&ctx.state)?;
         if let Some(e) = book.effective(level, cap, Some(target), identity, now_utc())? {
             outcome = e.outcome;
             grant_id = e.grant_id;
@@ -292,7 +292,7 @@ fn grants(ctx: &Context, cmd: GrantsCmd) -> CmdResult {
     match cmd {
         GrantsCmd::Add(args) => grant_add(ctx, args),
         GrantsCmd::List { all } => {
-            for g in GrantBook::new(&ctx.state).list(all, now_utc())? {
+            for g in GrantBook::new(&ctx.state)?.list(all, now_utc())? {
                 out_json(&g);
             }
             Ok(Exit::Ok)
@@ -302,7 +302,7 @@ fn grants(ctx: &Context, cmd: GrantsCmd) -> CmdResult {
 }
 
 fn grant_revoke(ctx: &Context, args: GrantRevokeArgs) -> CmdResult {
-    let book = GrantBook::new(&ctx.state);
+    let book = GrantBook::new(&ctx.state)?;
     let g = match (args.channel, args.sender, args.what.as_slice()) {
         (None, None, [id]) => {
             let id: i64 = id
@@ -370,7 +370,7 @@ fn grant_add(ctx: &Context, args: GrantAddArgs) -> CmdResult {
         granted_by: args.granted_by.or_else(|| ctx.env.login.clone()),
     };
     // Validated before any file is created: a refused grant leaves no state.
-    let g = GrantBook::new(&ctx.state).record(&new, now)?;
+    let g = GrantBook::new(&ctx.state)?.record(&new, now)?;
     out_json(&g);
     Ok(Exit::Ok)
 }
@@ -618,9 +618,7 @@ fn migrate(ctx: &Context) -> CmdResult {
         } else {
             out(format!(
                 "{:<9} schema {}  {}",
-                m.database,
-                m.version,
-                m.path.display()
+                m.database, m.version, m.path
             ));
         }
     }

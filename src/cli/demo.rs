@@ -69,7 +69,7 @@ pub fn run(ctx: &Context) -> CmdResult {
     out(format!("state     {}", state.state_dir.display()));
     out("");
 
-    let book = GrantBook::new(&state);
+    let book = GrantBook::new(&state)?;
     let host = |level: Option<Level>| demo_host(&config, &state, &workspace, &[], level);
     let target = format!("{workspace}/out/**");
     let write_req =

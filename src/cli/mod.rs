@@ -221,7 +221,18 @@ pub fn main() -> i32 {
     let env = HostEnv::from_process();
     let mut state = env.state_paths();
     if let Some(dir) = &cli.state_dir {
-        state = StatePaths::under(dir, env.grants_db.clone(), env.history_dir.clone());
+        state = StatePaths {
+            database_url: state.database_url.take(),
+            ..StatePaths::under(dir, env.grants_db.clone(), env.history_dir.clone())
+        };
+    }
+    // `[state] database_url` of the configuration, where the environment
+    // named none: every command's stores follow it. A configuration that
+    // does not load is reported by the commands that read it.
+    if state.database_url.is_none() {
+        if let Ok(config) = HostConfig::discover(cli.config.as_deref(), &env) {
+            state = state.with_config(&config);
+        }
     }
     let ctx = Context {
         config_flag: cli.config.clone(),

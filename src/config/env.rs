@@ -17,6 +17,9 @@ pub struct HostEnv {
     pub grants_db: Option<PathBuf>,
     /// `$GATEHOUSE_HISTORY_DIR`: the history directory, wherever the state is.
     pub history_dir: Option<PathBuf>,
+    /// `$GATEHOUSE_DATABASE_URL`: the PostgreSQL database of a fleet's
+    /// shared state; overrides `[state] database_url`.
+    pub database_url: Option<String>,
     /// `$XDG_STATE_HOME`: the state directory is `gatehouse` in it.
     pub xdg_state_home: Option<PathBuf>,
     /// `$XDG_CONFIG_HOME`: the configuration directory is `gatehouse` in it.
@@ -32,6 +35,7 @@ fn var_path(name: &str) -> Option<PathBuf> {
 impl HostEnv {
     /// Reads `HOME`, `USER`/`LOGNAME`, `GATEHOUSE_CONFIG`,
     /// `GATEHOUSE_STATE_DIR`, `GATEHOUSE_GRANTS_DB`, `GATEHOUSE_HISTORY_DIR`,
+    /// `GATEHOUSE_DATABASE_URL`,
     /// `XDG_STATE_HOME` and `XDG_CONFIG_HOME`.
     pub fn from_process() -> HostEnv {
         HostEnv {
@@ -44,6 +48,9 @@ impl HostEnv {
             state_dir: var_path("GATEHOUSE_STATE_DIR"),
             grants_db: var_path("GATEHOUSE_GRANTS_DB"),
             history_dir: var_path("GATEHOUSE_HISTORY_DIR"),
+            database_url: std::env::var("GATEHOUSE_DATABASE_URL")
+                .ok()
+                .filter(|s| !s.is_empty()),
             xdg_state_home: var_path("XDG_STATE_HOME"),
             xdg_config_home: var_path("XDG_CONFIG_HOME"),
         }
@@ -93,7 +100,10 @@ impl HostEnv {
             // No home at all: a directory of the current user's, never a
             // shared one.
             .unwrap_or_else(|| PathBuf::from(".gatehouse-state"));
-        StatePaths::under(&state_dir, self.grants_db.clone(), self.history_dir.clone())
+        let mut state =
+            StatePaths::under(&state_dir, self.grants_db.clone(), self.history_dir.clone());
+        state.database_url = self.database_url.clone();
+        state
     }
 }
 
@@ -115,6 +125,11 @@ pub struct StatePaths {
     pub cache_dir: PathBuf,
     /// The pending-approval queue, always in the state directory.
     pub approvals_db: PathBuf,
+    /// The PostgreSQL database of a fleet's shared state (grants, ...):
+    /// `$GATEHOUSE_DATABASE_URL`, else `[state] database_url`; `None`:
+    /// the SQLite files above. Set by [`HostEnv::state_paths`] and
+    /// [`StatePaths::with_config`].
+    pub database_url: Option<String>,
 }
 
 impl StatePaths {
@@ -131,6 +146,16 @@ impl StatePaths {
             history_dir: history_dir.unwrap_or_else(|| state_dir.join("history")),
             cache_dir: state_dir.join("cache"),
             approvals_db: state_dir.join("approvals.db"),
+            database_url: None,
         }
+    }
+
+    /// These paths with `config`'s `[state] database_url` where the
+    /// environment named none (`$GATEHOUSE_DATABASE_URL` wins).
+    pub fn with_config(mut self, config: &super::HostConfig) -> StatePaths {
+        if self.database_url.is_none() {
+            self.database_url = config.database_url.clone();
+        }
+        self
     }
 }

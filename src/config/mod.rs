@@ -110,6 +110,13 @@ struct RawConfig {
     network: Option<network::RawNetwork>,
     #[serde(default)]
     providers: BTreeMap<String, network::RawProvider>,
+    state: Option<RawState>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawState {
+    database_url: Option<String>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -253,6 +260,10 @@ pub struct HostConfig {
     /// `undo`) `gatehouse serve` offers beside the executors. Default:
     /// none, so an agent sees only executors unless the person says so.
     pub serve_tools: Vec<ServeTool>,
+    /// `[state] database_url`: the PostgreSQL database a fleet shares its
+    /// state in (`postgres://…`); `None`: the SQLite files of the state
+    /// directory. `$GATEHOUSE_DATABASE_URL` overrides it.
+    pub database_url: Option<String>,
     /// Every place a later invocation would find configuration or state
     /// in (set by [`HostConfig::discover`]): protected like the
     /// configuration, whether or not it exists yet.
@@ -312,6 +323,7 @@ impl HostConfig {
             network: NetworkConfig::default(),
             providers: Vec::new(),
             serve_tools: vec![],
+            database_url: None,
             places: Places::default(),
         }
     }
@@ -445,6 +457,18 @@ impl HostConfig {
                 serve_tools.push(tool);
             }
         }
+        let database_url = raw.state.and_then(|s| s.database_url);
+        if let Some(url) = &database_url {
+            if !(url.starts_with("postgres://") || url.starts_with("postgresql://")) {
+                return Err(invalid(
+                    "state.database_url".into(),
+                    format!(
+                        "`{}` is not a postgresql url (`postgres://user@host:port/database`)",
+                        crate::state::pg::redact(url)
+                    ),
+                ));
+            }
+        }
         let engine = raw.engine.unwrap_or_default();
         if engine.guard_bytes.is_some_and(|g| g > 1 << 32) {
             return Err(invalid(
@@ -562,6 +586,7 @@ impl HostConfig {
             network,
             providers,
             serve_tools,
+            database_url,
             places: Places::default(),
         })
     }

@@ -114,6 +114,9 @@ pub enum GrantError {
         #[source]
         source: std::io::Error,
     },
+    /// The shared state (PostgreSQL) failed or refused.
+    #[error(transparent)]
+    Shared(#[from] crate::state::pg::SharedError),
     /// Any other SQLite failure (I/O, locking, permissions).
     #[error("grants database `{}`: {source}", path.display())]
     Sqlite {
@@ -145,7 +148,9 @@ impl GrantError {
             | GrantError::NotADatabase { .. }
             | GrantError::WrongSchema { .. }
             | GrantError::MalformedRow { .. } => true,
-            GrantError::CreateDir { .. } | GrantError::Sqlite { .. } => false,
+            GrantError::CreateDir { .. } | GrantError::Sqlite { .. } | GrantError::Shared(_) => {
+                false
+            }
         }
     }
 }

@@ -559,7 +559,10 @@ impl GrantStore {
 
 /// The checks of [`GrantStore::record`]; returns the capability and the
 /// parsed target pattern.
-fn validated(new: &NewGrant, now: UtcTime) -> Result<(Capability, TargetPattern), GrantError> {
+pub(crate) fn validated(
+    new: &NewGrant,
+    now: UtcTime,
+) -> Result<(Capability, TargetPattern), GrantError> {
     let capability: Capability = new.capability.parse()?;
     if capability.default_approval() == ApprovalClass::Always {
         return Err(GrantError::AlwaysClass(capability));

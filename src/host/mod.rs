@@ -104,6 +104,9 @@ pub enum HostError {
     /// than this build knows.
     #[error(transparent)]
     Memory(#[from] crate::memory::MemoryError),
+    /// A fleet's shared database could not be used.
+    #[error(transparent)]
+    Shared(#[from] crate::state::pg::SharedError),
 }
 
 /// Why `[network]` cannot be used.
@@ -515,6 +518,12 @@ struct Inner {
     sandbox: OnceLock<Result<Arc<Sandbox>, Arc<wasmtime::Error>>>,
     audit_log: Arc<AppendLog>,
     denials_log: Arc<AppendLog>,
+    /// Where the grants live (the state directory's file, or the fleet's
+    /// database).
+    grants: Arc<dyn crate::state::grants::GrantBackend>,
+    /// The shared grants' version the snapshot was built at (`None`: the
+    /// grants are a file, watched through `grants_stamp`).
+    grants_generation: std::sync::Mutex<Option<u64>>,
 }
 
 /// The HTTP sender's client of `[network]`: the webpki roots and those
@@ -593,7 +602,19 @@ impl Host {
     /// # Security
     /// The host hands each turn exactly what its gate allowed; the grant
     /// store is written only by an "allow and remember" answer.
-    pub fn open(options: HostOptions) -> Result<Host, HostError> {
+    pub fn open(mut options: HostOptions) -> Result<Host, HostError> {
+        options.state = options.state.with_config(&options.config);
+        // The grants' backend, and the refusal of a shared database this
+        // build does not know (unreachable, not migrated, newer), before
+        // anything else.
+        if let Some(url) = &options.state.database_url {
+            crate::state::pg::Pg::shared(url)?.check()?;
+        }
+        let grants = crate::state::grant_backend(&options.state)?;
+        let grants_generation = match grants.generation() {
+            Some(g) => Some(g?),
+            None => None,
+        };
         let audit_log = AppendLog::new(&options.state.state_dir.join("audit.jsonl"));
         // Watched before the stamp is taken: a change after it is seen.
         // One watcher for the grants and the components (shared with the
@@ -608,6 +629,7 @@ impl Host {
         let stamp = turn::grants_stamp(&options.state);
         let denials_log = AppendLog::new(&options.state.state_dir.join("denials.jsonl"));
         let snap = build_snapshot(
+            &*grants,
             &options.config,
             &options.state,
             &options.manifests,
@@ -639,6 +661,8 @@ impl Host {
             approval_queue: options.approval_queue,
             snapshot: RwLock::new(Arc::new(Frozen::new(snap))),
             grants_stamp: std::sync::Mutex::new(stamp),
+            grants_generation: std::sync::Mutex::new(grants_generation),
+            grants,
             watcher,
             grants_key,
             write_roots: Arc::default(),
@@ -724,8 +748,10 @@ impl Host {
         request.limits.http_response_bytes = config
             .http_response_bytes
             .unwrap_or(DEFAULT_HTTP_RESPONSE_BYTES);
-        self.inner.reread_grants();
         let turn = new_turn_id(now_utc());
+        if let Err(reason) = self.inner.reread_grants() {
+            return Begun::Done(Box::new(self.inner.unavailable(&request, &turn, reason)));
+        }
         match self.inner.advance(&request, &turn, Vec::new(), None) {
             turn::Advance::Done(outcome) => Begun::Done(outcome),
             turn::Advance::Parked(approval) => {
@@ -762,7 +788,11 @@ impl Host {
         // The answer may come long after the turn began: the decision is
         // taken again on the grants and the component as they are now (a
         // grant revoked while the person was asked no longer covers it).
-        self.inner.reread_grants();
+        if let Err(reason) = self.inner.reread_grants() {
+            return self
+                .inner
+                .unavailable(&parked.request, &parked.turn, reason);
+        }
         let given = parked
             .approval
             .pending
@@ -782,6 +812,7 @@ impl Host {
 
 /// The snapshot of `config`, the executors and the grants in force now.
 fn build_snapshot(
+    grants: &dyn crate::state::grants::GrantBackend,
     config: &HostConfig,
     state: &StatePaths,
     manifests: &[Manifest],
@@ -790,11 +821,7 @@ fn build_snapshot(
     level: Option<Level>,
 ) -> Result<Snapshot, HostError> {
     // No grants database yet: no grants (and none is created by reading).
-    let grants = if state.grants_db.exists() {
-        crate::grants::GrantStore::open(&state.grants_db)?.active_all(now_utc())?
-    } else {
-        Vec::new()
-    };
+    let grants = grants.list(false, now_utc())?;
     Ok(snapshot::build(Sources {
         config,
         state,

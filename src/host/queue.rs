@@ -759,7 +759,7 @@ impl ApprovalQueue {
                     .identity
                     .clone()
                     .ok_or_else(|| QueueError::NoIdentity(id.into()))?;
-                let book = GrantBook::new(&self.state);
+                let book = GrantBook::new(&self.state)?;
                 let news: Vec<NewGrant> = entry
                     .items
                     .iter()

@@ -15,10 +15,11 @@ use crate::memory::{MemoryError, MemoryStore, StoreCause};
 /// One database as [`migrate`] left it.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct Migrated {
-    /// What it holds: `grants`, `approvals` or `memory`.
+    /// What it holds: `grants`, `approvals` or `memory`; `postgresql` for
+    /// a fleet's shared database.
     pub database: &'static str,
-    /// Its file.
-    pub path: PathBuf,
+    /// Its file, or the shared database's URL (its password redacted).
+    pub path: String,
     /// Its schema version now.
     pub version: i64,
 }
@@ -36,29 +37,46 @@ pub(super) fn memory_db(state: &StatePaths) -> PathBuf {
 /// # Security
 /// Writes the host's own state (the grants, the approvals, the memory
 /// store): run it as the account that owns them.
+///
+/// With a shared database (`state.database_url`), its schema and roles
+/// are created or upgraded instead of the SQLite files of what it holds
+/// (see [`crate::state::pg::Pg::migrate`]); that needs an owner's URL.
 pub fn migrate(state: &StatePaths) -> Result<Vec<Migrated>, HostError> {
-    GrantStore::open(&state.grants_db)?;
+    let mut done = Vec::new();
+    match &state.database_url {
+        Some(url) => {
+            let pg = crate::state::pg::Pg::shared(url)?;
+            let (_, version) = pg.migrate()?;
+            done.push(Migrated {
+                database: "postgresql",
+                path: pg.url().to_string(),
+                version,
+            });
+        }
+        None => {
+            GrantStore::open(&state.grants_db)?;
+            done.push(Migrated {
+                database: "grants",
+                path: state.grants_db.display().to_string(),
+                version: crate::grants::SCHEMA_VERSION,
+            });
+        }
+    }
     let approvals = ApprovalQueue::new(state);
     let approvals_version = approvals.migrate()?;
     let memory = memory_db(state);
     MemoryStore::open(&memory)?;
-    Ok(vec![
-        Migrated {
-            database: "grants",
-            path: state.grants_db.clone(),
-            version: crate::grants::SCHEMA_VERSION,
-        },
-        Migrated {
-            database: "approvals",
-            path: approvals.path().to_path_buf(),
-            version: approvals_version,
-        },
-        Migrated {
-            database: "memory",
-            path: memory,
-            version: crate::memory::SCHEMA_VERSION,
-        },
-    ])
+    done.push(Migrated {
+        database: "approvals",
+        path: approvals.path().display().to_string(),
+        version: approvals_version,
+    });
+    done.push(Migrated {
+        database: "memory",
+        path: memory.display().to_string(),
+        version: crate::memory::SCHEMA_VERSION,
+    });
+    Ok(done)
 }
 
 /// Refuses a state database of a later schema version than this build

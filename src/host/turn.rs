@@ -85,7 +85,14 @@ impl Inner {
     /// a new write-ahead log: see [`crate::util::watch`]); the check and
     /// the rebuild happen with the watcher held, so no turn runs ahead of
     /// a rebuild another turn is making.
-    pub(super) fn reread_grants(&self) {
+    ///
+    /// A fleet's grants that cannot be read fail it: the turn is refused
+    /// (`STATE_UNAVAILABLE`) rather than decided on grants that may have
+    /// been revoked meanwhile.
+    pub(super) fn reread_grants(&self) -> Result<(), String> {
+        if let Some(generation) = self.grants.generation() {
+            return self.reread_shared_grants(generation);
+        }
         match (&self.watcher, self.grants_key) {
             (Some(watcher), Some(key)) => {
                 watcher.check(key, || self.reread_grants_now());
@@ -96,6 +103,40 @@ impl Inner {
             }
             (None, _) => self.reread_grants_now(),
         }
+        Ok(())
+    }
+
+    /// [`Inner::reread_grants`] of a fleet's grants: the snapshot is
+    /// rebuilt when their version moved since it was built. A database
+    /// that cannot be asked keeps the snapshot (logged); the turn's audit,
+    /// which needs the same database, refuses the turn then.
+    fn reread_shared_grants(
+        &self,
+        generation: Result<u64, crate::grants::GrantError>,
+    ) -> Result<(), String> {
+        let now = generation.map_err(|e| format!("cannot read the grants: {}", chain(&e)))?;
+        let mut seen = crate::util::lock(&self.grants_generation);
+        if *seen == Some(now) {
+            return Ok(());
+        }
+        // Held while rebuilding: no turn decides ahead of a rebuild
+        // another turn is making.
+        self.refresh_snapshot()
+            .map_err(|e| format!("cannot read the grants: {}", chain(&e)))?;
+        *seen = Some(now);
+        Ok(())
+    }
+
+    /// The end of a turn refused because the shared state could not be
+    /// used: `STATE_UNAVAILABLE`, before anything ran.
+    pub(super) fn unavailable(
+        &self,
+        request: &TurnRequest,
+        id: &str,
+        reason: String,
+    ) -> TurnOutcome {
+        let t = self.turn(request, id);
+        self.refuse(t, DenyCode::StateUnavailable, reason, None)
     }
 
     fn reread_grants_now(&self) {
@@ -116,6 +157,7 @@ impl Inner {
         // a change at the next turn.
         let stamp = grants_stamp(&self.state);
         let mut snap = build_snapshot(
+            &*self.grants,
             &self.config,
             &self.state,
             &self.manifests,
@@ -488,7 +530,7 @@ impl Inner {
             .and_then(|a| a.identity.clone())
             .unwrap_or_default();
         let now = now_utc();
-        let grant = super::GrantBook::new(&self.state).record(
+        let grant = self.grants.record(
             &NewGrant {
                 identity,
                 capability: p.capability.as_str().into(),

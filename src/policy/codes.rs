@@ -116,6 +116,9 @@ pub enum DenyCode {
     /// `LIMIT_HTTP_REQUESTS`: the turn made more HTTP requests than its cap (`[limits]
     /// http_requests`, default 100); the one past it was not sent.
     LimitHttpRequests,
+    /// `STATE_UNAVAILABLE`: the shared state the turn needs (a fleet's PostgreSQL: its
+    /// grants, its audit) could not be reached or refused; nothing was run.
+    StateUnavailable,
     /// `LIMIT_HTTP_RESPONSE`: the turn's HTTP responses passed their cap on bytes
     /// (`[limits] http_response_mib`, default 64); the body was cut.
     LimitHttpResponse,
@@ -186,7 +189,7 @@ use DenyCode as D;
 impl DenyCode {
     /// Every code, in documentation order (a code added later comes
     /// after the ones before it, so the order of the older ones holds).
-    pub const ALL: [DenyCode; 40] = [
+    pub const ALL: [DenyCode; 41] = [
         D::UnknownRequest,
         D::UnknownActor,
         D::UnknownTarget,
@@ -227,6 +230,7 @@ impl DenyCode {
         D::NetworkNotGranted,
         D::LimitHttpRequests,
         D::LimitHttpResponse,
+        D::StateUnavailable,
     ];
 
     /// The stable string of the code.
@@ -291,6 +295,7 @@ impl DenyCode {
             D::NetworkNotGranted => ("NETWORK_NOT_GRANTED", F::Capability, "an HTTP request whose scheme, host, port, path or method no `network:sites` grant of the turn covers; nothing was sent"),
             D::LimitHttpRequests => ("LIMIT_HTTP_REQUESTS", F::Limit, "the turn made more HTTP requests than its cap (`[limits] http_requests`, default 100); the one past it was not sent"),
             D::LimitHttpResponse => ("LIMIT_HTTP_RESPONSE", F::Limit, "the turn's HTTP responses passed their cap on bytes (`[limits] http_response_mib`, default 64); the body was cut"),
+            D::StateUnavailable => ("STATE_UNAVAILABLE", F::Configuration, "the shared state the turn needs (a fleet's PostgreSQL: its grants, its audit) could not be reached or refused; nothing was run"),
             D::TurnCancelled => ("TURN_CANCELLED", F::Limit, "the turn was cancelled through its cancel handle and interrupted like a deadline"),
         }
     }

@@ -169,7 +169,7 @@ fn a_delegation_to_an_actor_in_delegates_to_runs_the_callee_as_that_actor() {
         &["worker"],
         &["write-file"],
     );
-    let book = GrantBook::new(&StatePaths::under(&env.state_dir(), None, None));
+    let book = GrantBook::new(&StatePaths::under(&env.state_dir(), None, None)).unwrap();
     // The caller's own `delegate:call` on each callee, for `main`.
     grant(&book, "tester", "delegate:call", "worker/write-file");
     grant(&book, "tester", "delegate:call", "write-file");

@@ -834,7 +834,7 @@ fn a_grant_recorded_or_revoked_by_another_connection_applies_at_the_next_turn() 
     let ws = env.mkdir("ws");
     env.mkdir("ws/out");
     let h = host(&env, &ws, &["write-file"], Some(Level::Supervised));
-    let book = GrantBook::new(&StatePaths::under(&env.state_dir(), None, None));
+    let book = GrantBook::new(&StatePaths::under(&env.state_dir(), None, None)).unwrap();
     let target = format!("{}/out/**", ws.canonicalize().unwrap().display());
     for n in 0..3 {
         let input = format!(r#"{{"path":"out/{n}.txt","content":"x"}}"#);
@@ -871,7 +871,7 @@ fn a_grant_revoked_while_a_turn_waits_for_its_approval_no_longer_covers_it() {
     );
     let manifest = Manifest::load(&env.write("manifests/w.toml", &text)).unwrap();
     let h = host_of(&env, &ws, vec![manifest], Some(Level::Supervised));
-    let book = GrantBook::new(&StatePaths::under(&env.state_dir(), None, None));
+    let book = GrantBook::new(&StatePaths::under(&env.state_dir(), None, None)).unwrap();
     let root = ws.canonicalize().unwrap();
     let grant = record_write_grant(&book, &format!("{}/out/**", root.display()));
     let input = r#"{"path":"out/a.txt","content":"x"}"#;
@@ -971,7 +971,7 @@ fn an_expired_grant_stops_covering_turns_in_a_long_lived_host() {
     let env = Env::new();
     let ws = env.mkdir("ws");
     env.mkdir("ws/out");
-    let book = GrantBook::new(&StatePaths::under(&env.state_dir(), None, None));
+    let book = GrantBook::new(&StatePaths::under(&env.state_dir(), None, None)).unwrap();
     let target = format!("{}/out/**", ws.canonicalize().unwrap().display());
     let expires = UtcTime(now_utc().0 + 5);
     let grant = record_write_grant_until(&book, &target, Some(expires));

@@ -45,6 +45,7 @@ mod decide;
 mod delegation;
 mod docs;
 mod exec;
+mod fleet;
 mod fs_items;
 mod host;
 mod http;

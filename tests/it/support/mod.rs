@@ -13,6 +13,7 @@ use tempfile::TempDir;
 
 pub mod exec;
 pub mod guests;
+pub mod pg;
 pub mod seccomp;
 pub mod serve;
 
@@ -105,6 +106,9 @@ impl Run {
 /// home, XDG directories and the working directory all live in it.
 pub struct Env {
     pub dir: TempDir,
+    /// `GATEHOUSE_DATABASE_URL` of every command: a fleet's shared state
+    /// (see [`pg::Database`]); `None`: the SQLite files.
+    pub database_url: Option<String>,
 }
 
 impl Env {
@@ -113,7 +117,19 @@ impl Env {
         for sub in ["home", "cwd", "config", "xdg-state"] {
             std::fs::create_dir_all(dir.path().join(sub)).expect("mkdir");
         }
-        Env { dir }
+        Env {
+            dir,
+            database_url: None,
+        }
+    }
+
+    /// A fresh environment whose state is shared in `db` (another node
+    /// of the same fleet is another `Env` on the same database).
+    pub fn on(db: &pg::Database) -> Env {
+        Env {
+            database_url: Some(db.url.clone()),
+            ..Env::new()
+        }
     }
 
     /// The root of the temporary directory, canonical.
@@ -166,6 +182,10 @@ impl Env {
             .env_remove("GATEHOUSE_CONFIG")
             .env_remove("GATEHOUSE_GRANTS_DB")
             .env_remove("GATEHOUSE_HISTORY_DIR");
+        match &self.database_url {
+            Some(url) => cmd.env("GATEHOUSE_DATABASE_URL", url),
+            None => cmd.env_remove("GATEHOUSE_DATABASE_URL"),
+        };
         cmd
     }
 

@@ -1,0 +1,525 @@
+//! Where the grants live: [`GrantBackend`], with the embedded SQLite file
+//! ([`SqliteGrants`], the default) and a fleet's PostgreSQL
+//! ([`PgGrants`]).
+//!
+//! Both keep one unrevoked grant per (channel, sender, capability,
+//! target), validate before writing ([`crate::grants::GrantStore::validate`])
+//! and leave the rule that combines grants with the matrix to
+//! [`crate::policy::effective_outcome`].
+//!
+//! A host must see a change made anywhere before its next decision.
+//! SQLite's change is seen on the file (the host stats or watches it); a
+//! PostgreSQL change bumps `gatehouse_meta.grants_version` in the same
+//! transaction and notifies `gatehouse_grants`. A listener thread per
+//! host ([`Listener`]) takes the notification, and polls the version every
+//! [`POLL`] besides; while it has not answered for [`FRESH`], each turn
+//! reads the version itself. So a change committed at time T is seen by
+//! every decision that starts after T + [`FRESH`] plus one round trip, and
+//! usually within a millisecond.
+
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, Weak};
+use std::time::{Duration, Instant};
+
+use postgres::fallible_iterator::FallibleIterator;
+
+use super::pg::{Pg, SharedError};
+use crate::grants::{GrantError, GrantStore, NewGrant};
+use crate::policy::{
+    matrix, ApprovalClass, Capability, Effective, Grant, Identity, Level, Outcome, UtcTime,
+};
+
+/// How often the listener asks for the grants' version when no
+/// notification came.
+pub const POLL: Duration = Duration::from_millis(50);
+
+/// How long a listener's last answer counts: past it a turn reads the
+/// version itself.
+pub const FRESH: Duration = Duration::from_millis(60);
+
+/// The grants of one state: read, recorded and revoked.
+pub trait GrantBackend: Send + Sync {
+    /// Records `new` at `now` (validated first; the tuple's existing
+    /// grant is returned, with the later expiry, if there is one).
+    ///
+    /// # Security
+    /// A grant turns `approval_required` into `allowed` for its identity
+    /// and target until it expires or is revoked.
+    fn record(&self, new: &NewGrant, now: UtcTime) -> Result<Grant, GrantError>;
+    /// Revokes grant `id`; `None` when there is no grants store at all.
+    fn revoke(&self, id: i64, now: UtcTime) -> Result<Option<Grant>, GrantError>;
+    /// Revokes the unrevoked grant of `identity` on `capability` and
+    /// `target` (canonical); `None` when there is none.
+    fn revoke_tuple(
+        &self,
+        identity: &Identity,
+        capability: &str,
+        target: &str,
+        now: UtcTime,
+    ) -> Result<Option<Grant>, GrantError>;
+    /// The grants in force at `now`, by id (with `all`, every one).
+    fn list(&self, all: bool, now: UtcTime) -> Result<Vec<Grant>, GrantError>;
+    /// The unrevoked grants of `identity` on `capability`, by id (expiry
+    /// is the caller's to judge, at its decision's time).
+    fn unrevoked_for(
+        &self,
+        identity: &Identity,
+        capability: Capability,
+    ) -> Result<Vec<Grant>, GrantError>;
+    /// A number that moves whenever the grants changed anywhere, when the
+    /// backend has one; `None`: watch the file instead (SQLite).
+    fn generation(&self) -> Option<Result<u64, GrantError>> {
+        None
+    }
+}
+
+/// The matrix and the grants' answer for one capability on `target` for
+/// `identity` at `level`, now.
+pub fn effective(
+    backend: &dyn GrantBackend,
+    level: Level,
+    capability: Capability,
+    target: Option<&str>,
+    identity: &Identity,
+    now: UtcTime,
+) -> Result<Effective, GrantError> {
+    let rows = if matrix(level, capability) != Outcome::ApprovalRequired
+        || capability.default_approval() == ApprovalClass::Always
+    {
+        Vec::new()
+    } else {
+        backend.unrevoked_for(identity, capability)?
+    };
+    Ok(crate::policy::effective_outcome(
+        level,
+        capability,
+        target,
+        identity,
+        rows.iter().filter(|g| g.is_active(now)),
+    ))
+}
+
+/// The embedded default: `grants.db`, one connection per call. Reading
+/// never creates the file: a store that does not exist holds no grants.
+pub struct SqliteGrants {
+    path: PathBuf,
+}
+
+impl SqliteGrants {
+    /// The grants database at `path` (nothing is opened yet).
+    pub fn new(path: PathBuf) -> SqliteGrants {
+        SqliteGrants { path }
+    }
+
+    fn existing(&self) -> Result<Option<GrantStore>, GrantError> {
+        if self.path.exists() {
+            GrantStore::open(&self.path).map(Some)
+        } else {
+            Ok(None)
+        }
+    }
+}
+
+impl GrantBackend for SqliteGrants {
+    fn record(&self, new: &NewGrant, now: UtcTime) -> Result<Grant, GrantError> {
+        GrantStore::validate(new, now)?;
+        GrantStore::open(&self.path)?.record(new, now)
+    }
+
+    fn revoke(&self, id: i64, now: UtcTime) -> Result<Option<Grant>, GrantError> {
+        match self.existing()? {
+            Some(store) => store.revoke(id, now).map(Some),
+            None => Ok(None),
+        }
+    }
+
+    fn revoke_tuple(
+        &self,
+        identity: &Identity,
+        capability: &str,
+        target: &str,
+        now: UtcTime,
+    ) -> Result<Option<Grant>, GrantError> {
+        match self.existing()? {
+            Some(store) => store.revoke_tuple(identity, capability, target, now),
+            None => Ok(None),
+        }
+    }
+
+    fn list(&self, all: bool, now: UtcTime) -> Result<Vec<Grant>, GrantError> {
+        match self.existing()? {
+            Some(store) => store.list(all, now),
+            None => Ok(Vec::new()),
+        }
+    }
+
+    fn unrevoked_for(
+        &self,
+        identity: &Identity,
+        capability: Capability,
+    ) -> Result<Vec<Grant>, GrantError> {
+        match self.existing()? {
+            Some(store) => Ok(store
+                .list(true, UtcTime(0))?
+                .into_iter()
+                .filter(|g| {
+                    g.revoked_at.is_none()
+                        && g.channel == identity.channel
+                        && g.sender_id == identity.sender_id
+                        && g.capability == capability.as_str()
+                })
+                .collect()),
+            None => Ok(Vec::new()),
+        }
+    }
+}
+
+/// The PostgreSQL schema of the grants (part of version 1): the table of
+/// the SQLite store, one unrevoked grant per tuple, and the statement
+/// trigger that bumps `grants_version` and notifies `gatehouse_grants`
+/// in the transaction of every change (so the notification is sent at
+/// its commit, never before). Nodes may record grants and lengthen their
+/// expiry; only an approver (or the owner) may revoke.
+pub const SCHEMA: &str = "
+CREATE TABLE grants (
+ id bigserial PRIMARY KEY,
+ channel text NOT NULL,
+ sender_id text NOT NULL,
+ capability text NOT NULL,
+ target text NOT NULL,
+ granted_at text NOT NULL,
+ expires_at text,
+ granted_by text,
+ revoked_at text
+);
+CREATE UNIQUE INDEX grants_one_per_tuple
+ ON grants (channel, sender_id, capability, target) WHERE revoked_at IS NULL;
+CREATE FUNCTION gatehouse_grants_changed() RETURNS trigger
+ LANGUAGE plpgsql SECURITY DEFINER SET search_path = public AS $$
+DECLARE v bigint;
+BEGIN
+  UPDATE gatehouse_meta SET value = value + 1 WHERE key = 'grants_version' RETURNING value INTO v;
+  PERFORM pg_notify('gatehouse_grants', v::text);
+  RETURN NULL;
+END $$;
+CREATE TRIGGER grants_changed AFTER INSERT OR UPDATE OR DELETE ON grants
+ FOR EACH STATEMENT EXECUTE FUNCTION gatehouse_grants_changed();
+GRANT SELECT ON gatehouse_meta TO gatehouse_node, gatehouse_approver;
+GRANT SELECT, INSERT ON grants TO gatehouse_node, gatehouse_approver;
+GRANT UPDATE (expires_at) ON grants TO gatehouse_node;
+GRANT UPDATE ON grants TO gatehouse_approver;
+GRANT USAGE ON SEQUENCE grants_id_seq TO gatehouse_node, gatehouse_approver;
+";
+
+const COLUMNS: &str =
+    "id, channel, sender_id, capability, target, granted_at, expires_at, granted_by, revoked_at";
+
+/// A fleet's grants, in PostgreSQL.
+pub struct PgGrants {
+    pg: Arc<Pg>,
+    listener: Mutex<Option<Arc<Listener>>>,
+}
+
+impl PgGrants {
+    /// The grants of the database `pg` (nothing is connected yet).
+    pub fn new(pg: Arc<Pg>) -> PgGrants {
+        PgGrants {
+            pg,
+            listener: Mutex::new(None),
+        }
+    }
+
+    fn decode(&self, row: &postgres::Row) -> Result<Grant, GrantError> {
+        let id: i64 = row.get(0);
+        let time = |column: &str, value: &str| {
+            UtcTime::parse(value).map_err(|_| {
+                GrantError::Shared(SharedError::Malformed {
+                    url: self.pg.url().to_string(),
+                    what: format!("grant `{id}` has a malformed `{column}`: `{value}`"),
+                })
+            })
+        };
+        let opt = |column, value: Option<String>| value.map(|v| time(column, &v)).transpose();
+        Ok(Grant {
+            id,
+            channel: row.get(1),
+            sender_id: row.get(2),
+            capability: row.get(3),
+            target: row.get(4),
+            granted_at: time("granted_at", &row.get::<_, String>(5))?,
+            expires_at: opt("expires_at", row.get(6))?,
+            granted_by: row.get(7),
+            revoked_at: opt("revoked_at", row.get(8))?,
+        })
+    }
+
+    fn rows(
+        &self,
+        action: &'static str,
+        sql: &str,
+        params: &[&(dyn postgres::types::ToSql + Sync)],
+    ) -> Result<Vec<Grant>, GrantError> {
+        let rows = self.pg.with(action, |c| c.query(sql, params))?;
+        rows.iter().map(|r| self.decode(r)).collect()
+    }
+
+    fn listener(&self) -> Arc<Listener> {
+        let mut slot = crate::util::lock(&self.listener);
+        match &*slot {
+            Some(l) => l.clone(),
+            None => {
+                let l = Listener::start(self.pg.clone());
+                *slot = Some(l.clone());
+                l
+            }
+        }
+    }
+}
+
+impl GrantBackend for PgGrants {
+    fn record(&self, new: &NewGrant, now: UtcTime) -> Result<Grant, GrantError> {
+        let (capability, pattern) = crate::grants::validated(new, now)?;
+        let (channel, sender) = (&new.identity.channel, &new.identity.sender_id);
+        let (cap, target) = (capability.as_str(), pattern.as_str());
+        let granted_at = now.to_string();
+        let expires_at = new.expires_at.map(|t| t.to_string());
+        let row = self.pg.with("cannot record the grant", |c| {
+            let mut tx = c.transaction()?;
+            // The tuple's one unrevoked grant, locked: a second recorder
+            // waits, then finds it.
+            let insert = format!(
+                "INSERT INTO grants (channel, sender_id, capability, target, granted_at, expires_at, granted_by) \
+                 VALUES ($1, $2, $3, $4, $5, $6, $7) \
+                 ON CONFLICT (channel, sender_id, capability, target) WHERE revoked_at IS NULL DO NOTHING \
+                 RETURNING {COLUMNS}"
+            );
+            if let Some(row) = tx.query_opt(
+                &insert,
+                &[channel, sender, &cap, &target, &granted_at, &expires_at, &new.granted_by],
+            )? {
+                tx.commit()?;
+                return Ok(row);
+            }
+            let old = tx.query_one(
+                &format!(
+                    "SELECT {COLUMNS} FROM grants WHERE revoked_at IS NULL AND channel = $1 \
+                     AND sender_id = $2 AND capability = $3 AND target = $4 FOR UPDATE"
+                ),
+                &[channel, sender, &cap, &target],
+            )?;
+            // The later expiry wins; none at all (forever) beats any.
+            let old_expiry: Option<String> = old.get(6);
+            let later = match (&old_expiry, &expires_at) {
+                (None, _) | (_, None) => None,
+                (Some(a), Some(b)) => Some(a.max(b).clone()),
+            };
+            let row = if later != old_expiry {
+                tx.query_one(
+                    &format!("UPDATE grants SET expires_at = $1 WHERE id = $2 RETURNING {COLUMNS}"),
+                    &[&later, &old.get::<_, i64>(0)],
+                )?
+            } else {
+                old
+            };
+            tx.commit()?;
+            Ok(row)
+        })?;
+        self.decode(&row)
+    }
+
+    fn revoke(&self, id: i64, now: UtcTime) -> Result<Option<Grant>, GrantError> {
+        let now = now.to_string();
+        let (changed, row) = self.pg.with("cannot revoke the grant", |c| {
+            let changed = c.execute(
+                "UPDATE grants SET revoked_at = $1 WHERE id = $2 AND revoked_at IS NULL",
+                &[&now, &id],
+            )?;
+            let row = c.query_opt(
+                &format!("SELECT {COLUMNS} FROM grants WHERE id = $1"),
+                &[&id],
+            )?;
+            Ok((changed, row))
+        })?;
+        match row {
+            None => Err(GrantError::NoSuchGrant(id)),
+            Some(_) if changed == 0 => Err(GrantError::AlreadyRevoked(id)),
+            Some(r) => self.decode(&r).map(Some),
+        }
+    }
+
+    fn revoke_tuple(
+        &self,
+        identity: &Identity,
+        capability: &str,
+        target: &str,
+        now: UtcTime,
+    ) -> Result<Option<Grant>, GrantError> {
+        let now = now.to_string();
+        let rows = self.rows(
+            "cannot revoke the grant",
+            &format!(
+                "UPDATE grants SET revoked_at = $1 WHERE revoked_at IS NULL AND channel = $2 \
+                 AND sender_id = $3 AND capability = $4 AND target = $5 RETURNING {COLUMNS}"
+            ),
+            &[
+                &now,
+                &identity.channel,
+                &identity.sender_id,
+                &capability,
+                &target,
+            ],
+        )?;
+        Ok(rows.into_iter().next())
+    }
+
+    fn list(&self, all: bool, now: UtcTime) -> Result<Vec<Grant>, GrantError> {
+        let sql = if all {
+            format!("SELECT {COLUMNS} FROM grants ORDER BY id")
+        } else {
+            format!("SELECT {COLUMNS} FROM grants WHERE revoked_at IS NULL ORDER BY id")
+        };
+        let grants = self.rows("cannot read the grants", &sql, &[])?;
+        Ok(if all {
+            grants
+        } else {
+            grants.into_iter().filter(|g| g.is_active(now)).collect()
+        })
+    }
+
+    fn unrevoked_for(
+        &self,
+        identity: &Identity,
+        capability: Capability,
+    ) -> Result<Vec<Grant>, GrantError> {
+        self.rows(
+            "cannot read the grants",
+            &format!(
+                "SELECT {COLUMNS} FROM grants WHERE channel = $1 AND sender_id = $2 \
+                 AND capability = $3 AND revoked_at IS NULL ORDER BY id"
+            ),
+            &[&identity.channel, &identity.sender_id, &capability.as_str()],
+        )
+    }
+
+    fn generation(&self) -> Option<Result<u64, GrantError>> {
+        let listener = self.listener();
+        if let Some(v) = listener.fresh() {
+            return Some(Ok(v));
+        }
+        // The listener has not answered lately (starting, or its
+        // connection broke): this turn asks itself.
+        Some(
+            read_version(&self.pg)
+                .inspect(|v| listener.saw(*v))
+                .map_err(GrantError::from),
+        )
+    }
+}
+
+fn read_version(pg: &Pg) -> Result<u64, SharedError> {
+    pg.with("cannot read the grants' version", |c| {
+        let v: i64 = c
+            .query_one(
+                "SELECT value FROM gatehouse_meta WHERE key = 'grants_version'",
+                &[],
+            )?
+            .get(0);
+        Ok(u64::try_from(v).unwrap_or(0))
+    })
+}
+
+/// A host's listener on `gatehouse_grants`: the latest version seen, and
+/// when the database last answered it. Its thread ends within [`POLL`]
+/// once the last [`PgGrants`] holding it is gone.
+pub struct Listener {
+    version: AtomicU64,
+    /// Nanoseconds after `base` of the last answer; 0: none yet.
+    answered: AtomicU64,
+    base: Instant,
+    stopped: AtomicBool,
+}
+
+impl Listener {
+    fn start(pg: Arc<Pg>) -> Arc<Listener> {
+        let listener = Arc::new(Listener {
+            version: AtomicU64::new(0),
+            answered: AtomicU64::new(0),
+            base: Instant::now(),
+            stopped: AtomicBool::new(false),
+        });
+        let weak = Arc::downgrade(&listener);
+        let spawned = std::thread::Builder::new()
+            .name("gatehouse-grants".into())
+            .spawn(move || listen(&pg, &weak));
+        if spawned.is_err() {
+            // No thread: every turn reads the version itself.
+            listener.stopped.store(true, Ordering::Relaxed);
+        }
+        listener
+    }
+
+    /// Records an answer: version `v`, now.
+    fn saw(&self, v: u64) {
+        self.version.fetch_max(v, Ordering::AcqRel);
+        let at = u64::try_from(self.base.elapsed().as_nanos()).unwrap_or(u64::MAX);
+        self.answered.store(at.max(1), Ordering::Release);
+    }
+
+    /// The version, if the database answered within [`FRESH`].
+    fn fresh(&self) -> Option<u64> {
+        let at = self.answered.load(Ordering::Acquire);
+        if at == 0 || self.stopped.load(Ordering::Relaxed) {
+            return None;
+        }
+        let now = u64::try_from(self.base.elapsed().as_nanos()).unwrap_or(u64::MAX);
+        let fresh = u64::try_from(FRESH.as_nanos()).unwrap_or(u64::MAX);
+        (now.saturating_sub(at) < fresh).then(|| self.version.load(Ordering::Acquire))
+    }
+}
+
+/// The listener's loop: connect, `LISTEN`, then take notifications and
+/// poll the version every [`POLL`]; on a broken connection, start over
+/// after [`POLL`]. Ends when nobody holds the listener any more.
+fn listen(pg: &Pg, listener: &Weak<Listener>) {
+    while listener.strong_count() > 0 {
+        let Ok(mut client) = pg.connect() else {
+            std::thread::sleep(POLL);
+            continue;
+        };
+        if client.batch_execute("LISTEN gatehouse_grants").is_err() {
+            std::thread::sleep(POLL);
+            continue;
+        }
+        loop {
+            let Some(l) = listener.upgrade() else { return };
+            let polled = client
+                .query_one(
+                    "SELECT value FROM gatehouse_meta WHERE key = 'grants_version'",
+                    &[],
+                )
+                .map(|r| u64::try_from(r.get::<_, i64>(0)).unwrap_or(0));
+            match polled {
+                Ok(v) => l.saw(v),
+                Err(_) => break,
+            }
+            drop(l);
+            let mut notifications = client.notifications();
+            let mut waiting = notifications.timeout_iter(POLL);
+            let broken = loop {
+                match waiting.next() {
+                    Ok(Some(n)) => {
+                        let Some(l) = listener.upgrade() else { return };
+                        l.saw(n.payload().parse().unwrap_or(0));
+                    }
+                    // Nothing for POLL: poll the version.
+                    Ok(None) => break false,
+                    Err(_) => break true,
+                }
+            };
+            if broken {
+                break;
+            }
+        }
+    }
+}

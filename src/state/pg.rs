@@ -1,0 +1,345 @@
+//! The PostgreSQL backend's connection: one small pool per database URL
+//! and process, the schema (`gatehouse migrate`), its version check, and
+//! the roles a fleet separates its duties with.
+//!
+//! The client is the `postgres` crate (sync, over `tokio-postgres`): every
+//! store here is called from a turn's own thread, as the SQLite stores are.
+//! A URL is kept only in its redacted form for messages ([`redact`]): a
+//! password in it never reaches a log line or an error.
+
+use std::sync::{Arc, Mutex, OnceLock, Weak};
+use std::time::Duration;
+
+use postgres::{Client, Config, NoTls};
+
+/// The version of the PostgreSQL schema this build writes and reads
+/// (`gatehouse_meta.schema_version`). A newer one is refused.
+pub const SCHEMA_VERSION: i64 = 1;
+
+/// How long connecting may take before the state counts as unreachable.
+pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Idle connections a pool keeps; more are opened when needed and closed
+/// when returned past this many.
+const IDLE: usize = 16;
+
+/// The role a node's URL should log in as: it reads the policy state,
+/// records grants and turns, and may only INSERT into the audit.
+pub const NODE_ROLE: &str = "gatehouse_node";
+/// The role of the people who answer approvals: the only one that may
+/// change a pending approval's answer.
+pub const APPROVER_ROLE: &str = "gatehouse_approver";
+
+/// Why the shared state could not be used.
+#[derive(Debug, thiserror::Error)]
+pub enum SharedError {
+    /// The URL does not parse.
+    #[error("invalid database url `{url}`: {source}")]
+    BadUrl {
+        /// The URL, redacted.
+        url: String,
+        /// The parser's refusal.
+        #[source]
+        source: postgres::Error,
+    },
+    /// No connection could be made, or a query failed.
+    #[error("postgresql at `{url}`: {action}")]
+    Postgres {
+        /// The URL, redacted.
+        url: String,
+        /// What was being done.
+        action: &'static str,
+        /// The client's error.
+        #[source]
+        source: postgres::Error,
+    },
+    /// The database has no gatehouse schema yet.
+    #[error("postgresql at `{url}` has no gatehouse schema: run `gatehouse migrate` with an owner's url first")]
+    NotMigrated {
+        /// The URL, redacted.
+        url: String,
+    },
+    /// A newer build migrated the database.
+    #[error("postgresql at `{url}`: its schema version is {version}; this gatehouse knows versions up to {known}")]
+    Newer {
+        /// The URL, redacted.
+        url: String,
+        /// The database's version.
+        version: i64,
+        /// The newest this gatehouse knows.
+        known: i64,
+    },
+    /// A row holds a value this build cannot read.
+    #[error("postgresql at `{url}`: {what}")]
+    Malformed {
+        /// The URL, redacted.
+        url: String,
+        /// What is wrong, naming the row.
+        what: String,
+    },
+}
+
+impl SharedError {
+    /// Whether the database could not be reached (or answered with a
+    /// connection-level failure): the turn is refused with
+    /// `STATE_UNAVAILABLE` rather than failing as a bug.
+    pub fn is_unreachable(&self) -> bool {
+        match self {
+            SharedError::Postgres { source, .. } => source.is_closed() || source.code().is_none(),
+            _ => false,
+        }
+    }
+}
+
+/// `url` with its password replaced by `***`.
+pub fn redact(url: &str) -> String {
+    // postgres://user:password@host/db: the password is between the first
+    // ':' after the scheme and the last '@' of the authority.
+    let Some(rest_at) = url.find("://").map(|i| i + 3) else {
+        // The key=value form: `password=…` up to the next space.
+        return url
+            .split(' ')
+            .map(|part| match part.split_once('=') {
+                Some(("password", _)) => "password=***",
+                _ => part,
+            })
+            .collect::<Vec<_>>()
+            .join(" ");
+    };
+    let authority_end = url[rest_at..]
+        .find(['/', '?'])
+        .map_or(url.len(), |i| rest_at + i);
+    let authority = &url[rest_at..authority_end];
+    match (authority.rfind('@'), authority.find(':')) {
+        (Some(at), Some(colon)) if colon < at => format!(
+            "{}{}:***{}",
+            &url[..rest_at],
+            &authority[..colon],
+            &url[rest_at + at..]
+        ),
+        _ => url.to_string(),
+    }
+}
+
+/// One database: its parsed configuration and a pool of idle connections.
+pub struct Pg {
+    url: String,
+    config: Config,
+    idle: Mutex<Vec<Client>>,
+}
+
+impl std::fmt::Debug for Pg {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Pg").field("url", &self.url).finish()
+    }
+}
+
+impl Pg {
+    /// The pool of `url`, shared by every store of this process that
+    /// names the same URL (nothing is connected yet).
+    pub fn shared(url: &str) -> Result<Arc<Pg>, SharedError> {
+        /// Each URL's pool, while some store holds it.
+        type Pools = Mutex<Vec<(String, Weak<Pg>)>>;
+        static POOLS: OnceLock<Pools> = OnceLock::new();
+        let pools = POOLS.get_or_init(Default::default);
+        let mut pools = crate::util::lock(pools);
+        pools.retain(|(_, p)| p.strong_count() > 0);
+        if let Some(pg) = pools
+            .iter()
+            .find(|(u, _)| u == url)
+            .and_then(|(_, p)| p.upgrade())
+        {
+            return Ok(pg);
+        }
+        let pg = Arc::new(Pg::new(url)?);
+        pools.push((url.to_string(), Arc::downgrade(&pg)));
+        Ok(pg)
+    }
+
+    /// A pool of its own for `url` (the benchmark's and the listener's).
+    pub fn new(url: &str) -> Result<Pg, SharedError> {
+        let mut config: Config = url.parse().map_err(|source| SharedError::BadUrl {
+            url: redact(url),
+            source,
+        })?;
+        if config.get_connect_timeout().is_none() {
+            config.connect_timeout(CONNECT_TIMEOUT);
+        }
+        config.keepalives(true);
+        config.application_name("gatehouse");
+        Ok(Pg {
+            url: redact(url),
+            config,
+            idle: Mutex::new(Vec::new()),
+        })
+    }
+
+    /// The URL, redacted.
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+
+    /// An error of this database.
+    pub fn error(&self, action: &'static str, source: postgres::Error) -> SharedError {
+        SharedError::Postgres {
+            url: self.url.clone(),
+            action,
+            source,
+        }
+    }
+
+    /// A new connection (not from the pool).
+    pub fn connect(&self) -> Result<Client, SharedError> {
+        self.config
+            .connect(NoTls)
+            .map_err(|e| self.error("cannot connect", e))
+    }
+
+    /// Runs `f` on a pooled connection. A connection that broke is not
+    /// returned to the pool.
+    pub fn with<T>(
+        &self,
+        action: &'static str,
+        f: impl FnOnce(&mut Client) -> Result<T, postgres::Error>,
+    ) -> Result<T, SharedError> {
+        let pooled = crate::util::lock(&self.idle).pop();
+        let mut client = match pooled {
+            Some(c) if !c.is_closed() => c,
+            _ => self.connect()?,
+        };
+        let result = f(&mut client);
+        if !client.is_closed() {
+            let mut idle = crate::util::lock(&self.idle);
+            if idle.len() < IDLE {
+                idle.push(client);
+            }
+        }
+        result.map_err(|e| self.error(action, e))
+    }
+
+    /// The schema version recorded in the database: `None` before the
+    /// first `gatehouse migrate`.
+    pub fn version(&self) -> Result<Option<i64>, SharedError> {
+        self.with("cannot read the schema version", |c| {
+            let table: Option<String> = c
+                .query_one("SELECT to_regclass('gatehouse_meta')::text", &[])?
+                .get(0);
+            if table.is_none() {
+                return Ok(None);
+            }
+            Ok(c.query_opt(
+                "SELECT value FROM gatehouse_meta WHERE key = 'schema_version'",
+                &[],
+            )?
+            .map(|r| r.get::<_, i64>(0)))
+        })
+    }
+
+    /// Refuses a database this build cannot work with: unreachable, not
+    /// migrated, or of a newer schema.
+    pub fn check(&self) -> Result<(), SharedError> {
+        match self.version()? {
+            None => Err(SharedError::NotMigrated {
+                url: self.url.clone(),
+            }),
+            Some(v) if v > SCHEMA_VERSION => Err(SharedError::Newer {
+                url: self.url.clone(),
+                version: v,
+                known: SCHEMA_VERSION,
+            }),
+            // An older version is not possible yet: version 1 is the
+            // first. When there is a 2, an older one is refused here too
+            // until `migrate` brings it up.
+            Some(_) => Ok(()),
+        }
+    }
+
+    /// Creates or upgrades the schema to [`SCHEMA_VERSION`], and the two
+    /// roles, in one transaction (under an advisory lock, so two
+    /// `migrate`s at once are one after the other). Returns the versions
+    /// before and after.
+    ///
+    /// # Security
+    /// Needs an owner's URL (one that may create tables and roles). The
+    /// roles are created without a password and without privileges beyond
+    /// their tables; giving them a way to log in is the operator's step.
+    pub fn migrate(&self) -> Result<(i64, i64), SharedError> {
+        let before = self.version()?.unwrap_or(0);
+        if before > SCHEMA_VERSION {
+            return Err(SharedError::Newer {
+                url: self.url.clone(),
+                version: before,
+                known: SCHEMA_VERSION,
+            });
+        }
+        ensure_roles(self)?;
+        self.with("cannot migrate", |c| {
+            let mut tx = c.transaction()?;
+            tx.execute("SELECT pg_advisory_xact_lock(7137001)", &[])?;
+            tx.batch_execute(META)?;
+            let now: Option<i64> = tx
+                .query_opt(
+                    "SELECT value FROM gatehouse_meta WHERE key = 'schema_version'",
+                    &[],
+                )?
+                .map(|r| r.get(0));
+            if now.unwrap_or(0) < 1 {
+                for part in super::SCHEMA_1 {
+                    tx.batch_execute(part)?;
+                }
+                tx.execute(
+                    "INSERT INTO gatehouse_meta (key, value) VALUES ('schema_version', 1) \
+                     ON CONFLICT (key) DO UPDATE SET value = 1",
+                    &[],
+                )?;
+            }
+            tx.commit()
+        })?;
+        Ok((before, SCHEMA_VERSION))
+    }
+}
+
+/// The table every version has: the schema version and the counters the
+/// stores bump when they change (`grants_version`).
+const META: &str = "
+CREATE TABLE IF NOT EXISTS gatehouse_meta (key text PRIMARY KEY, value bigint NOT NULL);
+INSERT INTO gatehouse_meta (key, value) VALUES ('grants_version', 0) ON CONFLICT (key) DO NOTHING;
+";
+
+/// Creates the node and approver roles when missing. Roles belong to the
+/// whole cluster, so two databases of one server share them (their
+/// privileges are per database); two `migrate`s racing on a fresh cluster
+/// both succeed.
+fn ensure_roles(pg: &Pg) -> Result<(), SharedError> {
+    for role in [NODE_ROLE, APPROVER_ROLE] {
+        let sql = format!(
+            "DO $$ BEGIN CREATE ROLE {role} LOGIN; \
+             EXCEPTION WHEN duplicate_object OR unique_violation THEN NULL; END $$"
+        );
+        pg.with("cannot create the roles", |c| c.batch_execute(&sql))?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::redact;
+
+    #[test]
+    fn a_password_never_shows_in_a_redacted_url() {
+        assert_eq!(
+            redact("postgres://node:s3cret@db.internal:5432/gh?sslmode=require"),
+            "postgres://node:***@db.internal:5432/gh?sslmode=require"
+        );
+        assert_eq!(
+            redact("postgres://node@127.0.0.1:5432/gh"),
+            "postgres://node@127.0.0.1:5432/gh"
+        );
+        assert_eq!(redact("host=/tmp user=x"), "host=/tmp user=x");
+        assert_eq!(
+            redact("host=db user=x password=s3cret dbname=gh"),
+            "host=db user=x password=*** dbname=gh"
+        );
+        assert_eq!(redact("postgresql://a:b:c@h/db"), "postgresql://a:***@h/db");
+    }
+}

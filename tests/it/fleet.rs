@@ -1,0 +1,276 @@
+//! Issue 32: a fleet of hosts on one PostgreSQL database. Each test has
+//! a database of its own on the throwaway server `./test.sh` starts
+//! ([`crate::support::pg`]); each "node" is an [`Env`] of its own (its
+//! own state directory and configuration) whose commands name the same
+//! database through `GATEHOUSE_DATABASE_URL`.
+
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+
+use crate::support::guests::guest;
+use crate::support::pg::{as_role, Database};
+use crate::support::serve::{args, executors, Client};
+use crate::support::{s, Env};
+
+fn no_elicitation(_: &Value) -> Value {
+    panic!("elicited")
+}
+
+/// How long after a change commits every node's next decision sees it
+/// (the bound the docs state is 60 ms plus one round trip).
+const BOUND: Duration = Duration::from_millis(100);
+
+/// `gatehouse migrate` creates the shared schema and the two roles, once;
+/// a node refuses a database that was never migrated, and one of a schema
+/// version it does not know, before anything runs.
+///
+/// Positive control: the same run succeeds between the two refusals.
+#[test]
+fn fleet_migrate_creates_the_shared_schema_and_a_node_refuses_a_version_it_does_not_know() {
+    let db = Database::new();
+    let env = Env::on(&db);
+    let ws = env.mkdir("ws");
+    let hello = guest("hello");
+    let run = || env.run(&["run", s(&hello), "--workspace", s(&ws), "--input", "{}"]);
+    run().expect_err(
+        1,
+        &[&format!(
+            "postgresql at `{}` has no gatehouse schema: run `gatehouse migrate` with an owner's url first",
+            db.url
+        )],
+    );
+    for _ in 0..2 {
+        let m = env.run(&["--json", "migrate"]);
+        m.expect(0);
+        assert_eq!(
+            m.json_lines()[0],
+            json!({"database": "postgresql", "path": db.url, "version": 1}),
+            "{m:#?}"
+        );
+    }
+    let mut c = db.client();
+    let roles: Vec<String> = c
+        .query(
+            "SELECT rolname FROM pg_roles WHERE rolname LIKE 'gatehouse_%' ORDER BY rolname",
+            &[],
+        )
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    assert_eq!(roles, ["gatehouse_approver", "gatehouse_node"]);
+    run().expect(0);
+    c.execute(
+        "UPDATE gatehouse_meta SET value = 7 WHERE key = 'schema_version'",
+        &[],
+    )
+    .unwrap();
+    let refusal = format!(
+        "postgresql at `{}`: its schema version is 7; this gatehouse knows versions up to 1",
+        db.url
+    );
+    run().expect_err(1, &[&refusal]);
+    env.run(&["migrate"]).expect_err(1, &[&refusal]);
+    let serve = env
+        .command()
+        .args([
+            "serve",
+            "--mcp",
+            "--workspace",
+            s(&ws),
+            "--executor",
+            s(&hello),
+        ])
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(serve.status.code(), Some(1), "{serve:?}");
+    assert!(
+        String::from_utf8_lossy(&serve.stderr).contains(&refusal),
+        "{serve:?}"
+    );
+}
+
+/// `grants add` through `node` for the sealed identity (`cli`, `tester`):
+/// its id.
+fn add(node: &Env, target: &str, extra: &[&str]) -> String {
+    let mut a = vec![
+        "grants",
+        "add",
+        "--channel",
+        "cli",
+        "--sender",
+        "tester",
+        "fs:write",
+        target,
+    ];
+    a.extend(extra);
+    let run = node.run(&a);
+    run.expect(0);
+    run.json_lines()[0]["id"].to_string()
+}
+
+/// Two long-lived servers on one database, each with its own state
+/// directory: a grant added through node A applies on B's next call, a
+/// revoke made through B stops A's next call, and a grant that expires
+/// between two calls stops applying at its expiry on both, although
+/// nothing in the database changed.
+///
+/// Positive controls: each node is refused before the grant, and writes
+/// the file while it is in force.
+#[test]
+fn fleet_a_grant_a_revoke_and_an_expiry_made_on_one_node_apply_on_the_others_next_turn() {
+    let db = Database::migrated();
+    let (a, b) = (Env::on(&db), Env::on(&db));
+    let ws = a.mkdir("ws");
+    a.mkdir("ws/out");
+    let ex = executors(&a);
+    let server_args = args(&ws, &ex, "Supervised");
+    let mut node_a = Client::start(&a, &server_args, false);
+    let mut node_b = Client::start(&b, &server_args, false);
+    let write = |name: &str| json!({"path": format!("out/{name}.txt"), "content": name});
+    let call = |node: &mut Client, name: &str| {
+        let r = node.call("write-file", write(name), &mut no_elicitation);
+        let written = ws.join(format!("out/{name}.txt")).exists();
+        (r, written)
+    };
+    for (node, name) in [(&mut node_a, "a0"), (&mut node_b, "b0")] {
+        let (r, written) = call(node, name);
+        assert_eq!(r["structuredContent"]["code"], "APPROVAL_REQUIRED", "{r:#}");
+        assert!(!written);
+    }
+    let glob = format!("{}/out/**", s(&ws));
+    let id = add(&a, &glob, &[]);
+    std::thread::sleep(BOUND);
+    let (r, written) = call(&mut node_b, "b1");
+    assert_eq!(r["isError"], false, "{r:#}");
+    assert!(written);
+    let (r, written) = call(&mut node_a, "a1");
+    assert_eq!(r["isError"], false, "{r:#}");
+    assert!(written);
+    b.run(&["grants", "revoke", &id]).expect(0);
+    std::thread::sleep(BOUND);
+    let (r, written) = call(&mut node_a, "a2");
+    assert_eq!(r["structuredContent"]["code"], "APPROVAL_REQUIRED", "{r:#}");
+    assert!(!written);
+    // An expiry: nothing changes in the database when it passes.
+    add(&b, &glob, &["--expires-in", "3s"]);
+    std::thread::sleep(BOUND);
+    let (r, written) = call(&mut node_a, "a3");
+    assert_eq!(r["isError"], false, "{r:#}");
+    assert!(written);
+    let listed = a.run(&["grants", "list"]).json_lines();
+    assert_eq!(listed.len(), 1, "{listed:#?}");
+    let until = Instant::now() + Duration::from_secs(20);
+    while !a.run(&["grants", "list"]).json_lines().is_empty() {
+        assert!(Instant::now() < until, "the grant never expired");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    for (node, name) in [(&mut node_a, "a4"), (&mut node_b, "b4")] {
+        let (r, written) = call(node, name);
+        assert_eq!(r["structuredContent"]["code"], "APPROVAL_REQUIRED", "{r:#}");
+        assert!(!written);
+    }
+    assert_eq!(node_a.finish(), 0);
+    assert_eq!(node_b.finish(), 0);
+}
+
+/// The grants a node reads come from the database, not its state
+/// directory: nothing is created there, and `grants list` of another node
+/// shows what this one recorded.
+#[test]
+fn fleet_grants_live_in_the_database_and_not_in_the_state_directory() {
+    let db = Database::migrated();
+    let (a, b) = (Env::on(&db), Env::on(&db));
+    let id = add(&a, "/srv/data/**", &["--expires-in", "1h"]);
+    let listed = b.run(&["grants", "list"]).json_lines();
+    assert_eq!(listed.len(), 1, "{listed:#?}");
+    assert_eq!(listed[0]["id"].to_string(), id);
+    assert_eq!(listed[0]["target"], "/srv/data/**");
+    assert!(!a.grants_db().exists());
+    assert!(!b.grants_db().exists());
+    // Recording the tuple again is the one grant, as on SQLite.
+    assert_eq!(add(&b, "/srv/data/**", &[]), id);
+    let listed = a.run(&["grants", "list"]).json_lines();
+    assert_eq!(listed.len(), 1);
+    assert_eq!(
+        listed[0]["expires_at"],
+        Value::Null,
+        "forever beats an hour"
+    );
+}
+
+/// The node role may record grants but not revoke them, and may not
+/// touch the schema version; the approver role may revoke.
+#[test]
+fn fleet_a_node_s_role_records_grants_but_cannot_revoke_them() {
+    let db = Database::migrated();
+    let node = Env {
+        database_url: Some(as_role(&db.url, "gatehouse_node")),
+        ..Env::new()
+    };
+    let approver = Env {
+        database_url: Some(as_role(&db.url, "gatehouse_approver")),
+        ..Env::new()
+    };
+    let id = add(&node, "/srv/data/**", &[]);
+    node.run(&["grants", "revoke", &id])
+        .expect_err(1, &["permission denied for table grants"]);
+    assert_eq!(node.run(&["grants", "list"]).json_lines().len(), 1);
+    approver.run(&["grants", "revoke", &id]).expect(0);
+    assert!(node.run(&["grants", "list"]).json_lines().is_empty());
+    node.run(&["migrate"]).expect_err(1, &["permission denied"]);
+}
+
+/// Turns a database's connections off (`false`: the node cannot reach it
+/// at all, as when the server is down) or on again; the connections it
+/// has are closed.
+fn reachable(db: &Database, on: bool) {
+    let name = db.url.rsplit('/').next().unwrap().to_string();
+    let mut admin =
+        postgres::Client::connect(&crate::support::pg::server_url(), postgres::NoTls).unwrap();
+    admin
+        .batch_execute(&format!("ALTER DATABASE {name} ALLOW_CONNECTIONS {on}"))
+        .unwrap();
+    if !on {
+        admin
+            .execute(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = $1",
+                &[&name],
+            )
+            .unwrap();
+    }
+}
+
+/// A node that cannot reach its database refuses every turn with
+/// `STATE_UNAVAILABLE` (nothing runs: a write is not made), and runs
+/// again once the database is back.
+///
+/// Positive controls: the same calls succeed before and after.
+#[test]
+fn fleet_a_node_that_cannot_reach_the_database_refuses_its_turns_with_state_unavailable() {
+    let db = Database::migrated();
+    let env = Env::on(&db);
+    let ws = env.mkdir("ws");
+    env.mkdir("ws/out");
+    let ex = executors(&env);
+    let mut node = Client::start(&env, &args(&ws, &ex, "Full"), false);
+    let write = |name: &str| json!({"path": format!("out/{name}.txt"), "content": name});
+    let r = node.call("write-file", write("before"), &mut no_elicitation);
+    assert_eq!(r["isError"], false, "{r:#}");
+    reachable(&db, false);
+    for name in ["down1", "down2"] {
+        let r = node.call("write-file", write(name), &mut no_elicitation);
+        assert_eq!(r["structuredContent"]["code"], "STATE_UNAVAILABLE", "{r:#}");
+        assert!(!ws.join(format!("out/{name}.txt")).exists());
+    }
+    let r = node.call("hello", json!({"text": "hi"}), &mut no_elicitation);
+    assert_eq!(r["structuredContent"]["code"], "STATE_UNAVAILABLE", "{r:#}");
+    reachable(&db, true);
+    let r = node.call("write-file", write("after"), &mut no_elicitation);
+    assert_eq!(r["isError"], false, "{r:#}");
+    assert_eq!(std::fs::read(ws.join("out/after.txt")).unwrap(), b"after");
+    assert_eq!(node.finish(), 0);
+    // The database is dropped with its connections on.
+}
