@@ -464,7 +464,7 @@ impl HostConfig {
                     "state.database_url".into(),
                     format!(
                         "`{}` is not a postgresql url (`postgres://user@host:port/database`)",
-                        crate::state::pg::redact(url)
+                        crate::util::redact_url(url)
                     ),
                 ));
             }

@@ -114,9 +114,11 @@ pub enum GrantError {
         #[source]
         source: std::io::Error,
     },
-    /// The shared state (PostgreSQL) failed or refused.
+    /// The shared state (a fleet's PostgreSQL) failed or refused: a
+    /// [`crate::state::pg::SharedError`], boxed so that the grants, below
+    /// the state layer, need not name it.
     #[error(transparent)]
-    Shared(#[from] crate::state::pg::SharedError),
+    Shared(Box<dyn std::error::Error + Send + Sync>),
     /// Any other SQLite failure (I/O, locking, permissions).
     #[error("grants database `{}`: {source}", path.display())]
     Sqlite {

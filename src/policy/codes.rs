@@ -160,6 +160,8 @@ pub enum CodeFamily {
     Isolation,
     /// A limit of the sandbox stopped the run.
     Limit,
+    /// The host's shared state (a fleet's database) could not be used.
+    State,
 }
 
 impl CodeFamily {
@@ -180,6 +182,7 @@ impl CodeFamily {
             CodeFamily::Component => "component",
             CodeFamily::Isolation => "isolation",
             CodeFamily::Limit => "limit",
+            CodeFamily::State => "state",
         }
     }
 }
@@ -295,7 +298,7 @@ impl DenyCode {
             D::NetworkNotGranted => ("NETWORK_NOT_GRANTED", F::Capability, "an HTTP request whose scheme, host, port, path or method no `network:sites` grant of the turn covers; nothing was sent"),
             D::LimitHttpRequests => ("LIMIT_HTTP_REQUESTS", F::Limit, "the turn made more HTTP requests than its cap (`[limits] http_requests`, default 100); the one past it was not sent"),
             D::LimitHttpResponse => ("LIMIT_HTTP_RESPONSE", F::Limit, "the turn's HTTP responses passed their cap on bytes (`[limits] http_response_mib`, default 64); the body was cut"),
-            D::StateUnavailable => ("STATE_UNAVAILABLE", F::Configuration, "the shared state the turn needs (a fleet's PostgreSQL: its grants, its audit) could not be reached or refused; nothing was run"),
+            D::StateUnavailable => ("STATE_UNAVAILABLE", F::State, "the shared state the turn needs (a fleet's PostgreSQL: its grants, its audit) could not be reached or refused; nothing was run"),
             D::TurnCancelled => ("TURN_CANCELLED", F::Limit, "the turn was cancelled through its cancel handle and interrupted like a deadline"),
         }
     }

@@ -234,7 +234,7 @@ impl PgGrants {
         let id: i64 = row.get(0);
         let time = |column: &str, value: &str| {
             UtcTime::parse(value).map_err(|_| {
-                GrantError::Shared(SharedError::Malformed {
+                GrantError::from(SharedError::Malformed {
                     url: self.pg.url().to_string(),
                     what: format!("grant `{id}` has a malformed `{column}`: `{value}`"),
                 })
@@ -466,6 +466,12 @@ impl Listener {
         self.answered.store(at.max(1), Ordering::Release);
     }
 
+    /// Forgets the last answer: the connection broke, so until it
+    /// answers again each turn asks the database itself.
+    fn lost(&self) {
+        self.answered.store(0, Ordering::Release);
+    }
+
     /// The version, if the database answered within [`FRESH`].
     fn fresh(&self) -> Option<u64> {
         let at = self.answered.load(Ordering::Acquire);
@@ -501,7 +507,10 @@ fn listen(pg: &Pg, listener: &Weak<Listener>) {
                 .map(|r| u64::try_from(r.get::<_, i64>(0)).unwrap_or(0));
             match polled {
                 Ok(v) => l.saw(v),
-                Err(_) => break,
+                Err(_) => {
+                    l.lost();
+                    break;
+                }
             }
             drop(l);
             let mut notifications = client.notifications();
@@ -518,6 +527,9 @@ fn listen(pg: &Pg, listener: &Weak<Listener>) {
                 }
             };
             if broken {
+                if let Some(l) = listener.upgrade() {
+                    l.lost();
+                }
                 break;
             }
         }

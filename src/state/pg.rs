@@ -79,6 +79,12 @@ pub enum SharedError {
     },
 }
 
+impl From<SharedError> for crate::grants::GrantError {
+    fn from(e: SharedError) -> Self {
+        crate::grants::GrantError::Shared(Box::new(e))
+    }
+}
+
 impl SharedError {
     /// Whether the database could not be reached (or answered with a
     /// connection-level failure): the turn is refused with
@@ -91,35 +97,7 @@ impl SharedError {
     }
 }
 
-/// `url` with its password replaced by `***`.
-pub fn redact(url: &str) -> String {
-    // postgres://user:password@host/db: the password is between the first
-    // ':' after the scheme and the last '@' of the authority.
-    let Some(rest_at) = url.find("://").map(|i| i + 3) else {
-        // The key=value form: `password=…` up to the next space.
-        return url
-            .split(' ')
-            .map(|part| match part.split_once('=') {
-                Some(("password", _)) => "password=***",
-                _ => part,
-            })
-            .collect::<Vec<_>>()
-            .join(" ");
-    };
-    let authority_end = url[rest_at..]
-        .find(['/', '?'])
-        .map_or(url.len(), |i| rest_at + i);
-    let authority = &url[rest_at..authority_end];
-    match (authority.rfind('@'), authority.find(':')) {
-        (Some(at), Some(colon)) if colon < at => format!(
-            "{}{}:***{}",
-            &url[..rest_at],
-            &authority[..colon],
-            &url[rest_at + at..]
-        ),
-        _ => url.to_string(),
-    }
-}
+pub use crate::util::redact_url as redact;
 
 /// One database: its parsed configuration and a pool of idle connections.
 pub struct Pg {
@@ -319,27 +297,4 @@ fn ensure_roles(pg: &Pg) -> Result<(), SharedError> {
         pg.with("cannot create the roles", |c| c.batch_execute(&sql))?;
     }
     Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::redact;
-
-    #[test]
-    fn a_password_never_shows_in_a_redacted_url() {
-        assert_eq!(
-            redact("postgres://node:s3cret@db.internal:5432/gh?sslmode=require"),
-            "postgres://node:***@db.internal:5432/gh?sslmode=require"
-        );
-        assert_eq!(
-            redact("postgres://node@127.0.0.1:5432/gh"),
-            "postgres://node@127.0.0.1:5432/gh"
-        );
-        assert_eq!(redact("host=/tmp user=x"), "host=/tmp user=x");
-        assert_eq!(
-            redact("host=db user=x password=s3cret dbname=gh"),
-            "host=db user=x password=*** dbname=gh"
-        );
-        assert_eq!(redact("postgresql://a:b:c@h/db"), "postgresql://a:***@h/db");
-    }
 }

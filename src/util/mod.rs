@@ -16,4 +16,4 @@ pub mod watch;
 
 pub use hash::{sha256_file, sha256_reader};
 pub use sync::{lock, read, wait_timeout, write};
-pub use text::{chain, lower, printable, IoCause, Lowered};
+pub use text::{chain, lower, printable, redact_url, IoCause, Lowered};

@@ -124,3 +124,56 @@ mod tests {
         assert_eq!(chain(&e), "cannot read `x`: entity not found");
     }
 }
+
+/// `url` with its password replaced by `***`.
+pub fn redact_url(url: &str) -> String {
+    // postgres://user:password@host/db: the password is between the first
+    // ':' after the scheme and the last '@' of the authority.
+    let Some(rest_at) = url.find("://").map(|i| i + 3) else {
+        // The key=value form: `password=…` up to the next space.
+        return url
+            .split(' ')
+            .map(|part| match part.split_once('=') {
+                Some(("password", _)) => "password=***",
+                _ => part,
+            })
+            .collect::<Vec<_>>()
+            .join(" ");
+    };
+    let authority_end = url[rest_at..]
+        .find(['/', '?'])
+        .map_or(url.len(), |i| rest_at + i);
+    let authority = &url[rest_at..authority_end];
+    match (authority.rfind('@'), authority.find(':')) {
+        (Some(at), Some(colon)) if colon < at => format!(
+            "{}{}:***{}",
+            &url[..rest_at],
+            &authority[..colon],
+            &url[rest_at + at..]
+        ),
+        _ => url.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod redact_tests {
+    use super::redact_url as redact;
+
+    #[test]
+    fn a_password_never_shows_in_a_redacted_database_url() {
+        assert_eq!(
+            redact("postgres://node:s3cret@db.internal:5432/gh?sslmode=require"),
+            "postgres://node:***@db.internal:5432/gh?sslmode=require"
+        );
+        assert_eq!(
+            redact("postgres://node@127.0.0.1:5432/gh"),
+            "postgres://node@127.0.0.1:5432/gh"
+        );
+        assert_eq!(redact("host=/tmp user=x"), "host=/tmp user=x");
+        assert_eq!(
+            redact("host=db user=x password=s3cret dbname=gh"),
+            "host=db user=x password=*** dbname=gh"
+        );
+        assert_eq!(redact("postgresql://a:b:c@h/db"), "postgresql://a:***@h/db");
+    }
+}

@@ -260,6 +260,8 @@ fn fleet_a_node_that_cannot_reach_the_database_refuses_its_turns_with_state_unav
     let r = node.call("write-file", write("before"), &mut no_elicitation);
     assert_eq!(r["isError"], false, "{r:#}");
     reachable(&db, false);
+    // Within the bound, the node knows.
+    std::thread::sleep(BOUND);
     for name in ["down1", "down2"] {
         let r = node.call("write-file", write(name), &mut no_elicitation);
         assert_eq!(r["structuredContent"]["code"], "STATE_UNAVAILABLE", "{r:#}");

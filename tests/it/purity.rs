@@ -132,7 +132,7 @@ fn the_checks_would_catch_a_violation() {
 /// it. The sandbox, exec, undo and the terminal do not reach the
 /// configuration: its values (the engine settings, `on_degraded`, the
 /// limits) are passed in by the host.
-const LAYERS: [(&str, &[&str]); 17] = [
+const LAYERS: [(&str, &[&str]); 18] = [
     ("util", &[]),
     ("policy", &[]),
     ("memory", &["util"]),
@@ -149,11 +149,12 @@ const LAYERS: [(&str, &[&str]); 17] = [
         &["util", "policy", "config", "manifest", "sandbox"],
     ),
     ("terminal", &["util", "policy", "sandbox"]),
+    ("state", &["util", "policy", "config", "grants", "memory"]),
     (
         "host",
         &[
             "util", "policy", "config", "memory", "grants", "manifest", "snapshot", "exec", "undo",
-            "sandbox", "terminal",
+            "sandbox", "terminal", "state",
         ],
     ),
     (
@@ -177,6 +178,7 @@ const LAYERS: [(&str, &[&str]); 17] = [
             "conformance",
             "serve",
             "terminal",
+            "state",
         ],
     ),
 ];
