@@ -508,3 +508,45 @@ fn fleet_an_approval_queued_by_node_a_and_answered_once_runs_exactly_one_turn_wh
     );
     assert!(!env.state_dir().join("approvals.db").exists());
 }
+
+/// With a database URL the pending approvals are a part of the shared
+/// schema: `gatehouse migrate` makes no approvals.db (it lists the
+/// database and the memory store), and a node does not look at an
+/// approvals.db left in its state directory, even one of a schema version
+/// it would refuse.
+///
+/// Positive control: without the URL, the same state directory's
+/// approvals.db of version 7 is refused, naming it.
+#[test]
+fn fleet_migrate_makes_no_approvals_db_and_a_node_does_not_read_one() {
+    let db = Database::new();
+    let env = Env::on(&db);
+    let ws = env.mkdir("ws");
+    let hello = guest("hello");
+    let m = env.run(&["--json", "migrate"]);
+    m.expect(0);
+    let made: Vec<Value> = m
+        .json_lines()
+        .iter()
+        .map(|l| l["database"].clone())
+        .collect();
+    assert_eq!(made, [json!("postgresql"), json!("memory")], "{m:#?}");
+    let stray = env.state_dir().join("approvals.db");
+    assert!(!stray.exists());
+    let conn = rusqlite::Connection::open(&stray).unwrap();
+    conn.pragma_update(None, "user_version", 7).unwrap();
+    drop(conn);
+    let run = |env: &Env| env.run(&["run", s(&hello), "--workspace", s(&ws), "--input", "{}"]);
+    run(&env).expect(0);
+    let sqlite = Env {
+        database_url: None,
+        dir: env.dir,
+    };
+    run(&sqlite).expect_err(
+        1,
+        &[&format!(
+            "approvals database `{}`: its schema version 7 is newer than this build knows (1)",
+            s(&stray)
+        )],
+    );
+}
