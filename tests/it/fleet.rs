@@ -498,6 +498,18 @@ fn fleet_an_approval_queued_by_node_a_and_answered_once_runs_exactly_one_turn_wh
         .count();
     assert_eq!(required, 2 * RETRIES - 1);
     assert_eq!(std::fs::read(ws.join("out/once.txt")).unwrap(), b"once\n");
+    // Each refused retry queued an entry; an actor keeps its newest 32
+    // waiting, the others are dropped and counted, across both nodes.
+    let cap = gatehouse::host::MAX_PENDING_PER_ACTOR;
+    let listed = env.run(&["approvals", "list"]);
+    listed.expect(0);
+    assert_eq!(
+        listed.stderr.trim_end(),
+        format!(
+            "{cap} entries listed, newest first; {cap} waiting for an answer; {} older unanswered entries of actor `main` dropped (at most {cap} wait per actor)",
+            2 * RETRIES - 1 - cap
+        )
+    );
     let all = env.run(&["approvals", "list", "--all"]).json_lines();
     let consumed: Vec<&Value> = all.iter().filter(|e| e["status"] == "consumed").collect();
     assert_eq!(consumed.len(), 1, "{consumed:#?}");
@@ -549,4 +561,37 @@ fn fleet_migrate_makes_no_approvals_db_and_a_node_does_not_read_one() {
             s(&stray)
         )],
     );
+}
+
+/// "Allow and remember" given through the database records its grants in
+/// the database (as the approver's role): the entry is `remembered` with
+/// the grant's id, `grants list` of any node shows the grant, and the
+/// node's retry runs on the grant without consuming anything.
+///
+/// Positive control: the retry before the answer is refused and queued.
+#[test]
+fn fleet_allow_and_remember_through_the_database_records_the_grants_in_it() {
+    let db = Database::migrated();
+    let node = Env::on(&db);
+    let ws = node.mkdir("ws");
+    node.mkdir("ws/out");
+    let input = r#"{"path":"out/a.txt","content":"remembered"}"#;
+    let id = queued_on(&node, &ws, input);
+    let (run, e) = as_env(&db, "gatehouse_approver").answer_on_terminal(&[
+        "approvals",
+        "allow",
+        &id,
+        "--remember",
+    ]);
+    assert_eq!(run.code, 0, "{run:#?}");
+    assert_eq!(e["status"], "remembered", "{e:#}");
+    let grants = node.run(&["grants", "list"]).json_lines();
+    assert_eq!(grants.len(), 1, "{grants:#?}");
+    assert_eq!(e["grants"], json!([grants[0]["id"]]));
+    assert_eq!(grants[0]["target"], format!("{}/out/**", s(&ws)));
+    assert!(!node.grants_db().exists());
+    let (run, v) = run_json(&node, &guest("write-file"), &ws, "Supervised", input, &[]);
+    run.expect(0);
+    assert_eq!(v["pending_id"], Value::Null, "{v:#}");
+    assert_eq!(std::fs::read(ws.join("out/a.txt")).unwrap(), b"remembered");
 }
