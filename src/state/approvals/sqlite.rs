@@ -225,7 +225,7 @@ impl ApprovalBackend for SqliteApprovals {
         Ok(entry)
     }
 
-    /// The answer waiting for a turn of `key` that needs `pending`, taken
+    /// The answer waiting for a turn of `key` that needs `items`, taken
     /// at `now` by turn `turn`: the first unexpired entry, answered allow
     /// (once) or deny, matching all of the key and exactly the set of
     /// (capability, canonical target) pairs. Taking it consumes it.
@@ -356,7 +356,7 @@ impl ApprovalBackend for SqliteApprovals {
     /// Hands out authority: "once" lets the next turn that matches the
     /// entry exactly run with its items allowed; "remember" records a
     /// grant per item for the entry's identity (see
-    /// `crate::host::GrantBook::record`). Call it only on the person's own answer.
+    /// [`GrantBackend::record`]). Call it only on the person's own answer.
     fn answer(
         &self,
         id: &str,
