@@ -44,6 +44,8 @@ pub(super) fn memory_db(state: &StatePaths) -> PathBuf {
 pub fn migrate(state: &StatePaths) -> Result<Vec<Migrated>, HostError> {
     let mut done = Vec::new();
     match &state.database_url {
+        // The grants and the pending approvals are parts of the shared
+        // schema: no approvals.db is made beside it.
         Some(url) => {
             let pg = crate::state::pg::Pg::shared(url)?;
             let (_, version) = pg.migrate()?;
@@ -60,17 +62,17 @@ pub fn migrate(state: &StatePaths) -> Result<Vec<Migrated>, HostError> {
                 path: state.grants_db.display().to_string(),
                 version: crate::grants::SCHEMA_VERSION,
             });
+            let approvals = ApprovalQueue::new(state);
+            let approvals_version = approvals.migrate()?;
+            done.push(Migrated {
+                database: "approvals",
+                path: approvals.path().display().to_string(),
+                version: approvals_version,
+            });
         }
     }
-    let approvals = ApprovalQueue::new(state);
-    let approvals_version = approvals.migrate()?;
     let memory = memory_db(state);
     MemoryStore::open(&memory)?;
-    done.push(Migrated {
-        database: "approvals",
-        path: approvals.path().display().to_string(),
-        version: approvals_version,
-    });
     done.push(Migrated {
         database: "memory",
         path: memory.display().to_string(),
@@ -88,9 +90,14 @@ pub fn migrate(state: &StatePaths) -> Result<Vec<Migrated>, HostError> {
 /// version not yet in the header (still in the write-ahead log of a newer
 /// build's open connection) is refused when the database is first opened.
 /// The grants database is checked where the snapshot reads it.
+///
+/// With a shared database the approvals are in it (its version is
+/// checked by [`crate::state::pg::Pg::check`]), and an approvals.db left
+/// in the state directory is not looked at.
 pub(super) fn check(state: &StatePaths) -> Result<(), HostError> {
     let approvals = ApprovalQueue::new(state);
-    if let Some(version) = header_version(approvals.path()) {
+    let file = state.database_url.is_none().then(|| approvals.path());
+    if let Some(version) = file.and_then(header_version) {
         if version > super::queue::SCHEMA_VERSION {
             return Err(QueueError::Newer {
                 path: approvals.path().to_path_buf(),

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
-use crate::support::guests::guest;
+use crate::support::guests::{guest, run_json};
 use crate::support::pg::{as_role, Database};
 use crate::support::serve::{args, executors, Client};
 use crate::support::{s, Env};
@@ -275,4 +275,323 @@ fn fleet_a_node_that_cannot_reach_the_database_refuses_its_turns_with_state_unav
     assert_eq!(std::fs::read(ws.join("out/after.txt")).unwrap(), b"after");
     assert_eq!(node.finish(), 0);
     // The database is dropped with its connections on.
+}
+
+/// A queued `write-file` turn (Supervised, no terminal) through `node`:
+/// exit 4, `APPROVAL_REQUIRED`; its pending id.
+fn queued_on(node: &Env, ws: &std::path::Path, input: &str) -> String {
+    let (run, v) = run_json(node, &guest("write-file"), ws, "Supervised", input, &[]);
+    run.expect(4);
+    assert_eq!(v["code"], "APPROVAL_REQUIRED", "{v:#}");
+    v["pending_id"].as_str().unwrap().to_string()
+}
+
+/// An environment whose commands log in as `role`.
+fn as_env(db: &Database, role: &str) -> Env {
+    Env {
+        database_url: Some(as_role(&db.url, role)),
+        ..Env::new()
+    }
+}
+
+/// A deny given through the database refuses the next retry of the turn
+/// with `APPROVAL_REFUSED` (nothing is written), once: the retry after it
+/// is queued anew. `approvals list` of another node shows the entry, and
+/// neither node has an approvals.db: the queue is the database's.
+///
+/// An approval is bound to the policy hash, which covers the protected
+/// paths (the state directory, the configuration's places): the nodes of
+/// a fleet that retry each other's turns run with the same paths, as on
+/// machines of one image. Here the retrying node is another process of
+/// the queuing node's layout; the other `Env` lists.
+///
+/// Positive control: the entry is listed, waiting, before the answer.
+#[test]
+fn fleet_a_deny_given_through_the_database_refuses_the_next_retry_on_the_other_node() {
+    let db = Database::migrated();
+    let (a, b) = (Env::on(&db), Env::on(&db));
+    let ws = a.mkdir("ws");
+    a.mkdir("ws/out");
+    let input = r#"{"path":"out/a.txt","content":"denied"}"#;
+    let id = queued_on(&a, &ws, input);
+    let listed = b.run(&["approvals", "list"]).json_lines();
+    assert_eq!(listed.len(), 1, "{listed:#?}");
+    assert_eq!(listed[0]["id"], id.as_str());
+    assert_eq!(listed[0]["status"], "pending");
+    let approver = as_env(&db, "gatehouse_approver");
+    let (run, e) = approver.answer_on_terminal(&["approvals", "deny", &id]);
+    assert_eq!(run.code, 0, "{run:#?}");
+    assert_eq!(e["status"], "denied", "{e:#}");
+    assert_eq!(
+        b.run(&["approvals", "list"]).json_lines()[0]["status"],
+        "denied"
+    );
+    let (run, v) = run_json(&a, &guest("write-file"), &ws, "Supervised", input, &[]);
+    run.expect(2);
+    assert_eq!(v["code"], "APPROVAL_REFUSED", "{v:#}");
+    assert_eq!(v["pending_id"], id.as_str(), "{v:#}");
+    assert!(!ws.join("out/a.txt").exists());
+    assert_ne!(queued_on(&a, &ws, input), id);
+    let all = b.run(&["approvals", "list", "--all"]).json_lines();
+    let denied: Vec<&Value> = all.iter().filter(|e| e["id"] == id.as_str()).collect();
+    assert_eq!(denied.len(), 1);
+    assert_eq!(denied[0]["status"], "consumed");
+    assert_eq!(denied[0]["consumed_by"], v["turn"]);
+    for node in [&a, &b] {
+        assert!(!node.state_dir().join("approvals.db").exists());
+    }
+}
+
+/// A node's credentials cannot answer a pending approval: `approvals
+/// allow` and `deny` confirmed at a terminal fail with `permission
+/// denied`, and the entry stays pending; nor can the node's role give
+/// itself an answer in SQL (queue an entry already allowed, answer one, or
+/// take back a consumption). The approver's role answers, and the node's
+/// next retry runs once.
+///
+/// Positive control: the approver's `allow` succeeds and the retry
+/// writes the file.
+#[test]
+fn fleet_a_node_s_role_cannot_answer_a_pending_approval_and_the_approver_s_role_can() {
+    let db = Database::migrated();
+    let node = as_env(&db, "gatehouse_node");
+    let approver = as_env(&db, "gatehouse_approver");
+    let ws = node.mkdir("ws");
+    node.mkdir("ws/out");
+    let input = r#"{"path":"out/a.txt","content":"approved"}"#;
+    let id = queued_on(&node, &ws, input);
+    for verb in ["allow", "deny"] {
+        let (run, _) = node.answer_on_terminal(&["approvals", verb, &id]);
+        assert_eq!(run.code, 1, "{run:#?}");
+        for part in [
+            "cannot answer the pending approval",
+            "permission denied for table pending",
+        ] {
+            assert!(run.stdout.contains(part), "{run:#?}");
+        }
+    }
+    let listed = node.run(&["approvals", "list"]).json_lines();
+    assert_eq!(listed[0]["status"], "pending", "{listed:#?}");
+    let mut sql =
+        postgres::Client::connect(&as_role(&db.url, "gatehouse_node"), postgres::NoTls).unwrap();
+    let refused = |sql: &mut postgres::Client, q: &str| {
+        let e = sql.batch_execute(q).unwrap_err();
+        e.as_db_error().unwrap().message().to_string()
+    };
+    assert_eq!(
+        refused(
+            &mut sql,
+            &format!("UPDATE pending SET status = 'allowed' WHERE id = '{id}'")
+        ),
+        "permission denied for table pending"
+    );
+    assert_eq!(
+        refused(
+            &mut sql,
+            "INSERT INTO pending (id, turn, queued_at, expires_at, actor, executor,              executor_sha256, items, scope, input_sha256, args_sha256, definition_hash,              policy_hash, status) VALUES ('p-x', 't', 'q', 'e', 'main', 'w', 's', '[]', '[]',              'i', 'a', 'd', 'p', 'allowed')"
+        ),
+        "permission denied for table pending"
+    );
+    assert_eq!(
+        refused(&mut sql, "DELETE FROM pending"),
+        "permission denied for table pending"
+    );
+    let (run, e) = approver.answer_on_terminal(&["approvals", "allow", &id]);
+    assert_eq!(run.code, 0, "{run:#?}");
+    assert_eq!(e["status"], "allowed", "{e:#}");
+    let (run, v) = run_json(&node, &guest("write-file"), &ws, "Supervised", input, &[]);
+    run.expect(0);
+    assert_eq!(v["pending_id"], id.as_str(), "{v:#}");
+    assert_eq!(std::fs::read(ws.join("out/a.txt")).unwrap(), b"approved");
+    assert_eq!(
+        refused(
+            &mut sql,
+            &format!("UPDATE pending SET consumed_by = NULL WHERE id = '{id}'")
+        ),
+        format!("pending approval `{id}` is consumed already")
+    );
+}
+
+/// Sends `n` calls of `tool` with `arguments` to `node` at once (all
+/// written before the first answer is read): their results, in any order.
+fn call_at_once(node: &mut Client, n: usize, tool: &str, arguments: &Value) -> Vec<Value> {
+    for _ in 0..n {
+        let id = node.next;
+        node.next += 1;
+        node.send(json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+                         "params": {"name": tool, "arguments": arguments}}));
+    }
+    let mut results = Vec::new();
+    while results.len() < n {
+        let msg = node.recv();
+        if msg.get("method").is_some() {
+            // A notification (progress, a log line): not an answer.
+            continue;
+        }
+        results.push(msg.get("result").cloned().unwrap_or(msg));
+    }
+    results
+}
+
+/// Issue 32: an entry queued by node A and answered once with `approvals
+/// allow` (as the approver's role) runs exactly one turn while both nodes
+/// retry it 100 times at the same moment: one call succeeds, and one
+/// append is on disk; the 199 others end as a single node's retry after
+/// the consumption does, `APPROVAL_REQUIRED`, queued anew. The entry is
+/// consumed by the turn that ran.
+///
+/// The two nodes are two servers of one layout (an approval is bound to
+/// the policy hash, which covers the protected paths; see the deny test
+/// above), each with its own connections to the database.
+///
+/// Positive control: before the answer, node A's call is refused and
+/// queued, and nothing is on disk.
+#[test]
+fn fleet_an_approval_queued_by_node_a_and_answered_once_runs_exactly_one_turn_while_both_nodes_retry_it_100_times_concurrently(
+) {
+    const RETRIES: usize = 100;
+    let db = Database::migrated();
+    let env = Env::on(&db);
+    let ws = env.mkdir("ws");
+    env.mkdir("ws/out");
+    let ex = executors(&env);
+    let server_args = args(&ws, &ex, "Supervised");
+    let mut node_a = Client::start(&env, &server_args, false);
+    let node_b = Client::start(&env, &server_args, false);
+    let append = json!({"op": "append", "path": "out/once.txt", "content": "once\n"});
+    let r = node_a.call("write-file", append.clone(), &mut no_elicitation);
+    assert_eq!(r["structuredContent"]["code"], "APPROVAL_REQUIRED", "{r:#}");
+    let id = r["structuredContent"]["pending_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(!ws.join("out/once.txt").exists());
+    let (run, e) =
+        as_env(&db, "gatehouse_approver").answer_on_terminal(&["approvals", "allow", &id]);
+    assert_eq!(run.code, 0, "{run:#?}");
+    assert_eq!(e["status"], "allowed", "{e:#}");
+    let start = std::sync::Arc::new(std::sync::Barrier::new(2));
+    let retries: Vec<_> = [node_a, node_b]
+        .into_iter()
+        .map(|mut node| {
+            let (start, append) = (start.clone(), append.clone());
+            std::thread::spawn(move || {
+                start.wait();
+                let results = call_at_once(&mut node, RETRIES, "write-file", &append);
+                (node, results)
+            })
+        })
+        .collect();
+    let mut results = Vec::new();
+    for retry in retries {
+        let (node, r) = retry.join().unwrap();
+        results.extend(r);
+        assert_eq!(node.finish(), 0);
+    }
+    assert_eq!(results.len(), 2 * RETRIES);
+    let ran: Vec<&Value> = results.iter().filter(|r| r["isError"] == false).collect();
+    assert_eq!(ran.len(), 1, "{ran:#?}");
+    assert_eq!(ran[0]["structuredContent"]["op"], "append", "{:#}", ran[0]);
+    let required = results
+        .iter()
+        .filter(|r| r["structuredContent"]["code"] == "APPROVAL_REQUIRED")
+        .count();
+    assert_eq!(required, 2 * RETRIES - 1);
+    assert_eq!(std::fs::read(ws.join("out/once.txt")).unwrap(), b"once\n");
+    // Each refused retry queued an entry; an actor keeps its newest 32
+    // waiting, the others are dropped and counted, across both nodes.
+    let cap = gatehouse::host::MAX_PENDING_PER_ACTOR;
+    let listed = env.run(&["approvals", "list"]);
+    listed.expect(0);
+    assert_eq!(
+        listed.stderr.trim_end(),
+        format!(
+            "{cap} entries listed, newest first; {cap} waiting for an answer; {} older unanswered entries of actor `main` dropped (at most {cap} wait per actor)",
+            2 * RETRIES - 1 - cap
+        )
+    );
+    let all = env.run(&["approvals", "list", "--all"]).json_lines();
+    let consumed: Vec<&Value> = all.iter().filter(|e| e["status"] == "consumed").collect();
+    assert_eq!(consumed.len(), 1, "{consumed:#?}");
+    assert_eq!(consumed[0]["id"], id.as_str());
+    assert_eq!(
+        consumed[0]["consumed_by"],
+        ran[0]["_meta"]["gatehouse/turn"]
+    );
+    assert!(!env.state_dir().join("approvals.db").exists());
+}
+
+/// With a database URL the pending approvals are a part of the shared
+/// schema: `gatehouse migrate` makes no approvals.db (it lists the
+/// database and the memory store), and a node does not look at an
+/// approvals.db left in its state directory, even one of a schema version
+/// it would refuse.
+///
+/// Positive control: without the URL, the same state directory's
+/// approvals.db of version 7 is refused, naming it.
+#[test]
+fn fleet_migrate_makes_no_approvals_db_and_a_node_does_not_read_one() {
+    let db = Database::new();
+    let env = Env::on(&db);
+    let ws = env.mkdir("ws");
+    let hello = guest("hello");
+    let m = env.run(&["--json", "migrate"]);
+    m.expect(0);
+    let made: Vec<Value> = m
+        .json_lines()
+        .iter()
+        .map(|l| l["database"].clone())
+        .collect();
+    assert_eq!(made, [json!("postgresql"), json!("memory")], "{m:#?}");
+    let stray = env.state_dir().join("approvals.db");
+    assert!(!stray.exists());
+    let conn = rusqlite::Connection::open(&stray).unwrap();
+    conn.pragma_update(None, "user_version", 7).unwrap();
+    drop(conn);
+    let run = |env: &Env| env.run(&["run", s(&hello), "--workspace", s(&ws), "--input", "{}"]);
+    run(&env).expect(0);
+    let sqlite = Env {
+        database_url: None,
+        dir: env.dir,
+    };
+    run(&sqlite).expect_err(
+        1,
+        &[&format!(
+            "approvals database `{}`: its schema version 7 is newer than this build knows (1)",
+            s(&stray)
+        )],
+    );
+}
+
+/// "Allow and remember" given through the database records its grants in
+/// the database (as the approver's role): the entry is `remembered` with
+/// the grant's id, `grants list` of any node shows the grant, and the
+/// node's retry runs on the grant without consuming anything.
+///
+/// Positive control: the retry before the answer is refused and queued.
+#[test]
+fn fleet_allow_and_remember_through_the_database_records_the_grants_in_it() {
+    let db = Database::migrated();
+    let node = Env::on(&db);
+    let ws = node.mkdir("ws");
+    node.mkdir("ws/out");
+    let input = r#"{"path":"out/a.txt","content":"remembered"}"#;
+    let id = queued_on(&node, &ws, input);
+    let (run, e) = as_env(&db, "gatehouse_approver").answer_on_terminal(&[
+        "approvals",
+        "allow",
+        &id,
+        "--remember",
+    ]);
+    assert_eq!(run.code, 0, "{run:#?}");
+    assert_eq!(e["status"], "remembered", "{e:#}");
+    let grants = node.run(&["grants", "list"]).json_lines();
+    assert_eq!(grants.len(), 1, "{grants:#?}");
+    assert_eq!(e["grants"], json!([grants[0]["id"]]));
+    assert_eq!(grants[0]["target"], format!("{}/out/**", s(&ws)));
+    assert!(!node.grants_db().exists());
+    let (run, v) = run_json(&node, &guest("write-file"), &ws, "Supervised", input, &[]);
+    run.expect(0);
+    assert_eq!(v["pending_id"], Value::Null, "{v:#}");
+    assert_eq!(std::fs::read(ws.join("out/a.txt")).unwrap(), b"remembered");
 }
