@@ -101,8 +101,8 @@ impl HostEnv {
 ///
 /// Defaults: `$GATEHOUSE_STATE_DIR`, else `$XDG_STATE_HOME/gatehouse`, else
 /// `~/.local/state/gatehouse`; `grants.db` (`$GATEHOUSE_GRANTS_DB`),
-/// `history/` (`$GATEHOUSE_HISTORY_DIR`), `cache/` and the pending-approval
-/// queue `approvals.db` inside it.
+/// `history/` (`$GATEHOUSE_HISTORY_DIR`), `cache/`, the pending-approval
+/// queue `approvals.db` and the audit chain `audit.db` inside it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StatePaths {
     /// The state directory.
@@ -115,6 +115,9 @@ pub struct StatePaths {
     pub cache_dir: PathBuf,
     /// The pending-approval queue, always in the state directory.
     pub approvals_db: PathBuf,
+    /// The hash-chained audit (`gatehouse history verify`), always in the
+    /// state directory.
+    pub audit_db: PathBuf,
 }
 
 impl StatePaths {
@@ -131,6 +134,7 @@ impl StatePaths {
             history_dir: history_dir.unwrap_or_else(|| state_dir.join("history")),
             cache_dir: state_dir.join("cache"),
             approvals_db: state_dir.join("approvals.db"),
+            audit_db: state_dir.join("audit.db"),
         }
     }
 }

@@ -104,6 +104,10 @@ pub enum HostError {
     /// than this build knows.
     #[error(transparent)]
     Memory(#[from] crate::memory::MemoryError),
+    /// The audit chain could not be opened, or its schema is newer than
+    /// this build knows.
+    #[error(transparent)]
+    State(#[from] crate::state::StateError),
 }
 
 /// Why `[network]` cannot be used.
@@ -515,6 +519,10 @@ struct Inner {
     sandbox: OnceLock<Result<Arc<Sandbox>, Arc<wasmtime::Error>>>,
     audit_log: Arc<AppendLog>,
     denials_log: Arc<AppendLog>,
+    /// The hash-chained audit: every record of the two logs above, and
+    /// one per turn that wrote (`<state>/audit.db`, opened at the first
+    /// record).
+    chain: Arc<dyn crate::state::AuditStore>,
 }
 
 /// The HTTP sender's client of `[network]`: the webpki roots and those
@@ -607,6 +615,7 @@ impl Host {
             .and_then(|w| w.watch(&turn::grants_paths(&options.state).each()));
         let stamp = turn::grants_stamp(&options.state);
         let denials_log = AppendLog::new(&options.state.state_dir.join("denials.jsonl"));
+        let chain = Arc::new(crate::state::SqliteAudit::new(&options.state.audit_db));
         let snap = build_snapshot(
             &options.config,
             &options.state,
@@ -646,6 +655,7 @@ impl Host {
             sandbox: OnceLock::new(),
             audit_log,
             denials_log,
+            chain,
         };
         Ok(Host {
             inner: Arc::new(inner),

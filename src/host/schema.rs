@@ -11,11 +11,12 @@ use super::HostError;
 use crate::config::StatePaths;
 use crate::grants::GrantStore;
 use crate::memory::{MemoryError, MemoryStore, StoreCause};
+use crate::state::{SqliteAudit, StateError};
 
 /// One database as [`migrate`] left it.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct Migrated {
-    /// What it holds: `grants`, `approvals` or `memory`.
+    /// What it holds: `grants`, `approvals`, `memory` or `audit`.
     pub database: &'static str,
     /// Its file.
     pub path: PathBuf,
@@ -35,13 +36,14 @@ pub(super) fn memory_db(state: &StatePaths) -> PathBuf {
 ///
 /// # Security
 /// Writes the host's own state (the grants, the approvals, the memory
-/// store): run it as the account that owns them.
+/// store, the audit chain): run it as the account that owns them.
 pub fn migrate(state: &StatePaths) -> Result<Vec<Migrated>, HostError> {
     GrantStore::open(&state.grants_db)?;
     let approvals = ApprovalQueue::new(state);
     let approvals_version = approvals.migrate()?;
     let memory = memory_db(state);
     MemoryStore::open(&memory)?;
+    let audit_version = SqliteAudit::new(&state.audit_db).migrate()?;
     Ok(vec![
         Migrated {
             database: "grants",
@@ -57,6 +59,11 @@ pub fn migrate(state: &StatePaths) -> Result<Vec<Migrated>, HostError> {
             database: "memory",
             path: memory,
             version: crate::memory::SCHEMA_VERSION,
+        },
+        Migrated {
+            database: "audit",
+            path: state.audit_db.clone(),
+            version: audit_version,
         },
     ])
 }
@@ -91,6 +98,16 @@ pub(super) fn check(state: &StatePaths) -> Result<(), HostError> {
                     version,
                     known: crate::memory::SCHEMA_VERSION,
                 },
+            }
+            .into());
+        }
+    }
+    if let Some(version) = header_version(&state.audit_db) {
+        if version > crate::state::sqlite_audit::SCHEMA_VERSION {
+            return Err(StateError::Newer {
+                path: state.audit_db.clone(),
+                version,
+                known: crate::state::sqlite_audit::SCHEMA_VERSION,
             }
             .into());
         }

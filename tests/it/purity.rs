@@ -132,17 +132,18 @@ fn the_checks_would_catch_a_violation() {
 /// it. The sandbox, exec, undo and the terminal do not reach the
 /// configuration: its values (the engine settings, `on_degraded`, the
 /// limits) are passed in by the host.
-const LAYERS: [(&str, &[&str]); 17] = [
+const LAYERS: [(&str, &[&str]); 18] = [
     ("util", &[]),
     ("policy", &[]),
     ("memory", &["util"]),
+    ("state", &["util"]),
     ("config", &["util", "policy"]),
     ("grants", &["util", "policy", "config"]),
     ("manifest", &["util", "policy", "config"]),
     ("snapshot", &["util", "policy", "config", "manifest"]),
     ("tier3", &["util", "policy", "config"]),
     ("exec", &["util", "policy"]),
-    ("undo", &["util", "policy", "memory"]),
+    ("undo", &["util", "policy", "memory", "state"]),
     ("sandbox", &["util", "policy", "memory", "exec", "undo"]),
     (
         "authoring",
@@ -152,8 +153,8 @@ const LAYERS: [(&str, &[&str]); 17] = [
     (
         "host",
         &[
-            "util", "policy", "config", "memory", "grants", "manifest", "snapshot", "exec", "undo",
-            "sandbox", "terminal",
+            "util", "policy", "config", "memory", "state", "grants", "manifest", "snapshot",
+            "exec", "undo", "sandbox", "terminal",
         ],
     ),
     (
@@ -172,6 +173,7 @@ const LAYERS: [(&str, &[&str]); 17] = [
             "snapshot",
             "tier3",
             "undo",
+            "state",
             "grants",
             "authoring",
             "conformance",
