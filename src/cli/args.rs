@@ -493,7 +493,10 @@ pub struct HistoryArgs {
 
 #[derive(Debug, Subcommand)]
 pub enum HistoryCmd {
-    /// Remove the turns (their directories: journal, backups, decisions),
+    /// Remove the turns, audit and denial records, and audit chain records
+    /// older than --older-than.
+    ///
+    /// Removes the turns (their directories: journal, backups, decisions),
     /// audit records and denial records that started before now minus
     /// --older-than, and the audit chain's records before the first one
     /// recorded since (the last removed is kept as the chain's checkpoint,
@@ -511,9 +514,11 @@ pub enum HistoryCmd {
         #[arg(long)]
         dry_run: bool,
     },
-    /// Check the audit chain (`<state>/audit.db`): every turn's audit
-    /// record and every denial record, each holding the hash of the one
-    /// before it. Recomputes every hash from the first record (or from
+    /// Check the audit chain (`<state>/audit.db`): exit 0 when whole, 2
+    /// naming the first record edited, deleted, inserted or reordered.
+    ///
+    /// The chain holds every turn's audit record and every denial record,
+    /// each with the hash of the one before it. Verify recomputes every hash from the first record (or from
     /// the checkpoint a prune kept) and checks that each record hashes as
     /// its own fields, carries the next number and links to the record
     /// before it. Exit 0 when the chain is whole (the count, the range and

@@ -23,7 +23,10 @@
 //! `<state>/audit.jsonl`; a turn that mutates gets `<history>/<turn>/` at
 //! its first mutation, its decisions synced there before it. Every record
 //! is one `write(2)` before [`Host::run`] returns (see
-//! [`crate::undo::append`]).
+//! [`crate::undo::append`]). Each of these records (for a turn that
+//! mutated, one of the same shape at its end) also goes into the audit
+//! chain, `<state>/audit.db` ([`crate::state`]), committed before
+//! [`Host::run`] returns.
 //!
 //! What the sandbox sees: the [`Plan`](crate::sandbox::Plan) and three
 //! narrow services built here ([`crate::sandbox::services`]): a command
