@@ -41,6 +41,13 @@ pub enum StateError {
         /// The newest version this build knows.
         known: i64,
     },
+    /// The records a prune verified changed before it could remove them
+    /// (another prune, or someone writing the file).
+    #[error("audit database `{path}` changed while it was being pruned; nothing was pruned")]
+    Changed {
+        /// The database file.
+        path: PathBuf,
+    },
     /// A prune would remove a part of the chain that does not verify:
     /// removing it would hide the tampering behind a new checkpoint.
     #[error("audit database `{path}`: {broken}; nothing was pruned (a prune never removes a broken part of the chain)")]

@@ -172,9 +172,17 @@ fn read_checkpoint(conn: &Connection) -> rusqlite::Result<Option<Checkpoint>> {
 
 /// Every record, by sequence number.
 fn read_rows(conn: &Connection) -> rusqlite::Result<Vec<ChainRow>> {
-    let mut stmt = conn
-        .prepare_cached("SELECT seq, kind, turn, time, body, prev, hash FROM chain ORDER BY seq")?;
-    let rows = stmt.query_map([], |r| {
+    read_rows_before(conn, None)
+}
+
+/// Every record before sequence number `end` (`None`: every record), by
+/// sequence number.
+fn read_rows_before(conn: &Connection, end: Option<i64>) -> rusqlite::Result<Vec<ChainRow>> {
+    let mut stmt = conn.prepare_cached(
+        "SELECT seq, kind, turn, time, body, prev, hash FROM chain \
+         WHERE ?1 IS NULL OR seq < ?1 ORDER BY seq",
+    )?;
+    let rows = stmt.query_map(params![end], |r| {
         Ok(ChainRow {
             seq: r.get(0)?,
             kind: r.get(1)?,
@@ -240,9 +248,9 @@ impl AuditStore for SqliteAudit {
         let Some(mut conn) = self.existing()? else {
             return Ok(0);
         };
-        let tx = conn
-            .transaction_with_behavior(TransactionBehavior::Immediate)
-            .map_err(&err)?;
+        // First read and verify what would go, in a read transaction:
+        // appenders are not held back while it is hashed.
+        let tx = conn.transaction().map_err(&err)?;
         // Records go in order: up to the first one at or after the cutoff
         // (a record appended late with an earlier time stays with those
         // after it).
@@ -254,8 +262,8 @@ impl AuditStore for SqliteAudit {
             )
             .map_err(&err)?;
         let checkpoint = read_checkpoint(&tx).map_err(&err)?;
-        let mut rows = read_rows(&tx).map_err(&err)?;
-        rows.retain(|r| keep_from.is_none_or(|k| r.seq < k));
+        let rows = read_rows_before(&tx, keep_from).map_err(&err)?;
+        tx.commit().map_err(&err)?;
         let Some(last) = rows.last() else {
             return Ok(0);
         };
@@ -270,6 +278,27 @@ impl AuditStore for SqliteAudit {
         let removed = rows.len() as u64;
         if dry_run {
             return Ok(removed);
+        }
+        // Then remove them under the write lock, if they are still what
+        // was verified (the same checkpoint, the same count, the same last
+        // hash): only appends may have happened meanwhile.
+        let tx = conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(&err)?;
+        let (count, last_hash): (i64, Option<String>) = tx
+            .query_row(
+                "SELECT COUNT(*), (SELECT hash FROM chain WHERE seq = ?1) FROM chain WHERE seq <= ?1",
+                params![last.seq],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )
+            .map_err(&err)?;
+        let same = read_checkpoint(&tx).map_err(&err)? == checkpoint
+            && u64::try_from(count).is_ok_and(|c| c == removed)
+            && last_hash.as_deref() == Some(last.hash.as_str());
+        if !same {
+            return Err(StateError::Changed {
+                path: self.path.clone(),
+            });
         }
         tx.execute("DELETE FROM chain WHERE seq <= ?1", params![last.seq])
             .map_err(&err)?;
@@ -423,6 +452,44 @@ mod tests {
         let (cp, rows) = store.rows().unwrap();
         assert_eq!((cp, rows.len()), (None, 4));
         assert_eq!(verify(None, &rows).unwrap_err().how, Tamper::Edited);
+    }
+
+    #[test]
+    fn a_prune_while_records_are_appended_leaves_a_whole_chain() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("audit.db");
+        let store = SqliteAudit::new(&path);
+        store.append("turn", "t-0", &time(0), "{}").unwrap();
+        let appender = {
+            let path = path.clone();
+            std::thread::spawn(move || {
+                let store = SqliteAudit::new(&path);
+                for i in 1..=300u32 {
+                    store
+                        .append("turn", &format!("t-{i}"), &time(i), "{}")
+                        .unwrap();
+                }
+            })
+        };
+        let mut removed = 0;
+        while !appender.is_finished() {
+            match store.prune_before(&time(150), false) {
+                Ok(n) => removed += n,
+                // Another prune's race: nothing removed, tried again.
+                Err(StateError::Changed { .. }) => {}
+                Err(e) => panic!("{e}"),
+            }
+        }
+        appender.join().unwrap();
+        removed += store.prune_before(&time(150), false).unwrap();
+        assert_eq!(removed, 150);
+        let (cp, rows) = store.rows().unwrap();
+        assert_eq!(cp.as_ref().map(|c| c.seq), Some(150));
+        let v = verify(cp.as_ref(), &rows).unwrap();
+        assert_eq!(
+            (v.records, v.first_seq, v.last_seq),
+            (151, Some(151), Some(301))
+        );
     }
 
     #[test]
