@@ -264,16 +264,19 @@ fn history_prune_removes_the_chains_old_records_and_verify_still_passes() {
     )
     .0
     .expect(2);
-    // Records carry whole seconds: the next one is recorded at least four
-    // seconds later, and the prune right after it removes what is older
-    // than three.
-    std::thread::sleep(std::time::Duration::from_millis(4100));
+    assert_whole(&env, 2, 1, 2);
+    // Records carry whole seconds: the next one is recorded at least five
+    // seconds later, and the prunes right after it remove what is older
+    // than four (two commands run in between: it is not old yet).
+    std::thread::sleep(std::time::Duration::from_millis(5100));
     run_json(&env, &hello, &ws, "Supervised", "{}", &[])
         .0
         .expect(0);
-    let head = assert_whole(&env, 3, 1, 3);
+    let before = rows(&env);
+    assert_eq!(before.len(), 3);
+    let head = before[2].hash.clone();
     // A dry run counts and removes nothing.
-    let run = env.run(&["history", "prune", "--older-than", "3s", "--dry-run"]);
+    let run = env.run(&["history", "prune", "--older-than", "4s", "--dry-run"]);
     run.expect(0);
     assert!(
         run.stdout.contains(
@@ -281,8 +284,8 @@ fn history_prune_removes_the_chains_old_records_and_verify_still_passes() {
         ),
         "{run:#?}"
     );
-    assert_eq!(assert_whole(&env, 3, 1, 3), head);
-    let run = env.run(&["--json", "history", "prune", "--older-than", "3s"]);
+    assert_eq!(rows(&env), before);
+    let run = env.run(&["--json", "history", "prune", "--older-than", "4s"]);
     run.expect(0);
     assert_eq!(run.json_lines()[0]["chain_records"], 2, "{run:#?}");
     // The last record is left, after the checkpoint of record 2.
