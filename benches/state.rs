@@ -91,7 +91,10 @@ fn main() {
         (Ok(a), Ok(b)) => (a, b),
         (Err(e), _) | (_, Err(e)) => fail(&gatehouse::util::chain(&e)),
     };
-    let turn = |host: &Host| host.run(TurnRequest::new("hello", "main", "{}"), &NoOne).is_ok();
+    let turn = |host: &Host| {
+        host.run(TurnRequest::new("hello", "main", "{}"), &NoOne)
+            .is_ok()
+    };
     if !turn(&sqlite) || !turn(&postgres) {
         fail("a `hello` turn failed")
     }

@@ -80,7 +80,7 @@ pub enum Command {
     /// How well this host isolates, layer by layer: the degraded-mode
     /// report of the configured engine (`--json`: the document).
     Isolation,
-    /// Create the state databases (grants, approvals, memory) that are
+    /// Create the state databases (grants, approvals, memory, audit) that are
     /// missing, and bring each to the schema version this build knows; a
     /// line per database with its version (`--json`: JSON Lines). A
     /// database of a later version is refused (exit 1), and so is a host
@@ -493,12 +493,18 @@ pub struct HistoryArgs {
 
 #[derive(Debug, Subcommand)]
 pub enum HistoryCmd {
-    /// Remove the turns (their directories: journal, backups, decisions),
+    /// Remove the turns, audit and denial records, and audit chain records
+    /// older than --older-than.
+    ///
+    /// Removes the turns (their directories: journal, backups, decisions),
     /// audit records and denial records that started before now minus
-    /// --older-than. A pruned turn can no longer be undone. Safe while
-    /// servers run: the logs are never rewritten, their old records are
-    /// freed in place (a filesystem that cannot punch holes keeps them,
-    /// and the report says so).
+    /// --older-than, and the audit chain's records before the first one
+    /// recorded since (the last removed is kept as the chain's checkpoint,
+    /// so `history verify` still passes; a part of the chain that does not
+    /// verify is never removed, and then nothing is). A pruned turn can no
+    /// longer be undone. Safe while servers run: the logs are never
+    /// rewritten, their old records are freed in place (a filesystem that
+    /// cannot punch holes keeps them, and the report says so).
     Prune {
         /// The age past which records go: a number and `s`, `m`, `h` or
         /// `d` (`30d`).
@@ -508,6 +514,20 @@ pub enum HistoryCmd {
         #[arg(long)]
         dry_run: bool,
     },
+    /// Check the audit chain (`<state>/audit.db`): exit 0 when whole, 2
+    /// naming the first record edited, deleted, inserted or reordered.
+    ///
+    /// The chain holds every turn's audit record and every denial record,
+    /// each with the hash of the one before it. Verify recomputes every hash from the first record (or from
+    /// the checkpoint a prune kept) and checks that each record hashes as
+    /// its own fields, carries the next number and links to the record
+    /// before it. Exit 0 when the chain is whole (the count, the range and
+    /// the head hash are printed: note the head to check later that
+    /// nothing up to it was rewritten or dropped); exit 2 naming the first
+    /// record that was edited, deleted, inserted or reordered. It proves
+    /// nothing against someone who can write the file and recomputes every
+    /// hash after the record they change.
+    Verify,
 }
 
 #[derive(Debug, Args)]

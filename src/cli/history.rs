@@ -1,5 +1,6 @@
 //! `gatehouse history` and `gatehouse undo`.
 
+use gatehouse::state::StateError;
 use gatehouse::undo::{History, HistoryError, UndoStatus};
 
 use super::args::{HistoryArgs, HistoryCmd, UndoArgs};
@@ -9,18 +10,67 @@ impl From<HistoryError> for Failure {
     fn from(e: HistoryError) -> Failure {
         match e {
             HistoryError::NoSuchTurn(_) => Failure::invalid(e.to_string()),
+            // A prune refused over a broken chain: denied, as verify is.
+            HistoryError::Chain(StateError::Broken { .. }) => {
+                Failure::denied(gatehouse::util::chain(&e))
+            }
             _ => Failure::error(gatehouse::util::chain(&e)),
         }
     }
 }
 
+/// `gatehouse history verify`: the audit chain recomputed.
+fn verify(ctx: &Context) -> CmdResult {
+    let store = gatehouse::state::audit_backend(&ctx.state)
+        .map_err(|e| Failure::error(gatehouse::util::chain(&e)))?;
+    let (checkpoint, rows) = store
+        .rows()
+        .map_err(|e| Failure::error(gatehouse::util::chain(&e)))?;
+    match gatehouse::state::verify(checkpoint.as_ref(), &rows) {
+        Ok(whole) => {
+            if ctx.json {
+                out_json(&serde_json::json!({
+                    "whole": true,
+                    "records": whole.records,
+                    "first": whole.first_seq,
+                    "last": whole.last_seq,
+                    "head": whole.head,
+                }));
+            } else {
+                out(whole.to_string());
+            }
+            Ok(Exit::Ok)
+        }
+        Err(broken) => {
+            if ctx.json {
+                out_json(&serde_json::json!({
+                    "whole": false,
+                    "seq": broken.seq,
+                    "turn": broken.turn,
+                    "tamper": broken.how.as_str(),
+                }));
+                Ok(Exit::Denied)
+            } else {
+                Err(Failure::denied(format!(
+                    "audit chain broken: {broken} (`{}`)",
+                    match &ctx.state.database_url {
+                        Some(url) => gatehouse::util::redact_url(url),
+                        None => ctx.state.audit_db.display().to_string(),
+                    }
+                )))
+            }
+        }
+    }
+}
+
 pub fn history(ctx: &Context, args: HistoryArgs) -> CmdResult {
-    if let Some(HistoryCmd::Prune {
-        older_than,
-        dry_run,
-    }) = args.action
-    {
-        return prune(ctx, &older_than, dry_run);
+    match args.action {
+        Some(HistoryCmd::Prune {
+            older_than,
+            dry_run,
+        }) => return prune(ctx, &older_than, dry_run),
+        Some(HistoryCmd::Verify) => return verify(ctx),
+        None => {}
     }
     let h = History::new(&ctx.state.history_dir)
         .with_audit_log(&ctx.state.state_dir.join("audit.jsonl"));
@@ -115,12 +165,15 @@ fn prune(ctx: &Context, older_than: &str, dry_run: bool) -> CmdResult {
     let cutoff = gatehouse::host::grants::now_utc().plus_seconds(-secs);
     let audit = ctx.state.state_dir.join("audit.jsonl");
     let denials = ctx.state.state_dir.join("denials.jsonl");
+    let chain = gatehouse::state::audit_backend(&ctx.state)
+        .map_err(|e| Failure::error(gatehouse::util::chain(&e)))?;
     let report = gatehouse::undo::prune(
         &ctx.state.history_dir,
         &[
             (&audit, gatehouse::undo::LogKind::Audit),
             (&denials, gatehouse::undo::LogKind::Denials),
         ],
+        Some(&*chain),
         cutoff,
         dry_run,
     )?;
@@ -140,6 +193,11 @@ fn prune(ctx: &Context, older_than: &str, dry_run: bool) -> CmdResult {
             } else {
                 ""
             }
+        ));
+        out(format!(
+            "{} {} audit chain record(s); `gatehouse history verify` checks the rest",
+            if dry_run { "would remove" } else { "removed" },
+            report.chain_records
         ));
         for s in &report.skipped {
             out(format!("kept: {s}"));

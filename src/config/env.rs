@@ -111,8 +111,8 @@ impl HostEnv {
 ///
 /// Defaults: `$GATEHOUSE_STATE_DIR`, else `$XDG_STATE_HOME/gatehouse`, else
 /// `~/.local/state/gatehouse`; `grants.db` (`$GATEHOUSE_GRANTS_DB`),
-/// `history/` (`$GATEHOUSE_HISTORY_DIR`), `cache/` and the pending-approval
-/// queue `approvals.db` inside it.
+/// `history/` (`$GATEHOUSE_HISTORY_DIR`), `cache/`, the pending-approval
+/// queue `approvals.db` and the audit chain `audit.db` inside it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StatePaths {
     /// The state directory.
@@ -130,6 +130,9 @@ pub struct StatePaths {
     /// the SQLite files above. Set by [`HostEnv::state_paths`] and
     /// [`StatePaths::with_config`].
     pub database_url: Option<String>,
+    /// The hash-chained audit (`gatehouse history verify`), always in the
+    /// state directory.
+    pub audit_db: PathBuf,
 }
 
 impl StatePaths {
@@ -147,6 +150,7 @@ impl StatePaths {
             cache_dir: state_dir.join("cache"),
             approvals_db: state_dir.join("approvals.db"),
             database_url: None,
+            audit_db: state_dir.join("audit.db"),
         }
     }
 

@@ -23,7 +23,10 @@
 //! `<state>/audit.jsonl`; a turn that mutates gets `<history>/<turn>/` at
 //! its first mutation, its decisions synced there before it. Every record
 //! is one `write(2)` before [`Host::run`] returns (see
-//! [`crate::undo::append`]).
+//! [`crate::undo::append`]). Each of these records (for a turn that
+//! mutated, one of the same shape at its end) also goes into the audit
+//! chain, `<state>/audit.db` ([`crate::state`]), committed before
+//! [`Host::run`] returns.
 //!
 //! What the sandbox sees: the [`Plan`](crate::sandbox::Plan) and three
 //! narrow services built here ([`crate::sandbox::services`]): a command
@@ -107,6 +110,10 @@ pub enum HostError {
     /// A fleet's shared database could not be used.
     #[error(transparent)]
     Shared(#[from] crate::state::pg::SharedError),
+    /// The audit chain could not be opened, or its schema is newer than
+    /// this build knows.
+    #[error(transparent)]
+    State(#[from] crate::state::StateError),
 }
 
 /// Why `[network]` cannot be used.
@@ -524,6 +531,10 @@ struct Inner {
     /// The shared grants' version the snapshot was built at (`None`: the
     /// grants are a file, watched through `grants_stamp`).
     grants_generation: std::sync::Mutex<Option<u64>>,
+    /// The hash-chained audit: every record of the two logs above, and
+    /// one per turn that wrote (`<state>/audit.db`, opened at the first
+    /// record).
+    chain: Arc<dyn crate::state::AuditStore>,
 }
 
 /// The HTTP sender's client of `[network]`: the webpki roots and those
@@ -628,6 +639,8 @@ impl Host {
             .and_then(|w| w.watch(&turn::grants_paths(&options.state).each()));
         let stamp = turn::grants_stamp(&options.state);
         let denials_log = AppendLog::new(&options.state.state_dir.join("denials.jsonl"));
+        // The audit chain: the fleet's database's, else `audit.db`.
+        let chain = crate::state::audit_backend(&options.state)?;
         let snap = build_snapshot(
             &*grants,
             &options.config,
@@ -670,6 +683,7 @@ impl Host {
             sandbox: OnceLock::new(),
             audit_log,
             denials_log,
+            chain,
         };
         Ok(Host {
             inner: Arc::new(inner),

@@ -428,7 +428,8 @@ impl Kind<'_> {
                 args: t.request.io.args.clone(),
             },
             Some(inner.audit_log.clone()),
-        );
+        )
+        .with_chain(inner.chain.clone());
         let audit = Arc::new(TurnAudit::new(
             t.id,
             t.frozen.tail(&t.request.actor),

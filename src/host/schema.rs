@@ -11,12 +11,13 @@ use super::HostError;
 use crate::config::StatePaths;
 use crate::grants::GrantStore;
 use crate::memory::{MemoryError, MemoryStore, StoreCause};
+use crate::state::{SqliteAudit, StateError};
 
 /// One database as [`migrate`] left it.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct Migrated {
-    /// What it holds: `grants`, `approvals` or `memory`; `postgresql` for
-    /// a fleet's shared database.
+    /// What it holds: `grants`, `approvals`, `memory` or `audit`;
+    /// `postgresql` for a fleet's shared database.
     pub database: &'static str,
     /// Its file, or the shared database's URL (its password redacted).
     pub path: String,
@@ -36,7 +37,7 @@ pub(super) fn memory_db(state: &StatePaths) -> PathBuf {
 ///
 /// # Security
 /// Writes the host's own state (the grants, the approvals, the memory
-/// store): run it as the account that owns them.
+/// store, the audit chain): run it as the account that owns them.
 ///
 /// With a shared database (`state.database_url`), its schema and roles
 /// are created or upgraded instead of the SQLite files of what it holds
@@ -78,6 +79,15 @@ pub fn migrate(state: &StatePaths) -> Result<Vec<Migrated>, HostError> {
         path: memory.display().to_string(),
         version: crate::memory::SCHEMA_VERSION,
     });
+    // A fleet's audit chain is part of the shared schema.
+    if state.database_url.is_none() {
+        let audit_version = SqliteAudit::new(&state.audit_db).migrate()?;
+        done.push(Migrated {
+            database: "audit",
+            path: state.audit_db.display().to_string(),
+            version: audit_version,
+        });
+    }
     Ok(done)
 }
 
@@ -116,6 +126,16 @@ pub(super) fn check(state: &StatePaths) -> Result<(), HostError> {
                     version,
                     known: crate::memory::SCHEMA_VERSION,
                 },
+            }
+            .into());
+        }
+    }
+    if let Some(version) = header_version(&state.audit_db) {
+        if version > crate::state::sqlite_audit::SCHEMA_VERSION {
+            return Err(StateError::Newer {
+                path: state.audit_db.clone(),
+                version,
+                known: crate::state::sqlite_audit::SCHEMA_VERSION,
             }
             .into());
         }

@@ -18,6 +18,7 @@ use crate::manifest::Manifest;
 use crate::policy::snapshot::sha256_hex;
 use crate::policy::DenyCode;
 use crate::sandbox::{EngineProfile, Limits, Sandbox};
+use crate::state::KIND_DENIAL;
 use crate::util::chain;
 
 /// The grants database as `stat` sees it: size and modification time of
@@ -580,12 +581,29 @@ impl Inner {
             pending_id: t.pending_id.clone(),
             hashes: (*t.frozen.hashes).clone(),
         };
-        if let Err(e) = self.denials_log.append(&line) {
-            tracing::warn!(
-                "turn `{}`: the denial was not recorded: {}",
-                t.id,
-                chain(&e)
-            );
+        // One encoding: the chain's body is the log's line, byte for byte.
+        match serde_json::to_string(&line) {
+            Ok(body) => {
+                if let Err(e) = self.denials_log.append_line(body.clone()) {
+                    tracing::warn!(
+                        "turn `{}`: the denial was not recorded: {}",
+                        t.id,
+                        chain(&e)
+                    );
+                }
+                let time = line.time.to_string();
+                if let Err(e) = self.chain.append(KIND_DENIAL, t.id, &time, &body) {
+                    tracing::warn!(
+                        "turn `{}`: the denial was not recorded in the audit chain: {}",
+                        t.id,
+                        chain(&e)
+                    );
+                }
+            }
+            Err(e) => tracing::warn!(
+                "turn `{}`: the denial was not recorded: cannot encode it: {e}",
+                t.id
+            ),
         }
         t.end(TurnEnd::Refused { code, reason })
     }

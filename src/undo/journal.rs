@@ -14,6 +14,7 @@ use serde::{Deserialize, Serialize};
 use super::append::AppendLog;
 use super::fs::{scope_path, FsScope};
 use crate::policy::UtcTime;
+use crate::state::AuditStore;
 
 /// Why the history could not be written or read.
 #[derive(Debug, thiserror::Error)]
@@ -60,6 +61,9 @@ pub enum HistoryError {
     /// The undo of this turn was cancelled before it changed anything.
     #[error("the undo of turn `{0}` was cancelled before it began")]
     Cancelled(String),
+    /// The audit chain could not be written or pruned.
+    #[error(transparent)]
+    Chain(#[from] crate::state::StateError),
 }
 
 fn io(action: &'static str, path: &Path, e: std::io::Error) -> HistoryError {
@@ -293,6 +297,12 @@ impl std::fmt::Display for UndoState {
 /// that mutates nothing never has a directory: [`TurnJournal::finish`]
 /// appends its whole audit record (the turn and its decisions) as one line
 /// to the host's audit log (`<state>/audit.jsonl`) instead.
+///
+/// With an audit chain ([`TurnJournal::with_chain`]), every turn that
+/// records itself also appends one record to the chain at its finish:
+/// the `audit.jsonl` line itself, or, for a turn with a directory, a line
+/// of the same shape (its final `turn.json` fields and the decisions it
+/// wrote to `decisions.jsonl`, kept in memory for this).
 #[derive(Clone)]
 pub struct TurnJournal {
     inner: Arc<Mutex<Inner>>,
@@ -307,6 +317,11 @@ struct Inner {
     next_seq: u64,
     /// Where the record of a turn without a directory goes.
     audit: Option<Arc<AppendLog>>,
+    /// The audit chain every recorded turn appends one record to.
+    chain: Option<Arc<dyn AuditStore>>,
+    /// With a chain: the lines written to `decisions.jsonl`, for the
+    /// turn's chain record.
+    written: Vec<String>,
     finished: bool,
     /// What the turn's filesystem layers could write; those from
     /// `scopes_written` on are not in `fs-scope.jsonl` yet.
@@ -333,11 +348,22 @@ impl TurnJournal {
                 open: None,
                 next_seq: 0,
                 audit,
+                chain: None,
+                written: Vec::new(),
                 finished: false,
                 scopes: Vec::new(),
                 scopes_written: 0,
             })),
         }
+    }
+
+    /// The journal with `chain`: a turn that records itself (it has an
+    /// audit log) also appends its record to the chain at its finish.
+    pub fn with_chain(self, chain: Arc<dyn AuditStore>) -> TurnJournal {
+        if let Ok(mut inner) = self.inner.lock() {
+            inner.chain = Some(chain);
+        }
+        self
     }
 
     /// Creates `<history>/<turn>/` at once with its record and `decisions`.
@@ -401,7 +427,12 @@ impl TurnJournal {
             .map_err(|e| io("write", &dpath, e))?;
         // The decisions that allowed the mutation are on disk before it.
         decisions.sync_data().map_err(|e| io("sync", &dpath, e))?;
-        inner.pending.clear();
+        if inner.chained() {
+            let pending = std::mem::take(&mut inner.pending);
+            inner.written.extend(pending);
+        } else {
+            inner.pending.clear();
+        }
         let jpath = dir.join("journal.jsonl");
         let journal = OpenOptions::new()
             .create(true)
@@ -491,7 +522,12 @@ impl TurnJournal {
                 files
                     .decisions
                     .sync_data()
-                    .map_err(|e| io("sync", &path, e))
+                    .map_err(|e| io("sync", &path, e))?;
+                if inner.chained() {
+                    line.pop();
+                    inner.written.push(line);
+                }
+                Ok(())
             }
             None => {
                 inner.pending.push(line);
@@ -502,7 +538,9 @@ impl TurnJournal {
 
     /// Ends the turn with `status`: rewrites `turn.json` when the turn has
     /// a directory, else appends its audit record (the turn record and its
-    /// decisions, one line) to the host's audit log. Once only.
+    /// decisions, one line) to the host's audit log. Either way, with a
+    /// chain, appends the turn's record to it, committed before this
+    /// returns. Once only.
     pub fn finish(&self, status: TurnStatus, now: UtcTime) -> Result<(), HistoryError> {
         let mut inner = self.lock()?;
         if inner.finished {
@@ -511,36 +549,40 @@ impl TurnJournal {
         inner.finished = true;
         inner.record.finished_at = Some(now);
         inner.record.status = status;
+        let chain = if inner.chained() {
+            inner.chain.clone()
+        } else {
+            None
+        };
         if inner.open.is_some() {
-            return write_json(&self.dir.join("turn.json"), &inner.record);
+            let path = self.dir.join("turn.json");
+            let written = write_json(&path, &inner.record);
+            // Its chain record whatever happened to `turn.json`: the
+            // decisions are on disk, and the chain must not miss the turn.
+            let chained = match &chain {
+                Some(chain) => {
+                    let decisions = std::mem::take(&mut inner.written);
+                    audit_line(&inner.record, &decisions, &path)
+                        .and_then(|line| append_chain(chain.as_ref(), &inner.record, now, &line))
+                }
+                None => Ok(()),
+            };
+            return written.and(chained);
         }
         let Some(audit) = inner.audit.clone() else {
             return Ok(());
         };
-        // The record's own fields, then its decisions, already encoded: one
-        // `AuditRecord` line, with no decision decoded and encoded again.
         let pending = std::mem::take(&mut inner.pending);
-        let size = 512 + pending.iter().map(|l| l.len() + 1).sum::<usize>();
-        let mut line = Vec::with_capacity(size);
-        serde_json::to_writer(&mut line, &inner.record).map_err(|e| HistoryError::Encode {
-            path: audit.path().to_path_buf(),
-            source: e,
-        })?;
-        if line.last() == Some(&b'}') {
-            line.pop();
-        }
-        if line.last() != Some(&b'{') {
-            line.push(b',');
-        }
-        line.extend_from_slice(b"\"decisions\":[");
-        for (i, decision) in pending.iter().enumerate() {
-            if i > 0 {
-                line.push(b',');
+        let line = audit_line(&inner.record, &pending, audit.path())?;
+        match chain {
+            // The chain's body is the audit log's line, byte for byte.
+            Some(chain) => {
+                let logged = audit.append_bytes(line.as_bytes().to_vec());
+                let chained = append_chain(chain.as_ref(), &inner.record, now, &line);
+                logged.and(chained)
             }
-            line.extend_from_slice(decision.as_bytes());
+            None => audit.append_bytes(line.into_bytes()),
         }
-        line.extend_from_slice(b"]}");
-        audit.append_bytes(line)
     }
 
     /// Drops the turn's unrecorded decisions without writing anything: for
@@ -552,6 +594,61 @@ impl TurnJournal {
             inner.pending.clear();
         }
     }
+}
+
+impl Inner {
+    /// Whether the turn's record goes to a chain: it has one, and it
+    /// records itself at all (a journal without an audit log, as in
+    /// benchmarks, records nothing).
+    fn chained(&self) -> bool {
+        self.chain.is_some() && self.audit.is_some()
+    }
+}
+
+/// The record of a turn as one `audit.jsonl` line: its own fields, then
+/// its decisions, already encoded (an [`AuditRecord`], with no decision
+/// decoded and encoded again). `path` is what an encoding error names.
+fn audit_line(
+    record: &TurnRecord,
+    decisions: &[String],
+    path: &Path,
+) -> Result<String, HistoryError> {
+    let mut line = serde_json::to_string(record).map_err(|e| HistoryError::Encode {
+        path: path.to_path_buf(),
+        source: e,
+    })?;
+    line.reserve(16 + decisions.iter().map(|l| l.len() + 1).sum::<usize>());
+    if line.ends_with('}') {
+        line.pop();
+    }
+    if !line.ends_with('{') {
+        line.push(',');
+    }
+    line.push_str("\"decisions\":[");
+    for (i, decision) in decisions.iter().enumerate() {
+        if i > 0 {
+            line.push(',');
+        }
+        line.push_str(decision);
+    }
+    line.push_str("]}");
+    Ok(line)
+}
+
+/// Appends the turn record `line` to `chain`, as of `now`.
+fn append_chain(
+    chain: &dyn AuditStore,
+    record: &TurnRecord,
+    now: UtcTime,
+    line: &str,
+) -> Result<(), HistoryError> {
+    chain.append(
+        crate::state::KIND_TURN,
+        &record.turn,
+        &now.to_string(),
+        line,
+    )?;
+    Ok(())
 }
 
 /// One line of `<state>/audit.jsonl`: a turn that mutated nothing.

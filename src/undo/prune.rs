@@ -1,5 +1,12 @@
 //! `gatehouse history prune --older-than 30d`: removes old turns, audit
-//! and denial records.
+//! and denial records, and the audit chain's old records.
+//!
+//! The chain goes first, in one transaction of its store: its records
+//! before the first one at or after the cutoff are deleted and the last
+//! of them kept as its checkpoint, so `gatehouse history verify` still
+//! passes. A part of the chain that does not verify is never removed
+//! (that would hide the tampering): the prune then stops before it has
+//! removed anything.
 //!
 //! A turn's directory goes whole when it started before the cutoff. The
 //! two logs (`audit.jsonl`, `denials.jsonl`) are appended to by running
@@ -21,6 +28,7 @@ use serde::Serialize;
 
 use super::journal::{self, HistoryError};
 use crate::policy::UtcTime;
+use crate::state::AuditStore;
 
 /// What a prune removed (or, in a dry run, would remove).
 #[derive(Debug, Clone, Serialize, PartialEq, Eq)]
@@ -35,6 +43,8 @@ pub struct PruneReport {
     pub audit_records: usize,
     /// Records removed from the denial log.
     pub denial_records: usize,
+    /// Records removed from the audit chain.
+    pub chain_records: u64,
     /// The bytes of the turn directories removed and of the log records
     /// punched out.
     pub bytes: u64,
@@ -78,22 +88,31 @@ fn first_data(file: &mut std::fs::File) -> std::io::Result<u64> {
 }
 
 /// Removes every turn of `history_dir` and every record of the logs that
-/// started before `cutoff`; with `dry_run`, only counts them.
+/// started before `cutoff`, and the records of `chain` before the first
+/// one at or after it (keeping a checkpoint); with `dry_run`, only counts
+/// them. A part of the chain that does not verify stops the prune before
+/// anything is removed ([`crate::state::StateError::Broken`]).
 ///
 /// # Security
 /// Deletes history: a pruned turn can no longer be undone or audited.
 pub fn prune(
     history_dir: &Path,
     logs: &[(&Path, LogKind)],
+    chain: Option<&dyn AuditStore>,
     cutoff: UtcTime,
     dry_run: bool,
 ) -> Result<PruneReport, HistoryError> {
+    let chain_records = match chain {
+        Some(chain) => chain.prune_before(&cutoff.to_string(), dry_run)?,
+        None => 0,
+    };
     let mut report = PruneReport {
         cutoff,
         dry_run,
         turns: 0,
         audit_records: 0,
         denial_records: 0,
+        chain_records,
         bytes: 0,
         skipped: vec![],
     };

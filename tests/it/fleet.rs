@@ -595,3 +595,89 @@ fn fleet_allow_and_remember_through_the_database_records_the_grants_in_it() {
     assert_eq!(v["pending_id"], Value::Null, "{v:#}");
     assert_eq!(std::fs::read(ws.join("out/a.txt")).unwrap(), b"remembered");
 }
+
+/// The fleet's audit chain: every node's turns in one chain that
+/// `history verify` of any node finds whole; a node's role may append
+/// (through its turns) and read, but not edit, delete or relink a
+/// record, and a record it inserts by hand is linked by the database,
+/// not by the node.
+///
+/// Positive control: the owner's edit is caught by verify.
+#[test]
+fn fleet_one_audit_chain_for_every_node_that_a_node_s_role_cannot_rewrite() {
+    let db = Database::migrated();
+    let (a, b) = (Env::on(&db), Env::on(&db));
+    let ws = a.mkdir("ws");
+    let hello = guest("hello");
+    for node in [&a, &b, &a] {
+        node.run(&["run", s(&hello), "--workspace", s(&ws), "--input", "{}"])
+            .expect(0);
+    }
+    let whole = b.run(&["--json", "history", "verify"]);
+    whole.expect(0);
+    assert_eq!(whole.json_lines()[0]["records"], 3, "{whole:#?}");
+    assert!(!a.state_dir().join("audit.db").exists());
+    let node_url = as_role(&db.url, "gatehouse_node");
+    let mut node = postgres::Client::connect(&node_url, postgres::NoTls).unwrap();
+    for statement in [
+        "UPDATE audit_chain SET body = 'x' WHERE seq = 2",
+        "DELETE FROM audit_chain WHERE seq = 2",
+        "UPDATE audit_chain SET seq = 9 WHERE seq = 2",
+        "DELETE FROM audit_checkpoint",
+    ] {
+        let e = node.batch_execute(statement).unwrap_err();
+        let message = e.as_db_error().map(|d| d.message().to_string());
+        assert!(
+            message
+                .as_deref()
+                .is_some_and(|m| m.starts_with("permission denied")),
+            "{statement}: {e:?}"
+        );
+    }
+    // A forged link is replaced by the database's own.
+    node.batch_execute(
+        "INSERT INTO audit_chain (seq, kind, turn, time, body, prev, hash) \
+         VALUES (1, 'turn', 'forged', '2026-01-01T00:00:00Z', '{}', 'x', 'y')",
+    )
+    .unwrap();
+    let row = node
+        .query_one(
+            "SELECT seq, prev <> 'x' FROM audit_chain WHERE turn = 'forged'",
+            &[],
+        )
+        .unwrap();
+    assert_eq!(row.get::<_, i64>(0), 4);
+    assert!(row.get::<_, bool>(1));
+    a.run(&["history", "verify"]).expect(0);
+    db.client()
+        .batch_execute("UPDATE audit_chain SET body = body || ' ' WHERE seq = 2")
+        .unwrap();
+    a.run(&["history", "verify"])
+        .expect_err(2, &["record 2 (turn `"]);
+}
+
+/// `kill -9` of a node right after a turn returned loses no audit record
+/// of that turn: it is committed to the database before the reply.
+#[test]
+fn fleet_kill_9_right_after_a_turn_returns_loses_no_audit_record() {
+    let db = Database::migrated();
+    let env = Env::on(&db);
+    let ws = env.mkdir("ws");
+    env.mkdir("ws/out");
+    let ex = executors(&env);
+    let mut node = Client::start(&env, &args(&ws, &ex, "Full"), false);
+    let r = node.call("hello", json!({"text": "hi"}), &mut no_elicitation);
+    assert_eq!(r["isError"], false, "{r:#}");
+    let turn = r["_meta"]["gatehouse/turn"].as_str().unwrap().to_string();
+    node.child.kill().unwrap();
+    node.child.wait().unwrap();
+    let rows = db
+        .client()
+        .query("SELECT turn FROM audit_chain", &[])
+        .unwrap()
+        .iter()
+        .map(|r| r.get::<_, String>(0))
+        .collect::<Vec<_>>();
+    assert_eq!(rows, [turn]);
+    env.run(&["history", "verify"]).expect(0);
+}

@@ -561,13 +561,20 @@ fn refuse_critical_refuses_fs_write_in_each_degraded_case_and_warn_runs_it() {
         assert_eq!(v["isolation"]["overall"], "degraded");
         assert_eq!(layer(&v["isolation"], name)["state"], state, "{how:?}");
         // Nothing was built or written: no file, no compiled component, no
-        // history; the state holds the one line of the denial log.
+        // history; the state holds the one line of the denial log and its
+        // record in the audit chain.
         assert_eq!(std::fs::read_dir(ws.join("out")).unwrap().count(), 0);
-        let files: Vec<String> = std::fs::read_dir(env.state_dir())
+        let mut files: Vec<String> = std::fs::read_dir(env.state_dir())
             .unwrap()
             .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .filter(|n| !n.starts_with("audit.db-"))
             .collect();
-        assert_eq!(files, ["denials.jsonl"], "{how:?}: state was written");
+        files.sort();
+        assert_eq!(
+            files,
+            ["audit.db", "denials.jsonl"],
+            "{how:?}: state was written"
+        );
         let denials = std::fs::read_to_string(env.state_dir().join("denials.jsonl")).unwrap();
         assert_eq!(denials.lines().count(), 1, "{how:?}");
         assert!(

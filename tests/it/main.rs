@@ -16,6 +16,8 @@
 //!   against the binary, and every test the docs name exists.
 //! - `exec`: the OS sandbox of `code:exec`, with real commands.
 //! - `fs_items`: the filesystem layer's rules, attacked (issue 12).
+//! - `history`: the hash-chained audit (`gatehouse history verify`),
+//!   tampered with, and pruned.
 //! - `host`: the turn pipeline in the library: audit, deadlines, grants in
 //!   a long-lived host.
 //! - `isolation`: the degraded-mode report, degraded for real (seccomp,
@@ -47,6 +49,7 @@ mod docs;
 mod exec;
 mod fleet;
 mod fs_items;
+mod history;
 mod host;
 mod http;
 mod isolation;

@@ -141,15 +141,15 @@ const LAYERS: [(&str, &[&str]); 18] = [
     ("manifest", &["util", "policy", "config"]),
     ("snapshot", &["util", "policy", "config", "manifest"]),
     ("tier3", &["util", "policy", "config"]),
+    ("state", &["util", "policy", "config", "grants", "memory"]),
     ("exec", &["util", "policy"]),
-    ("undo", &["util", "policy", "memory"]),
+    ("undo", &["util", "policy", "memory", "state"]),
     ("sandbox", &["util", "policy", "memory", "exec", "undo"]),
     (
         "authoring",
         &["util", "policy", "config", "manifest", "sandbox"],
     ),
     ("terminal", &["util", "policy", "sandbox"]),
-    ("state", &["util", "policy", "config", "grants", "memory"]),
     (
         "host",
         &[
@@ -173,6 +173,7 @@ const LAYERS: [(&str, &[&str]); 18] = [
             "snapshot",
             "tier3",
             "undo",
+            "state",
             "grants",
             "authoring",
             "conformance",

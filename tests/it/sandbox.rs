@@ -68,10 +68,13 @@ fn a_denied_run_touches_nothing() {
         v.get("isolation").is_none(),
         "a denied request was probed: {v:#}"
     );
-    // No cache entry, no grants database, no history: one denial line.
-    let state = tree(&env.state_dir());
-    assert_eq!(state.len(), 1, "{state:?}");
-    assert_eq!(state[0].0, "denials.jsonl");
+    // No cache entry, no grants database, no history: one denial line,
+    // and its record in the audit chain.
+    let mut state = tree(&env.state_dir());
+    state.retain(|(n, _)| !n.starts_with("audit.db-"));
+    let names: Vec<&str> = state.iter().map(|(n, _)| n.as_str()).collect();
+    assert_eq!(names, ["audit.db", "denials.jsonl"]);
+    state.retain(|(n, _)| n != "audit.db");
     let d: serde_json::Value = serde_json::from_slice(&state[0].1).unwrap();
     assert_eq!(d["code"], "CAPABILITY_DENIED");
     assert_eq!(d["executor"], "write-file");

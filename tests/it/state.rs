@@ -28,6 +28,7 @@ fn migrate_creates_every_state_database_at_its_schema_version_and_is_idempotent(
         ("grants", "grants.db"),
         ("approvals", "approvals.db"),
         ("memory", "memory.db"),
+        ("audit", "audit.db"),
     ]
     .iter()
     .map(|(name, file)| json!({"database": name, "path": s(&state.join(file)), "version": 1}))
@@ -37,7 +38,7 @@ fn migrate_creates_every_state_database_at_its_schema_version_and_is_idempotent(
         run.expect(0);
         assert_eq!(run.json_lines(), want, "{run:#?}");
     }
-    for file in ["grants.db", "approvals.db", "memory.db"] {
+    for file in ["grants.db", "approvals.db", "memory.db", "audit.db"] {
         assert_eq!(version(&state.join(file)), 1, "{file}");
     }
     // The lines a person reads.
@@ -49,6 +50,7 @@ fn migrate_creates_every_state_database_at_its_schema_version_and_is_idempotent(
             format!("grants    schema 1  {}", s(&state.join("grants.db"))),
             format!("approvals schema 1  {}", s(&state.join("approvals.db"))),
             format!("memory    schema 1  {}", s(&state.join("memory.db"))),
+            format!("audit     schema 1  {}", s(&state.join("audit.db"))),
         ]
     );
 }
@@ -70,6 +72,7 @@ fn a_database_of_a_later_schema_version_is_refused_before_anything_runs() {
     for (file, what) in [
         ("approvals.db", "approvals database"),
         ("memory.db", "memory store"),
+        ("audit.db", "audit database"),
     ] {
         let path = state.join(file);
         set_version(&path, 7);

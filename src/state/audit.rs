@@ -1,0 +1,93 @@
+//! The audit chain behind one trait: what every backend of it answers
+//! ([`AuditStore`]), and how it fails ([`StateError`]).
+
+use std::path::PathBuf;
+
+use super::chain::{Broken, ChainRow, Checkpoint};
+
+/// What a record of the chain is: a turn's audit record.
+pub const KIND_TURN: &str = "turn";
+/// What a record of the chain is: a denial record.
+pub const KIND_DENIAL: &str = "denial";
+
+/// Why a state store could not be opened, read or written.
+#[derive(Debug, thiserror::Error)]
+pub enum StateError {
+    /// The directory that holds the database could not be created.
+    #[error("cannot create `{path}`")]
+    CreateDir {
+        /// The directory.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: crate::util::IoCause,
+    },
+    /// SQLite refused to open, read or write the audit database.
+    #[error("audit database `{path}`")]
+    Sqlite {
+        /// The database file.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: crate::util::Lowered<rusqlite::Error>,
+    },
+    /// The database's schema is of a later version than this build knows.
+    #[error("audit database `{path}`: its schema version {version} is newer than this build knows ({known}); run a newer gatehouse")]
+    Newer {
+        /// The database file.
+        path: PathBuf,
+        /// The version it records.
+        version: i64,
+        /// The newest version this build knows.
+        known: i64,
+    },
+    /// The records a prune verified changed before it could remove them
+    /// (another prune, or someone writing the file).
+    #[error("audit database `{path}` changed while it was being pruned; nothing was pruned")]
+    Changed {
+        /// The database file.
+        path: PathBuf,
+    },
+    /// A fleet's database could not be used.
+    #[error(transparent)]
+    Shared(#[from] super::pg::SharedError),
+    /// A prune would remove a part of the chain that does not verify:
+    /// removing it would hide the tampering behind a new checkpoint.
+    #[error("audit database `{path}`: {broken}; nothing was pruned (a prune never removes a broken part of the chain)")]
+    Broken {
+        /// The database file.
+        path: PathBuf,
+        /// The first bad record.
+        broken: Broken,
+    },
+}
+
+/// The audit chain of a state backend: one hash-chained log per database
+/// of every turn's audit record and every denial record (see
+/// [`chain`]).
+///
+/// Object-safe: a host holds an `Arc<dyn AuditStore>`, whichever backend
+/// it runs on.
+pub trait AuditStore: Send + Sync {
+    /// Appends one record (`kind` is [`KIND_TURN`] or [`KIND_DENIAL`]),
+    /// linked to the chain's head; its sequence number.
+    ///
+    /// The record is committed (durable) before this returns, and only
+    /// then is it acknowledged: never the other way round. Concurrent
+    /// appenders, threads and processes alike, are serialized on the
+    /// chain's head, so each links to the one before it.
+    fn append(&self, kind: &str, turn: &str, time: &str, body: &str) -> Result<i64, StateError>;
+
+    /// The kept checkpoint (the last record pruned, if any) and every
+    /// record after it, in stored order (by sequence number), read at one
+    /// moment. A store that was never written has none.
+    fn rows(&self) -> Result<(Option<Checkpoint>, Vec<ChainRow>), StateError>;
+
+    /// Removes the records before the first one at or after `cutoff`
+    /// (times compare as the RFC 3339 UTC strings they are), and keeps
+    /// the last one removed as the checkpoint, in one transaction; with
+    /// `dry_run`, only counts them. Refuses ([`StateError::Broken`]) to
+    /// remove records that do not verify. How many records it removed (or
+    /// would).
+    fn prune_before(&self, cutoff: &str, dry_run: bool) -> Result<u64, StateError>;
+}

@@ -1,0 +1,165 @@
+//! The audit chain in a fleet's PostgreSQL: one chain for every node.
+//!
+//! The database links each record, not the node: a `BEFORE INSERT`
+//! trigger (owned by the schema's owner, `SECURITY DEFINER`) takes the
+//! chain's head under a transaction-scoped advisory lock, and sets the
+//! record's `seq`, `prev` and `hash` ([`super::chain::link_hash`], computed
+//! in SQL). A node's role may only `INSERT` (and read): it can neither
+//! choose a link nor edit, delete or reorder a record, so its credentials
+//! cannot rewrite the chain consistently. Pruning is the owner's.
+//!
+//! Each append is one `INSERT` in its own transaction: committed, on the
+//! server's disk as its `synchronous_commit` says, before the turn
+//! returns. Concurrent appenders wait on the lock only for the insert and
+//! its commit.
+
+use std::sync::Arc;
+
+use super::audit::{AuditStore, StateError};
+use super::chain::{ChainRow, Checkpoint};
+use super::pg::Pg;
+
+/// The PostgreSQL schema of the audit chain (part of version 1).
+pub const SCHEMA: &str = "
+CREATE TABLE audit_chain (
+ seq bigint PRIMARY KEY,
+ kind text NOT NULL,
+ turn text NOT NULL,
+ time text NOT NULL,
+ body text NOT NULL,
+ prev text NOT NULL,
+ hash text NOT NULL
+);
+CREATE TABLE audit_checkpoint (
+ one boolean PRIMARY KEY DEFAULT true CHECK (one),
+ seq bigint NOT NULL,
+ hash text NOT NULL
+);
+CREATE FUNCTION gatehouse_audit_link() RETURNS trigger
+ LANGUAGE plpgsql SECURITY DEFINER SET search_path = public AS $$
+DECLARE head_seq bigint; head_hash text;
+BEGIN
+  PERFORM pg_advisory_xact_lock(7137002);
+  SELECT seq, hash INTO head_seq, head_hash FROM audit_chain ORDER BY seq DESC LIMIT 1;
+  IF head_seq IS NULL THEN
+    SELECT seq, hash INTO head_seq, head_hash FROM audit_checkpoint;
+  END IF;
+  IF head_seq IS NULL THEN
+    head_seq := 0;
+    head_hash := repeat('0', 64);
+  END IF;
+  NEW.seq := head_seq + 1;
+  NEW.prev := head_hash;
+  NEW.hash := encode(sha256(convert_to(
+    NEW.prev || E'\\n' || NEW.kind || E'\\n' || NEW.turn || E'\\n' || NEW.time || E'\\n' || NEW.body,
+    'UTF8')), 'hex');
+  RETURN NEW;
+END $$;
+CREATE TRIGGER audit_link BEFORE INSERT ON audit_chain
+ FOR EACH ROW EXECUTE FUNCTION gatehouse_audit_link();
+GRANT SELECT, INSERT ON audit_chain TO gatehouse_node, gatehouse_approver;
+GRANT SELECT ON audit_checkpoint TO gatehouse_node, gatehouse_approver;
+";
+
+/// A fleet's audit chain.
+pub struct PgAudit {
+    pg: Arc<Pg>,
+}
+
+impl PgAudit {
+    /// The chain of the database `pg` (nothing is connected yet).
+    pub fn new(pg: Arc<Pg>) -> PgAudit {
+        PgAudit { pg }
+    }
+}
+
+fn row(r: &postgres::Row) -> ChainRow {
+    ChainRow {
+        seq: r.get(0),
+        kind: r.get(1),
+        turn: r.get(2),
+        time: r.get(3),
+        body: r.get(4),
+        prev: r.get(5),
+        hash: r.get(6),
+    }
+}
+
+const COLUMNS: &str = "seq, kind, turn, time, body, prev, hash";
+
+impl AuditStore for PgAudit {
+    fn append(&self, kind: &str, turn: &str, time: &str, body: &str) -> Result<i64, StateError> {
+        Ok(self.pg.with("cannot append to the audit", |c| {
+            // seq, prev and hash are the trigger's to set.
+            let r = c.query_one(
+                "INSERT INTO audit_chain (seq, kind, turn, time, body, prev, hash) \
+                 VALUES (0, $1, $2, $3, $4, '', '') RETURNING seq",
+                &[&kind, &turn, &time, &body],
+            )?;
+            Ok(r.get::<_, i64>(0))
+        })?)
+    }
+
+    fn rows(&self) -> Result<(Option<Checkpoint>, Vec<ChainRow>), StateError> {
+        Ok(self.pg.with("cannot read the audit", |c| {
+            // One snapshot for both reads.
+            let mut tx = c
+                .build_transaction()
+                .isolation_level(postgres::IsolationLevel::RepeatableRead)
+                .read_only(true)
+                .start()?;
+            let checkpoint = tx
+                .query_opt("SELECT seq, hash FROM audit_checkpoint", &[])?
+                .map(|r| Checkpoint {
+                    seq: r.get(0),
+                    hash: r.get(1),
+                });
+            let rows = tx
+                .query(
+                    &format!("SELECT {COLUMNS} FROM audit_chain ORDER BY seq"),
+                    &[],
+                )?
+                .iter()
+                .map(row)
+                .collect();
+            tx.commit()?;
+            Ok((checkpoint, rows))
+        })?)
+    }
+
+    fn prune_before(&self, cutoff: &str, dry_run: bool) -> Result<u64, StateError> {
+        let (checkpoint, rows) = self.rows()?;
+        // The prefix before the first record at or after the cutoff.
+        let end = rows
+            .iter()
+            .position(|r| r.time.as_str() >= cutoff)
+            .unwrap_or(rows.len());
+        if end == 0 {
+            return Ok(0);
+        }
+        if let Err(broken) = super::chain::verify(checkpoint.as_ref(), &rows[..end]) {
+            return Err(StateError::Broken {
+                path: self.pg.url().into(),
+                broken,
+            });
+        }
+        let count = u64::try_from(end).unwrap_or(u64::MAX);
+        if dry_run {
+            return Ok(count);
+        }
+        let last = &rows[end - 1];
+        self.pg.with("cannot prune the audit", |c| {
+            let mut tx = c.transaction()?;
+            // Appenders wait: the head does not move while the prefix goes.
+            tx.execute("SELECT pg_advisory_xact_lock(7137002)", &[])?;
+            tx.execute(
+                "INSERT INTO audit_checkpoint (one, seq, hash) VALUES (true, $1, $2) \
+                 ON CONFLICT (one) DO UPDATE SET seq = $1, hash = $2",
+                &[&last.seq, &last.hash],
+            )?;
+            tx.execute("DELETE FROM audit_chain WHERE seq <= $1", &[&last.seq])?;
+            tx.commit()
+        })?;
+        Ok(count)
+    }
+}

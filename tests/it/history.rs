@@ -1,0 +1,394 @@
+//! Issue 32: the tamper-evident audit on the embedded backend. Every
+//! turn's audit record and every denial record also goes, byte for byte,
+//! into one hash-chained log (`<state>/audit.db`); `gatehouse history
+//! verify` recomputes it, exits 0 when it is whole and 2 naming the first
+//! record edited, deleted or reordered; `history prune` removes its old
+//! records and keeps a checkpoint, so it still verifies.
+//!
+//! Each tamper test first verifies the same log untouched (the positive
+//! control), then changes one thing with SQLite itself.
+
+use serde_json::{json, Value};
+
+use crate::support::guests::{guest, run_json};
+use crate::support::pg::Database;
+use crate::support::{s, Env};
+
+/// One record of the chain as stored.
+#[derive(Debug, Clone, PartialEq)]
+struct Row {
+    seq: i64,
+    kind: String,
+    turn: String,
+    body: String,
+    hash: String,
+}
+
+fn audit_db(env: &Env) -> std::path::PathBuf {
+    env.state_dir().join("audit.db")
+}
+
+fn rows(env: &Env) -> Vec<Row> {
+    if let Some(url) = &env.database_url {
+        let mut c = postgres::Client::connect(url, postgres::NoTls).unwrap();
+        return c
+            .query(
+                "SELECT seq, kind, turn, body, hash FROM audit_chain ORDER BY seq",
+                &[],
+            )
+            .unwrap()
+            .iter()
+            .map(|r| Row {
+                seq: r.get(0),
+                kind: r.get(1),
+                turn: r.get(2),
+                body: r.get(3),
+                hash: r.get(4),
+            })
+            .collect();
+    }
+    let conn = rusqlite::Connection::open(audit_db(env)).unwrap();
+    let mut stmt = conn
+        .prepare("SELECT seq, kind, turn, body, hash FROM chain ORDER BY seq")
+        .unwrap();
+    stmt.query_map([], |r| {
+        Ok(Row {
+            seq: r.get(0)?,
+            kind: r.get(1)?,
+            turn: r.get(2)?,
+            body: r.get(3)?,
+            hash: r.get(4)?,
+        })
+    })
+    .unwrap()
+    .map(Result::unwrap)
+    .collect()
+}
+
+/// Runs `statements` on the chain's table (`chain` in audit.db, or
+/// `audit_chain` in the fleet's database), as its owner.
+fn sql(env: &Env, statements: &str) {
+    if let Some(url) = &env.database_url {
+        postgres::Client::connect(url, postgres::NoTls)
+            .unwrap()
+            .batch_execute(&statements.replace(" chain ", " audit_chain "))
+            .unwrap();
+        return;
+    }
+    rusqlite::Connection::open(audit_db(env))
+        .unwrap()
+        .execute_batch(statements)
+        .unwrap();
+}
+
+/// `gatehouse --json history verify`: its exit code and its one object.
+fn verify_json(env: &Env) -> (i32, Value) {
+    let run = env.run(&["--json", "history", "verify"]);
+    let lines = run.json_lines();
+    assert_eq!(lines.len(), 1, "{run:#?}");
+    (run.code, lines[0].clone())
+}
+
+/// Asserts the chain verifies whole with `records` records from `first`
+/// to `last`; its head.
+#[track_caller]
+fn assert_whole(env: &Env, records: u64, first: i64, last: i64) -> String {
+    let (code, v) = verify_json(env);
+    assert_eq!(code, 0, "{v:#}");
+    let head = v["head"].as_str().unwrap().to_string();
+    assert_eq!(
+        v,
+        json!({"whole": true, "records": records, "first": first, "last": last, "head": head})
+    );
+    let run = env.run(&["history", "verify"]);
+    run.expect_stdout(
+        0,
+        &[&format!(
+            "audit chain whole: {records} record{} ({first}..{last}), head {head}",
+            if records == 1 { "" } else { "s" }
+        )],
+    );
+    head
+}
+
+/// Asserts verify exits 2 naming record `seq` of turn `turn` as `tamper`,
+/// as JSON and as the message a person reads.
+#[track_caller]
+fn assert_broken(env: &Env, seq: i64, turn: &str, tamper: &str) {
+    let (code, v) = verify_json(env);
+    assert_eq!(code, 2, "{v:#}");
+    assert_eq!(
+        v,
+        json!({"whole": false, "seq": seq, "turn": turn, "tamper": tamper})
+    );
+    let said = match tamper {
+        "deleted" => format!("record {seq} was deleted (the record after it is turn `{turn}`)"),
+        how => format!("record {seq} (turn `{turn}`) was {how}"),
+    };
+    env.run(&["history", "verify"]).expect_err(
+        2,
+        &[&format!(
+            "audit chain broken: {said} (`{}`)",
+            env.database_url
+                .clone()
+                .unwrap_or_else(|| s(&audit_db(env)).to_string())
+        )],
+    );
+}
+
+/// Real turns: `hello` twice (they mutate nothing), one `write-file` that
+/// writes (it has a history directory), one request denied at ReadOnly,
+/// then `hello` again. Their turn ids, in order.
+fn five_turns(env: &Env) -> Vec<String> {
+    let ws = env.mkdir("ws");
+    env.mkdir("ws/out");
+    let hello = guest("hello");
+    let write = guest("write-file");
+    let mut turns = Vec::new();
+    let mut turn = |manifest: &std::path::Path, level: &str, input: &str, code: i32| {
+        let (run, v) = run_json(env, manifest, &ws, level, input, &[]);
+        run.expect(code);
+        turns.push(v["turn"].as_str().unwrap().to_string());
+    };
+    turn(&hello, "Supervised", r#"{"n":1}"#, 0);
+    turn(&hello, "Supervised", r#"{"n":2}"#, 0);
+    turn(&write, "Full", r#"{"path":"out/a.txt","content":"a"}"#, 0);
+    turn(
+        &write,
+        "ReadOnly",
+        r#"{"path":"out/b.txt","content":"b"}"#,
+        2,
+    );
+    turn(&hello, "Supervised", r#"{"n":3}"#, 0);
+    turns
+}
+
+fn lines(path: &std::path::Path) -> Vec<String> {
+    std::fs::read_to_string(path)
+        .unwrap()
+        .lines()
+        .map(String::from)
+        .collect()
+}
+
+#[test]
+fn history_verify_passes_on_an_untouched_log_of_real_turns_and_denials() {
+    let env = Env::new();
+    // No record yet: whole, empty, and nothing created.
+    let (code, v) = verify_json(&env);
+    assert_eq!(code, 0);
+    assert_eq!(
+        v,
+        json!({"whole": true, "records": 0, "first": null, "last": null, "head": "0".repeat(64)})
+    );
+    env.run(&["history", "verify"]).expect_stdout(
+        0,
+        &[&format!(
+            "audit chain whole: 0 records, head {}",
+            "0".repeat(64)
+        )],
+    );
+    let turns = five_turns(&env);
+    assert!(audit_db(&env).exists());
+    // Five turns and denials made: five records.
+    let head = assert_whole(&env, 5, 1, 5);
+    let rows = rows(&env);
+    assert_eq!(rows[4].hash, head);
+    let kinds: Vec<(&str, &str)> = rows
+        .iter()
+        .map(|r| (r.kind.as_str(), r.turn.as_str()))
+        .collect();
+    assert_eq!(
+        kinds,
+        [
+            ("turn", turns[0].as_str()),
+            ("turn", turns[1].as_str()),
+            ("turn", turns[2].as_str()),
+            ("denial", turns[3].as_str()),
+            ("turn", turns[4].as_str()),
+        ]
+    );
+    // The logs are as they were, and the chain holds their lines byte
+    // for byte.
+    let state = env.state_dir();
+    let audit = lines(&state.join("audit.jsonl"));
+    assert_eq!(audit, [rows[0].body.as_str(), &rows[1].body, &rows[4].body]);
+    assert_eq!(lines(&state.join("denials.jsonl")), [rows[3].body.as_str()]);
+    // The turn that wrote has its directory and no audit.jsonl line; its
+    // chain record is the same shape: its final turn.json and the
+    // decisions it wrote.
+    let dir = state.join("history").join(&turns[2]);
+    let record: Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("turn.json")).unwrap()).unwrap();
+    let decisions: Vec<Value> = lines(&dir.join("decisions.jsonl"))
+        .iter()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert!(!decisions.is_empty());
+    let mut want = record.clone();
+    want["decisions"] = Value::Array(decisions);
+    let body: Value = serde_json::from_str(&rows[2].body).unwrap();
+    assert_eq!(body, want);
+    assert_eq!(record["status"], "ok");
+    // The mutating turn's record reads as an audit.jsonl line does.
+    let line: Value = serde_json::from_str(&audit[0]).unwrap();
+    let keys = |v: &Value| -> Vec<String> { v.as_object().unwrap().keys().cloned().collect() };
+    assert_eq!(keys(&line), keys(&body));
+}
+
+#[test]
+fn history_verify_names_an_edited_record() {
+    history_verify_names_an_edited_record_on(&Env::new());
+}
+
+#[test]
+fn fleet_verify_names_an_edited_record_in_postgresql() {
+    let db = Database::migrated();
+    history_verify_names_an_edited_record_on(&Env::on(&db));
+}
+
+fn history_verify_names_an_edited_record_on(env: &Env) {
+    let turns = five_turns(env);
+    assert_whole(env, 5, 1, 5);
+    sql(
+        env,
+        "UPDATE chain SET body = replace(body, '\"status\":\"ok\"', '\"status\":\"error\"') WHERE seq = 2",
+    );
+    assert!(rows(env)[1].body.contains("\"status\":\"error\""));
+    assert_broken(env, 2, &turns[1], "edited");
+}
+
+#[test]
+fn history_verify_names_a_deleted_record_by_its_number() {
+    history_verify_names_a_deleted_record_by_its_number_on(&Env::new());
+}
+
+#[test]
+fn fleet_verify_names_a_deleted_record_by_its_number_in_postgresql() {
+    let db = Database::migrated();
+    history_verify_names_a_deleted_record_by_its_number_on(&Env::on(&db));
+}
+
+fn history_verify_names_a_deleted_record_by_its_number_on(env: &Env) {
+    let turns = five_turns(env);
+    assert_whole(env, 5, 1, 5);
+    sql(env, "DELETE FROM chain WHERE seq = 3");
+    // Record 3 is missing; the record after it is the denial's.
+    assert_broken(env, 3, &turns[3], "deleted");
+}
+
+#[test]
+fn history_verify_names_two_swapped_records_reordered() {
+    history_verify_names_two_swapped_records_reordered_on(&Env::new());
+}
+
+#[test]
+fn fleet_verify_names_two_swapped_records_reordered_in_postgresql() {
+    let db = Database::migrated();
+    history_verify_names_two_swapped_records_reordered_on(&Env::on(&db));
+}
+
+fn history_verify_names_two_swapped_records_reordered_on(env: &Env) {
+    let turns = five_turns(env);
+    assert_whole(env, 5, 1, 5);
+    sql(
+        env,
+        "BEGIN; UPDATE chain SET seq = -1 WHERE seq = 2; UPDATE chain SET seq = 2 WHERE seq = 3;
+         UPDATE chain SET seq = 3 WHERE seq = -1; COMMIT;",
+    );
+    // Each still hashes as itself: not an edit. Record 2 is now the
+    // third turn, which links to the one now at 3.
+    assert_broken(env, 2, &turns[2], "reordered");
+}
+
+#[test]
+fn history_prune_removes_the_chains_old_records_and_verify_still_passes() {
+    let env = Env::new();
+    let ws = env.mkdir("ws");
+    let hello = guest("hello");
+    let write = guest("write-file");
+    // Two old records: a turn and a denial.
+    run_json(&env, &hello, &ws, "Supervised", "{}", &[])
+        .0
+        .expect(0);
+    run_json(
+        &env,
+        &write,
+        &ws,
+        "ReadOnly",
+        r#"{"path":"out/a","content":"a"}"#,
+        &[],
+    )
+    .0
+    .expect(2);
+    assert_whole(&env, 2, 1, 2);
+    // Records carry whole seconds: the next one is recorded at least five
+    // seconds later, and the prunes right after it remove what is older
+    // than four (two commands run in between: it is not old yet).
+    std::thread::sleep(std::time::Duration::from_millis(5100));
+    run_json(&env, &hello, &ws, "Supervised", "{}", &[])
+        .0
+        .expect(0);
+    let before = rows(&env);
+    assert_eq!(before.len(), 3);
+    let head = before[2].hash.clone();
+    // A dry run counts and removes nothing.
+    let run = env.run(&["history", "prune", "--older-than", "4s", "--dry-run"]);
+    run.expect(0);
+    assert!(
+        run.stdout.contains(
+            "would remove 2 audit chain record(s); `gatehouse history verify` checks the rest"
+        ),
+        "{run:#?}"
+    );
+    assert_eq!(rows(&env), before);
+    let run = env.run(&["--json", "history", "prune", "--older-than", "4s"]);
+    run.expect(0);
+    assert_eq!(run.json_lines()[0]["chain_records"], 2, "{run:#?}");
+    // The last record is left, after the checkpoint of record 2.
+    assert_eq!(assert_whole(&env, 1, 3, 3), head);
+    assert_eq!(rows(&env).len(), 1);
+    // The chain goes on from it.
+    run_json(&env, &hello, &ws, "Supervised", "{}", &[])
+        .0
+        .expect(0);
+    assert_whole(&env, 2, 3, 4);
+    // Tampering after a prune is still seen.
+    sql(
+        &env,
+        "UPDATE chain SET time = '2020-01-01T00:00:00Z' WHERE seq = 3",
+    );
+    let turn = rows(&env)[0].turn.clone();
+    assert_broken(&env, 3, &turn, "edited");
+    // And a prune will not remove the broken part: exit 2, nothing gone.
+    env.run(&["history", "prune", "--older-than", "1s"])
+        .expect_err(2, &["record 3 (turn `", "was edited; nothing was pruned"]);
+    assert_eq!(rows(&env).len(), 2);
+}
+
+#[test]
+fn two_processes_recording_at_once_leave_one_whole_chain() {
+    let env = Env::new();
+    let ws = env.mkdir("ws");
+    let hello = guest("hello");
+    const EACH: usize = 4;
+    std::thread::scope(|scope| {
+        for t in 0..2 {
+            let (env, ws, hello) = (&env, &ws, &hello);
+            scope.spawn(move || {
+                for i in 0..EACH {
+                    let input = format!("{{\"t\":{t},\"i\":{i}}}");
+                    run_json(env, hello, ws, "Supervised", &input, &[])
+                        .0
+                        .expect(0);
+                }
+            });
+        }
+    });
+    let n = 2 * EACH as i64;
+    assert_whole(&env, n as u64, 1, n);
+    assert_eq!(
+        rows(&env).iter().map(|r| r.seq).collect::<Vec<_>>(),
+        (1..=n).collect::<Vec<_>>()
+    );
+}
