@@ -76,7 +76,9 @@ PRAGMA user_version = 1;
 /// How long a statement waits for another connection's lock.
 pub const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 
-const COLUMNS: &str =
+/// The `grants` table's columns, in the order rows are decoded (the
+/// PostgreSQL store's table has the same).
+pub(crate) const COLUMNS: &str =
     "id, channel, sender_id, capability, target, granted_at, expires_at, granted_by, revoked_at";
 
 /// A grant to record: everything but the id and the times the store sets.
@@ -446,9 +448,7 @@ impl GrantStore {
         identity: &Identity,
         now: UtcTime,
     ) -> Result<Effective, GrantError> {
-        if matrix(level, capability) != Outcome::ApprovalRequired
-            || capability.default_approval() == ApprovalClass::Always
-        {
+        if !grants_can_lift(level, capability) {
             return Ok(crate::policy::effective_outcome(
                 level,
                 capability,
@@ -471,7 +471,7 @@ impl GrantStore {
     /// included: expiry is checked against `now` by the caller), served
     /// from the cache while the database has not changed. Checking costs
     /// one `PRAGMA data_version`, far less than decoding the rows again.
-    fn unrevoked_for(
+    pub fn unrevoked_for(
         &self,
         identity: &Identity,
         capability: Capability,
@@ -555,6 +555,14 @@ impl GrantStore {
     fn err(&self, e: rusqlite::Error) -> GrantError {
         sqlite_error(&self.path, e)
     }
+}
+
+/// Whether a grant could lift `capability` at `level`: only an
+/// `approval_required` cell of a capability that is not always-class.
+/// Where it cannot, the matrix alone decides and no grant is read.
+pub fn grants_can_lift(level: Level, capability: Capability) -> bool {
+    matrix(level, capability) == Outcome::ApprovalRequired
+        && capability.default_approval() != ApprovalClass::Always
 }
 
 /// The checks of [`GrantStore::record`]; returns the capability and the

@@ -26,9 +26,7 @@ use postgres::fallible_iterator::FallibleIterator;
 
 use super::pg::{Pg, SharedError};
 use crate::grants::{GrantError, GrantStore, NewGrant};
-use crate::policy::{
-    matrix, ApprovalClass, Capability, Effective, Grant, Identity, Level, Outcome, UtcTime,
-};
+use crate::policy::{Capability, Effective, Grant, Identity, Level, UtcTime};
 
 /// How often the listener asks for the grants' version when no
 /// notification came.
@@ -84,12 +82,10 @@ pub fn effective(
     identity: &Identity,
     now: UtcTime,
 ) -> Result<Effective, GrantError> {
-    let rows = if matrix(level, capability) != Outcome::ApprovalRequired
-        || capability.default_approval() == ApprovalClass::Always
-    {
-        Vec::new()
-    } else {
+    let rows = if crate::grants::grants_can_lift(level, capability) {
         backend.unrevoked_for(identity, capability)?
+    } else {
+        Vec::new()
     };
     Ok(crate::policy::effective_outcome(
         level,
@@ -160,16 +156,7 @@ impl GrantBackend for SqliteGrants {
         capability: Capability,
     ) -> Result<Vec<Grant>, GrantError> {
         match self.existing()? {
-            Some(store) => Ok(store
-                .list(true, UtcTime(0))?
-                .into_iter()
-                .filter(|g| {
-                    g.revoked_at.is_none()
-                        && g.channel == identity.channel
-                        && g.sender_id == identity.sender_id
-                        && g.capability == capability.as_str()
-                })
-                .collect()),
+            Some(store) => Ok(store.unrevoked_for(identity, capability)?.to_vec()),
             None => Ok(Vec::new()),
         }
     }
@@ -212,8 +199,7 @@ GRANT UPDATE ON grants TO gatehouse_approver;
 GRANT USAGE ON SEQUENCE grants_id_seq TO gatehouse_node, gatehouse_approver;
 ";
 
-const COLUMNS: &str =
-    "id, channel, sender_id, capability, target, granted_at, expires_at, granted_by, revoked_at";
+use crate::grants::COLUMNS;
 
 /// A fleet's grants, in PostgreSQL.
 pub struct PgGrants {
