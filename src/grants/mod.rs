@@ -25,7 +25,7 @@ mod error;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use rusqlite::{params, Connection, ErrorCode, OpenFlags, OptionalExtension};
+use rusqlite::{params, Connection, ErrorCode, OptionalExtension};
 
 pub use clock::{now_utc, parse_duration, remember_for, DEFAULT_REMEMBER_SECS};
 pub use error::{GrantError, WrongSchema};
@@ -172,52 +172,33 @@ impl GrantStore {
             }
         }
         let err = |e| sqlite_error(path, e);
-        // No SQLITE_OPEN_URI: a path is a path, even one starting `file:`.
-        let flags = OpenFlags::SQLITE_OPEN_READ_WRITE
-            | OpenFlags::SQLITE_OPEN_CREATE
-            | OpenFlags::SQLITE_OPEN_NO_MUTEX;
-        let conn = Connection::open_with_flags(path, flags).map_err(err)?;
-        conn.busy_timeout(BUSY_TIMEOUT).map_err(err)?;
-        // Reads the header: a file that is not a database fails here.
-        conn.query_row("SELECT count(*) FROM sqlite_master", [], |r| {
-            r.get::<_, i64>(0)
-        })
-        .map_err(err)?;
-        conn.pragma_update_and_check(None, "journal_mode", "WAL", |r| r.get::<_, String>(0))
-            .map_err(err)?;
-        conn.execute_batch(SCHEMA).map_err(err)?;
-        if let Err(e) = conn.prepare(&format!("SELECT {COLUMNS} FROM grants LIMIT 0")) {
-            return Err(GrantError::WrongSchema {
-                path: path.to_path_buf(),
-                why: WrongSchema::Columns(e),
-            });
-        }
-        let version: i64 = conn
-            .query_row("PRAGMA user_version", [], |r| r.get(0))
-            .map_err(err)?;
-        if version > SCHEMA_VERSION {
-            return Err(GrantError::WrongSchema {
-                path: path.to_path_buf(),
-                why: WrongSchema::Newer {
+        // Other processes may be creating the same file at this moment:
+        // the schema is set up and migrated under the write lock, retried
+        // while busy. A file that is not a database fails at its first
+        // read.
+        let (conn, made) = crate::util::sqlite::open_wal(path, BUSY_TIMEOUT, |tx| {
+            tx.execute_batch(SCHEMA)?;
+            if let Err(e) = tx.prepare(&format!("SELECT {COLUMNS} FROM grants LIMIT 0")) {
+                return Ok(Err(WrongSchema::Columns(e)));
+            }
+            let version: i64 = tx.query_row("PRAGMA user_version", [], |r| r.get(0))?;
+            if version > SCHEMA_VERSION {
+                return Ok(Err(WrongSchema::Newer {
                     version,
                     known: SCHEMA_VERSION,
-                },
+                }));
+            }
+            if version < 1 {
+                tx.execute_batch(MIGRATE_TO_1)?;
+            }
+            Ok(Ok(()))
+        })
+        .map_err(err)?;
+        if let Err(why) = made {
+            return Err(GrantError::WrongSchema {
+                path: path.to_path_buf(),
+                why,
             });
-        }
-        if version < 1 {
-            // One transaction: another store opening the same file at the
-            // same moment waits, then finds version 1 and does nothing.
-            conn.execute_batch(&format!("BEGIN IMMEDIATE;{MIGRATE_TO_1}COMMIT;"))
-                .or_else(|e| {
-                    let _ = conn.execute_batch("ROLLBACK");
-                    let now: i64 = conn.query_row("PRAGMA user_version", [], |r| r.get(0))?;
-                    if now >= 1 {
-                        Ok(())
-                    } else {
-                        Err(e)
-                    }
-                })
-                .map_err(err)?;
         }
         Ok(GrantStore {
             path: path.to_path_buf(),

@@ -347,7 +347,11 @@ impl Kind<'_> {
         );
         if let Some(journal) = records.own {
             records.audit.finish();
-            close(&journal, t.id, &ended);
+            // A turn whose record is not durable is not acknowledged as
+            // having run: the caller learns that it ran unrecorded.
+            if let Err(message) = close(&journal, t.id, &ended) {
+                return Ended::Failed(message);
+            }
         }
         ended
     }
@@ -484,8 +488,10 @@ fn ran(ran: Result<RunReport, RunError>, plan: &Plan) -> Ended {
 }
 
 /// Ends a top-level turn's journal as its run ended: finished with
-/// the run's status, or discarded when no guest code ran.
-fn close(journal: &TurnJournal, id: &str, ended: &Ended) {
+/// the run's status, or discarded when no guest code ran. A record that
+/// could not be committed (`turn.json`, the audit log, the audit chain)
+/// is the turn's failure, in words: its effects stand, unacknowledged.
+fn close(journal: &TurnJournal, id: &str, ended: &Ended) -> Result<(), String> {
     let status = match ended {
         Ended::Ran(TurnEnd::Ran { run }) => match run.result {
             GuestResult::Ok { .. } => TurnStatus::Ok,
@@ -496,10 +502,13 @@ fn close(journal: &TurnJournal, id: &str, ended: &Ended) {
         }
         _ => {
             journal.discard();
-            return;
+            return Ok(());
         }
     };
-    if let Err(e) = journal.finish(status, now_utc()) {
-        tracing::warn!("turn `{id}`: {}", chain(&e));
-    }
+    journal.finish(status, now_utc()).map_err(|e| {
+        format!(
+            "turn `{id}` ran, but its record was not committed: {}; the turn is not acknowledged, and whatever it did stands",
+            chain(&e)
+        )
+    })
 }

@@ -104,6 +104,9 @@ impl MemoryDb {
     }
 }
 
+/// How long a write waits for another connection's lock.
+const BUSY_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
+
 /// One connection to the memory database.
 #[derive(Debug)]
 pub struct MemoryStore {
@@ -122,24 +125,25 @@ impl MemoryStore {
         if let Some(parent) = path.parent() {
             std::fs::create_dir_all(parent).map_err(|e| err(StoreCause::Io(e)))?;
         }
-        let conn = Connection::open(path).map_err(sqlite)?;
-        conn.busy_timeout(std::time::Duration::from_secs(5))
-            .map_err(sqlite)?;
-        conn.pragma_update_and_check(None, "journal_mode", "WAL", |r| r.get::<_, String>(0))
-            .map_err(sqlite)?;
-        let version: i64 = conn
-            .query_row("PRAGMA user_version", [], |r| r.get(0))
-            .map_err(sqlite)?;
-        if version > SCHEMA_VERSION {
+        // Other processes may be creating the same file at this moment:
+        // the schema is set up under the write lock, retried while busy.
+        let (conn, made) = crate::util::sqlite::open_wal(path, BUSY_TIMEOUT, |tx| {
+            let version: i64 = tx.query_row("PRAGMA user_version", [], |r| r.get(0))?;
+            if version > SCHEMA_VERSION {
+                return Ok(Err(version));
+            }
+            tx.execute_batch(SCHEMA)?;
+            if version < SCHEMA_VERSION {
+                tx.pragma_update(None, "user_version", SCHEMA_VERSION)?;
+            }
+            Ok(Ok(()))
+        })
+        .map_err(sqlite)?;
+        if let Err(version) = made {
             return Err(err(StoreCause::Newer {
                 version,
                 known: SCHEMA_VERSION,
             }));
-        }
-        conn.execute_batch(SCHEMA).map_err(sqlite)?;
-        if version < SCHEMA_VERSION {
-            conn.pragma_update(None, "user_version", SCHEMA_VERSION)
-                .map_err(sqlite)?;
         }
         Ok(MemoryStore {
             path: path.to_path_buf(),

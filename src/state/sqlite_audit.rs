@@ -20,7 +20,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Mutex, OnceLock};
 use std::time::Duration;
 
-use rusqlite::{params, Connection, OpenFlags, OptionalExtension, TransactionBehavior};
+use rusqlite::{params, Connection, OptionalExtension, TransactionBehavior};
 
 use super::audit::{AuditStore, StateError};
 use super::chain::{link_hash, verify, ChainRow, Checkpoint, GENESIS};
@@ -96,31 +96,30 @@ impl SqliteAudit {
             }
         }
         let err = self.sqlite();
-        let flags = OpenFlags::SQLITE_OPEN_READ_WRITE
-            | OpenFlags::SQLITE_OPEN_CREATE
-            | OpenFlags::SQLITE_OPEN_NO_MUTEX;
-        let conn = Connection::open_with_flags(&self.path, flags).map_err(&err)?;
-        conn.busy_timeout(BUSY_TIMEOUT).map_err(&err)?;
-        conn.pragma_update_and_check(None, "journal_mode", "WAL", |r| r.get::<_, String>(0))
-            .map_err(&err)?;
+        // Other processes may be creating the same file at this moment:
+        // the schema is set up under the write lock, retried while busy.
+        let (conn, made) = crate::util::sqlite::open_wal(&self.path, BUSY_TIMEOUT, |tx| {
+            let version: i64 = tx.query_row("PRAGMA user_version", [], |r| r.get(0))?;
+            if version > SCHEMA_VERSION {
+                return Ok(Err(version));
+            }
+            tx.execute_batch(SCHEMA)?;
+            if version < SCHEMA_VERSION {
+                tx.pragma_update(None, "user_version", SCHEMA_VERSION)?;
+            }
+            Ok(Ok(()))
+        })
+        .map_err(&err)?;
         // In WAL mode a commit is durable against the process dying
         // without a sync per commit (see the module documentation).
         conn.pragma_update(None, "synchronous", "NORMAL")
             .map_err(&err)?;
-        let version: i64 = conn
-            .query_row("PRAGMA user_version", [], |r| r.get(0))
-            .map_err(&err)?;
-        if version > SCHEMA_VERSION {
+        if let Err(version) = made {
             return Err(StateError::Newer {
                 path: self.path.clone(),
                 version,
                 known: SCHEMA_VERSION,
             });
-        }
-        conn.execute_batch(SCHEMA).map_err(&err)?;
-        if version < SCHEMA_VERSION {
-            conn.pragma_update(None, "user_version", SCHEMA_VERSION)
-                .map_err(&err)?;
         }
         Ok(conn)
     }
@@ -490,6 +489,34 @@ mod tests {
             (v.records, v.first_seq, v.last_seq),
             (151, Some(151), Some(301))
         );
+    }
+
+    #[test]
+    fn processes_appending_their_first_record_at_once_all_succeed() {
+        // Each store is a process of its own that finds no file yet: they
+        // create it, switch it to WAL and make its tables at one moment.
+        for round in 0..10 {
+            let dir = tempfile::tempdir().unwrap();
+            let path = dir.path().join("audit.db");
+            let barrier = Arc::new(std::sync::Barrier::new(4));
+            let handles: Vec<_> = (0..4)
+                .map(|t| {
+                    let (path, barrier) = (path.clone(), barrier.clone());
+                    std::thread::spawn(move || {
+                        let store = SqliteAudit::new(&path);
+                        barrier.wait();
+                        store
+                            .append("turn", &format!("t{t}"), &time(0), "{}")
+                            .unwrap_or_else(|e| panic!("round {round}: {e}"))
+                    })
+                })
+                .collect();
+            let mut seqs: Vec<i64> = handles.into_iter().map(|h| h.join().unwrap()).collect();
+            seqs.sort_unstable();
+            assert_eq!(seqs, vec![1, 2, 3, 4]);
+            let (cp, rows) = SqliteAudit::new(&path).rows().unwrap();
+            assert_eq!(verify(cp.as_ref(), &rows).unwrap().records, 4);
+        }
     }
 
     #[test]

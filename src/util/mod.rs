@@ -10,6 +10,7 @@
 
 pub mod hash;
 pub(crate) mod nofollow;
+pub mod sqlite;
 pub mod sync;
 pub mod text;
 pub mod watch;

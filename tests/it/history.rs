@@ -392,3 +392,49 @@ fn two_processes_recording_at_once_leave_one_whole_chain() {
         (1..=n).collect::<Vec<_>>()
     );
 }
+
+#[test]
+fn a_turn_whose_audit_record_cannot_be_committed_is_not_acknowledged() {
+    let env = Env::new();
+    let ws = env.mkdir("ws");
+    env.mkdir("ws/out");
+    // The chain's file is a directory: no record can be committed to it.
+    std::fs::create_dir_all(audit_db(&env)).unwrap();
+    let (run, v) = run_json(&env, &guest("hello"), &ws, "Supervised", "{}", &[]);
+    run.expect(1);
+    let turn = v["turn"].as_str().unwrap();
+    assert_eq!(v["error"]["code"], Value::Null, "{v:#}");
+    let message = v["error"]["message"].as_str().unwrap();
+    assert!(
+        message.starts_with(&format!(
+            "turn `{turn}` ran, but its record was not committed: audit database `{}`",
+            audit_db(&env).display()
+        )),
+        "{message}"
+    );
+    assert!(
+        message.ends_with("; the turn is not acknowledged, and whatever it did stands"),
+        "{message}"
+    );
+    // A mutating turn: its write stands, and it is reported failed too.
+    let (run, v) = run_json(
+        &env,
+        &guest("write-file"),
+        &ws,
+        "Full",
+        r#"{"path":"out/a.txt","content":"kept"}"#,
+        &[],
+    );
+    run.expect(1);
+    assert!(
+        v["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("ran, but its record was not committed"),
+        "{v:#}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(ws.join("out/a.txt")).unwrap(),
+        "kept"
+    );
+}

@@ -6,7 +6,7 @@
 
 use std::path::{Path, PathBuf};
 
-use rusqlite::{params, Connection, OpenFlags, OptionalExtension};
+use rusqlite::{params, Connection, OptionalExtension};
 
 use super::{
     answerable, new_entry, remembered, scope_of, ApprovalBackend, QueueAnswer, QueueEntry,
@@ -97,47 +97,47 @@ impl SqliteApprovals {
             }
         }
         let err = sqlite(&self.path);
-        let flags = OpenFlags::SQLITE_OPEN_READ_WRITE
-            | OpenFlags::SQLITE_OPEN_CREATE
-            | OpenFlags::SQLITE_OPEN_NO_MUTEX;
-        let conn = Connection::open_with_flags(&self.path, flags).map_err(&err)?;
-        conn.busy_timeout(crate::grants::BUSY_TIMEOUT)
+        // Other processes may be creating the same file at this moment:
+        // the schema is set up under the write lock, retried while busy.
+        let (conn, made) =
+            crate::util::sqlite::open_wal(&self.path, crate::grants::BUSY_TIMEOUT, |tx| {
+                let version: i64 = tx.query_row("PRAGMA user_version", [], |r| r.get(0))?;
+                if version > SCHEMA_VERSION {
+                    return Ok(Err(version));
+                }
+                tx.execute_batch(SCHEMA)?;
+                // A queue made before entries recorded the account that
+                // queued them gains the column (its old entries have none).
+                for (column, kind) in [
+                    ("queued_uid", "INTEGER"),
+                    ("input_preview", "TEXT"),
+                    ("input_bytes", "INTEGER"),
+                    ("argv", "TEXT"),
+                    ("files", "TEXT"),
+                    ("files_sha256", "TEXT"),
+                    ("commands", "TEXT"),
+                ] {
+                    if tx
+                        .prepare(&format!("SELECT {column} FROM pending LIMIT 0"))
+                        .is_err()
+                    {
+                        tx.execute_batch(&format!(
+                            "ALTER TABLE pending ADD COLUMN {column} {kind}"
+                        ))?;
+                    }
+                }
+                if version < SCHEMA_VERSION {
+                    tx.pragma_update(None, "user_version", SCHEMA_VERSION)?;
+                }
+                Ok(Ok(()))
+            })
             .map_err(&err)?;
-        conn.pragma_update_and_check(None, "journal_mode", "WAL", |r| r.get::<_, String>(0))
-            .map_err(&err)?;
-        let version: i64 = conn
-            .query_row("PRAGMA user_version", [], |r| r.get(0))
-            .map_err(&err)?;
-        if version > SCHEMA_VERSION {
+        if let Err(version) = made {
             return Err(QueueError::Newer {
                 path: self.path.clone(),
                 version,
                 known: SCHEMA_VERSION,
             });
-        }
-        conn.execute_batch(SCHEMA).map_err(&err)?;
-        // A queue made before entries recorded the account that queued
-        // them gains the column (its old entries have none).
-        for (column, kind) in [
-            ("queued_uid", "INTEGER"),
-            ("input_preview", "TEXT"),
-            ("input_bytes", "INTEGER"),
-            ("argv", "TEXT"),
-            ("files", "TEXT"),
-            ("files_sha256", "TEXT"),
-            ("commands", "TEXT"),
-        ] {
-            if conn
-                .prepare(&format!("SELECT {column} FROM pending LIMIT 0"))
-                .is_err()
-            {
-                conn.execute_batch(&format!("ALTER TABLE pending ADD COLUMN {column} {kind}"))
-                    .map_err(&err)?;
-            }
-        }
-        if version < SCHEMA_VERSION {
-            conn.pragma_update(None, "user_version", SCHEMA_VERSION)
-                .map_err(&err)?;
         }
         Ok(Some(conn))
     }
