@@ -9,7 +9,9 @@ use super::{out, out_json, CmdResult, Context, Exit, Failure};
 impl From<HistoryError> for Failure {
     fn from(e: HistoryError) -> Failure {
         match e {
-            HistoryError::NoSuchTurn(_) => Failure::invalid(e.to_string()),
+            HistoryError::NoSuchTurn(_) | HistoryError::OtherNode { .. } => {
+                Failure::invalid(e.to_string())
+            }
             // A prune refused over a broken chain: denied, as verify is.
             HistoryError::Chain(StateError::Broken { .. }) => {
                 Failure::denied(gatehouse::util::chain(&e))
@@ -72,8 +74,11 @@ pub fn history(ctx: &Context, args: HistoryArgs) -> CmdResult {
         Some(HistoryCmd::Verify) => return verify(ctx),
         None => {}
     }
+    let index = gatehouse::state::turn_index(&ctx.state)
+        .map_err(|e| Failure::error(gatehouse::util::chain(&e)))?;
     let h = History::new(&ctx.state.history_dir)
-        .with_audit_log(&ctx.state.state_dir.join("audit.jsonl"));
+        .with_audit_log(&ctx.state.state_dir.join("audit.jsonl"))
+        .with_index(index);
     if args.denials {
         for d in History::denials(&ctx.state.state_dir.join("denials.jsonl"))? {
             if args.turn.as_ref().is_none_or(|t| d["turn"] == t.as_str()) {
@@ -101,8 +106,12 @@ pub fn history(ctx: &Context, args: HistoryArgs) -> CmdResult {
         if ctx.json {
             out_json(t);
         } else {
+            let node = t
+                .node
+                .as_deref()
+                .map_or(String::new(), |n| format!("  on {n}"));
             out(format!(
-                "{}  {:<14} {:<10} {}  {:>3} ops  {:<8} undo: {}",
+                "{}  {:<14} {:<10} {}  {:>3} ops  {:<8} undo: {}{node}",
                 t.record.turn,
                 t.record.executor,
                 t.record.actor,
@@ -117,8 +126,11 @@ pub fn history(ctx: &Context, args: HistoryArgs) -> CmdResult {
 }
 
 pub fn undo(ctx: &Context, args: UndoArgs) -> CmdResult {
+    let index = gatehouse::state::turn_index(&ctx.state)
+        .map_err(|e| Failure::error(gatehouse::util::chain(&e)))?;
     let h = History::new(&ctx.state.history_dir)
-        .with_audit_log(&ctx.state.state_dir.join("audit.jsonl"));
+        .with_audit_log(&ctx.state.state_dir.join("audit.jsonl"))
+        .with_index(index);
     let turn = match args.turn {
         Some(t) => t,
         None => h.last_undoable_turn()?.ok_or_else(|| {
@@ -127,7 +139,9 @@ pub fn undo(ctx: &Context, args: UndoArgs) -> CmdResult {
             )
         })?,
     };
-    let report = h.undo(&turn, args.dry_run, &ctx.state.state_dir.join("memory.db"))?;
+    let memory = gatehouse::state::memory_backend(&ctx.state)
+        .map_err(|e| Failure::error(gatehouse::util::chain(&e)))?;
+    let report = h.undo(&turn, args.dry_run, &*memory)?;
     if ctx.json {
         out_json(&report);
     } else if report.already_undone {

@@ -20,6 +20,8 @@ pub struct HostEnv {
     /// `$GATEHOUSE_DATABASE_URL`: the PostgreSQL database of a fleet's
     /// shared state; overrides `[state] database_url`.
     pub database_url: Option<String>,
+    /// `$GATEHOUSE_NODE`: this host's name in a fleet's history index.
+    pub node: Option<String>,
     /// `$XDG_STATE_HOME`: the state directory is `gatehouse` in it.
     pub xdg_state_home: Option<PathBuf>,
     /// `$XDG_CONFIG_HOME`: the configuration directory is `gatehouse` in it.
@@ -49,6 +51,9 @@ impl HostEnv {
             grants_db: var_path("GATEHOUSE_GRANTS_DB"),
             history_dir: var_path("GATEHOUSE_HISTORY_DIR"),
             database_url: std::env::var("GATEHOUSE_DATABASE_URL")
+                .ok()
+                .filter(|s| !s.is_empty()),
+            node: std::env::var("GATEHOUSE_NODE")
                 .ok()
                 .filter(|s| !s.is_empty()),
             xdg_state_home: var_path("XDG_STATE_HOME"),
@@ -103,6 +108,7 @@ impl HostEnv {
         let mut state =
             StatePaths::under(&state_dir, self.grants_db.clone(), self.history_dir.clone());
         state.database_url = self.database_url.clone();
+        state.node = self.node.clone();
         state
     }
 }
@@ -130,6 +136,9 @@ pub struct StatePaths {
     /// the SQLite files above. Set by [`HostEnv::state_paths`] and
     /// [`StatePaths::with_config`].
     pub database_url: Option<String>,
+    /// This host's name in a fleet's history index: `$GATEHOUSE_NODE`,
+    /// else the machine's host name ([`StatePaths::node_name`]).
+    pub node: Option<String>,
     /// The hash-chained audit (`gatehouse history verify`), always in the
     /// state directory.
     pub audit_db: PathBuf,
@@ -150,8 +159,28 @@ impl StatePaths {
             cache_dir: state_dir.join("cache"),
             approvals_db: state_dir.join("approvals.db"),
             database_url: None,
+            node: None,
             audit_db: state_dir.join("audit.db"),
         }
+    }
+
+    /// This host's name in a fleet: [`StatePaths::node`], else the
+    /// kernel's host name, else `node`. Two nodes of one machine should
+    /// be given names (`GATEHOUSE_NODE`): the index tells them apart by it.
+    pub fn node_name(&self) -> String {
+        self.node.clone().unwrap_or_else(|| {
+            std::fs::read_to_string("/proc/sys/kernel/hostname")
+                .ok()
+                .map(|h| h.trim().to_string())
+                .filter(|h| !h.is_empty())
+                .unwrap_or_else(|| "node".to_string())
+        })
+    }
+
+    /// The memory store of the embedded backend (`memory.db` in the state
+    /// directory; a fleet's is in its database).
+    pub fn memory_db(&self) -> PathBuf {
+        self.state_dir.join("memory.db")
     }
 
     /// These paths with `config`'s `[state] database_url` where the

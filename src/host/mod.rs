@@ -484,7 +484,7 @@ struct Inner {
     /// `[providers.NAME]`, shared with delegated turns.
     providers: Arc<[crate::config::ProviderDef]>,
     /// `<state>/memory.db`, opened at the first run that uses it.
-    memory: Arc<crate::memory::MemoryDb>,
+    memory: Arc<dyn crate::memory::MemoryBackend>,
     state: StatePaths,
     workspace: String,
     home: Option<PathBuf>,
@@ -535,6 +535,9 @@ struct Inner {
     /// one per turn that wrote (`<state>/audit.db`, opened at the first
     /// record).
     chain: Arc<dyn crate::state::AuditStore>,
+    /// A fleet's history index and this node's name in it (`None` on the
+    /// embedded backend).
+    index: Option<(Arc<dyn crate::state::history::TurnIndex>, String)>,
 }
 
 /// The HTTP sender's client of `[network]`: the webpki roots and those
@@ -641,6 +644,9 @@ impl Host {
         let denials_log = AppendLog::new(&options.state.state_dir.join("denials.jsonl"));
         // The audit chain: the fleet's database's, else `audit.db`.
         let chain = crate::state::audit_backend(&options.state)?;
+        let memory = crate::state::memory_backend(&options.state)?;
+        let index = crate::state::turn_index(&options.state)?
+            .map(|index| (index, options.state.node_name()));
         let snap = build_snapshot(
             &*grants,
             &options.config,
@@ -657,9 +663,7 @@ impl Host {
         let inner = Inner {
             http,
             providers: options.config.providers.clone().into(),
-            memory: Arc::new(crate::memory::MemoryDb::new(schema::memory_db(
-                &options.state,
-            ))),
+            memory,
             on_degraded: options.on_degraded.unwrap_or(options.config.on_degraded),
             config: options.config,
             state: options.state,
@@ -684,6 +688,7 @@ impl Host {
             audit_log,
             denials_log,
             chain,
+            index,
         };
         Ok(Host {
             inner: Arc::new(inner),

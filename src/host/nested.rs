@@ -28,7 +28,7 @@ pub(super) struct Scope {
     pub providers: Arc<[ProviderDef]>,
     pub http: Arc<HttpClient>,
     pub on_degraded: OnDegraded,
-    pub memory: Arc<crate::memory::MemoryDb>,
+    pub memory: Arc<dyn crate::memory::MemoryBackend>,
     pub frozen: Arc<Frozen>,
     pub sandbox: Arc<Sandbox>,
     pub audit: Arc<TurnAudit>,
@@ -47,7 +47,7 @@ pub(super) struct Scope {
 pub(super) struct Base<'a> {
     pub http: &'a Arc<HttpClient>,
     pub providers: &'a [ProviderDef],
-    pub memory: Arc<crate::memory::MemoryDb>,
+    pub memory: Arc<dyn crate::memory::MemoryBackend>,
     pub frozen: &'a Arc<Frozen>,
     pub audit: &'a Arc<TurnAudit>,
     pub request: &'a TurnRequest,

@@ -27,6 +27,7 @@ impl Host {
     fn history(&self) -> History {
         History::new(&self.inner.state.history_dir)
             .with_audit_log(&self.inner.state.state_dir.join("audit.jsonl"))
+            .with_index(self.inner.index.as_ref().map(|(index, _)| index.clone()))
     }
 
     /// The newest `limit` turns `actor` ran, oldest first.
@@ -71,6 +72,6 @@ impl Host {
             .write_roots
             .enter(vec![PathBuf::from("/")], cancel)
             .ok_or_else(|| HistoryError::Cancelled(turn.to_string()))?;
-        history.undo(turn, dry_run, &self.inner.state.state_dir.join("memory.db"))
+        history.undo(turn, dry_run, &*self.inner.memory)
     }
 }

@@ -186,7 +186,7 @@ struct Within<'k> {
     providers: &'k Arc<[ProviderDef]>,
     http: &'k Arc<HttpClient>,
     on_degraded: OnDegraded,
-    memory: &'k Arc<crate::memory::MemoryDb>,
+    memory: &'k Arc<dyn crate::memory::MemoryBackend>,
     /// The host's write-root lock, which every turn enters.
     write_roots: &'k Arc<WriteRoots>,
     /// The write roots the turn's callers hold: a callee may use what
@@ -434,6 +434,10 @@ impl Kind<'_> {
             Some(inner.audit_log.clone()),
         )
         .with_chain(inner.chain.clone());
+        let journal = match &inner.index {
+            Some((index, node)) => journal.with_index(index.clone(), node),
+            None => journal,
+        };
         let audit = Arc::new(TurnAudit::new(
             t.id,
             t.frozen.tail(&t.request.actor),

@@ -27,7 +27,7 @@ pub struct Migrated {
 
 /// The memory database of `state`.
 pub(super) fn memory_db(state: &StatePaths) -> PathBuf {
-    state.state_dir.join("memory.db")
+    state.memory_db()
 }
 
 /// Creates every state database of `state` that is missing, and brings
@@ -72,15 +72,16 @@ pub fn migrate(state: &StatePaths) -> Result<Vec<Migrated>, HostError> {
             });
         }
     }
-    let memory = memory_db(state);
-    MemoryStore::open(&memory)?;
-    done.push(Migrated {
-        database: "memory",
-        path: memory.display().to_string(),
-        version: crate::memory::SCHEMA_VERSION,
-    });
-    // A fleet's audit chain is part of the shared schema.
+    // A fleet's memory store and audit chain are parts of the shared
+    // schema.
     if state.database_url.is_none() {
+        let memory = memory_db(state);
+        MemoryStore::open(&memory)?;
+        done.push(Migrated {
+            database: "memory",
+            path: memory.display().to_string(),
+            version: crate::memory::SCHEMA_VERSION,
+        });
         let audit_version = SqliteAudit::new(&state.audit_db).migrate()?;
         done.push(Migrated {
             database: "audit",

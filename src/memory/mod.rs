@@ -46,6 +46,73 @@ pub enum MemoryError {
     /// A value longer than 64 KiB (the key it was for).
     #[error("the value for `{0}` is longer than 64 KiB")]
     BadValue(String),
+    /// The fleet's shared database failed (its message names it, its
+    /// password redacted).
+    #[error(transparent)]
+    Shared(Box<dyn std::error::Error + Send + Sync>),
+}
+
+/// The memory store, on whichever backend the host's state is: the
+/// embedded SQLite file ([`MemoryDb`]) or a fleet's PostgreSQL database
+/// (`crate::state::memory::PgMemory`). Keys and values are checked the
+/// same way on both ([`check_key`], [`check_value`]).
+pub trait MemoryBackend: Send + Sync + std::fmt::Debug {
+    /// The value of `key` in `scope`; `None` when it has none.
+    fn get(&self, scope: &str, key: &str) -> Result<Option<String>, MemoryError>;
+
+    /// The keys of `scope` that start with `prefix`, sorted (bytewise).
+    fn list(&self, scope: &str, prefix: &str) -> Result<Vec<String>, MemoryError>;
+
+    /// Sets `key` in `scope` to `value`, if `check` agrees: under the
+    /// scope's write lock (no other writer of the scope, on any host of
+    /// the backend, comes between), `check` is given the key's previous
+    /// value and the number of keys the scope holds; the write is made
+    /// only when it returns `true`. Returns whether it was made.
+    fn set_if(
+        &self,
+        scope: &str,
+        key: &str,
+        value: &str,
+        check: &mut dyn FnMut(Option<&str>, u64) -> bool,
+    ) -> Result<bool, MemoryError>;
+
+    /// Removes `key` from `scope`, if `check` agrees (given the key's
+    /// previous value, under the scope's write lock as for
+    /// [`MemoryBackend::set_if`]). Returns `None` when `check` refused,
+    /// else whether the key existed.
+    fn delete_if(
+        &self,
+        scope: &str,
+        key: &str,
+        check: &mut dyn FnMut(Option<&str>) -> bool,
+    ) -> Result<Option<bool>, MemoryError>;
+
+    /// Sets `key` in `scope` to `value`, replacing what it held.
+    fn set(&self, scope: &str, key: &str, value: &str) -> Result<(), MemoryError> {
+        self.set_if(scope, key, value, &mut |_, _| true).map(|_| ())
+    }
+
+    /// Removes `key`; whether it existed.
+    fn delete(&self, scope: &str, key: &str) -> Result<bool, MemoryError> {
+        self.delete_if(scope, key, &mut |_| true)
+            .map(|d| d.unwrap_or(false))
+    }
+}
+
+/// Refuses a key that is empty or longer than [`MAX_KEY`].
+pub fn check_key(key: &str) -> Result<(), MemoryError> {
+    if key.is_empty() || key.len() > MAX_KEY {
+        return Err(MemoryError::BadKey(key.chars().take(64).collect()));
+    }
+    Ok(())
+}
+
+/// Refuses a value longer than [`MAX_VALUE`] (naming its key).
+pub fn check_value(key: &str, value: &str) -> Result<(), MemoryError> {
+    if value.len() > MAX_VALUE {
+        return Err(MemoryError::BadValue(key.to_string()));
+    }
+    Ok(())
 }
 
 /// Why the memory database failed.
@@ -159,10 +226,29 @@ impl MemoryStore {
     }
 
     fn check_key(key: &str) -> Result<(), MemoryError> {
-        if key.is_empty() || key.len() > MAX_KEY {
-            return Err(MemoryError::BadKey(key.chars().take(64).collect()));
-        }
-        Ok(())
+        check_key(key)
+    }
+
+    /// Runs `f` in one `BEGIN IMMEDIATE` transaction (SQLite's write
+    /// lock, for every process on the file), committed when it returns
+    /// `Ok`, else rolled back.
+    fn write_tx<T>(
+        &mut self,
+        f: impl FnOnce(&rusqlite::Transaction<'_>) -> Result<T, MemoryError>,
+    ) -> Result<T, MemoryError> {
+        let tx = self
+            .conn
+            .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
+            .map_err(|e| MemoryError::Store {
+                path: self.path.clone(),
+                source: StoreCause::Sqlite(e),
+            })?;
+        let out = f(&tx)?;
+        tx.commit().map_err(|e| MemoryError::Store {
+            path: self.path.clone(),
+            source: StoreCause::Sqlite(e),
+        })?;
+        Ok(out)
     }
 
     /// The value of `key` in `scope`; `None` when it has none.
@@ -177,9 +263,7 @@ impl MemoryStore {
     /// Sets `key` in `scope` to `value`, replacing what it held.
     pub fn set(&self, scope: &str, key: &str, value: &str) -> Result<(), MemoryError> {
         Self::check_key(key)?;
-        if value.len() > MAX_VALUE {
-            return Err(MemoryError::BadValue(key.to_string()));
-        }
+        check_value(key, value)?;
         self.conn
             .prepare_cached(
                 "INSERT INTO memory (scope, key, value) VALUES (?1, ?2, ?3)
@@ -223,6 +307,83 @@ impl MemoryStore {
     }
 }
 
+impl MemoryBackend for MemoryDb {
+    fn get(&self, scope: &str, key: &str) -> Result<Option<String>, MemoryError> {
+        self.store()?.get(scope, key)
+    }
+
+    fn list(&self, scope: &str, prefix: &str) -> Result<Vec<String>, MemoryError> {
+        self.store()?.list(scope, prefix)
+    }
+
+    fn set_if(
+        &self,
+        scope: &str,
+        key: &str,
+        value: &str,
+        check: &mut dyn FnMut(Option<&str>, u64) -> bool,
+    ) -> Result<bool, MemoryError> {
+        check_key(key)?;
+        check_value(key, value)?;
+        let mut store = self.store()?;
+        let path = store.path.clone();
+        let sqlite = |e| MemoryError::Store {
+            path: path.clone(),
+            source: StoreCause::Sqlite(e),
+        };
+        store.write_tx(|tx| {
+            let previous = read_value(tx, scope, key).map_err(sqlite)?;
+            let count = count_keys(tx, scope).map_err(sqlite)?;
+            if !check(previous.as_deref(), count) {
+                return Ok(false);
+            }
+            tx.prepare_cached(
+                "INSERT INTO memory (scope, key, value) VALUES (?1, ?2, ?3)
+                 ON CONFLICT (scope, key) DO UPDATE SET value = excluded.value",
+            )
+            .and_then(|mut s| s.execute(params![scope, key, value]))
+            .map_err(sqlite)?;
+            Ok(true)
+        })
+    }
+
+    fn delete_if(
+        &self,
+        scope: &str,
+        key: &str,
+        check: &mut dyn FnMut(Option<&str>) -> bool,
+    ) -> Result<Option<bool>, MemoryError> {
+        check_key(key)?;
+        let mut store = self.store()?;
+        let path = store.path.clone();
+        let sqlite = |e| MemoryError::Store {
+            path: path.clone(),
+            source: StoreCause::Sqlite(e),
+        };
+        store.write_tx(|tx| {
+            let previous = read_value(tx, scope, key).map_err(sqlite)?;
+            if !check(previous.as_deref()) {
+                return Ok(None);
+            }
+            tx.prepare_cached("DELETE FROM memory WHERE scope = ?1 AND key = ?2")
+                .and_then(|mut s| s.execute(params![scope, key]))
+                .map(|n| Some(n > 0))
+                .map_err(sqlite)
+        })
+    }
+}
+
+fn read_value(conn: &Connection, scope: &str, key: &str) -> rusqlite::Result<Option<String>> {
+    conn.prepare_cached("SELECT value FROM memory WHERE scope = ?1 AND key = ?2")
+        .and_then(|mut s| s.query_row(params![scope, key], |r| r.get(0)).optional())
+}
+
+fn count_keys(conn: &Connection, scope: &str) -> rusqlite::Result<u64> {
+    conn.prepare_cached("SELECT COUNT(*) FROM memory WHERE scope = ?1")
+        .and_then(|mut s| s.query_row(params![scope], |r| r.get::<_, i64>(0)))
+        .map(|n| u64::try_from(n).unwrap_or(0))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -249,6 +410,37 @@ mod tests {
         assert!(matches!(
             m.set("notes", "k", &"v".repeat(MAX_VALUE + 1)),
             Err(MemoryError::BadValue(_))
+        ));
+    }
+
+    #[test]
+    fn a_refused_check_writes_nothing_and_sees_the_previous_value_and_count() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = MemoryDb::new(dir.path().join("memory.db"));
+        db.set("notes", "a", "1").unwrap();
+        let mut seen = Vec::new();
+        let written = db
+            .set_if("notes", "a", "2", &mut |previous, count| {
+                seen.push((previous.map(String::from), count));
+                false
+            })
+            .unwrap();
+        assert!(!written);
+        assert_eq!(seen, vec![(Some("1".to_string()), 1)]);
+        assert_eq!(
+            MemoryBackend::get(&db, "notes", "a").unwrap().as_deref(),
+            Some("1")
+        );
+        assert_eq!(db.delete_if("notes", "a", &mut |_| false).unwrap(), None);
+        assert_eq!(MemoryBackend::list(&db, "notes", "").unwrap(), vec!["a"]);
+        assert_eq!(
+            db.delete_if("notes", "a", &mut |p| p == Some("1")).unwrap(),
+            Some(true)
+        );
+        assert!(!MemoryBackend::delete(&db, "notes", "a").unwrap());
+        assert!(matches!(
+            db.set_if("notes", "", "v", &mut |_, _| true),
+            Err(MemoryError::BadKey(_))
         ));
     }
 }

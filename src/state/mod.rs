@@ -12,11 +12,18 @@
 //!   hash-chained log of every turn's audit record and every denial,
 //!   which `gatehouse history verify` recomputes; [`chain`] its pure part,
 //!   [`sqlite_audit`] and [`pg_audit`] its backends.
+//! - [`grants`], [`approvals`]: the grant store and the pending-approval
+//!   queue, each a trait with a SQLite and a PostgreSQL implementation.
+//! - [`history`]: a fleet's history index (every node's turns).
+//! - [`memory`]: the memory store's PostgreSQL implementation (the trait
+//!   and the SQLite one are [`crate::memory`]'s).
 
 pub mod approvals;
 pub mod audit;
 pub mod chain;
 pub mod grants;
+pub mod history;
+pub mod memory;
 pub mod pg;
 pub mod pg_audit;
 pub mod sqlite_audit;
@@ -32,6 +39,14 @@ use crate::config::StatePaths;
 /// The PostgreSQL schema of version 1, in the order `migrate` runs it
 /// (after `gatehouse_meta` and the roles exist).
 pub const SCHEMA_1: &[&str] = &[grants::SCHEMA, approvals::pg::SCHEMA, pg_audit::SCHEMA];
+
+/// What version 2 adds to version 1: the shared memory store and the
+/// history index.
+pub const SCHEMA_2: &[&str] = &[memory::SCHEMA, history::SCHEMA];
+
+/// Each schema version and what `migrate` runs to reach it from the one
+/// before, in order.
+pub const MIGRATIONS: &[(i64, &[&str])] = &[(1, SCHEMA_1), (2, SCHEMA_2)];
 
 /// The grant store `state` names: its PostgreSQL database, else its
 /// SQLite file.
@@ -54,6 +69,28 @@ pub fn approval_backend(
             grant_backend(state)?,
         )),
         None => Arc::new(approvals::sqlite::SqliteApprovals::new(state)),
+    })
+}
+
+/// The memory store `state` names: its PostgreSQL database, else
+/// `memory.db` in the state directory. Nothing is opened yet.
+pub fn memory_backend(
+    state: &StatePaths,
+) -> Result<Arc<dyn crate::memory::MemoryBackend>, pg::SharedError> {
+    Ok(match &state.database_url {
+        Some(url) => Arc::new(memory::PgMemory::new(pg::Pg::shared(url)?)),
+        None => Arc::new(crate::memory::MemoryDb::new(state.memory_db())),
+    })
+}
+
+/// The fleet's history index when `state` names a database; `None` on
+/// the embedded backend, whose index is the history directory itself.
+pub fn turn_index(
+    state: &StatePaths,
+) -> Result<Option<Arc<dyn history::TurnIndex>>, pg::SharedError> {
+    Ok(match &state.database_url {
+        Some(url) => Some(Arc::new(history::PgTurnIndex::new(pg::Pg::shared(url)?))),
+        None => None,
     })
 }
 

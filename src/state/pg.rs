@@ -14,7 +14,7 @@ use postgres::{Client, Config, NoTls};
 
 /// The version of the PostgreSQL schema this build writes and reads
 /// (`gatehouse_meta.schema_version`). A newer one is refused.
-pub const SCHEMA_VERSION: i64 = 1;
+pub const SCHEMA_VERSION: i64 = 2;
 
 /// How long connecting may take before the state counts as unreachable.
 pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
@@ -67,6 +67,17 @@ pub enum SharedError {
         /// The database's version.
         version: i64,
         /// The newest this gatehouse knows.
+        known: i64,
+    },
+    /// An older build migrated the database, and `migrate` has not
+    /// brought it up since.
+    #[error("postgresql at `{url}`: its schema version is {version}; this gatehouse needs version {known}: run `gatehouse migrate` with an owner's url")]
+    Older {
+        /// The URL, redacted.
+        url: String,
+        /// The database's version.
+        version: i64,
+        /// The version this gatehouse needs.
         known: i64,
     },
     /// A row holds a value this build cannot read.
@@ -225,9 +236,13 @@ impl Pg {
                 version: v,
                 known: SCHEMA_VERSION,
             }),
-            // An older version is not possible yet: version 1 is the
-            // first. When there is a 2, an older one is refused here too
-            // until `migrate` brings it up.
+            // An older schema lacks what this build uses: `migrate`
+            // brings it up first.
+            Some(v) if v < SCHEMA_VERSION => Err(SharedError::Older {
+                url: self.url.clone(),
+                version: v,
+                known: SCHEMA_VERSION,
+            }),
             Some(_) => Ok(()),
         }
     }
@@ -242,6 +257,17 @@ impl Pg {
     /// roles are created without a password and without privileges beyond
     /// their tables; giving them a way to log in is the operator's step.
     pub fn migrate(&self) -> Result<(i64, i64), SharedError> {
+        self.migrate_to(SCHEMA_VERSION)
+    }
+
+    /// Creates or upgrades the schema up to version `target` (at most
+    /// [`SCHEMA_VERSION`]; a lower one is for tests of an upgrade).
+    /// Returns the versions before and after.
+    ///
+    /// # Security
+    /// As [`Pg::migrate`]: needs an owner's URL.
+    pub fn migrate_to(&self, target: i64) -> Result<(i64, i64), SharedError> {
+        let target = target.min(SCHEMA_VERSION);
         let before = self.version()?.unwrap_or(0);
         if before > SCHEMA_VERSION {
             return Err(SharedError::Newer {
@@ -251,29 +277,35 @@ impl Pg {
             });
         }
         ensure_roles(self)?;
-        self.with("cannot migrate", |c| {
+        let after = self.with("cannot migrate", |c| {
             let mut tx = c.transaction()?;
             tx.execute("SELECT pg_advisory_xact_lock(7137001)", &[])?;
             tx.batch_execute(META)?;
-            let now: Option<i64> = tx
+            // Read again under the lock: another `migrate` may have run.
+            let mut now: i64 = tx
                 .query_opt(
                     "SELECT value FROM gatehouse_meta WHERE key = 'schema_version'",
                     &[],
                 )?
-                .map(|r| r.get(0));
-            if now.unwrap_or(0) < 1 {
-                for part in super::SCHEMA_1 {
+                .map_or(0, |r| r.get(0));
+            for (version, parts) in super::MIGRATIONS {
+                if *version <= now || *version > target {
+                    continue;
+                }
+                for part in *parts {
                     tx.batch_execute(part)?;
                 }
-                tx.execute(
-                    "INSERT INTO gatehouse_meta (key, value) VALUES ('schema_version', 1) \
-                     ON CONFLICT (key) DO UPDATE SET value = 1",
-                    &[],
-                )?;
+                now = *version;
             }
-            tx.commit()
+            tx.execute(
+                "INSERT INTO gatehouse_meta (key, value) VALUES ('schema_version', $1) \
+                 ON CONFLICT (key) DO UPDATE SET value = $1",
+                &[&now],
+            )?;
+            tx.commit()?;
+            Ok(now)
         })?;
-        Ok((before, SCHEMA_VERSION))
+        Ok((before, after))
     }
 }
 

@@ -14,6 +14,7 @@ use serde::{Deserialize, Serialize};
 use super::append::AppendLog;
 use super::fs::{scope_path, FsScope};
 use crate::policy::UtcTime;
+use crate::state::history::{IndexedTurn, TurnIndex};
 use crate::state::AuditStore;
 
 /// Why the history could not be written or read.
@@ -58,6 +59,15 @@ pub enum HistoryError {
     /// No turn has this id in the history.
     #[error("no turn `{0}` in the history")]
     NoSuchTurn(String),
+    /// The turn ran on another node of the fleet, which holds its journal
+    /// and backups.
+    #[error("turn `{turn}` ran on node `{node}`, which holds its journal: undo it there")]
+    OtherNode {
+        /// The turn.
+        turn: String,
+        /// The node that ran it.
+        node: String,
+    },
     /// The undo of this turn was cancelled before it changed anything.
     #[error("the undo of turn `{0}` was cancelled before it began")]
     Cancelled(String),
@@ -319,6 +329,8 @@ struct Inner {
     audit: Option<Arc<AppendLog>>,
     /// The audit chain every recorded turn appends one record to.
     chain: Option<Arc<dyn AuditStore>>,
+    /// A fleet's history index, and the name of this node in it.
+    index: Option<(Arc<dyn TurnIndex>, String)>,
     /// With a chain: the lines written to `decisions.jsonl`, for the
     /// turn's chain record.
     written: Vec<String>,
@@ -349,6 +361,7 @@ impl TurnJournal {
                 next_seq: 0,
                 audit,
                 chain: None,
+                index: None,
                 written: Vec::new(),
                 finished: false,
                 scopes: Vec::new(),
@@ -362,6 +375,15 @@ impl TurnJournal {
     pub fn with_chain(self, chain: Arc<dyn AuditStore>) -> TurnJournal {
         if let Ok(mut inner) = self.inner.lock() {
             inner.chain = Some(chain);
+        }
+        self
+    }
+
+    /// The journal with a fleet's history `index`: a turn that records
+    /// itself also puts its summary there at its finish, as run on `node`.
+    pub fn with_index(self, index: Arc<dyn TurnIndex>, node: &str) -> TurnJournal {
+        if let Ok(mut inner) = self.inner.lock() {
+            inner.index = Some((index, node.to_string()));
         }
         self
     }
@@ -549,6 +571,25 @@ impl TurnJournal {
         inner.finished = true;
         inner.record.finished_at = Some(now);
         inner.record.status = status;
+        let recorded = self.write_finish(&mut inner, now)?;
+        // A fleet's index learns of every turn that recorded itself.
+        if let (true, Some((index, node))) = (recorded, &inner.index) {
+            let record = serde_json::to_value(&inner.record).map_err(|e| HistoryError::Encode {
+                path: self.dir.join("turn.json"),
+                source: e,
+            })?;
+            index.put(&IndexedTurn {
+                node: node.clone(),
+                operations: inner.next_seq,
+                record,
+            })?;
+        }
+        Ok(())
+    }
+
+    /// Writes the finished record where it goes; whether the turn records
+    /// itself at all.
+    fn write_finish(&self, inner: &mut Inner, now: UtcTime) -> Result<bool, HistoryError> {
         let chain = if inner.chained() {
             inner.chain.clone()
         } else {
@@ -567,10 +608,10 @@ impl TurnJournal {
                 }
                 None => Ok(()),
             };
-            return written.and(chained);
+            return written.and(chained).map(|()| true);
         }
         let Some(audit) = inner.audit.clone() else {
-            return Ok(());
+            return Ok(false);
         };
         let pending = std::mem::take(&mut inner.pending);
         let line = audit_line(&inner.record, &pending, audit.path())?;
@@ -583,6 +624,7 @@ impl TurnJournal {
             }
             None => audit.append_bytes(line.into_bytes()),
         }
+        .map(|()| true)
     }
 
     /// Drops the turn's unrecorded decisions without writing anything: for

@@ -18,6 +18,7 @@ pub mod journal;
 pub mod prune;
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use serde::Serialize;
 
@@ -27,8 +28,9 @@ pub use journal::{
 };
 pub use prune::{prune, LogKind, PruneReport};
 
-use crate::memory::MemoryStore;
+use crate::memory::MemoryBackend;
 use crate::policy::snapshot::sha256_hex;
+use crate::state::history::TurnIndex;
 
 /// What happened to one operation on undo.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -81,6 +83,9 @@ pub struct TurnSummary {
     pub record: TurnRecord,
     /// How many operations it journaled (0 for a turn of the audit log).
     pub operations: usize,
+    /// The node of the fleet that ran it (a fleet's history only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub node: Option<String>,
 }
 
 /// The history directory.
@@ -88,6 +93,8 @@ pub struct History {
     dir: PathBuf,
     /// `<state>/audit.jsonl`: the turns that mutated nothing.
     audit: Option<PathBuf>,
+    /// A fleet's history index: every node's turns.
+    index: Option<Arc<dyn TurnIndex>>,
 }
 
 impl History {
@@ -96,7 +103,15 @@ impl History {
         History {
             dir: dir.to_path_buf(),
             audit: None,
+            index: None,
         }
+    }
+
+    /// Lists the turns of a fleet's `index` (every node's) instead of this
+    /// node's directory, and records each undo's outcome in it. `None`:
+    /// unchanged (the embedded backend).
+    pub fn with_index(self, index: Option<Arc<dyn TurnIndex>>) -> History {
+        History { index, ..self }
     }
 
     /// Also reads the turns recorded in `audit_log` (`<state>/audit.jsonl`):
@@ -115,8 +130,33 @@ impl History {
         }
     }
 
-    /// Every turn, oldest first.
+    /// Every turn, oldest first: this node's, or with an index the
+    /// fleet's.
     pub fn turns(&self) -> Result<Vec<TurnSummary>, HistoryError> {
+        if let Some(index) = &self.index {
+            return index
+                .turns()?
+                .into_iter()
+                .map(|t| {
+                    let record =
+                        serde_json::from_value(t.record).map_err(|e| HistoryError::Corrupt {
+                            path: PathBuf::from("turns"),
+                            line: 0,
+                            source: e,
+                        })?;
+                    Ok(TurnSummary {
+                        record,
+                        operations: usize::try_from(t.operations).unwrap_or(usize::MAX),
+                        node: Some(t.node),
+                    })
+                })
+                .collect();
+        }
+        self.local_turns()
+    }
+
+    /// This node's turns (its directory and audit log), oldest first.
+    fn local_turns(&self) -> Result<Vec<TurnSummary>, HistoryError> {
         let entries = match std::fs::read_dir(&self.dir) {
             Ok(e) => Some(e),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
@@ -134,6 +174,7 @@ impl History {
             .map(|r| TurnSummary {
                 record: r.record,
                 operations: 0,
+                node: None,
             })
             .collect();
         for e in entries.into_iter().flatten().flatten() {
@@ -144,7 +185,11 @@ impl History {
             }
             let record = journal::read_record(&record_path)?;
             let operations = journal::read_lines::<Entry>(&dir.join("journal.jsonl"))?.len();
-            out.push(TurnSummary { record, operations });
+            out.push(TurnSummary {
+                record,
+                operations,
+                node: None,
+            });
         }
         out.sort_by(|a, b| {
             (a.record.started_at, &a.record.turn).cmp(&(b.record.started_at, &b.record.turn))
@@ -220,26 +265,44 @@ impl History {
     /// `--turn` reverses): a turn that only read has nothing to undo and
     /// is passed over.
     pub fn last_undoable_turn(&self) -> Result<Option<String>, HistoryError> {
+        // This node's: another node's turn is undone there.
         Ok(self
-            .turns()?
+            .local_turns()?
             .into_iter()
             .rev()
             .find(|t| t.operations > 0)
             .map(|t| t.record.turn))
     }
 
-    /// Reverses `turn`'s operations, newest first. `memory_db` is where the
-    /// memory store lives (opened only if the turn touched memory).
+    /// Reverses `turn`'s operations, newest first. `memory` is the host's
+    /// memory store (used only if the turn touched memory).
     pub fn undo(
         &self,
         turn: &str,
         dry_run: bool,
-        memory_db: &Path,
+        memory: &dyn MemoryBackend,
     ) -> Result<UndoReport, HistoryError> {
         let dir = match self.turn_dir(turn) {
             Ok(dir) => dir,
             // A turn that mutated nothing has nothing to undo.
             Err(e) => {
+                // Another node's turn: its journal is there.
+                if let Some(index) = &self.index {
+                    if let Some(t) = index.get(turn)? {
+                        if t.operations > 0 {
+                            return Err(HistoryError::OtherNode {
+                                turn: turn.to_string(),
+                                node: t.node,
+                            });
+                        }
+                        return Ok(UndoReport {
+                            turn: turn.to_string(),
+                            dry_run,
+                            already_undone: false,
+                            steps: vec![],
+                        });
+                    }
+                }
                 if self.audit_records()?.iter().any(|r| r.record.turn == turn) {
                     return Ok(UndoReport {
                         turn: turn.to_string(),
@@ -263,19 +326,13 @@ impl History {
         }
         let mut entries: Vec<Entry> = journal::read_lines(&dir.join("journal.jsonl"))?;
         entries.reverse();
-        let mut memory: Option<Result<MemoryStore, String>> = None;
         let mut files = fs::FsUndo::load(&dir)?;
         let mut steps = Vec::new();
         for entry in entries {
             let pattern = entry.op.reverse_pattern();
             let (status, reason) = match files.reverse(&entry.op, dry_run) {
                 Some(done) => done,
-                None => match memory
-                    .get_or_insert_with(|| MemoryStore::open(memory_db).map_err(|e| e.to_string()))
-                {
-                    Err(e) => (UndoStatus::Failed, e.clone()),
-                    Ok(store) => reverse_memory(store, &entry.op, dry_run),
-                },
+                None => reverse_memory(memory, &entry.op, dry_run),
             };
             steps.push(UndoStep {
                 seq: entry.seq,
@@ -293,6 +350,9 @@ impl History {
                 UndoState::PartlyUndone
             };
             journal::write_record(&record_path, &record)?;
+            if let Some(index) = &self.index {
+                index.set_undo(turn, &record.undo.to_string())?;
+            }
         }
         Ok(UndoReport {
             turn: turn.to_string(),
@@ -303,7 +363,11 @@ impl History {
     }
 }
 
-fn reverse_memory(store: &MemoryStore, op: &Operation, dry_run: bool) -> (UndoStatus, String) {
+fn reverse_memory(
+    store: &dyn MemoryBackend,
+    op: &Operation,
+    dry_run: bool,
+) -> (UndoStatus, String) {
     let act = |f: &dyn Fn() -> Result<(), crate::memory::MemoryError>, what: String| {
         if dry_run {
             return (UndoStatus::WouldDo, what);

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
-use crate::support::guests::{guest, run_json};
+use crate::support::guests::{component, guest, manifest, output, run_json};
 use crate::support::pg::{as_role, Database};
 use crate::support::serve::{args, executors, Client};
 use crate::support::{s, Env};
@@ -45,7 +45,7 @@ fn fleet_migrate_creates_the_shared_schema_and_a_node_refuses_a_version_it_does_
         m.expect(0);
         assert_eq!(
             m.json_lines()[0],
-            json!({"database": "postgresql", "path": db.url, "version": 1}),
+            json!({"database": "postgresql", "path": db.url, "version": 2}),
             "{m:#?}"
         );
     }
@@ -67,7 +67,7 @@ fn fleet_migrate_creates_the_shared_schema_and_a_node_refuses_a_version_it_does_
     )
     .unwrap();
     let refusal = format!(
-        "postgresql at `{}`: its schema version is 7; this gatehouse knows versions up to 1",
+        "postgresql at `{}`: its schema version is 7; this gatehouse knows versions up to 2",
         db.url
     );
     run().expect_err(1, &[&refusal]);
@@ -542,9 +542,12 @@ fn fleet_migrate_makes_no_approvals_db_and_a_node_does_not_read_one() {
         .iter()
         .map(|l| l["database"].clone())
         .collect();
-    assert_eq!(made, [json!("postgresql"), json!("memory")], "{m:#?}");
+    assert_eq!(made, [json!("postgresql")], "{m:#?}");
     let stray = env.state_dir().join("approvals.db");
     assert!(!stray.exists());
+    // Nothing of the fleet's state is in the state directory at all.
+    assert!(!env.state_dir().exists());
+    std::fs::create_dir_all(env.state_dir()).unwrap();
     let conn = rusqlite::Connection::open(&stray).unwrap();
     conn.pragma_update(None, "user_version", 7).unwrap();
     drop(conn);
@@ -680,4 +683,210 @@ fn fleet_kill_9_right_after_a_turn_returns_loses_no_audit_record() {
         .collect::<Vec<_>>();
     assert_eq!(rows, [turn]);
     env.run(&["history", "verify"]).expect(0);
+}
+
+/// A database migrated by an older build (schema version 1, before the
+/// shared memory store) is refused by a node until `gatehouse migrate`
+/// upgrades it, in place: what version 1 held (a grant) is kept, and the
+/// memory table is added.
+///
+/// Positive control: after the upgrade the same run succeeds and the
+/// grant still applies.
+#[test]
+fn fleet_migrate_upgrades_an_older_schema_which_a_node_refuses_until_then() {
+    let db = Database::new();
+    let pg = gatehouse::state::pg::Pg::new(&db.url).unwrap();
+    assert_eq!(pg.migrate_to(1).unwrap(), (0, 1));
+    let env = Env::on(&db);
+    let ws = env.mkdir("ws");
+    env.mkdir("ws/out");
+    let out = format!("{}/out/**", s(&ws));
+    // What version 1 holds: a grant, recorded in SQL as an older node did.
+    db.client()
+        .execute(
+            "INSERT INTO grants (channel, sender_id, capability, target, granted_at) \
+             VALUES ('cli', 'tester', 'fs:write', $1, '2026-12-06T00:00:00Z')",
+            &[&out],
+        )
+        .unwrap();
+    let input = r#"{"path":"out/a.txt","content":"after"}"#;
+    let write = || run_json(&env, &guest("write-file"), &ws, "Supervised", input, &[]).0;
+    write().expect_err(
+        1,
+        &[&format!(
+            "postgresql at `{}`: its schema version is 1; this gatehouse needs version 2: run `gatehouse migrate` with an owner's url",
+            db.url
+        )],
+    );
+    assert!(!ws.join("out/a.txt").exists());
+    let m = env.run(&["--json", "migrate"]);
+    m.expect(0);
+    assert_eq!(
+        m.json_lines()[0],
+        json!({"database": "postgresql", "path": db.url, "version": 2})
+    );
+    let memory: Option<String> = db
+        .client()
+        .query_one("SELECT to_regclass('memory')::text", &[])
+        .unwrap()
+        .get(0);
+    assert_eq!(memory.as_deref(), Some("memory"));
+    write().expect(0);
+    assert_eq!(std::fs::read(ws.join("out/a.txt")).unwrap(), b"after");
+}
+
+/// A `remember` turn through `node` with `input`, as the node's role, in
+/// the scopes and cap of `config`: its JSON.
+fn remember_on(
+    node: &Env,
+    config: &std::path::Path,
+    ws: &std::path::Path,
+    input: &str,
+) -> (crate::support::Run, Value) {
+    run_json(
+        node,
+        &guest("remember"),
+        ws,
+        "Full",
+        input,
+        &["--config", s(config)],
+    )
+}
+
+/// The memory store is the fleet's: a key a turn sets on node A is read
+/// by node B's next turn, in the same scope only; the cap counts every
+/// node's keys; a node's role (not the owner) reads and writes it; and an
+/// undo of A's turn, made on A, removes the key for B too.
+///
+/// Positive controls: B reads the key before the undo; a key under the
+/// cap is stored.
+#[test]
+fn fleet_the_memory_store_is_shared_by_the_nodes_with_its_scopes_and_cap() {
+    let db = Database::migrated();
+    let (a, b) = (as_env(&db, "gatehouse_node"), as_env(&db, "gatehouse_node"));
+    let config = a.write(
+        "gatehouse.toml",
+        "[actors.main]\nskills = [\"*\"]\nmemory = [\"notes\", \"other\"]\n[limits]\nmemory_keys = 2\n",
+    );
+    let ws = a.mkdir("ws");
+    let (run, set) = remember_on(
+        &a,
+        &config,
+        &ws,
+        r#"{"op":"set","key":"k","value":"from a"}"#,
+    );
+    run.expect(0);
+    let (run, v) = remember_on(&b, &config, &ws, r#"{"op":"get","key":"k"}"#);
+    run.expect(0);
+    assert_eq!(output(&v)["value"], "from a", "{v:#}");
+    // Nothing of it on either node's disk.
+    assert!(!a.state_dir().join("memory.db").exists());
+    assert!(!b.state_dir().join("memory.db").exists());
+    // Another scope does not see it.
+    let other = manifest(
+        &b,
+        "remember-other",
+        &component("remember"),
+        &[
+            ("memory:read", Some("other")),
+            ("memory:write", Some("other")),
+        ],
+    );
+    let (run, v) = run_json(
+        &b,
+        &other,
+        &ws,
+        "Full",
+        r#"{"op":"get","key":"k"}"#,
+        &["--config", s(&config)],
+    );
+    run.expect(0);
+    assert!(output(&v)["value"].is_null(), "{v:#}");
+    // The cap (2) counts A's key: B's first new key fits, its second not.
+    remember_on(
+        &b,
+        &config,
+        &ws,
+        r#"{"op":"set","key":"j","value":"from b"}"#,
+    )
+    .0
+    .expect(0);
+    let (run, v) = remember_on(&a, &config, &ws, r#"{"op":"set","key":"l","value":"x"}"#);
+    run.expect(1);
+    assert_eq!(
+        v["run"]["result"]["error"]["denied"]["code"], "LIMIT_MEMORY_KEYS",
+        "{v:#}"
+    );
+    let (_, v) = remember_on(&b, &config, &ws, r#"{"op":"list"}"#);
+    assert_eq!(output(&v)["keys"], json!(["j", "k"]), "{v:#}");
+    // The undo of A's turn, made on A, where its journal is.
+    let turn = set["turn"].as_str().unwrap();
+    a.run(&["undo", "--turn", turn]).expect(0);
+    let (_, v) = remember_on(&b, &config, &ws, r#"{"op":"get","key":"k"}"#);
+    assert!(output(&v)["value"].is_null(), "{v:#}");
+    let (_, v) = remember_on(&b, &config, &ws, r#"{"op":"list"}"#);
+    assert_eq!(output(&v)["keys"], json!(["j"]), "{v:#}");
+}
+
+/// The history index is the fleet's: `history` on any node lists every
+/// node's turns with the node that ran each; `undo` of another node's turn
+/// is refused (exit 3, naming the node that holds its journal) and
+/// changes nothing; the undo made on that node reverses the write and
+/// every node's `history` shows the turn undone. Both nodes log in with
+/// the node role.
+///
+/// Positive control: the file is there until the undo on its own node.
+#[test]
+fn fleet_history_lists_every_node_s_turns_and_an_undo_runs_on_the_node_that_holds_the_journal() {
+    let db = Database::migrated();
+    let (a, b) = (as_env(&db, "gatehouse_node"), as_env(&db, "gatehouse_node"));
+    let ws = a.mkdir("ws");
+    a.mkdir("ws/out");
+    let (run, v) = run_json(
+        &a,
+        &guest("write-file"),
+        &ws,
+        "Full",
+        r#"{"path":"out/a.txt","content":"a"}"#,
+        &[],
+    );
+    run.expect(0);
+    let wrote = v["turn"].as_str().unwrap().to_string();
+    let (run, v) = run_json(&b, &guest("hello"), &ws, "Supervised", "{}", &[]);
+    run.expect(0);
+    let read = v["turn"].as_str().unwrap().to_string();
+    let listed = |node: &Env| -> Vec<(String, String, u64, String)> {
+        let run = node.run(&["--json", "history"]);
+        run.expect(0);
+        run.json_lines()
+            .iter()
+            .map(|t| {
+                (
+                    t["turn"].as_str().unwrap().to_string(),
+                    t["node"].as_str().unwrap().to_string(),
+                    t["operations"].as_u64().unwrap(),
+                    t["undo"].as_str().unwrap().to_string(),
+                )
+            })
+            .collect()
+    };
+    let both = vec![
+        (wrote.clone(), a.node(), 1, "none".to_string()),
+        (read.clone(), b.node(), 0, "none".to_string()),
+    ];
+    assert_eq!(listed(&a), both);
+    assert_eq!(listed(&b), both);
+    b.run(&["undo", "--turn", &wrote]).expect_err(
+        3,
+        &[&format!(
+            "turn `{wrote}` ran on node `{}`, which holds its journal: undo it there",
+            a.node()
+        )],
+    );
+    assert_eq!(std::fs::read(ws.join("out/a.txt")).unwrap(), b"a");
+    a.run(&["undo", "--turn", &wrote]).expect(0);
+    assert!(!ws.join("out/a.txt").exists());
+    let mut undone = both.clone();
+    undone[0].3 = "undone".to_string();
+    assert_eq!(listed(&b), undone);
 }

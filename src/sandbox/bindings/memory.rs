@@ -13,7 +13,7 @@ use wasmtime::component::{HasData, Linker};
 use super::wit::gatehouse::executor::memory;
 use super::wit::gatehouse::executor::types::{Denial, Error};
 use super::{Prepare, PrepareError, Unit};
-use crate::memory::{MemoryDb, MemoryError, MemoryStore};
+use crate::memory::{MemoryBackend, MemoryError};
 use crate::policy::snapshot::sha256_hex;
 use crate::policy::DenyCode;
 use crate::sandbox::HostState;
@@ -33,8 +33,9 @@ pub struct MemoryPart {
 
 /// The memory a run may use.
 pub struct MemoryState {
-    /// The host's database, opened at the first call of any run.
-    db: Arc<MemoryDb>,
+    /// The host's memory store (its SQLite file is opened at the first
+    /// call of any run; a fleet's is its database).
+    db: Arc<dyn MemoryBackend>,
     /// The scope and how it may be used.
     pub grant: MemoryPart,
     /// Every write is journaled here before it is made.
@@ -46,11 +47,6 @@ pub struct MemoryState {
 }
 
 impl MemoryState {
-    /// The store, opened now if this is the host's first call.
-    fn store(&self) -> Result<std::sync::MutexGuard<'_, MemoryStore>, Error> {
-        self.db.store().map_err(failed)
-    }
-
     /// Journals `op` ahead of the write; a journal that cannot be written
     /// fails the write (nothing unjournaled is ever done).
     fn journal(&self, op: Operation) -> Result<(), Error> {
@@ -76,7 +72,7 @@ fn denied(what: &str, need: &str, scope: &str) -> Error {
 fn failed(e: MemoryError) -> Error {
     match e {
         MemoryError::BadKey(_) | MemoryError::BadValue(_) => Error::InvalidInput(e.to_string()),
-        MemoryError::Store { .. } => Error::Failed(e.to_string()),
+        MemoryError::Store { .. } | MemoryError::Shared(_) => Error::Failed(e.to_string()),
     }
 }
 
@@ -104,50 +100,81 @@ impl MemoryView<'_> {
 impl memory::Host for MemoryView<'_> {
     fn get(&mut self, key: String) -> Result<Option<String>, Error> {
         let m = self.memory_for("get", false)?;
-        m.store()?.get(&m.grant.scope, &key).map_err(failed)
+        m.db.get(&m.grant.scope, &key).map_err(failed)
     }
 
     fn set(&mut self, key: String, value: String) -> Result<(), Error> {
         let m = self.memory_for("set", true)?;
-        let scope = m.grant.scope.clone();
-        // One hold of the connection for the read, the journal and the
-        // write: no other run's write comes between.
-        let store = m.store()?;
-        let previous = store.get(&scope, &key).map_err(failed)?;
-        if previous.is_none() && store.count(&scope).map_err(failed)? >= m.max_keys {
-            return Err(Error::Denied(Denial {
-                code: DenyCode::LimitMemoryKeys.as_str().into(),
-                reason: format!(
-                    "scope `{scope}` holds {} keys, its cap; `{key}` would be one more",
-                    m.max_keys
-                ),
-            }));
+        let scope = &m.grant.scope;
+        // The cap and the journal see the scope under its write lock: no
+        // other writer (another run, another host of the fleet) comes
+        // between them and the write.
+        let mut refused = None;
+        let written =
+            m.db.set_if(scope, &key, &value, &mut |previous, count| {
+                if previous.is_none() && count >= m.max_keys {
+                    refused = Some(Error::Denied(Denial {
+                        code: DenyCode::LimitMemoryKeys.as_str().into(),
+                        reason: format!(
+                            "scope `{scope}` holds {} keys, its cap; `{key}` would be one more",
+                            m.max_keys
+                        ),
+                    }));
+                    return false;
+                }
+                let journaled = m.journal(Operation::MemorySet {
+                    scope: scope.clone(),
+                    key: key.clone(),
+                    previous: previous.map(String::from),
+                    value_sha256: sha256_hex(value.as_bytes()),
+                });
+                match journaled {
+                    Ok(()) => true,
+                    Err(e) => {
+                        refused = Some(e);
+                        false
+                    }
+                }
+            })
+            .map_err(failed)?;
+        match refused {
+            Some(e) => Err(e),
+            None if written => Ok(()),
+            None => Err(Error::Failed(format!("`{key}` was not written"))),
         }
-        m.journal(Operation::MemorySet {
-            scope: scope.clone(),
-            key: key.clone(),
-            previous,
-            value_sha256: sha256_hex(value.as_bytes()),
-        })?;
-        store.set(&scope, &key, &value).map_err(failed)
     }
 
     fn delete(&mut self, key: String) -> Result<bool, Error> {
         let m = self.memory_for("delete", true)?;
-        let scope = m.grant.scope.clone();
-        let store = m.store()?;
-        let previous = store.get(&scope, &key).map_err(failed)?;
-        m.journal(Operation::MemoryDelete {
-            scope: scope.clone(),
-            key: key.clone(),
-            previous,
-        })?;
-        store.delete(&scope, &key).map_err(failed)
+        let scope = &m.grant.scope;
+        let mut refused = None;
+        let deleted =
+            m.db.delete_if(
+                scope,
+                &key,
+                &mut |previous| match m.journal(Operation::MemoryDelete {
+                    scope: scope.clone(),
+                    key: key.clone(),
+                    previous: previous.map(String::from),
+                }) {
+                    Ok(()) => true,
+                    Err(e) => {
+                        refused = Some(e);
+                        false
+                    }
+                },
+            )
+            .map_err(failed)?;
+        match (refused, deleted) {
+            (Some(e), _) => Err(e),
+            (None, Some(existed)) => Ok(existed),
+            (None, None) => Err(Error::Failed(format!("`{key}` was not deleted"))),
+        }
     }
 
     fn list(&mut self, prefix: String) -> Result<Vec<String>, Error> {
         let m = self.memory_for("list", false)?;
-        m.store()?.list(&m.grant.scope, &prefix).map_err(failed)
+        m.db.list(&m.grant.scope, &prefix).map_err(failed)
     }
 }
 

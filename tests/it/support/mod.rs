@@ -132,6 +132,13 @@ impl Env {
         }
     }
 
+    /// This environment's node name in a fleet (`GATEHOUSE_NODE`): its
+    /// temporary directory's name.
+    pub fn node(&self) -> String {
+        let name = self.dir.path().file_name().unwrap_or_default();
+        format!("node{}", name.to_string_lossy())
+    }
+
     /// The root of the temporary directory, canonical.
     pub fn root(&self) -> PathBuf {
         self.dir.path().canonicalize().expect("canonical tempdir")
@@ -179,6 +186,7 @@ impl Env {
             .env("XDG_STATE_HOME", root.join("xdg-state"))
             .env("USER", "tester")
             .env("LOGNAME", "tester")
+            .env("GATEHOUSE_NODE", self.node())
             .env_remove("GATEHOUSE_CONFIG")
             .env_remove("GATEHOUSE_GRANTS_DB")
             .env_remove("GATEHOUSE_HISTORY_DIR");

@@ -1,0 +1,149 @@
+//! The history index of a fleet: which turns exist, on which node, whose,
+//! with what status and undo state, for every node in one table.
+//!
+//! On the embedded backend the index is the history directory and
+//! `audit.jsonl` themselves (`crate::undo::History`); a fleet's nodes each
+//! keep those too (a turn's journal and backups stay on the node whose
+//! workspace they belong to), and also write each turn's summary here, so
+//! `gatehouse history` on any node lists the fleet's turns and `gatehouse
+//! undo` can say which node holds a turn it does not.
+//!
+//! The row is written when the turn's record is (at its finish, in the
+//! same step as its audit-chain record), and its undo state when an undo
+//! ends; a node's role may insert rows and change the undo state, never
+//! delete a row.
+
+use std::sync::Arc;
+
+use super::audit::StateError;
+use super::pg::Pg;
+
+/// The turn index table (schema version 2).
+pub const SCHEMA: &str = "
+CREATE TABLE IF NOT EXISTS turns (
+ turn text PRIMARY KEY,
+ node text NOT NULL,
+ actor text NOT NULL,
+ started_at text NOT NULL,
+ operations bigint NOT NULL,
+ undo text NOT NULL,
+ record jsonb NOT NULL
+);
+CREATE INDEX IF NOT EXISTS turns_by_start ON turns (started_at, turn);
+GRANT SELECT, INSERT ON turns TO gatehouse_node, gatehouse_approver;
+GRANT UPDATE (undo, record, operations) ON turns TO gatehouse_node;
+";
+
+/// One turn of the index.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct IndexedTurn {
+    /// The node that ran it, where its journal is.
+    pub node: String,
+    /// How many operations it journaled.
+    pub operations: u64,
+    /// Its record (`turn.json`'s fields, the undo state as of now).
+    pub record: serde_json::Value,
+}
+
+/// A fleet's history index.
+pub trait TurnIndex: Send + Sync {
+    /// Records `turn` (its record and operations as of its finish), run
+    /// on `turn.node`; a second put of one turn replaces the first.
+    fn put(&self, turn: &IndexedTurn) -> Result<(), StateError>;
+
+    /// Sets `turn`'s undo state (`undone`, `partly_undone`); whether the
+    /// index has the turn.
+    fn set_undo(&self, turn: &str, undo: &str) -> Result<bool, StateError>;
+
+    /// Every turn, oldest first (by start, then id).
+    fn turns(&self) -> Result<Vec<IndexedTurn>, StateError>;
+
+    /// One turn, if the index has it.
+    fn get(&self, turn: &str) -> Result<Option<IndexedTurn>, StateError>;
+}
+
+/// The index in a fleet's PostgreSQL.
+pub struct PgTurnIndex {
+    pg: Arc<Pg>,
+}
+
+impl PgTurnIndex {
+    /// The index of `pg`'s database (nothing is connected yet).
+    pub fn new(pg: Arc<Pg>) -> PgTurnIndex {
+        PgTurnIndex { pg }
+    }
+}
+
+fn indexed(r: &postgres::Row) -> IndexedTurn {
+    IndexedTurn {
+        node: r.get(0),
+        operations: u64::try_from(r.get::<_, i64>(1)).unwrap_or(0),
+        // The database checked it is JSON when it was stored.
+        record: serde_json::from_str(r.get::<_, &str>(2)).unwrap_or(serde_json::Value::Null),
+    }
+}
+
+fn text<'a>(record: &'a serde_json::Value, field: &str) -> &'a str {
+    record.get(field).and_then(|v| v.as_str()).unwrap_or("")
+}
+
+impl TurnIndex for PgTurnIndex {
+    fn put(&self, turn: &IndexedTurn) -> Result<(), StateError> {
+        let record = &turn.record;
+        let operations = i64::try_from(turn.operations).unwrap_or(i64::MAX);
+        Ok(self
+            .pg
+            .with("cannot record the turn in the history index", |c| {
+                c.execute(
+                    "INSERT INTO turns (turn, node, actor, started_at, operations, undo, record) \
+                 VALUES ($1, $2, $3, $4, $5, $6, ($7::text)::jsonb) \
+                 ON CONFLICT (turn) DO UPDATE SET operations = excluded.operations, \
+                 undo = excluded.undo, record = excluded.record",
+                    &[
+                        &text(record, "turn"),
+                        &turn.node,
+                        &text(record, "actor"),
+                        &text(record, "started_at"),
+                        &operations,
+                        &text(record, "undo"),
+                        &record.to_string(),
+                    ],
+                )
+                .map(|_| ())
+            })?)
+    }
+
+    fn set_undo(&self, turn: &str, undo: &str) -> Result<bool, StateError> {
+        Ok(self.pg.with("cannot record the undo in the history index", |c| {
+            let n = c.execute(
+                "UPDATE turns SET undo = $2, record = jsonb_set(record, '{undo}', to_jsonb($2::text)) \
+                 WHERE turn = $1",
+                &[&turn, &undo],
+            )?;
+            Ok(n > 0)
+        })?)
+    }
+
+    fn turns(&self) -> Result<Vec<IndexedTurn>, StateError> {
+        Ok(self.pg.with("cannot read the history index", |c| {
+            Ok(c.query(
+                "SELECT node, operations, record::text FROM turns ORDER BY started_at, turn",
+                &[],
+            )?
+            .iter()
+            .map(indexed)
+            .collect())
+        })?)
+    }
+
+    fn get(&self, turn: &str) -> Result<Option<IndexedTurn>, StateError> {
+        Ok(self.pg.with("cannot read the history index", |c| {
+            Ok(c.query_opt(
+                "SELECT node, operations, record::text FROM turns WHERE turn = $1",
+                &[&turn],
+            )?
+            .as_ref()
+            .map(indexed))
+        })?)
+    }
+}
