@@ -191,6 +191,15 @@ fn prune(ctx: &Context, older_than: &str, dry_run: bool) -> CmdResult {
         cutoff,
         dry_run,
     )?;
+    // A fleet's index forgets the turns pruned (every node's that
+    // finished before the cutoff: the owner prunes for the fleet).
+    if let Some(index) = gatehouse::state::turn_index(&ctx.state)
+        .map_err(|e| Failure::error(gatehouse::util::chain(&e)))?
+    {
+        index
+            .prune_before(&cutoff.to_string(), dry_run)
+            .map_err(|e| Failure::error(gatehouse::util::chain(&e)))?;
+    }
     if ctx.json {
         out_json(&report);
     } else {

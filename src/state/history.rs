@@ -17,6 +17,7 @@ use std::sync::Arc;
 
 use super::audit::StateError;
 use super::pg::Pg;
+use postgres::types::Type;
 
 /// The turn index table (schema version 2).
 pub const SCHEMA: &str = "
@@ -60,6 +61,11 @@ pub trait TurnIndex: Send + Sync {
 
     /// One turn, if the index has it.
     fn get(&self, turn: &str) -> Result<Option<IndexedTurn>, StateError>;
+
+    /// Removes the turns that finished before `cutoff` (an RFC 3339 UTC
+    /// time; `history prune`'s, the owner's); how many. With `dry_run`,
+    /// only counts them.
+    fn prune_before(&self, cutoff: &str, dry_run: bool) -> Result<u64, StateError>;
 }
 
 /// The index in a fleet's PostgreSQL.
@@ -89,7 +95,79 @@ fn text<'a>(record: &'a serde_json::Value, field: &str) -> &'a str {
 
 impl TurnIndex for PgTurnIndex {
     fn put(&self, turn: &IndexedTurn) -> Result<(), StateError> {
-        let record = &turn.record;
+        let operations = i64::try_from(turn.operations).unwrap_or(i64::MAX);
+        let record = turn.record.to_string();
+        let field = |name: &str| text(&turn.record, name).to_string();
+        let (id, actor, started_at, undo) = (
+            field("turn"),
+            field("actor"),
+            field("started_at"),
+            field("undo"),
+        );
+        Ok(self
+            .pg
+            .with("cannot record the turn in the history index", |c| {
+                // Typed: parsed, bound and run in one round trip.
+                c.execute_typed(
+                    "INSERT INTO turns (turn, node, actor, started_at, operations, undo, record) \
+                     VALUES ($1, $2, $3, $4, $5, $6, ($7::text)::jsonb) \
+                     ON CONFLICT (turn) DO UPDATE SET operations = excluded.operations, \
+                     undo = excluded.undo, record = excluded.record",
+                    &[
+                        (&id, Type::TEXT),
+                        (&turn.node, Type::TEXT),
+                        (&actor, Type::TEXT),
+                        (&started_at, Type::TEXT),
+                        (&operations, Type::INT8),
+                        (&undo, Type::TEXT),
+                        (&record, Type::TEXT),
+                    ],
+                )
+                .map(|_| ())
+            })?)
+    }
+
+    fn set_undo(&self, turn: &str, undo: &str) -> Result<bool, StateError>;
+
+    /// Every turn, oldest first (by start, then id).
+    fn turns(&self) -> Result<Vec<IndexedTurn>, StateError>;
+
+    /// One turn, if the index has it.
+    fn get(&self, turn: &str) -> Result<Option<IndexedTurn>, StateError>;
+
+    /// Removes the turns that finished before `cutoff` (an RFC 3339 UTC
+    /// time; `history prune`'s, the owner's); how many. With `dry_run`,
+    /// only counts them.
+    fn prune_before(&self, cutoff: &str, dry_run: bool) -> Result<u64, StateError>;
+}
+
+/// The index in a fleet's PostgreSQL.
+pub struct PgTurnIndex {
+    pg: Arc<Pg>,
+}
+
+impl PgTurnIndex {
+    /// The index of `pg`'s database (nothing is connected yet).
+    pub fn new(pg: Arc<Pg>) -> PgTurnIndex {
+        PgTurnIndex { pg }
+    }
+}
+
+fn indexed(r: &postgres::Row) -> IndexedTurn {
+    IndexedTurn {
+        node: r.get(0),
+        operations: u64::try_from(r.get::<_, i64>(1)).unwrap_or(0),
+        // The database checked it is JSON when it was stored.
+        record: serde_json::from_str(r.get::<_, &str>(2)).unwrap_or(serde_json::Value::Null),
+    }
+}
+
+fn text<'a>(record: &'a serde_json::Value, field: &str) -> &'a str {
+    record.get(field).and_then(|v| v.as_str()).unwrap_or("")
+}
+
+impl TurnIndex for PgTurnIndex {
+    fn put(&self, turn: &IndexedTurn) -> Result<(), StateError> {
         let operations = i64::try_from(turn.operations).unwrap_or(i64::MAX);
         Ok(self
             .pg
@@ -133,6 +211,19 @@ impl TurnIndex for PgTurnIndex {
             .iter()
             .map(indexed)
             .collect())
+        })?)
+    }
+
+    fn prune_before(&self, cutoff: &str, dry_run: bool) -> Result<u64, StateError> {
+        let sql = if dry_run {
+            "SELECT count(*) FROM turns WHERE record->>'finished_at' < $1"
+        } else {
+            "WITH gone AS (DELETE FROM turns WHERE record->>'finished_at' < $1 RETURNING 1) \
+             SELECT count(*) FROM gone"
+        };
+        Ok(self.pg.with("cannot prune the history index", |c| {
+            let n: i64 = c.query_one(sql, &[&cutoff])?.get(0);
+            Ok(u64::try_from(n).unwrap_or(0))
         })?)
     }
 

@@ -18,6 +18,7 @@ use std::sync::Arc;
 use super::audit::{AuditStore, StateError};
 use super::chain::{ChainRow, Checkpoint};
 use super::pg::Pg;
+use postgres::types::Type;
 
 /// The PostgreSQL schema of the audit chain (part of version 1).
 pub const SCHEMA: &str = "
@@ -90,11 +91,17 @@ const COLUMNS: &str = "seq, kind, turn, time, body, prev, hash";
 impl AuditStore for PgAudit {
     fn append(&self, kind: &str, turn: &str, time: &str, body: &str) -> Result<i64, StateError> {
         Ok(self.pg.with("cannot append to the audit", |c| {
-            // seq, prev and hash are the trigger's to set.
-            let r = c.query_one(
+            // seq, prev and hash are the trigger's to set. Typed: parsed,
+            // bound and run in one round trip (no prepare first).
+            let r = c.query_typed_one(
                 "INSERT INTO audit_chain (seq, kind, turn, time, body, prev, hash) \
                  VALUES (0, $1, $2, $3, $4, '', '') RETURNING seq",
-                &[&kind, &turn, &time, &body],
+                &[
+                    (&kind, Type::TEXT),
+                    (&turn, Type::TEXT),
+                    (&time, Type::TEXT),
+                    (&body, Type::TEXT),
+                ],
             )?;
             Ok(r.get::<_, i64>(0))
         })?)

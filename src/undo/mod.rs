@@ -134,7 +134,7 @@ impl History {
     /// fleet's.
     pub fn turns(&self) -> Result<Vec<TurnSummary>, HistoryError> {
         if let Some(index) = &self.index {
-            return index
+            let mut out = index
                 .turns()?
                 .into_iter()
                 .map(|t| {
@@ -150,7 +150,21 @@ impl History {
                         node: Some(t.node),
                     })
                 })
-                .collect();
+                .collect::<Result<Vec<TurnSummary>, HistoryError>>()?;
+            // This node's turns the index has not heard of: those still
+            // running, or whose host died before they finished (their
+            // journal is here, and undo works on them).
+            let known: std::collections::HashSet<String> =
+                out.iter().map(|t| t.record.turn.clone()).collect();
+            out.extend(
+                self.local_turns()?
+                    .into_iter()
+                    .filter(|t| !known.contains(&t.record.turn)),
+            );
+            out.sort_by(|a, b| {
+                (a.record.started_at, &a.record.turn).cmp(&(b.record.started_at, &b.record.turn))
+            });
+            return Ok(out);
         }
         self.local_turns()
     }

@@ -258,7 +258,7 @@ fn approvals_remember_records_grants_but_never_for_an_always_class_capability() 
 
 #[test]
 fn approvals_the_queue_is_host_state_no_executor_reads_or_writes() {
-    let env = Env::new();
+    let env = Env::bare();
     let ws = env.mkdir("ws");
     env.mkdir("ws/out");
     queued(&env, &ws, A);
@@ -520,7 +520,7 @@ fn an_agent_under_another_account_cannot_read_the_token_or_touch_the_state() {
         0,
         "this test needs root to switch accounts"
     );
-    let env = Env::new();
+    let env = Env::bare();
     let ws = env.mkdir("ws");
     env.mkdir("ws/out");
     let id = queued(&env, &ws, A);

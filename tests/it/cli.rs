@@ -283,7 +283,7 @@ fn code_exec_cannot_be_granted_and_stays_approval_required() {
 
 #[test]
 fn a_hand_inserted_code_exec_row_is_ignored() {
-    let env = Env::new();
+    let env = Env::bare();
     // Create the store through the CLI, then insert behind its back.
     env.run(&[
         "grants",
@@ -1200,7 +1200,7 @@ fn a_corrupt_config_file_is_invalid_input() {
 
 #[test]
 fn a_grants_database_that_is_not_sqlite_is_invalid_input() {
-    let env = Env::new();
+    let env = Env::bare();
     std::fs::create_dir_all(env.state_dir()).unwrap();
     std::fs::write(
         env.grants_db(),
@@ -1401,7 +1401,7 @@ fn a_resolved_path_must_be_canonical_and_raw_is_resolved_by_the_cli() {
 /// refused (Issue 12, item 7).
 #[test]
 fn a_wildcard_never_covers_an_ip_literal() {
-    let env = Env::new();
+    let env = Env::bare();
     // The recipe: `*.0.0.1` was recorded and then covered `127.0.0.1`.
     let run = env.run(&[
         "grants",
@@ -1585,7 +1585,7 @@ fn a_grant_is_one_per_identity_capability_and_target() {
 /// revoked rows left as they were, the schema version recorded.
 #[test]
 fn an_old_grants_database_with_duplicates_is_merged_on_open() {
-    let env = Env::new();
+    let env = Env::bare();
     std::fs::create_dir_all(env.state_dir()).unwrap();
     let conn = rusqlite::Connection::open(env.grants_db()).unwrap();
     conn.execute_batch(gatehouse::grants::SCHEMA).unwrap();

@@ -6,7 +6,7 @@
 
 use std::path::Path;
 
-use gatehouse::config::{ActorConfig, HostConfig, StatePaths};
+use gatehouse::config::{ActorConfig, HostConfig};
 use gatehouse::host::grants::{now_utc, NewGrant};
 use gatehouse::host::{GrantBook, Host, HostOptions, NoOne, TurnEnd, TurnOutcome, TurnRequest};
 use gatehouse::manifest::Manifest;
@@ -60,7 +60,7 @@ fn host(
     );
     let mut options = HostOptions::new(
         config,
-        StatePaths::under(&env.state_dir(), None, None),
+        env.state_paths(),
         ws.canonicalize().unwrap().display().to_string(),
         manifests,
     );
@@ -169,7 +169,7 @@ fn a_delegation_to_an_actor_in_delegates_to_runs_the_callee_as_that_actor() {
         &["worker"],
         &["write-file"],
     );
-    let book = GrantBook::new(&StatePaths::under(&env.state_dir(), None, None)).unwrap();
+    let book = GrantBook::new(&env.state_paths()).unwrap();
     // The caller's own `delegate:call` on each callee, for `main`.
     grant(&book, "tester", "delegate:call", "worker/write-file");
     grant(&book, "tester", "delegate:call", "write-file");

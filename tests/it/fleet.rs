@@ -208,11 +208,11 @@ fn fleet_a_node_s_role_records_grants_but_cannot_revoke_them() {
     let db = Database::migrated();
     let node = Env {
         database_url: Some(as_role(&db.url, "gatehouse_node")),
-        ..Env::new()
+        ..Env::bare()
     };
     let approver = Env {
         database_url: Some(as_role(&db.url, "gatehouse_approver")),
-        ..Env::new()
+        ..Env::bare()
     };
     let id = add(&node, "/srv/data/**", &[]);
     node.run(&["grants", "revoke", &id])
@@ -290,7 +290,7 @@ fn queued_on(node: &Env, ws: &std::path::Path, input: &str) -> String {
 fn as_env(db: &Database, role: &str) -> Env {
     Env {
         database_url: Some(as_role(&db.url, role)),
-        ..Env::new()
+        ..Env::bare()
     }
 }
 
@@ -556,6 +556,7 @@ fn fleet_migrate_makes_no_approvals_db_and_a_node_does_not_read_one() {
     let sqlite = Env {
         database_url: None,
         dir: env.dir,
+        own_db: None,
     };
     run(&sqlite).expect_err(
         1,

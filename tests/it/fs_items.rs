@@ -505,7 +505,7 @@ fn every_place_configuration_is_found_is_protected_with_an_explicit_config() {
 /// (`HOST_STATE_HIDDEN`) (Issue 12, item 14).
 #[test]
 fn a_read_root_holding_the_state_directory_reads_no_host_state() {
-    let env = Env::new();
+    let env = Env::bare();
     let ws = env.root();
     env.run(&[
         "grants",

@@ -173,7 +173,7 @@ fn lines(path: &std::path::Path) -> Vec<String> {
 
 #[test]
 fn history_verify_passes_on_an_untouched_log_of_real_turns_and_denials() {
-    let env = Env::new();
+    let env = Env::bare();
     // No record yet: whole, empty, and nothing created.
     let (code, v) = verify_json(&env);
     assert_eq!(code, 0);
@@ -238,7 +238,7 @@ fn history_verify_passes_on_an_untouched_log_of_real_turns_and_denials() {
 
 #[test]
 fn history_verify_names_an_edited_record() {
-    history_verify_names_an_edited_record_on(&Env::new());
+    history_verify_names_an_edited_record_on(&Env::bare());
 }
 
 #[test]
@@ -260,7 +260,7 @@ fn history_verify_names_an_edited_record_on(env: &Env) {
 
 #[test]
 fn history_verify_names_a_deleted_record_by_its_number() {
-    history_verify_names_a_deleted_record_by_its_number_on(&Env::new());
+    history_verify_names_a_deleted_record_by_its_number_on(&Env::bare());
 }
 
 #[test]
@@ -279,7 +279,7 @@ fn history_verify_names_a_deleted_record_by_its_number_on(env: &Env) {
 
 #[test]
 fn history_verify_names_two_swapped_records_reordered() {
-    history_verify_names_two_swapped_records_reordered_on(&Env::new());
+    history_verify_names_two_swapped_records_reordered_on(&Env::bare());
 }
 
 #[test]
@@ -303,7 +303,7 @@ fn history_verify_names_two_swapped_records_reordered_on(env: &Env) {
 
 #[test]
 fn history_prune_removes_the_chains_old_records_and_verify_still_passes() {
-    let env = Env::new();
+    let env = Env::bare();
     let ws = env.mkdir("ws");
     let hello = guest("hello");
     let write = guest("write-file");
@@ -368,7 +368,7 @@ fn history_prune_removes_the_chains_old_records_and_verify_still_passes() {
 
 #[test]
 fn two_processes_recording_at_once_leave_one_whole_chain() {
-    let env = Env::new();
+    let env = Env::bare();
     let ws = env.mkdir("ws");
     let hello = guest("hello");
     const EACH: usize = 4;
@@ -395,7 +395,7 @@ fn two_processes_recording_at_once_leave_one_whole_chain() {
 
 #[test]
 fn a_turn_whose_audit_record_cannot_be_committed_is_not_acknowledged() {
-    let env = Env::new();
+    let env = Env::bare();
     let ws = env.mkdir("ws");
     env.mkdir("ws/out");
     // The chain's file is a directory: no record can be committed to it.

@@ -32,7 +32,7 @@ fn host_of(env: &Env, ws: &Path, manifests: Vec<Manifest>, level: Option<Level>)
     }
     let mut options = HostOptions::new(
         config,
-        StatePaths::under(&env.state_dir(), None, None),
+        env.state_paths(),
         ws.canonicalize().unwrap().display().to_string(),
         manifests,
     );
@@ -336,7 +336,7 @@ fn child_runs_a_turn_then_is_killed() {
 #[test]
 fn kill_9_right_after_a_turn_loses_no_audit_line() {
     guest("hello");
-    let env = Env::new();
+    let env = Env::bare();
     env.mkdir("ws");
     let out = std::process::Command::new(std::env::current_exe().unwrap())
         .args([
@@ -380,7 +380,7 @@ fn kill_9_right_after_a_turn_loses_no_audit_line() {
 fn host_with(env: &Env, ws: &Path, manifests: Vec<Manifest>, config: HostConfig) -> Host {
     let mut options = HostOptions::new(
         config,
-        StatePaths::under(&env.state_dir(), None, None),
+        env.state_paths(),
         ws.canonicalize().unwrap().display().to_string(),
         manifests,
     );
@@ -848,7 +848,7 @@ fn a_grant_recorded_or_revoked_by_another_connection_applies_at_the_next_turn() 
     let ws = env.mkdir("ws");
     env.mkdir("ws/out");
     let h = host(&env, &ws, &["write-file"], Some(Level::Supervised));
-    let book = GrantBook::new(&StatePaths::under(&env.state_dir(), None, None)).unwrap();
+    let book = GrantBook::new(&env.state_paths()).unwrap();
     let target = format!("{}/out/**", ws.canonicalize().unwrap().display());
     for n in 0..3 {
         let input = format!(r#"{{"path":"out/{n}.txt","content":"x"}}"#);
@@ -885,7 +885,7 @@ fn a_grant_revoked_while_a_turn_waits_for_its_approval_no_longer_covers_it() {
     );
     let manifest = Manifest::load(&env.write("manifests/w.toml", &text)).unwrap();
     let h = host_of(&env, &ws, vec![manifest], Some(Level::Supervised));
-    let book = GrantBook::new(&StatePaths::under(&env.state_dir(), None, None)).unwrap();
+    let book = GrantBook::new(&env.state_paths()).unwrap();
     let root = ws.canonicalize().unwrap();
     let grant = record_write_grant(&book, &format!("{}/out/**", root.display()));
     let input = r#"{"path":"out/a.txt","content":"x"}"#;
@@ -985,7 +985,7 @@ fn an_expired_grant_stops_covering_turns_in_a_long_lived_host() {
     let env = Env::new();
     let ws = env.mkdir("ws");
     env.mkdir("ws/out");
-    let book = GrantBook::new(&StatePaths::under(&env.state_dir(), None, None)).unwrap();
+    let book = GrantBook::new(&env.state_paths()).unwrap();
     let target = format!("{}/out/**", ws.canonicalize().unwrap().display());
     let expires = UtcTime(now_utc().0 + 5);
     let grant = record_write_grant_until(&book, &target, Some(expires));
@@ -1318,12 +1318,7 @@ fn tier3_on_default(
         .to_string();
     let (config, fixtures) = gatehouse::tier3::fixture(&HostConfig::safe_default("tester"), &ws);
     let open = |level| {
-        let mut options = HostOptions::new(
-            config.clone(),
-            StatePaths::under(&env.state_dir(), None, None),
-            ws.clone(),
-            vec![],
-        );
+        let mut options = HostOptions::new(config.clone(), env.state_paths(), ws.clone(), vec![]);
         options.level = level;
         Host::open(options).unwrap()
     };

@@ -742,7 +742,7 @@ fn the_guest_s_between_bytes_timeout_ends_a_trickle_before_the_deadline() {
 /// Positive control: the first turn carries the first value.
 #[test]
 fn a_long_lived_host_sends_a_provider_s_value_as_its_file_is_now() {
-    use gatehouse::config::{HostConfig, StatePaths};
+    use gatehouse::config::HostConfig;
     use gatehouse::host::{Host, HostOptions, NoOne, TurnRequest};
     use gatehouse::manifest::Manifest;
     use std::os::unix::fs::PermissionsExt;
@@ -770,7 +770,7 @@ fn a_long_lived_host_sends_a_provider_s_value_as_its_file_is_now() {
     let ws = env.mkdir("ws");
     let mut options = HostOptions::new(
         config,
-        StatePaths::under(&env.state_dir(), None, None),
+        env.state_paths(),
         ws.canonicalize().unwrap().display().to_string(),
         vec![Manifest::load(&m).unwrap()],
     );

@@ -541,7 +541,7 @@ fn refuse_critical_refuses_fs_write_in_each_degraded_case_and_warn_runs_it() {
     for (how, name, state) in cases() {
         // refuse-critical: by flag for the seccomp cases, by the
         // configuration for the engine cases.
-        let env = Env::new();
+        let env = Env::bare();
         let ws = env.mkdir("ws");
         env.mkdir("ws/out");
         let mode = match how {

@@ -51,7 +51,7 @@ fn a_corrupt_cache_entry_is_rebuilt_not_loaded() {
 
 #[test]
 fn a_denied_run_touches_nothing() {
-    let env = Env::new();
+    let env = Env::bare();
     let ws = env.mkdir("ws");
     env.mkdir("ws/out");
     let (run, v) = run_json(

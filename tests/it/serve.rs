@@ -512,7 +512,7 @@ fn aged(line: &str, when: &str) -> String {
 
 #[test]
 fn history_prune_removes_old_turns_and_records_while_a_server_appends() {
-    let env = Env::new();
+    let env = Env::bare();
     let ws = env.mkdir("ws");
     env.mkdir("ws/out");
     let ex = executors(&env);

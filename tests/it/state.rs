@@ -22,7 +22,7 @@ fn set_version(path: &std::path::Path, v: i64) {
 
 #[test]
 fn migrate_creates_every_state_database_at_its_schema_version_and_is_idempotent() {
-    let env = Env::new();
+    let env = Env::bare();
     let state = env.state_dir();
     let want: Vec<Value> = [
         ("grants", "grants.db"),
@@ -62,7 +62,7 @@ fn migrate_creates_every_state_database_at_its_schema_version_and_is_idempotent(
 /// Positive control: the same run succeeds before the version moves.
 #[test]
 fn a_database_of_a_later_schema_version_is_refused_before_anything_runs() {
-    let env = Env::new();
+    let env = Env::bare();
     let ws = env.mkdir("ws");
     let hello = guest("hello");
     env.run(&["migrate"]).expect(0);

@@ -352,7 +352,7 @@ fn fs_write_on_a_glob_allows_what_it_matches_and_refuses_the_rest() {
 fn protected_paths_inside_a_write_root_cannot_be_changed() {
     // The state directory (grants database, history, cache) lies inside
     // the read-write workspace: the layer refuses every mutation of it.
-    let env = Env::new();
+    let env = Env::bare();
     let ws = env.root();
     env.run(&[
         "grants",

@@ -109,10 +109,35 @@ pub struct Env {
     /// `GATEHOUSE_DATABASE_URL` of every command: a fleet's shared state
     /// (see [`pg::Database`]); `None`: the SQLite files.
     pub database_url: Option<String>,
+    /// The database of this environment alone when the whole suite runs
+    /// on PostgreSQL ([`pg::suite_on_postgresql`]); dropped with it.
+    pub own_db: Option<std::sync::Arc<pg::Database>>,
 }
 
 impl Env {
+    /// A fresh environment on the suite's backend: SQLite files in its
+    /// state directory, or, when the suite runs on PostgreSQL, a migrated
+    /// database of its own.
     pub fn new() -> Env {
+        let mut env = Env::bare();
+        if pg::suite_on_postgresql() {
+            // On a thread of its own: the sync client starts a runtime,
+            // which it may not inside a test's async one.
+            let db = std::thread::spawn(pg::Database::migrated)
+                .join()
+                .expect("a migrated test database");
+            env.database_url = Some(db.url.clone());
+            env.own_db = Some(std::sync::Arc::new(db));
+        }
+        env
+    }
+
+    /// A fresh environment on the embedded backend, whatever the suite's:
+    /// for the tests of the embedded backend's own files (`grants.db`,
+    /// `approvals.db`, `audit.db`, the state directory's contents and
+    /// permissions, a log aged by rewriting it), which a fleet does not
+    /// have.
+    pub fn bare() -> Env {
         let dir = tempfile::tempdir().expect("tempdir");
         for sub in ["home", "cwd", "config", "xdg-state"] {
             std::fs::create_dir_all(dir.path().join(sub)).expect("mkdir");
@@ -120,6 +145,7 @@ impl Env {
         Env {
             dir,
             database_url: None,
+            own_db: None,
         }
     }
 
@@ -128,7 +154,7 @@ impl Env {
     pub fn on(db: &pg::Database) -> Env {
         Env {
             database_url: Some(db.url.clone()),
-            ..Env::new()
+            ..Env::bare()
         }
     }
 
@@ -142,6 +168,15 @@ impl Env {
     /// The root of the temporary directory, canonical.
     pub fn root(&self) -> PathBuf {
         self.dir.path().canonicalize().expect("canonical tempdir")
+    }
+
+    /// The state this environment's commands use, for a host opened in
+    /// the test's own process: its state directory, and its database
+    /// when it has one.
+    pub fn state_paths(&self) -> gatehouse::config::StatePaths {
+        let mut paths = gatehouse::config::StatePaths::under(&self.state_dir(), None, None);
+        paths.database_url = self.database_url.clone();
+        paths
     }
 
     pub fn state_dir(&self) -> PathBuf {

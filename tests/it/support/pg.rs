@@ -16,6 +16,13 @@ pub fn server_url() -> String {
     })
 }
 
+/// Whether the whole suite runs on PostgreSQL
+/// (`GATEHOUSE_TEST_BACKEND=postgresql`, `./test.sh`'s second pass): every
+/// [`super::Env::new`] then has a migrated database of its own.
+pub fn suite_on_postgresql() -> bool {
+    std::env::var("GATEHOUSE_TEST_BACKEND").is_ok_and(|b| b == "postgresql")
+}
+
 /// `url` with its database replaced by `name`.
 fn with_database(url: &str, name: &str) -> String {
     let authority = url.find("://").map_or(0, |i| i + 3);
@@ -64,11 +71,12 @@ impl Database {
         }
     }
 
-    /// A migrated database (`gatehouse migrate` run through `env`).
+    /// A migrated database (as `gatehouse migrate` makes it).
     pub fn migrated() -> Database {
         let db = Database::new();
-        let env = super::Env::on(&db);
-        env.run(&["migrate"]).expect(0);
+        gatehouse::state::pg::Pg::new(&db.url)
+            .and_then(|pg| pg.migrate())
+            .unwrap_or_else(|e| panic!("migrate the test database: {e}"));
         db
     }
 
@@ -80,12 +88,16 @@ impl Database {
 
 impl Drop for Database {
     fn drop(&mut self) {
-        if let Ok(mut admin) = postgres::Client::connect(&server_url(), postgres::NoTls) {
-            let _ = admin.batch_execute(&format!(
-                "DROP DATABASE IF EXISTS {} WITH (FORCE)",
-                self.name
-            ));
-        }
+        // On a thread of its own, as in `Env::new`: a test's async runtime
+        // may be the one dropping it.
+        let name = self.name.clone();
+        let _ = std::thread::spawn(move || {
+            if let Ok(mut admin) = postgres::Client::connect(&server_url(), postgres::NoTls) {
+                let _ =
+                    admin.batch_execute(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"));
+            }
+        })
+        .join();
     }
 }
 
