@@ -76,6 +76,7 @@ pub use audit::{DenialRecord, Hashes, MAX_TURN_AUDIT_BYTES};
 pub use gate::{Pending, Step};
 pub use grants::GrantBook;
 // What `own_turns` and `undo_own` answer with.
+pub use crate::state::parked::{Claim, ParkedRow, ParkedStore};
 pub use crate::undo::{HistoryError, TurnSummary, UndoReport, UndoStatus};
 pub use queue::{
     current_uid, ApprovalQueue, QueueAnswer, QueueEntry, QueueError, MAX_PENDING_PER_ACTOR,
@@ -538,6 +539,8 @@ struct Inner {
     /// A fleet's history index and this node's name in it (`None` on the
     /// embedded backend).
     index: Option<(Arc<dyn crate::state::history::TurnIndex>, String)>,
+    /// A fleet's parked MCP turns (`None` on the embedded backend).
+    parked: Option<Arc<dyn crate::state::parked::ParkedStore>>,
 }
 
 /// The HTTP sender's client of `[network]`: the webpki roots and those
@@ -645,6 +648,7 @@ impl Host {
         // The audit chain: the fleet's database's, else `audit.db`.
         let chain = crate::state::audit_backend(&options.state)?;
         let memory = crate::state::memory_backend(&options.state)?;
+        let parked = crate::state::parked_store(&options.state)?;
         let index = crate::state::turn_index(&options.state)?
             .map(|index| (index, options.state.node_name()));
         let snap = build_snapshot(
@@ -689,6 +693,7 @@ impl Host {
             denials_log,
             chain,
             index,
+            parked,
         };
         Ok(Host {
             inner: Arc::new(inner),
@@ -723,6 +728,15 @@ impl Host {
     /// takes it.
     pub fn decide_json(&self, request: &serde_json::Value) -> crate::policy::Decision {
         crate::policy::decide_json(&self.inner.frozen().snapshot, request, now_utc())
+    }
+
+    /// A fleet's parked MCP turns and this node's name, for a server
+    /// whose retries may reach any node; `None` on the embedded backend.
+    pub fn fleet_parked(&self) -> Option<(Arc<dyn ParkedStore>, String)> {
+        self.inner
+            .parked
+            .clone()
+            .map(|p| (p, self.inner.state.node_name()))
     }
 
     /// The executors this host knows.

@@ -311,7 +311,14 @@ impl Server {
         };
         if let Some((state, responses)) = retry {
             return self
-                .retry(&offered.name, &arguments, state, responses, context)
+                .retry(
+                    &offered.name,
+                    command,
+                    &arguments,
+                    state,
+                    responses,
+                    context,
+                )
                 .await;
         }
         if tasks::wanted(context) {

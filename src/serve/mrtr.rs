@@ -16,6 +16,16 @@
 //! consumes nothing: the parked turn's own retry still works. A turn
 //! nobody resumes within the elicitation timeout goes to the pending
 //! queue, as an unanswered elicitation does.
+//!
+//! In a fleet (a shared database) the parking node also records the
+//! binding and the form under the state's sha256
+//! ([`crate::host::ParkedStore`]), so a retry that the fleet's proxy sends to
+//! another node is answered there: that node takes the record (once across
+//! the fleet, as the parking node does for a retry of its own), checks the
+//! same binding, and runs the call afresh with the person's answer, which
+//! applies only if its own decision asks the same question under the same
+//! hashes (else the approval is queued). The parking node then drops its
+//! turn, never queueing it.
 
 use std::collections::HashMap;
 use std::sync::{Arc, RwLock};
@@ -42,7 +52,7 @@ pub(super) const APPROVAL_KEY: &str = "approval";
 type Source = Arc<RwLock<Box<dyn Fn() -> bool + Send + Sync>>>;
 
 /// What a request state is bound to: a retry must match every field.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub(super) struct Binding {
     turn: String,
     actor: String,
@@ -181,6 +191,24 @@ impl Server {
         let form = elicitation(approval, self.inner.options.remember);
         let state = new_state()?;
         let result = input_required(&form, &state, &approval.turn);
+        let timeout = self.inner.options.elicitation_timeout;
+        if let Some((store, node)) = self.inner.host.fleet_parked() {
+            let row = crate::host::ParkedRow {
+                node,
+                turn: approval.turn.clone(),
+                binding: serde_json::to_value(&binding).unwrap_or(Value::Null),
+                form: serde_json::to_value(&form).unwrap_or(Value::Null),
+            };
+            // Without the record, only this node can answer the state.
+            let hash = sha256_hex(state.as_bytes());
+            if let Err(e) = tokio::task::block_in_place(|| store.park(&hash, &row, timeout)) {
+                tracing::warn!(
+                    "turn `{}`: its request state is answerable on this node only: {}",
+                    approval.turn,
+                    crate::util::chain(&e)
+                );
+            }
+        }
         lock(&self.inner.waiting).insert(
             state.clone(),
             Waiting {
@@ -192,7 +220,6 @@ impl Server {
             },
         );
         let server = self.clone();
-        let timeout = self.inner.options.elicitation_timeout;
         tokio::spawn(async move {
             tokio::time::sleep(timeout).await;
             server.expire(&state).await;
@@ -206,6 +233,10 @@ impl Server {
             return;
         };
         let turn = waiting.binding.turn.clone();
+        if self.taken_elsewhere(state).await {
+            tracing::info!("turn `{turn}`: another node of the fleet answered its retry");
+            return;
+        }
         tracing::info!("turn `{turn}`: no retry answered its approval: queued");
         // Nothing runs for a queued turn; the first request's token is
         // cancelled already, so the switch asks a fresh one.
@@ -236,6 +267,7 @@ impl Server {
     pub(super) async fn retry(
         &self,
         tool: &str,
+        command: bool,
         arguments: &serde_json::Map<String, Value>,
         state: &str,
         responses: Option<&InputResponses>,
@@ -244,6 +276,12 @@ impl Server {
         let arguments_sha256 = arguments_sha256(arguments);
         let session = session_of(context);
         let answer = responses.and_then(|r| r.get(APPROVAL_KEY)).cloned();
+        // Parked on another node of the fleet, perhaps.
+        if !lock(&self.inner.waiting).contains_key(state) {
+            return self
+                .retry_elsewhere(tool, command, arguments, state, answer, context)
+                .await;
+        }
         // Checked and taken under one lock: two retries cannot both take it.
         let (waiting, result) = {
             let mut waiting = lock(&self.inner.waiting);
@@ -275,6 +313,11 @@ impl Server {
             };
             (w, result)
         };
+        // Taken here; in a fleet, taken for the fleet too (another node
+        // may have answered the same state first: then it ran the call).
+        if self.taken_elsewhere(state).await {
+            return Err(refused("it is unknown, expired or already used"));
+        }
         let n = waiting.parked.approval.pending.len();
         // The person answered the question as it was asked: if the
         // configuration or the grants changed since, the answer is not
@@ -309,6 +352,143 @@ impl Server {
         if let Some((s, key)) = registered {
             self.unregister(s, key);
         }
+        if let Some(p) = progress {
+            p.finish(Some(crate::host::Phase::Done)).await;
+        }
+        Ok(self.finish(tool, outcome, context).await.into())
+    }
+
+    /// In a fleet, takes `state`'s record for this node: whether another
+    /// node took it first (so this node must not run or queue its turn).
+    async fn taken_elsewhere(&self, state: &str) -> bool {
+        let Some((store, node)) = self.inner.host.fleet_parked() else {
+            return false;
+        };
+        let hash = sha256_hex(state.as_bytes());
+        match tokio::task::block_in_place(|| store.take(&hash, &node)) {
+            Ok(crate::host::Claim::Gone) => true,
+            Ok(_) => false,
+            Err(e) => {
+                // The database cannot say: this node's own turn goes on.
+                tracing::warn!(
+                    "cannot take a parked turn in the fleet: {}",
+                    crate::util::chain(&e)
+                );
+                false
+            }
+        }
+    }
+
+    /// A retry whose state this node did not issue: in a fleet, the state
+    /// of a turn parked on another node, answered here by running the
+    /// call afresh with the person's answer. Refused, consuming nothing,
+    /// when the state is unknown, expired, used, or bound to another call.
+    async fn retry_elsewhere(
+        &self,
+        tool: &str,
+        command: bool,
+        arguments: &serde_json::Map<String, Value>,
+        state: &str,
+        answer: Option<Value>,
+        context: &RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let unknown = || refused("it is unknown, expired or already used");
+        let Some((store, node)) = self.inner.host.fleet_parked() else {
+            return Err(unknown());
+        };
+        let hash = sha256_hex(state.as_bytes());
+        let row = match tokio::task::block_in_place(|| store.get(&hash)) {
+            Ok(Some(row)) => row,
+            Ok(None) => return Err(unknown()),
+            Err(e) => {
+                return Err(ErrorData::internal_error(
+                    format!(
+                        "cannot read the fleet's parked turns: {}",
+                        crate::util::chain(&e)
+                    ),
+                    None,
+                ))
+            }
+        };
+        let Ok(binding) = serde_json::from_value::<Binding>(row.binding) else {
+            return Err(unknown());
+        };
+        if binding.tool != tool
+            || binding.arguments_sha256 != arguments_sha256(arguments)
+            || binding.session != session_of(context)
+            || binding.actor != self.inner.options.actor
+        {
+            return Err(refused("it was issued for another call"));
+        }
+        let Some(answer) = answer else {
+            // Not answered: the same form again, under the same state.
+            let Ok(form) = serde_json::from_value::<ElicitRequestParams>(row.form) else {
+                return Err(unknown());
+            };
+            return Ok(CallToolResponse::from(input_required(
+                &form,
+                state,
+                &binding.turn,
+            )));
+        };
+        let Ok(result) = serde_json::from_value::<ElicitResult>(answer) else {
+            return Err(ErrorData::invalid_params(
+                format!("`inputResponses.{APPROVAL_KEY}` is not an elicitation result"),
+                None,
+            ));
+        };
+        // Once across the fleet: the parking node drops its turn.
+        match tokio::task::block_in_place(|| store.take(&hash, &node)) {
+            Ok(crate::host::Claim::Taken(_)) => {}
+            Ok(_) => return Err(unknown()),
+            Err(e) => {
+                return Err(ErrorData::internal_error(
+                    format!("cannot take the parked turn: {}", crate::util::chain(&e)),
+                    None,
+                ))
+            }
+        }
+        tracing::info!(
+            "turn `{}` of node `{}`: answered here, run afresh",
+            binding.turn,
+            row.node
+        );
+        let mut request = self.request_for(tool, command, arguments.clone(), context);
+        let ct = context.ct.clone();
+        request.cancel = CancelHandle::also_when(move || ct.is_cancelled());
+        let progress = super::progress::Progress::start(context);
+        request.progress = progress.as_ref().map(super::progress::Progress::reporter);
+        let outcome = match self.begin(request, progress.as_ref()).await {
+            Err(e) => Err(e),
+            Ok(crate::host::Begun::Done(outcome)) => Ok(*outcome),
+            Ok(crate::host::Begun::Parked(parked)) => {
+                // The answer is to the question the person saw: this
+                // node's question must be the same, under the same hashes.
+                let mut pairs: Vec<(&str, Option<&str>)> = parked
+                    .approval
+                    .pending
+                    .iter()
+                    .map(|p| (p.capability.as_str(), p.target.as_deref()))
+                    .collect();
+                pairs.sort();
+                pairs.dedup();
+                let (definition_hash, policy_hash) = self.hashes();
+                let same = canonical_json(&pairs) == binding.scope
+                    && definition_hash == binding.definition_hash
+                    && policy_hash == binding.policy_hash;
+                let n = parked.approval.pending.len();
+                let choices = if same {
+                    vec![self.choice_of(result); n]
+                } else {
+                    tracing::info!(
+                        "turn `{}`: another question than the one answered: queued",
+                        parked.approval.turn
+                    );
+                    vec![Choice::Queue; n]
+                };
+                self.resume(parked, choices).await
+            }
+        };
         if let Some(p) = progress {
             p.finish(Some(crate::host::Phase::Done)).await;
         }

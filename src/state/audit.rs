@@ -51,6 +51,10 @@ pub enum StateError {
     /// A fleet's database could not be used.
     #[error(transparent)]
     Shared(#[from] super::pg::SharedError),
+    /// The batch this record was committed in failed (the leader's error,
+    /// in words: every record of the batch failed with it).
+    #[error("{0}")]
+    Batch(String),
     /// A prune would remove a part of the chain that does not verify:
     /// removing it would hide the tampering behind a new checkpoint.
     #[error("audit database `{path}`: {broken}; nothing was pruned (a prune never removes a broken part of the chain)")]

@@ -15,6 +15,7 @@
 //! - [`grants`], [`approvals`]: the grant store and the pending-approval
 //!   queue, each a trait with a SQLite and a PostgreSQL implementation.
 //! - [`history`]: a fleet's history index (every node's turns).
+//! - [`parked`]: a fleet's parked MCP turns, answerable on any node.
 //! - [`memory`]: the memory store's PostgreSQL implementation (the trait
 //!   and the SQLite one are [`crate::memory`]'s).
 
@@ -24,6 +25,7 @@ pub mod chain;
 pub mod grants;
 pub mod history;
 pub mod memory;
+pub mod parked;
 pub mod pg;
 pub mod pg_audit;
 pub mod sqlite_audit;
@@ -40,9 +42,9 @@ use crate::config::StatePaths;
 /// (after `gatehouse_meta` and the roles exist).
 pub const SCHEMA_1: &[&str] = &[grants::SCHEMA, approvals::pg::SCHEMA, pg_audit::SCHEMA];
 
-/// What version 2 adds to version 1: the shared memory store and the
-/// history index.
-pub const SCHEMA_2: &[&str] = &[memory::SCHEMA, history::SCHEMA];
+/// What version 2 adds to version 1: the shared memory store, the
+/// history index and the parked MCP turns.
+pub const SCHEMA_2: &[&str] = &[memory::SCHEMA, history::SCHEMA, parked::SCHEMA];
 
 /// Each schema version and what `migrate` runs to reach it from the one
 /// before, in order.
@@ -90,6 +92,17 @@ pub fn turn_index(
 ) -> Result<Option<Arc<dyn history::TurnIndex>>, pg::SharedError> {
     Ok(match &state.database_url {
         Some(url) => Some(Arc::new(history::PgTurnIndex::new(pg::Pg::shared(url)?))),
+        None => None,
+    })
+}
+
+/// The fleet's parked MCP turns when `state` names a database; `None`
+/// on the embedded backend (a parked turn is its server's alone).
+pub fn parked_store(
+    state: &StatePaths,
+) -> Result<Option<Arc<dyn parked::ParkedStore>>, pg::SharedError> {
+    Ok(match &state.database_url {
+        Some(url) => Some(Arc::new(parked::PgParked::new(pg::Pg::shared(url)?))),
         None => None,
     })
 }

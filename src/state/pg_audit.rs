@@ -8,12 +8,16 @@
 //! choose a link nor edit, delete or reorder a record, so its credentials
 //! cannot rewrite the chain consistently. Pruning is the owner's.
 //!
-//! Each append is one `INSERT` in its own transaction: committed, on the
-//! server's disk as its `synchronous_commit` says, before the turn
-//! returns. Concurrent appenders wait on the lock only for the insert and
-//! its commit.
+//! Appends are committed in groups: the first appender of a host that
+//! finds no batch being written writes every record waiting at that
+//! moment in one statement (one round trip, one commit), while the
+//! records that arrive meanwhile wait for the next batch. Each appender
+//! returns only once its record's batch committed (on the server's disk
+//! as its `synchronous_commit` says): a record is never acknowledged
+//! first. A failed batch fails every record in it.
 
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::{Arc, Condvar, Mutex};
 
 use super::audit::{AuditStore, StateError};
 use super::chain::{ChainRow, Checkpoint};
@@ -65,12 +69,95 @@ GRANT SELECT ON audit_checkpoint TO gatehouse_node, gatehouse_approver;
 /// A fleet's audit chain.
 pub struct PgAudit {
     pg: Arc<Pg>,
+    group: Mutex<Group>,
+    /// Wakes the appenders when a batch ends.
+    ended: Condvar,
+}
+
+/// One record to append.
+struct Record {
+    kind: String,
+    turn: String,
+    time: String,
+    body: String,
+}
+
+/// The group commit's state: the records waiting for the next batch, and
+/// the outcomes of the batches written, by ticket.
+#[derive(Default)]
+struct Group {
+    next_ticket: u64,
+    waiting: Vec<(u64, Record)>,
+    outcomes: HashMap<u64, Result<i64, String>>,
+    /// Whether an appender is writing a batch now.
+    writing: bool,
+    /// How many batches were written (for tests and the benchmark).
+    batches: u64,
 }
 
 impl PgAudit {
     /// The chain of the database `pg` (nothing is connected yet).
     pub fn new(pg: Arc<Pg>) -> PgAudit {
-        PgAudit { pg }
+        PgAudit {
+            pg,
+            group: Mutex::new(Group::default()),
+            ended: Condvar::new(),
+        }
+    }
+
+    /// How many batches (commits) this store wrote so far.
+    pub fn batches(&self) -> u64 {
+        crate::util::lock(&self.group).batches
+    }
+
+    /// Writes `batch` in one statement and one commit; each record's
+    /// sequence number, in order.
+    fn write(&self, batch: &[(u64, Record)]) -> Result<Vec<i64>, StateError> {
+        Ok(self.pg.with("cannot append to the audit", |c| {
+            if let [(_, r)] = batch {
+                // seq, prev and hash are the trigger's to set. Typed:
+                // parsed, bound and run in one round trip.
+                let row = c.query_typed_one(
+                    "INSERT INTO audit_chain (seq, kind, turn, time, body, prev, hash) \
+                     VALUES (0, $1, $2, $3, $4, '', '') RETURNING seq",
+                    &[
+                        (&r.kind, Type::TEXT),
+                        (&r.turn, Type::TEXT),
+                        (&r.time, Type::TEXT),
+                        (&r.body, Type::TEXT),
+                    ],
+                )?;
+                return Ok(vec![row.get::<_, i64>(0)]);
+            }
+            let column = |f: fn(&Record) -> &String| -> Vec<&str> {
+                batch.iter().map(|(_, r)| f(r).as_str()).collect()
+            };
+            let (kinds, turns, times, bodies) = (
+                column(|r| &r.kind),
+                column(|r| &r.turn),
+                column(|r| &r.time),
+                column(|r| &r.body),
+            );
+            // Inserted in the batch's order; the trigger links each row
+            // under its lock as it is inserted, so the sequence numbers
+            // rise in that order.
+            let rows = c.query_typed(
+                "INSERT INTO audit_chain (seq, kind, turn, time, body, prev, hash) \
+                 SELECT 0, k, t, ti, b, '', '' \
+                 FROM unnest($1::text[], $2::text[], $3::text[], $4::text[]) \
+                   WITH ORDINALITY AS x(k, t, ti, b, n) ORDER BY n \
+                 RETURNING seq",
+                &[
+                    (&kinds, Type::TEXT_ARRAY),
+                    (&turns, Type::TEXT_ARRAY),
+                    (&times, Type::TEXT_ARRAY),
+                    (&bodies, Type::TEXT_ARRAY),
+                ],
+            )?;
+            let mut seqs: Vec<i64> = rows.iter().map(|r| r.get(0)).collect();
+            seqs.sort_unstable();
+            Ok(seqs)
+        })?)
     }
 }
 
@@ -90,21 +177,67 @@ const COLUMNS: &str = "seq, kind, turn, time, body, prev, hash";
 
 impl AuditStore for PgAudit {
     fn append(&self, kind: &str, turn: &str, time: &str, body: &str) -> Result<i64, StateError> {
-        Ok(self.pg.with("cannot append to the audit", |c| {
-            // seq, prev and hash are the trigger's to set. Typed: parsed,
-            // bound and run in one round trip (no prepare first).
-            let r = c.query_typed_one(
-                "INSERT INTO audit_chain (seq, kind, turn, time, body, prev, hash) \
-                 VALUES (0, $1, $2, $3, $4, '', '') RETURNING seq",
-                &[
-                    (&kind, Type::TEXT),
-                    (&turn, Type::TEXT),
-                    (&time, Type::TEXT),
-                    (&body, Type::TEXT),
-                ],
-            )?;
-            Ok(r.get::<_, i64>(0))
-        })?)
+        let mut group = crate::util::lock(&self.group);
+        let ticket = group.next_ticket;
+        group.next_ticket += 1;
+        group.waiting.push((
+            ticket,
+            Record {
+                kind: kind.to_string(),
+                turn: turn.to_string(),
+                time: time.to_string(),
+                body: body.to_string(),
+            },
+        ));
+        loop {
+            if let Some(outcome) = group.outcomes.remove(&ticket) {
+                return outcome.map_err(StateError::Batch);
+            }
+            if group.writing {
+                // Another appender writes a batch: this record goes in
+                // the next one (or is in this one, whose end wakes us).
+                group = self
+                    .ended
+                    .wait(group)
+                    .unwrap_or_else(std::sync::PoisonError::into_inner);
+                continue;
+            }
+            // Lead: write every record waiting now, this one among them.
+            group.writing = true;
+            let batch = std::mem::take(&mut group.waiting);
+            drop(group);
+            let written = self.write(&batch);
+            group = crate::util::lock(&self.group);
+            group.writing = false;
+            group.batches += 1;
+            let mine = match written {
+                Ok(seqs) if seqs.len() == batch.len() => {
+                    for ((t, _), seq) in batch.iter().zip(&seqs) {
+                        group.outcomes.insert(*t, Ok(*seq));
+                    }
+                    Ok(())
+                }
+                Ok(seqs) => Err(StateError::Batch(format!(
+                    "postgresql at `{}`: a batch of {} audit records returned {} sequence numbers",
+                    self.pg.url(),
+                    batch.len(),
+                    seqs.len()
+                ))),
+                Err(e) => Err(e),
+            };
+            if let Err(e) = mine {
+                let message = crate::util::chain(&e);
+                for (t, _) in &batch {
+                    if *t != ticket {
+                        group.outcomes.insert(*t, Err(message.clone()));
+                    }
+                }
+                group.outcomes.remove(&ticket);
+                self.ended.notify_all();
+                return Err(e);
+            }
+            self.ended.notify_all();
+        }
     }
 
     fn rows(&self) -> Result<(Option<Checkpoint>, Vec<ChainRow>), StateError> {

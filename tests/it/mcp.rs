@@ -1227,3 +1227,67 @@ async fn mcp_tasks_wait_for_an_approval_complete_and_cancel() {
     assert_eq!(r["isError"], false, "{r:#}");
     session.cancel().await.unwrap();
 }
+
+/// Issue 32: in a fleet, a 2026-07-28 retry that reaches another node
+/// than the one that parked the turn is answered there. Two servers on one
+/// database (one layout, as behind a fleet's proxy): A parks the turn and
+/// returns its request state; B refuses a forged state and the state
+/// replayed for another call (consuming nothing), returns the same form
+/// to a retry without an answer, then runs the call afresh with the
+/// answer (a turn of its own). The state is then used up on both nodes,
+/// and A's parked turn was dropped, not queued.
+///
+/// Positive control: nothing is written before B's answered retry.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mcp_fleet_a_2026_07_28_retry_answered_on_another_node_runs_there_once() {
+    let db = std::thread::spawn(crate::support::pg::Database::migrated)
+        .join()
+        .unwrap();
+    let env = Env::on(&db);
+    let (ws, ex) = setup(&env);
+    let person = Person::new(true);
+    let a = stdio_2026(&env, &args(&ws, &ex, "Supervised"), &person).await;
+    let b = stdio_2026(&env, &args(&ws, &ex, "Supervised"), &person).await;
+    let one = json!({"path": "out/f.txt", "content": "fleet"});
+    let first = call_once(&a, "write-file", &one, None).await.unwrap();
+    assert_eq!(first["resultType"], "input_required", "{first:#}");
+    let state = first["requestState"].as_str().unwrap().to_string();
+    let forged = format!("gh1.{}", "0".repeat(64));
+    refused(
+        call_once(&b, "write-file", &one, Some((&forged, allow_once()))).await,
+        "it is unknown, expired or already used",
+    );
+    let other = json!({"path": "out/other.txt", "content": "fleet"});
+    refused(
+        call_once(&b, "write-file", &other, Some((&state, allow_once()))).await,
+        "it was issued for another call",
+    );
+    let again = call_once(&b, "write-file", &one, Some((&state, None)))
+        .await
+        .unwrap();
+    assert_eq!(again["requestState"], state.as_str());
+    assert_eq!(again["inputRequests"], first["inputRequests"]);
+    assert!(!ws.join("out/f.txt").exists());
+    let r = call_once(&b, "write-file", &one, Some((&state, allow_once())))
+        .await
+        .unwrap();
+    assert_eq!(r["isError"], false, "{r:#}");
+    assert_ne!(
+        r["_meta"]["gatehouse/turn"],
+        first["_meta"]["gatehouse/turn"]
+    );
+    assert_eq!(std::fs::read(ws.join("out/f.txt")).unwrap(), b"fleet");
+    std::fs::remove_file(ws.join("out/f.txt")).unwrap();
+    for node in [&a, &b] {
+        refused(
+            call_once(node, "write-file", &one, Some((&state, allow_once()))).await,
+            "it is unknown, expired or already used",
+        );
+    }
+    assert!(!ws.join("out/f.txt").exists());
+    a.cancel().await.unwrap();
+    b.cancel().await.unwrap();
+    let queued = env.run(&["approvals", "list"]);
+    queued.expect(0);
+    assert!(queued.json_lines().is_empty(), "{queued:#?}");
+}
