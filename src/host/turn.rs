@@ -92,6 +92,11 @@ impl Inner {
     /// been revoked meanwhile.
     pub(super) fn reread_grants(&self) -> Result<(), String> {
         if let Some(generation) = self.grants.generation() {
+            // No grants file to watch, but the watch also carries the
+            // components': read it once for this turn, as below.
+            if let Some(watcher) = &self.watcher {
+                watcher.drain();
+            }
             return self.reread_shared_grants(generation);
         }
         match (&self.watcher, self.grants_key) {

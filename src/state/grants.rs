@@ -205,6 +205,8 @@ use crate::grants::COLUMNS;
 pub struct PgGrants {
     pg: Arc<Pg>,
     listener: Mutex<Option<Arc<Listener>>>,
+    /// [`Pg::grant_writes`] when this store last read the version.
+    seen_writes: Mutex<u64>,
 }
 
 impl PgGrants {
@@ -213,6 +215,7 @@ impl PgGrants {
         PgGrants {
             pg,
             listener: Mutex::new(None),
+            seen_writes: Mutex::new(0),
         }
     }
 
@@ -265,6 +268,7 @@ impl PgGrants {
 
 impl GrantBackend for PgGrants {
     fn record(&self, new: &NewGrant, now: UtcTime) -> Result<Grant, GrantError> {
+        self.pg.note_grant_write();
         let (capability, pattern) = crate::grants::validated(new, now)?;
         let (channel, sender) = (&new.identity.channel, &new.identity.sender_id);
         let (cap, target) = (capability.as_str(), pattern.as_str());
@@ -315,6 +319,7 @@ impl GrantBackend for PgGrants {
     }
 
     fn revoke(&self, id: i64, now: UtcTime) -> Result<Option<Grant>, GrantError> {
+        self.pg.note_grant_write();
         let now = now.to_string();
         let (changed, row) = self.pg.with("cannot revoke the grant", |c| {
             let changed = c.execute(
@@ -341,6 +346,7 @@ impl GrantBackend for PgGrants {
         target: &str,
         now: UtcTime,
     ) -> Result<Option<Grant>, GrantError> {
+        self.pg.note_grant_write();
         let now = now.to_string();
         let rows = self.rows(
             "cannot revoke the grant",
@@ -390,9 +396,18 @@ impl GrantBackend for PgGrants {
 
     fn generation(&self) -> Option<Result<u64, GrantError>> {
         let listener = self.listener();
-        if let Some(v) = listener.fresh() {
-            return Some(Ok(v));
+        // A grant written through this process since the last turn: read
+        // the version now (a process reads its own writes at once; other
+        // nodes' within the stated bound).
+        let writes = self.pg.grant_writes();
+        let mut seen = crate::util::lock(&self.seen_writes);
+        if *seen == writes {
+            if let Some(v) = listener.fresh() {
+                return Some(Ok(v));
+            }
         }
+        *seen = writes;
+        drop(seen);
         // The listener has not answered lately (starting, or its
         // connection broke): this turn asks itself.
         Some(

@@ -73,7 +73,9 @@ pub trait ParkedStore: Send + Sync {
     fn get(&self, state_sha256: &str) -> Result<Option<ParkedRow>, StateError>;
 
     /// Takes the row for `node`: [`Claim::Taken`] for exactly one caller
-    /// across the fleet, while it is unexpired.
+    /// across the fleet, while it is unexpired. The node that parked it
+    /// takes it at any time (its own timer expires its turn, and queues
+    /// it if no other node took it first).
     fn take(&self, state_sha256: &str, node: &str) -> Result<Claim, StateError>;
 }
 
@@ -138,7 +140,8 @@ impl ParkedStore for PgParked {
         Ok(self.pg.with("cannot take the parked turn", |c| {
             let taken = c.query_opt(
                 "UPDATE parked SET taken_by = $2, taken_at = now() \
-                 WHERE state_sha256 = $1 AND taken_by IS NULL AND expires_at > now() \
+                 WHERE state_sha256 = $1 AND taken_by IS NULL \
+                 AND (node = $2 OR expires_at > now()) \
                  RETURNING node, turn, binding::text, form::text",
                 &[&state_sha256, &node],
             )?;

@@ -115,6 +115,9 @@ pub struct Pg {
     url: String,
     config: Config,
     idle: Mutex<Vec<Client>>,
+    /// Grant writes begun through this pool (this process, this URL):
+    /// a host reads the grants' version again after one.
+    grant_writes: std::sync::atomic::AtomicU64,
 }
 
 impl std::fmt::Debug for Pg {
@@ -160,7 +163,19 @@ impl Pg {
             url: redact(url),
             config,
             idle: Mutex::new(Vec::new()),
+            grant_writes: std::sync::atomic::AtomicU64::new(0),
         })
+    }
+
+    /// Notes a grant write about to be made through this pool.
+    pub fn note_grant_write(&self) {
+        self.grant_writes
+            .fetch_add(1, std::sync::atomic::Ordering::AcqRel);
+    }
+
+    /// How many grant writes were begun through this pool.
+    pub fn grant_writes(&self) -> u64 {
+        self.grant_writes.load(std::sync::atomic::Ordering::Acquire)
     }
 
     /// The URL, redacted.

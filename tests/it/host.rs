@@ -59,7 +59,7 @@ fn history_dirs(env: &Env) -> Vec<PathBuf> {
 
 #[test]
 fn a_denied_request_writes_one_denial_line_no_directory_and_probes_nothing() {
-    let env = Env::new();
+    let env = Env::bare();
     let ws = env.mkdir("ws");
     env.mkdir("ws/out");
     let host = host(&env, &ws, &["write-file"], Some(Level::ReadOnly));
@@ -210,7 +210,7 @@ fn the_scripted_approver_is_asked_once_for_two_capabilities() {
     assert_eq!(choices, ["allow_once", "allow_and_remember"]);
     let grant = outcome.approvals[1].grant.expect("a grant id");
     // The grant is recorded with its expiry, for the actor's identity.
-    let store = gatehouse::grants::GrantStore::open(&env.state_dir().join("grants.db")).unwrap();
+    let store = gatehouse::state::grant_backend(&env.state_paths()).unwrap();
     let grants = store.list(false, gatehouse::grants::now_utc()).unwrap();
     assert_eq!(grants.len(), 1);
     assert_eq!(grants[0].id, grant);
@@ -620,7 +620,7 @@ fn a_grant_is_matched_on_the_canonical_target_at_every_turn() {
         std::fs::read_to_string(ws.join("private/d.txt")).unwrap(),
         "private/d.txt"
     );
-    let store = gatehouse::grants::GrantStore::open(&env.state_dir().join("grants.db")).unwrap();
+    let store = gatehouse::state::grant_backend(&env.state_paths()).unwrap();
     let targets: Vec<(i64, String)> = store
         .list(false, gatehouse::grants::now_utc())
         .unwrap()
