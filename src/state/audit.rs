@@ -82,6 +82,29 @@ pub trait AuditStore: Send + Sync {
     /// chain's head, so each links to the one before it.
     fn append(&self, kind: &str, turn: &str, time: &str, body: &str) -> Result<i64, StateError>;
 
+    /// [`AuditStore::append`] of a turn's record that also indexes the
+    /// turn as run on `node` with `operations` journaled, in the same
+    /// commit, when the store keeps a fleet's index
+    /// ([`AuditStore::indexes_turns`]); otherwise the same as `append`.
+    fn append_indexed(
+        &self,
+        kind: &str,
+        turn: &str,
+        time: &str,
+        body: &str,
+        node: &str,
+        operations: u64,
+    ) -> Result<i64, StateError> {
+        let _ = (node, operations);
+        self.append(kind, turn, time, body)
+    }
+
+    /// Whether [`AuditStore::append_indexed`] indexes the turn (a fleet's
+    /// chain does; the embedded one has no index to keep).
+    fn indexes_turns(&self) -> bool {
+        false
+    }
+
     /// The kept checkpoint (the last record pruned, if any) and every
     /// record after it, in stored order (by sequence number), read at one
     /// moment. A store that was never written has none.

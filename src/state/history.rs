@@ -8,8 +8,12 @@
 //! `gatehouse history` on any node lists the fleet's turns and `gatehouse
 //! undo` can say which node holds a turn it does not.
 //!
-//! The row is written when the turn's record is (at its finish, in the
-//! same step as its audit-chain record), and its undo state when an undo
+//! The row is written with the turn's audit-chain record, by the chain's
+//! own trigger, in the same statement (one round trip, one commit: the
+//! record and its index row commit together): the node passes its name
+//! and the turn's operation count with the record
+//! ([`super::AuditStore::append_indexed`]), and the trigger puts the
+//! record's turn fields in the index. Its undo state is set when an undo
 //! ends; a node's role may insert rows and change the undo state, never
 //! delete a row.
 
@@ -33,6 +37,24 @@ CREATE TABLE IF NOT EXISTS turns (
 CREATE INDEX IF NOT EXISTS turns_by_start ON turns (started_at, turn);
 GRANT SELECT, INSERT ON turns TO gatehouse_node, gatehouse_approver;
 GRANT UPDATE (undo, record, operations) ON turns TO gatehouse_node;
+ALTER TABLE audit_chain ADD COLUMN IF NOT EXISTS node text;
+ALTER TABLE audit_chain ADD COLUMN IF NOT EXISTS operations bigint;
+CREATE OR REPLACE FUNCTION gatehouse_audit_index() RETURNS trigger
+ LANGUAGE plpgsql SECURITY DEFINER SET search_path = public AS $$
+DECLARE r jsonb;
+BEGIN
+  IF NEW.kind = 'turn' AND NEW.node IS NOT NULL THEN
+    r := NEW.body::jsonb - 'decisions';
+    INSERT INTO turns (turn, node, actor, started_at, operations, undo, record)
+    VALUES (NEW.turn, NEW.node, coalesce(r->>'actor', ''), coalesce(r->>'started_at', ''),
+            coalesce(NEW.operations, 0), coalesce(r->>'undo', 'none'), r)
+    ON CONFLICT (turn) DO UPDATE SET operations = excluded.operations,
+      undo = excluded.undo, record = excluded.record;
+  END IF;
+  RETURN NULL;
+END $$;
+CREATE TRIGGER audit_index AFTER INSERT ON audit_chain
+ FOR EACH ROW EXECUTE FUNCTION gatehouse_audit_index();
 ";
 
 /// One turn of the index.

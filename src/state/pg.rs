@@ -110,11 +110,18 @@ impl SharedError {
 
 pub use crate::util::redact_url as redact;
 
+/// A pooled connection and the statements prepared on it, by their
+/// (static) text.
+struct Pooled {
+    client: Client,
+    prepared: Vec<(&'static str, postgres::Statement)>,
+}
+
 /// One database: its parsed configuration and a pool of idle connections.
 pub struct Pg {
     url: String,
     config: Config,
-    idle: Mutex<Vec<Client>>,
+    idle: Mutex<Vec<Pooled>>,
     /// Grant writes begun through this pool (this process, this URL):
     /// a host reads the grants' version again after one.
     grant_writes: std::sync::atomic::AtomicU64,
@@ -206,16 +213,50 @@ impl Pg {
         action: &'static str,
         f: impl FnOnce(&mut Client) -> Result<T, postgres::Error>,
     ) -> Result<T, SharedError> {
+        self.with_pooled(action, |p| f(&mut p.client))
+    }
+
+    /// Runs `f` on a pooled connection with `sql` prepared on it: once
+    /// per connection, then kept (a statement run every turn is parsed
+    /// and planned once, and then costs one round trip).
+    pub fn with_prepared<T>(
+        &self,
+        action: &'static str,
+        sql: &'static str,
+        f: impl FnOnce(&mut Client, &postgres::Statement) -> Result<T, postgres::Error>,
+    ) -> Result<T, SharedError> {
+        self.with_pooled(action, |p| {
+            let found = p.prepared.iter().find(|(q, _)| *q == sql);
+            let statement = match found {
+                Some((_, s)) => s.clone(),
+                None => {
+                    let s = p.client.prepare(sql)?;
+                    p.prepared.push((sql, s.clone()));
+                    s
+                }
+            };
+            f(&mut p.client, &statement)
+        })
+    }
+
+    fn with_pooled<T>(
+        &self,
+        action: &'static str,
+        f: impl FnOnce(&mut Pooled) -> Result<T, postgres::Error>,
+    ) -> Result<T, SharedError> {
         let pooled = crate::util::lock(&self.idle).pop();
-        let mut client = match pooled {
-            Some(c) if !c.is_closed() => c,
-            _ => self.connect()?,
+        let mut pooled = match pooled {
+            Some(p) if !p.client.is_closed() => p,
+            _ => Pooled {
+                client: self.connect()?,
+                prepared: Vec::new(),
+            },
         };
-        let result = f(&mut client);
-        if !client.is_closed() {
+        let result = f(&mut pooled);
+        if !pooled.client.is_closed() {
             let mut idle = crate::util::lock(&self.idle);
             if idle.len() < IDLE {
-                idle.push(client);
+                idle.push(pooled);
             }
         }
         result.map_err(|e| self.error(action, e))

@@ -22,7 +22,6 @@ use std::sync::{Arc, Condvar, Mutex};
 use super::audit::{AuditStore, StateError};
 use super::chain::{ChainRow, Checkpoint};
 use super::pg::Pg;
-use postgres::types::Type;
 
 /// The PostgreSQL schema of the audit chain (part of version 1).
 pub const SCHEMA: &str = "
@@ -80,7 +79,26 @@ struct Record {
     turn: String,
     time: String,
     body: String,
+    /// The node and operation count a turn's record is indexed with.
+    node: Option<String>,
+    operations: Option<i64>,
 }
+
+/// One record, linked by the trigger (seq, prev and hash are its to set),
+/// indexed by the other trigger when it names a node.
+const INSERT_ONE: &str = "INSERT INTO audit_chain \
+     (seq, kind, turn, time, body, prev, hash, node, operations) \
+     VALUES (0, $1, $2, $3, $4, '', '', $5, $6) RETURNING seq";
+
+/// A batch of records, inserted in the batch's order (the trigger links
+/// each row under its lock as it is inserted, so the sequence numbers rise
+/// in that order).
+const INSERT_MANY: &str = "INSERT INTO audit_chain \
+     (seq, kind, turn, time, body, prev, hash, node, operations) \
+     SELECT 0, k, t, ti, b, '', '', nd, ops \
+     FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::bigint[]) \
+       WITH ORDINALITY AS x(k, t, ti, b, nd, ops, n) ORDER BY n \
+     RETURNING seq";
 
 /// The group commit's state: the records waiting for the next batch, and
 /// the outcomes of the batches written, by ticket.
@@ -113,82 +131,51 @@ impl PgAudit {
     /// Writes `batch` in one statement and one commit; each record's
     /// sequence number, in order.
     fn write(&self, batch: &[(u64, Record)]) -> Result<Vec<i64>, StateError> {
-        Ok(self.pg.with("cannot append to the audit", |c| {
-            if let [(_, r)] = batch {
-                // seq, prev and hash are the trigger's to set. Typed:
-                // parsed, bound and run in one round trip.
-                let row = c.query_typed_one(
-                    "INSERT INTO audit_chain (seq, kind, turn, time, body, prev, hash) \
-                     VALUES (0, $1, $2, $3, $4, '', '') RETURNING seq",
-                    &[
-                        (&r.kind, Type::TEXT),
-                        (&r.turn, Type::TEXT),
-                        (&r.time, Type::TEXT),
-                        (&r.body, Type::TEXT),
-                    ],
+        if let [(_, r)] = batch {
+            // Prepared once per connection: one round trip.
+            return Ok(self.pg.with_prepared(
+                "cannot append to the audit",
+                INSERT_ONE,
+                |c, insert| {
+                    let row = c.query_one(
+                        insert,
+                        &[&r.kind, &r.turn, &r.time, &r.body, &r.node, &r.operations],
+                    )?;
+                    Ok(vec![row.get::<_, i64>(0)])
+                },
+            )?);
+        }
+        let text = |f: fn(&Record) -> &String| -> Vec<&str> {
+            batch.iter().map(|(_, r)| f(r).as_str()).collect()
+        };
+        let (kinds, turns, times, bodies) = (
+            text(|r| &r.kind),
+            text(|r| &r.turn),
+            text(|r| &r.time),
+            text(|r| &r.body),
+        );
+        let nodes: Vec<Option<&str>> = batch.iter().map(|(_, r)| r.node.as_deref()).collect();
+        let operations: Vec<Option<i64>> = batch.iter().map(|(_, r)| r.operations).collect();
+        Ok(self
+            .pg
+            .with_prepared("cannot append to the audit", INSERT_MANY, |c, insert| {
+                let rows = c.query(
+                    insert,
+                    &[&kinds, &turns, &times, &bodies, &nodes, &operations],
                 )?;
-                return Ok(vec![row.get::<_, i64>(0)]);
-            }
-            let column = |f: fn(&Record) -> &String| -> Vec<&str> {
-                batch.iter().map(|(_, r)| f(r).as_str()).collect()
-            };
-            let (kinds, turns, times, bodies) = (
-                column(|r| &r.kind),
-                column(|r| &r.turn),
-                column(|r| &r.time),
-                column(|r| &r.body),
-            );
-            // Inserted in the batch's order; the trigger links each row
-            // under its lock as it is inserted, so the sequence numbers
-            // rise in that order.
-            let rows = c.query_typed(
-                "INSERT INTO audit_chain (seq, kind, turn, time, body, prev, hash) \
-                 SELECT 0, k, t, ti, b, '', '' \
-                 FROM unnest($1::text[], $2::text[], $3::text[], $4::text[]) \
-                   WITH ORDINALITY AS x(k, t, ti, b, n) ORDER BY n \
-                 RETURNING seq",
-                &[
-                    (&kinds, Type::TEXT_ARRAY),
-                    (&turns, Type::TEXT_ARRAY),
-                    (&times, Type::TEXT_ARRAY),
-                    (&bodies, Type::TEXT_ARRAY),
-                ],
-            )?;
-            let mut seqs: Vec<i64> = rows.iter().map(|r| r.get(0)).collect();
-            seqs.sort_unstable();
-            Ok(seqs)
-        })?)
+                let mut seqs: Vec<i64> = rows.iter().map(|r| r.get(0)).collect();
+                seqs.sort_unstable();
+                Ok(seqs)
+            })?)
     }
-}
 
-fn row(r: &postgres::Row) -> ChainRow {
-    ChainRow {
-        seq: r.get(0),
-        kind: r.get(1),
-        turn: r.get(2),
-        time: r.get(3),
-        body: r.get(4),
-        prev: r.get(5),
-        hash: r.get(6),
-    }
-}
-
-const COLUMNS: &str = "seq, kind, turn, time, body, prev, hash";
-
-impl AuditStore for PgAudit {
-    fn append(&self, kind: &str, turn: &str, time: &str, body: &str) -> Result<i64, StateError> {
+    /// Appends `record` in the next batch; its sequence number once that
+    /// batch committed.
+    fn append_record(&self, record: Record) -> Result<i64, StateError> {
         let mut group = crate::util::lock(&self.group);
         let ticket = group.next_ticket;
         group.next_ticket += 1;
-        group.waiting.push((
-            ticket,
-            Record {
-                kind: kind.to_string(),
-                turn: turn.to_string(),
-                time: time.to_string(),
-                body: body.to_string(),
-            },
-        ));
+        group.waiting.push((ticket, record));
         loop {
             if let Some(outcome) = group.outcomes.remove(&ticket) {
                 return outcome.map_err(StateError::Batch);
@@ -238,6 +225,56 @@ impl AuditStore for PgAudit {
             }
             self.ended.notify_all();
         }
+    }
+}
+
+fn row(r: &postgres::Row) -> ChainRow {
+    ChainRow {
+        seq: r.get(0),
+        kind: r.get(1),
+        turn: r.get(2),
+        time: r.get(3),
+        body: r.get(4),
+        prev: r.get(5),
+        hash: r.get(6),
+    }
+}
+
+const COLUMNS: &str = "seq, kind, turn, time, body, prev, hash";
+
+impl AuditStore for PgAudit {
+    fn append(&self, kind: &str, turn: &str, time: &str, body: &str) -> Result<i64, StateError> {
+        self.append_record(Record {
+            kind: kind.to_string(),
+            turn: turn.to_string(),
+            time: time.to_string(),
+            body: body.to_string(),
+            node: None,
+            operations: None,
+        })
+    }
+
+    fn append_indexed(
+        &self,
+        kind: &str,
+        turn: &str,
+        time: &str,
+        body: &str,
+        node: &str,
+        operations: u64,
+    ) -> Result<i64, StateError> {
+        self.append_record(Record {
+            kind: kind.to_string(),
+            turn: turn.to_string(),
+            time: time.to_string(),
+            body: body.to_string(),
+            node: Some(node.to_string()),
+            operations: Some(i64::try_from(operations).unwrap_or(i64::MAX)),
+        })
+    }
+
+    fn indexes_turns(&self) -> bool {
+        true
     }
 
     fn rows(&self) -> Result<(Option<Checkpoint>, Vec<ChainRow>), StateError> {

@@ -571,9 +571,16 @@ impl TurnJournal {
         inner.finished = true;
         inner.record.finished_at = Some(now);
         inner.record.status = status;
-        let recorded = self.write_finish(&mut inner, now)?;
-        // A fleet's index learns of every turn that recorded itself.
-        if let (true, Some((index, node))) = (recorded, &inner.index) {
+        // A fleet's chain indexes the turn with its record, in one commit.
+        let indexed_by_chain = match (&inner.chain, &inner.index) {
+            (Some(chain), Some((_, node))) if chain.indexes_turns() => {
+                Some((node.clone(), inner.next_seq))
+            }
+            _ => None,
+        };
+        let recorded = self.write_finish(&mut inner, now, indexed_by_chain.as_ref())?;
+        // Otherwise the index learns of every turn that recorded itself.
+        if let (true, None, Some((index, node))) = (recorded, &indexed_by_chain, &inner.index) {
             let record = serde_json::to_value(&inner.record).map_err(|e| HistoryError::Encode {
                 path: self.dir.join("turn.json"),
                 source: e,
@@ -589,7 +596,12 @@ impl TurnJournal {
 
     /// Writes the finished record where it goes; whether the turn records
     /// itself at all.
-    fn write_finish(&self, inner: &mut Inner, now: UtcTime) -> Result<bool, HistoryError> {
+    fn write_finish(
+        &self,
+        inner: &mut Inner,
+        now: UtcTime,
+        index: Option<&(String, u64)>,
+    ) -> Result<bool, HistoryError> {
         let chain = if inner.chained() {
             inner.chain.clone()
         } else {
@@ -603,8 +615,9 @@ impl TurnJournal {
             let chained = match &chain {
                 Some(chain) => {
                     let decisions = std::mem::take(&mut inner.written);
-                    audit_line(&inner.record, &decisions, &path)
-                        .and_then(|line| append_chain(chain.as_ref(), &inner.record, now, &line))
+                    audit_line(&inner.record, &decisions, &path).and_then(|line| {
+                        append_chain(chain.as_ref(), &inner.record, now, &line, index)
+                    })
                 }
                 None => Ok(()),
             };
@@ -619,7 +632,7 @@ impl TurnJournal {
             // The chain's body is the audit log's line, byte for byte.
             Some(chain) => {
                 let logged = audit.append_bytes(line.as_bytes().to_vec());
-                let chained = append_chain(chain.as_ref(), &inner.record, now, &line);
+                let chained = append_chain(chain.as_ref(), &inner.record, now, &line, index);
                 logged.and(chained)
             }
             None => audit.append_bytes(line.into_bytes()),
@@ -677,19 +690,22 @@ fn audit_line(
     Ok(line)
 }
 
-/// Appends the turn record `line` to `chain`, as of `now`.
+/// Appends the turn record `line` to `chain`, as of `now`; indexed as run
+/// on a node with its operation count, when given.
 fn append_chain(
     chain: &dyn AuditStore,
     record: &TurnRecord,
     now: UtcTime,
     line: &str,
+    index: Option<&(String, u64)>,
 ) -> Result<(), HistoryError> {
-    chain.append(
-        crate::state::KIND_TURN,
-        &record.turn,
-        &now.to_string(),
-        line,
-    )?;
+    let (kind, time) = (crate::state::KIND_TURN, now.to_string());
+    match index {
+        Some((node, operations)) => {
+            chain.append_indexed(kind, &record.turn, &time, line, node, *operations)?
+        }
+        None => chain.append(kind, &record.turn, &time, line)?,
+    };
     Ok(())
 }
 
