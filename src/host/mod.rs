@@ -800,6 +800,14 @@ impl Host {
         }
     }
 
+    /// Whether the policy denies `request` now: [`Host::refusal`] without
+    /// writing anything (no I/O: a decision on the frozen snapshot), for a
+    /// caller that must not block on the denial's write unless there is
+    /// one.
+    pub fn denies(&self, request: &TurnRequest) -> bool {
+        self.inner.gate_denies(request, "")
+    }
+
     /// The turn's end if the policy denies it outright (the gate, asked
     /// with no approvals): recorded as [`Host::begin`] would (one denial
     /// line), and nothing else is done. `None` when the policy does not

@@ -451,6 +451,24 @@ impl Inner {
 
     /// The turn's end when the gate denies it with no approvals given;
     /// `None` otherwise (an unknown executor is left to `advance`).
+    /// Whether the gate denies `request` now, writing nothing: the quick
+    /// check before [`Inner::refused_by_gate`], which writes the denial.
+    pub(super) fn gate_denies(&self, request: &TurnRequest, id: &str) -> bool {
+        let t = self.turn(request, id);
+        let Some(manifest) = self.manifest(&request.executor) else {
+            return false;
+        };
+        matches!(
+            t.gate(
+                manifest,
+                &super::gate::Once::default(),
+                now_utc(),
+                &self.providers,
+            ),
+            Gate::Denied { .. }
+        )
+    }
+
     pub(super) fn refused_by_gate(&self, request: &TurnRequest, id: &str) -> Option<TurnOutcome> {
         let mut t = self.turn(request, id);
         let manifest = self.manifest(&request.executor)?;

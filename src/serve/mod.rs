@@ -556,7 +556,14 @@ impl Server {
         progress: Option<&progress::Progress>,
     ) -> Result<Begun, String> {
         let host = self.inner.host.clone();
-        if let Some(outcome) = tokio::task::block_in_place(|| host.refusal(&request)) {
+        // The decision inline (microseconds, no I/O to wait for); only a
+        // denial's write is handed over as blocking work.
+        let refused = if host.denies(&request) {
+            tokio::task::block_in_place(|| host.refusal(&request))
+        } else {
+            None
+        };
+        if let Some(outcome) = refused {
             // Decided too: the policy denied it.
             if let Some(p) = progress {
                 p.reached(Phase::Decided);
