@@ -16,6 +16,8 @@ impl From<QueueError> for Failure {
 
 pub fn run(ctx: &Context, cmd: ApprovalsCmd) -> CmdResult {
     let queue = ApprovalQueue::new(&ctx.state);
+    // A fleet's queue: the database's roles separate who may answer.
+    let fleet = ctx.state.database_url.is_some();
     let now = now_utc();
     match cmd {
         ApprovalsCmd::List { all } => {
@@ -43,7 +45,7 @@ pub fn run(ctx: &Context, cmd: ApprovalsCmd) -> CmdResult {
         }
         ApprovalsCmd::Deny { id, yes } => {
             let entry = pending_entry(&queue, &id)?;
-            confirm_by_a_person(&entry, yes, "deny it?")?;
+            confirm_by_a_person(&entry, yes, fleet, "deny it?")?;
             let e = queue.answer(&id, QueueAnswer::Deny, ctx.env.login.as_deref(), now)?;
             out_json(&e);
             Ok(Exit::Ok)
@@ -67,6 +69,7 @@ pub fn run(ctx: &Context, cmd: ApprovalsCmd) -> CmdResult {
             confirm_by_a_person(
                 &entry,
                 yes,
+                fleet,
                 if remember {
                     "allow and remember (writes grants)?"
                 } else {
@@ -102,11 +105,22 @@ fn pending_entry(queue: &ApprovalQueue, id: &str) -> Result<QueueEntry, Failure>
 /// agent can make a pseudo-terminal); the separation that holds is the
 /// second account (`docs/src/guide/mcp.md`, "Running the server under its
 /// own account").
-fn confirm_by_a_person(entry: &QueueEntry, yes: bool, question: &str) -> Result<(), Failure> {
+///
+/// In a fleet (`fleet`: the queue is a shared database) user ids of
+/// different machines mean nothing; the separation is the database's
+/// role instead (only the approver's role may answer: a node's
+/// credentials are refused by the database itself), so `--yes` is taken
+/// whatever the account.
+fn confirm_by_a_person(
+    entry: &QueueEntry,
+    yes: bool,
+    fleet: bool,
+    question: &str,
+) -> Result<(), Failure> {
     let another_account = entry
         .queued_uid
         .is_some_and(|uid| uid != gatehouse::host::current_uid());
-    if yes && another_account {
+    if yes && (fleet || another_account) {
         return Ok(());
     }
     confirm(entry, question)

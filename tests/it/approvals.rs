@@ -53,7 +53,7 @@ fn queued(env: &Env, ws: &std::path::Path, input: &str) -> String {
 
 #[test]
 fn approvals_a_run_without_a_terminal_is_queued_and_an_allow_runs_it_once() {
-    let env = Env::new();
+    let env = Env::bare();
     let ws = env.mkdir("ws");
     env.mkdir("ws/out");
     let id = queued(&env, &ws, A);

@@ -951,3 +951,35 @@ fn fleet_concurrent_audit_appends_are_committed_in_groups_and_make_one_whole_cha
         THREADS * EACH
     );
 }
+
+/// In a fleet, `approvals allow --yes` is taken from any account (user
+/// ids of different machines mean nothing): the separation is the
+/// database's role. The approver's role answers without a terminal, from
+/// the very account that queued the entry, and the node's next retry runs
+/// once; the node's role is refused by the database (`permission denied`)
+/// and the entry stays pending.
+///
+/// Positive control: before the approver's answer the entry is pending
+/// and nothing is written.
+#[test]
+fn fleet_approvals_yes_is_separated_by_the_database_role_not_the_account() {
+    let db = Database::migrated();
+    let node = as_env(&db, "gatehouse_node");
+    let approver = as_env(&db, "gatehouse_approver");
+    let ws = node.mkdir("ws");
+    node.mkdir("ws/out");
+    let input = r#"{"path":"out/y.txt","content":"yes"}"#;
+    let id = queued_on(&node, &ws, input);
+    node.run(&["approvals", "allow", &id, "--yes"])
+        .expect_err(1, &["permission denied"]);
+    let listed = approver.run(&["approvals", "list"]).json_lines();
+    assert_eq!(listed[0]["id"], id.as_str());
+    assert_eq!(listed[0]["status"], "pending");
+    assert!(!ws.join("out/y.txt").exists());
+    let run = approver.run(&["approvals", "allow", &id, "--yes"]);
+    run.expect(0);
+    assert_eq!(run.json_lines()[0]["status"], "allowed", "{run:#?}");
+    let (run, _) = run_json(&node, &guest("write-file"), &ws, "Supervised", input, &[]);
+    run.expect(0);
+    assert_eq!(std::fs::read(ws.join("out/y.txt")).unwrap(), b"yes");
+}
