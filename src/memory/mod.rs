@@ -205,7 +205,7 @@ impl MemoryStore {
             }
             Ok(Ok(()))
         })
-        .map_err(sqlite)?;
+        .map_err(&sqlite)?;
         if let Err(version) = made {
             return Err(err(StoreCause::Newer {
                 version,
@@ -327,13 +327,10 @@ impl MemoryBackend for MemoryDb {
         check_value(key, value)?;
         let mut store = self.store()?;
         let path = store.path.clone();
-        let sqlite = |e| MemoryError::Store {
-            path: path.clone(),
-            source: StoreCause::Sqlite(e),
-        };
+        let sqlite = sqlite_at(&path);
         store.write_tx(|tx| {
-            let previous = read_value(tx, scope, key).map_err(sqlite)?;
-            let count = count_keys(tx, scope).map_err(sqlite)?;
+            let previous = read_value(tx, scope, key).map_err(&sqlite)?;
+            let count = count_keys(tx, scope).map_err(&sqlite)?;
             if !check(previous.as_deref(), count) {
                 return Ok(false);
             }
@@ -342,7 +339,7 @@ impl MemoryBackend for MemoryDb {
                  ON CONFLICT (scope, key) DO UPDATE SET value = excluded.value",
             )
             .and_then(|mut s| s.execute(params![scope, key, value]))
-            .map_err(sqlite)?;
+            .map_err(&sqlite)?;
             Ok(true)
         })
     }
@@ -356,20 +353,25 @@ impl MemoryBackend for MemoryDb {
         check_key(key)?;
         let mut store = self.store()?;
         let path = store.path.clone();
-        let sqlite = |e| MemoryError::Store {
-            path: path.clone(),
-            source: StoreCause::Sqlite(e),
-        };
+        let sqlite = sqlite_at(&path);
         store.write_tx(|tx| {
-            let previous = read_value(tx, scope, key).map_err(sqlite)?;
+            let previous = read_value(tx, scope, key).map_err(&sqlite)?;
             if !check(previous.as_deref()) {
                 return Ok(None);
             }
             tx.prepare_cached("DELETE FROM memory WHERE scope = ?1 AND key = ?2")
                 .and_then(|mut s| s.execute(params![scope, key]))
                 .map(|n| Some(n > 0))
-                .map_err(sqlite)
+                .map_err(&sqlite)
         })
+    }
+}
+
+/// The error of SQLite `e` on the database at `path`.
+fn sqlite_at(path: &Path) -> impl Fn(rusqlite::Error) -> MemoryError + '_ {
+    move |e| MemoryError::Store {
+        path: path.to_path_buf(),
+        source: StoreCause::Sqlite(e),
     }
 }
 

@@ -100,6 +100,19 @@ impl Call {
     }
 }
 
+/// The scope of `approval`: its (capability, target) pairs, sorted and
+/// deduplicated, as canonical JSON.
+fn scope_of(approval: &crate::host::ApprovalRequest) -> String {
+    let mut pairs: Vec<(&str, Option<&str>)> = approval
+        .pending
+        .iter()
+        .map(|p| (p.capability.as_str(), p.target.as_deref()))
+        .collect();
+    pairs.sort();
+    pairs.dedup();
+    canonical_json(&pairs)
+}
+
 /// sha256 of the canonical JSON of a call's arguments.
 pub(super) fn arguments_sha256(arguments: &serde_json::Map<String, Value>) -> String {
     sha256_hex(canonical_json(arguments).as_bytes())
@@ -170,18 +183,11 @@ impl Server {
         call: Call,
     ) -> Result<InputRequiredResult, String> {
         let approval = &parked.approval;
-        let mut pairs: Vec<(&str, Option<&str>)> = approval
-            .pending
-            .iter()
-            .map(|p| (p.capability.as_str(), p.target.as_deref()))
-            .collect();
-        pairs.sort();
-        pairs.dedup();
         let (definition_hash, policy_hash) = self.hashes();
         let binding = Binding {
             turn: approval.turn.clone(),
             actor: approval.actor.clone(),
-            scope: canonical_json(&pairs),
+            scope: scope_of(approval),
             definition_hash,
             policy_hash,
             tool: call.tool,
@@ -464,16 +470,8 @@ impl Server {
             Ok(crate::host::Begun::Parked(parked)) => {
                 // The answer is to the question the person saw: this
                 // node's question must be the same, under the same hashes.
-                let mut pairs: Vec<(&str, Option<&str>)> = parked
-                    .approval
-                    .pending
-                    .iter()
-                    .map(|p| (p.capability.as_str(), p.target.as_deref()))
-                    .collect();
-                pairs.sort();
-                pairs.dedup();
                 let (definition_hash, policy_hash) = self.hashes();
-                let same = canonical_json(&pairs) == binding.scope
+                let same = scope_of(&parked.approval) == binding.scope
                     && definition_hash == binding.definition_hash
                     && policy_hash == binding.policy_hash;
                 let n = parked.approval.pending.len();
