@@ -658,11 +658,13 @@ fn serve_a_grant_added_or_revoked_elsewhere_applies_from_the_next_call() {
         &glob,
     ]);
     run.expect(0);
+    env.settle();
     let id = run.json_lines()[0]["id"].to_string();
     let r = c.call("write-file", write(2), &mut no_elicitation);
     assert_eq!(r["isError"], false, "{r:#}");
     assert!(ws.join("out/2.txt").exists());
     env.run(&["grants", "revoke", &id]).expect(0);
+    env.settle();
     let r = c.call("write-file", write(3), &mut no_elicitation);
     assert_eq!(r["structuredContent"]["code"], "APPROVAL_REQUIRED", "{r:#}");
     assert!(!ws.join("out/3.txt").exists());
@@ -1035,6 +1037,7 @@ fn serve_from_a_snapshot_uses_only_its_grants_and_still_honours_a_revoke() {
     assert_eq!(r["isError"], false, "{r:#}");
     // Revoked from another shell: the session stops using it.
     env.run(&["grants", "revoke", &first]).expect(0);
+    env.settle();
     let mut asked = 0;
     let mut decline = |_: &Value| {
         asked += 1;

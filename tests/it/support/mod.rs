@@ -165,6 +165,16 @@ impl Env {
         format!("node{}", name.to_string_lossy())
     }
 
+    /// After a change another process made to the state (a grant, a
+    /// revoke): on a fleet's database, waits the stated bound for it to
+    /// reach a running host (60 ms plus a round trip; 100 ms, as the fleet
+    /// tests wait); on SQLite nothing, the next call sees it.
+    pub fn settle(&self) {
+        if self.database_url.is_some() {
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        }
+    }
+
     /// The root of the temporary directory, canonical.
     pub fn root(&self) -> PathBuf {
         self.dir.path().canonicalize().expect("canonical tempdir")
