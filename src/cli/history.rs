@@ -65,6 +65,16 @@ fn verify(ctx: &Context) -> CmdResult {
     }
 }
 
+/// This node's history: its directory, its audit log, and a fleet's
+/// index when the state is a database.
+fn history_of(ctx: &Context) -> Result<History, Failure> {
+    let index = gatehouse::state::turn_index(&ctx.state)
+        .map_err(|e| Failure::error(gatehouse::util::chain(&e)))?;
+    Ok(History::new(&ctx.state.history_dir)
+        .with_audit_log(&ctx.state.state_dir.join("audit.jsonl"))
+        .with_index(index))
+}
+
 pub fn history(ctx: &Context, args: HistoryArgs) -> CmdResult {
     match args.action {
         Some(HistoryCmd::Prune {
@@ -74,11 +84,7 @@ pub fn history(ctx: &Context, args: HistoryArgs) -> CmdResult {
         Some(HistoryCmd::Verify) => return verify(ctx),
         None => {}
     }
-    let index = gatehouse::state::turn_index(&ctx.state)
-        .map_err(|e| Failure::error(gatehouse::util::chain(&e)))?;
-    let h = History::new(&ctx.state.history_dir)
-        .with_audit_log(&ctx.state.state_dir.join("audit.jsonl"))
-        .with_index(index);
+    let h = history_of(ctx)?;
     if args.denials {
         for d in History::denials(&ctx.state.state_dir.join("denials.jsonl"))? {
             if args.turn.as_ref().is_none_or(|t| d["turn"] == t.as_str()) {
@@ -126,11 +132,7 @@ pub fn history(ctx: &Context, args: HistoryArgs) -> CmdResult {
 }
 
 pub fn undo(ctx: &Context, args: UndoArgs) -> CmdResult {
-    let index = gatehouse::state::turn_index(&ctx.state)
-        .map_err(|e| Failure::error(gatehouse::util::chain(&e)))?;
-    let h = History::new(&ctx.state.history_dir)
-        .with_audit_log(&ctx.state.state_dir.join("audit.jsonl"))
-        .with_index(index);
+    let h = history_of(ctx)?;
     let turn = match args.turn {
         Some(t) => t,
         None => h.last_undoable_turn()?.ok_or_else(|| {

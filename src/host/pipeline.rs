@@ -435,7 +435,7 @@ impl Kind<'_> {
         )
         .with_chain(inner.chain.clone());
         let journal = match &inner.index {
-            Some((index, node)) => journal.with_index(index.clone(), node),
+            Some((_, node)) => journal.on_node(node),
             None => journal,
         };
         let audit = Arc::new(TurnAudit::new(

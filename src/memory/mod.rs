@@ -219,10 +219,7 @@ impl MemoryStore {
     }
 
     fn err(&self, e: rusqlite::Error) -> MemoryError {
-        MemoryError::Store {
-            path: self.path.clone(),
-            source: StoreCause::Sqlite(e),
-        }
+        sqlite_at(&self.path)(e)
     }
 
     fn check_key(key: &str) -> Result<(), MemoryError> {
@@ -236,18 +233,13 @@ impl MemoryStore {
         &mut self,
         f: impl FnOnce(&rusqlite::Transaction<'_>) -> Result<T, MemoryError>,
     ) -> Result<T, MemoryError> {
+        let sqlite = sqlite_at(&self.path);
         let tx = self
             .conn
             .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
-            .map_err(|e| MemoryError::Store {
-                path: self.path.clone(),
-                source: StoreCause::Sqlite(e),
-            })?;
+            .map_err(&sqlite)?;
         let out = f(&tx)?;
-        tx.commit().map_err(|e| MemoryError::Store {
-            path: self.path.clone(),
-            source: StoreCause::Sqlite(e),
-        })?;
+        tx.commit().map_err(&sqlite)?;
         Ok(out)
     }
 

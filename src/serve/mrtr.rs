@@ -66,6 +66,34 @@ pub(super) struct Binding {
     session: Option<String>,
 }
 
+impl Binding {
+    /// Whether a retry of `tool` with arguments hashing to
+    /// `arguments_sha256`, in `session`, by `actor` is the call this state
+    /// was issued for.
+    fn issued_for(
+        &self,
+        tool: &str,
+        arguments_sha256: &str,
+        session: &Option<String>,
+        actor: &str,
+    ) -> bool {
+        self.tool == tool
+            && self.arguments_sha256 == arguments_sha256
+            && &self.session == session
+            && self.actor == actor
+    }
+}
+
+/// The retry's answer to the approval form, or an invalid-params error.
+fn elicit_result(answer: Value) -> Result<ElicitResult, ErrorData> {
+    serde_json::from_value::<ElicitResult>(answer).map_err(|_| {
+        ErrorData::invalid_params(
+            format!("`inputResponses.{APPROVAL_KEY}` is not an elicitation result"),
+            None,
+        )
+    })
+}
+
 /// One call of a 2026-07-28 client: what its turn is bound to, and the
 /// source its cancel switch asks (the retry's request replaces the first
 /// one's, which rmcp cancels when the input-required result is sent).
@@ -295,11 +323,7 @@ impl Server {
                 return Err(refused("it is unknown, expired or already used"));
             };
             let b = &w.binding;
-            if b.tool != tool
-                || b.arguments_sha256 != arguments_sha256
-                || b.session != session
-                || b.actor != self.inner.options.actor
-            {
+            if !b.issued_for(tool, &arguments_sha256, &session, &self.inner.options.actor) {
                 return Err(refused("it was issued for another call"));
             }
             let Some(answer) = answer else {
@@ -308,12 +332,7 @@ impl Server {
                     &w.form, state, &b.turn,
                 )));
             };
-            let Ok(result) = serde_json::from_value::<ElicitResult>(answer) else {
-                return Err(ErrorData::invalid_params(
-                    format!("`inputResponses.{APPROVAL_KEY}` is not an elicitation result"),
-                    None,
-                ));
-            };
+            let result = elicit_result(answer)?;
             let Some(w) = waiting.remove(state) else {
                 return Err(refused("it is unknown, expired or already used"));
             };
@@ -419,11 +438,12 @@ impl Server {
         let Ok(binding) = serde_json::from_value::<Binding>(row.binding) else {
             return Err(unknown());
         };
-        if binding.tool != tool
-            || binding.arguments_sha256 != arguments_sha256(arguments)
-            || binding.session != session_of(context)
-            || binding.actor != self.inner.options.actor
-        {
+        if !binding.issued_for(
+            tool,
+            &arguments_sha256(arguments),
+            &session_of(context),
+            &self.inner.options.actor,
+        ) {
             return Err(refused("it was issued for another call"));
         }
         let Some(answer) = answer else {
@@ -437,12 +457,7 @@ impl Server {
                 &binding.turn,
             )));
         };
-        let Ok(result) = serde_json::from_value::<ElicitResult>(answer) else {
-            return Err(ErrorData::invalid_params(
-                format!("`inputResponses.{APPROVAL_KEY}` is not an elicitation result"),
-                None,
-            ));
-        };
+        let result = elicit_result(answer)?;
         // Once across the fleet: the parking node drops its turn.
         match tokio::task::block_in_place(|| store.take(&hash, &node)) {
             Ok(crate::host::Claim::Taken(_)) => {}

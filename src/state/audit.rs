@@ -84,8 +84,8 @@ pub trait AuditStore: Send + Sync {
 
     /// [`AuditStore::append`] of a turn's record that also indexes the
     /// turn as run on `node` with `operations` journaled, in the same
-    /// commit, when the store keeps a fleet's index
-    /// ([`AuditStore::indexes_turns`]); otherwise the same as `append`.
+    /// commit, when the store keeps a fleet's index (PostgreSQL's does);
+    /// otherwise the same as `append`.
     fn append_indexed(
         &self,
         kind: &str,
@@ -97,12 +97,6 @@ pub trait AuditStore: Send + Sync {
     ) -> Result<i64, StateError> {
         let _ = (node, operations);
         self.append(kind, turn, time, body)
-    }
-
-    /// Whether [`AuditStore::append_indexed`] indexes the turn (a fleet's
-    /// chain does; the embedded one has no index to keep).
-    fn indexes_turns(&self) -> bool {
-        false
     }
 
     /// The kept checkpoint (the last record pruned, if any) and every

@@ -21,7 +21,6 @@ use std::sync::Arc;
 
 use super::audit::StateError;
 use super::pg::Pg;
-use postgres::types::Type;
 
 /// The turn index table (schema version 2).
 pub const SCHEMA: &str = "
@@ -70,10 +69,6 @@ pub struct IndexedTurn {
 
 /// A fleet's history index.
 pub trait TurnIndex: Send + Sync {
-    /// Records `turn` (its record and operations as of its finish), run
-    /// on `turn.node`; a second put of one turn replaces the first.
-    fn put(&self, turn: &IndexedTurn) -> Result<(), StateError>;
-
     /// Sets `turn`'s undo state (`undone`, `partly_undone`); whether the
     /// index has the turn.
     fn set_undo(&self, turn: &str, undo: &str) -> Result<bool, StateError>;
@@ -111,44 +106,7 @@ fn indexed(r: &postgres::Row) -> IndexedTurn {
     }
 }
 
-fn text<'a>(record: &'a serde_json::Value, field: &str) -> &'a str {
-    record.get(field).and_then(|v| v.as_str()).unwrap_or("")
-}
-
 impl TurnIndex for PgTurnIndex {
-    fn put(&self, turn: &IndexedTurn) -> Result<(), StateError> {
-        let operations = i64::try_from(turn.operations).unwrap_or(i64::MAX);
-        let record = turn.record.to_string();
-        let field = |name: &str| text(&turn.record, name).to_string();
-        let (id, actor, started_at, undo) = (
-            field("turn"),
-            field("actor"),
-            field("started_at"),
-            field("undo"),
-        );
-        Ok(self
-            .pg
-            .with("cannot record the turn in the history index", |c| {
-                // Typed: parsed, bound and run in one round trip.
-                c.execute_typed(
-                    "INSERT INTO turns (turn, node, actor, started_at, operations, undo, record) \
-                     VALUES ($1, $2, $3, $4, $5, $6, ($7::text)::jsonb) \
-                     ON CONFLICT (turn) DO UPDATE SET operations = excluded.operations, \
-                     undo = excluded.undo, record = excluded.record",
-                    &[
-                        (&id, Type::TEXT),
-                        (&turn.node, Type::TEXT),
-                        (&actor, Type::TEXT),
-                        (&started_at, Type::TEXT),
-                        (&operations, Type::INT8),
-                        (&undo, Type::TEXT),
-                        (&record, Type::TEXT),
-                    ],
-                )
-                .map(|_| ())
-            })?)
-    }
-
     fn set_undo(&self, turn: &str, undo: &str) -> Result<bool, StateError> {
         Ok(self.pg.with("cannot record the undo in the history index", |c| {
             let n = c.execute(

@@ -273,10 +273,6 @@ impl AuditStore for PgAudit {
         })
     }
 
-    fn indexes_turns(&self) -> bool {
-        true
-    }
-
     fn rows(&self) -> Result<(Option<Checkpoint>, Vec<ChainRow>), StateError> {
         Ok(self.pg.with("cannot read the audit", |c| {
             // One snapshot for both reads.

@@ -14,7 +14,6 @@ use serde::{Deserialize, Serialize};
 use super::append::AppendLog;
 use super::fs::{scope_path, FsScope};
 use crate::policy::UtcTime;
-use crate::state::history::{IndexedTurn, TurnIndex};
 use crate::state::AuditStore;
 
 /// Why the history could not be written or read.
@@ -329,8 +328,9 @@ struct Inner {
     audit: Option<Arc<AppendLog>>,
     /// The audit chain every recorded turn appends one record to.
     chain: Option<Arc<dyn AuditStore>>,
-    /// A fleet's history index, and the name of this node in it.
-    index: Option<(Arc<dyn TurnIndex>, String)>,
+    /// This node's name in a fleet's history index: the chain record is
+    /// then appended with it, and the chain indexes the turn.
+    node: Option<String>,
     /// With a chain: the lines written to `decisions.jsonl`, for the
     /// turn's chain record.
     written: Vec<String>,
@@ -361,7 +361,7 @@ impl TurnJournal {
                 next_seq: 0,
                 audit,
                 chain: None,
-                index: None,
+                node: None,
                 written: Vec::new(),
                 finished: false,
                 scopes: Vec::new(),
@@ -379,11 +379,13 @@ impl TurnJournal {
         self
     }
 
-    /// The journal with a fleet's history `index`: a turn that records
-    /// itself also puts its summary there at its finish, as run on `node`.
-    pub fn with_index(self, index: Arc<dyn TurnIndex>, node: &str) -> TurnJournal {
+    /// The journal of a fleet's node named `node`: a turn that records
+    /// itself appends its chain record with the node's name and its
+    /// operation count, and a fleet's chain indexes the turn from it
+    /// ([`AuditStore::append_indexed`]) in the same commit.
+    pub fn on_node(self, node: &str) -> TurnJournal {
         if let Ok(mut inner) = self.inner.lock() {
-            inner.index = Some((index, node.to_string()));
+            inner.node = Some(node.to_string());
         }
         self
     }
@@ -572,36 +574,17 @@ impl TurnJournal {
         inner.record.finished_at = Some(now);
         inner.record.status = status;
         // A fleet's chain indexes the turn with its record, in one commit.
-        let indexed_by_chain = match (&inner.chain, &inner.index) {
-            (Some(chain), Some((_, node))) if chain.indexes_turns() => {
-                Some((node.clone(), inner.next_seq))
-            }
-            _ => None,
-        };
-        let recorded = self.write_finish(&mut inner, now, indexed_by_chain.as_ref())?;
-        // Otherwise the index learns of every turn that recorded itself.
-        if let (true, None, Some((index, node))) = (recorded, &indexed_by_chain, &inner.index) {
-            let record = serde_json::to_value(&inner.record).map_err(|e| HistoryError::Encode {
-                path: self.dir.join("turn.json"),
-                source: e,
-            })?;
-            index.put(&IndexedTurn {
-                node: node.clone(),
-                operations: inner.next_seq,
-                record,
-            })?;
-        }
-        Ok(())
+        let index = inner.node.clone().map(|node| (node, inner.next_seq));
+        self.write_finish(&mut inner, now, index.as_ref())
     }
 
-    /// Writes the finished record where it goes; whether the turn records
-    /// itself at all.
+    /// Writes the finished record where it goes.
     fn write_finish(
         &self,
         inner: &mut Inner,
         now: UtcTime,
         index: Option<&(String, u64)>,
-    ) -> Result<bool, HistoryError> {
+    ) -> Result<(), HistoryError> {
         let chain = if inner.chained() {
             inner.chain.clone()
         } else {
@@ -621,10 +604,10 @@ impl TurnJournal {
                 }
                 None => Ok(()),
             };
-            return written.and(chained).map(|()| true);
+            return written.and(chained);
         }
         let Some(audit) = inner.audit.clone() else {
-            return Ok(false);
+            return Ok(());
         };
         let pending = std::mem::take(&mut inner.pending);
         let line = audit_line(&inner.record, &pending, audit.path())?;
@@ -637,7 +620,6 @@ impl TurnJournal {
             }
             None => audit.append_bytes(line.into_bytes()),
         }
-        .map(|()| true)
     }
 
     /// Drops the turn's unrecorded decisions without writing anything: for
