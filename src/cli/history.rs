@@ -1,5 +1,6 @@
 //! `gatehouse history` and `gatehouse undo`.
 
+use gatehouse::state::pg::SharedError;
 use gatehouse::state::StateError;
 use gatehouse::undo::{History, HistoryError, UndoStatus};
 
@@ -21,13 +22,22 @@ impl From<HistoryError> for Failure {
     }
 }
 
+impl From<StateError> for Failure {
+    fn from(e: StateError) -> Failure {
+        Failure::error(gatehouse::util::chain(&e))
+    }
+}
+
+impl From<SharedError> for Failure {
+    fn from(e: SharedError) -> Failure {
+        Failure::error(gatehouse::util::chain(&e))
+    }
+}
+
 /// `gatehouse history verify`: the audit chain recomputed.
 fn verify(ctx: &Context) -> CmdResult {
-    let store = gatehouse::state::audit_backend(&ctx.state)
-        .map_err(|e| Failure::error(gatehouse::util::chain(&e)))?;
-    let (checkpoint, rows) = store
-        .rows()
-        .map_err(|e| Failure::error(gatehouse::util::chain(&e)))?;
+    let store = gatehouse::state::audit_backend(&ctx.state)?;
+    let (checkpoint, rows) = store.rows()?;
     match gatehouse::state::verify(checkpoint.as_ref(), &rows) {
         Ok(whole) => {
             if ctx.json {
@@ -68,8 +78,7 @@ fn verify(ctx: &Context) -> CmdResult {
 /// This node's history: its directory, its audit log, and a fleet's
 /// index when the state is a database.
 fn history_of(ctx: &Context) -> Result<History, Failure> {
-    let index = gatehouse::state::turn_index(&ctx.state)
-        .map_err(|e| Failure::error(gatehouse::util::chain(&e)))?;
+    let index = gatehouse::state::turn_index(&ctx.state)?;
     Ok(History::new(&ctx.state.history_dir)
         .with_audit_log(&ctx.state.state_dir.join("audit.jsonl"))
         .with_index(index))
@@ -141,8 +150,7 @@ pub fn undo(ctx: &Context, args: UndoArgs) -> CmdResult {
             )
         })?,
     };
-    let memory = gatehouse::state::memory_backend(&ctx.state)
-        .map_err(|e| Failure::error(gatehouse::util::chain(&e)))?;
+    let memory = gatehouse::state::memory_backend(&ctx.state)?;
     let report = h.undo(&turn, args.dry_run, &*memory)?;
     if ctx.json {
         out_json(&report);
@@ -181,8 +189,7 @@ fn prune(ctx: &Context, older_than: &str, dry_run: bool) -> CmdResult {
     let cutoff = gatehouse::host::grants::now_utc().plus_seconds(-secs);
     let audit = ctx.state.state_dir.join("audit.jsonl");
     let denials = ctx.state.state_dir.join("denials.jsonl");
-    let chain = gatehouse::state::audit_backend(&ctx.state)
-        .map_err(|e| Failure::error(gatehouse::util::chain(&e)))?;
+    let chain = gatehouse::state::audit_backend(&ctx.state)?;
     let report = gatehouse::undo::prune(
         &ctx.state.history_dir,
         &[
@@ -195,12 +202,8 @@ fn prune(ctx: &Context, older_than: &str, dry_run: bool) -> CmdResult {
     )?;
     // A fleet's index forgets the turns pruned (every node's that
     // finished before the cutoff: the owner prunes for the fleet).
-    if let Some(index) = gatehouse::state::turn_index(&ctx.state)
-        .map_err(|e| Failure::error(gatehouse::util::chain(&e)))?
-    {
-        index
-            .prune_before(&cutoff.to_string(), dry_run)
-            .map_err(|e| Failure::error(gatehouse::util::chain(&e)))?;
+    if let Some(index) = gatehouse::state::turn_index(&ctx.state)? {
+        index.prune_before(&cutoff.to_string(), dry_run)?;
     }
     if ctx.json {
         out_json(&report);

@@ -54,7 +54,7 @@ impl Exit {
 }
 
 /// A failure that ends the command: its message and exit code.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct Failure {
     pub exit: Exit,
     pub message: String,
@@ -118,15 +118,23 @@ pub struct Context {
     pub config_flag: Option<PathBuf>,
     pub state: StatePaths,
     pub json: bool,
+    /// The configuration, read at most once: at start-up when the state
+    /// may follow its `[state] database_url`, else at the first command
+    /// that asks.
+    loaded: std::cell::OnceCell<Result<HostConfig, Failure>>,
 }
 
 impl Context {
     /// The host configuration (read on demand: `policy table` needs none).
     pub fn config(&self) -> Result<HostConfig, Failure> {
-        Ok(HostConfig::discover(
-            self.config_flag.as_deref(),
-            &self.env,
-        )?)
+        self.loaded
+            .get_or_init(|| {
+                Ok(HostConfig::discover(
+                    self.config_flag.as_deref(),
+                    &self.env,
+                )?)
+            })
+            .clone()
     }
 
     /// The canonical turn workspace: `dir`, else the current directory.
@@ -229,16 +237,20 @@ pub fn main() -> i32 {
     // `[state] database_url` of the configuration, where the environment
     // named none: every command's stores follow it. A configuration that
     // does not load is reported by the commands that read it.
+    let loaded = std::cell::OnceCell::new();
     if state.database_url.is_none() {
-        if let Ok(config) = HostConfig::discover(cli.config.as_deref(), &env) {
-            state = state.with_config(&config);
+        let config = HostConfig::discover(cli.config.as_deref(), &env).map_err(Failure::from);
+        if let Ok(config) = &config {
+            state = state.with_config(config);
         }
+        let _ = loaded.set(config);
     }
     let ctx = Context {
         config_flag: cli.config.clone(),
         state,
         json: cli.json,
         env,
+        loaded,
     };
     match commands::run(&ctx, cli.command) {
         Ok(exit) => exit.code(),

@@ -194,18 +194,11 @@ impl MemoryStore {
         }
         // Other processes may be creating the same file at this moment:
         // the schema is set up under the write lock, retried while busy.
-        let (conn, made) = crate::util::sqlite::open_wal(path, BUSY_TIMEOUT, |tx| {
-            let version: i64 = tx.query_row("PRAGMA user_version", [], |r| r.get(0))?;
-            if version > SCHEMA_VERSION {
-                return Ok(Err(version));
-            }
-            tx.execute_batch(SCHEMA)?;
-            if version < SCHEMA_VERSION {
-                tx.pragma_update(None, "user_version", SCHEMA_VERSION)?;
-            }
-            Ok(Ok(()))
-        })
-        .map_err(&sqlite)?;
+        let (conn, made) =
+            crate::util::sqlite::open_versioned(path, BUSY_TIMEOUT, SCHEMA, SCHEMA_VERSION, |_| {
+                Ok(())
+            })
+            .map_err(&sqlite)?;
         if let Err(version) = made {
             return Err(err(StoreCause::Newer {
                 version,

@@ -75,6 +75,33 @@ pub fn open_wal<T, E>(
     Ok((conn, outcome))
 }
 
+/// [`open_wal`] of a database whose schema is `schema` at version
+/// `version` (SQLite's `user_version`): under the write lock, a later
+/// version is refused (`Err(found)`, nothing written), else `schema` runs
+/// (idempotent: `CREATE … IF NOT EXISTS`), then `upgrade` (for what
+/// `schema` cannot express, such as added columns), and the version is
+/// recorded.
+pub fn open_versioned(
+    path: &Path,
+    busy: Duration,
+    schema: &str,
+    version: i64,
+    mut upgrade: impl FnMut(&Transaction<'_>) -> rusqlite::Result<()>,
+) -> rusqlite::Result<(Connection, Result<(), i64>)> {
+    open_wal(path, busy, |tx| {
+        let found: i64 = tx.query_row("PRAGMA user_version", [], |r| r.get(0))?;
+        if found > version {
+            return Ok(Err(found));
+        }
+        tx.execute_batch(schema)?;
+        upgrade(tx)?;
+        if found < version {
+            tx.pragma_update(None, "user_version", version)?;
+        }
+        Ok(Ok(()))
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

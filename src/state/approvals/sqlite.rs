@@ -99,13 +99,12 @@ impl SqliteApprovals {
         let err = sqlite(&self.path);
         // Other processes may be creating the same file at this moment:
         // the schema is set up under the write lock, retried while busy.
-        let (conn, made) =
-            crate::util::sqlite::open_wal(&self.path, crate::grants::BUSY_TIMEOUT, |tx| {
-                let version: i64 = tx.query_row("PRAGMA user_version", [], |r| r.get(0))?;
-                if version > SCHEMA_VERSION {
-                    return Ok(Err(version));
-                }
-                tx.execute_batch(SCHEMA)?;
+        let (conn, made) = crate::util::sqlite::open_versioned(
+            &self.path,
+            crate::grants::BUSY_TIMEOUT,
+            SCHEMA,
+            SCHEMA_VERSION,
+            |tx| {
                 // A queue made before entries recorded the account that
                 // queued them gains the column (its old entries have none).
                 for (column, kind) in [
@@ -126,12 +125,10 @@ impl SqliteApprovals {
                         ))?;
                     }
                 }
-                if version < SCHEMA_VERSION {
-                    tx.pragma_update(None, "user_version", SCHEMA_VERSION)?;
-                }
-                Ok(Ok(()))
-            })
-            .map_err(&err)?;
+                Ok(())
+            },
+        )
+        .map_err(&err)?;
         if let Err(version) = made {
             return Err(QueueError::Newer {
                 path: self.path.clone(),
