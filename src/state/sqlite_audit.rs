@@ -12,13 +12,6 @@
 //! may lose the last commits, as it may the lines of `audit.jsonl` not yet
 //! synced.
 //!
-//! The write-ahead log is copied back into the database (checkpointed)
-//! by a thread of the store's own, never by an append: SQLite would
-//! otherwise do it inside the commit of every few hundredth turn (a few
-//! megabytes written and synced while that turn waits). The checkpoint
-//! is passive (it waits for no one), and a commit is durable in the log
-//! whether or not it has been copied.
-//!
 //! The file is created at the first append (or by `gatehouse migrate`): a
 //! host that records nothing leaves none, and reading a missing one finds
 //! an empty chain.
@@ -40,10 +33,6 @@ pub const SCHEMA_VERSION: i64 = 1;
 /// How long an appender waits for another connection's write lock.
 pub const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// Appends between two checkpoints: at about three pages each, the log
-/// stays near SQLite's own threshold of 1,000 pages.
-const CHECKPOINT_EVERY: u64 = 256;
-
 const SCHEMA: &str = "CREATE TABLE IF NOT EXISTS chain (
  seq INTEGER PRIMARY KEY,
  kind TEXT NOT NULL,
@@ -63,11 +52,6 @@ pub struct SqliteAudit {
     path: PathBuf,
     /// Opened at the first append: turns take turns with it.
     conn: OnceLock<Mutex<Connection>>,
-    /// Appends committed through this store.
-    appended: std::sync::atomic::AtomicU64,
-    /// Wakes the checkpointing thread (started at the first wake); the
-    /// thread ends when the store is dropped.
-    checkpointer: OnceLock<Option<std::sync::mpsc::SyncSender<()>>>,
 }
 
 impl std::fmt::Debug for SqliteAudit {
@@ -85,38 +69,6 @@ impl SqliteAudit {
         SqliteAudit {
             path: path.to_path_buf(),
             conn: OnceLock::new(),
-            appended: Default::default(),
-            checkpointer: OnceLock::new(),
-        }
-    }
-
-    /// Asks the checkpointing thread to copy the log back, starting it at
-    /// the first call. Never waits: a checkpoint already asked for or
-    /// running covers this one.
-    fn ask_checkpoint(&self) {
-        let sender = self.checkpointer.get_or_init(|| {
-            let (tx, rx) = std::sync::mpsc::sync_channel::<()>(1);
-            let path = self.path.clone();
-            std::thread::Builder::new()
-                .name("gatehouse-audit-checkpoint".into())
-                .spawn(move || checkpoint_loop(&path, &rx))
-                .ok()
-                .map(|_| tx)
-        });
-        match sender {
-            Some(tx) => {
-                let _ = tx.try_send(());
-            }
-            // No thread: the appender's own connection checkpoints.
-            None => {
-                if let Some(m) = self.conn.get() {
-                    let conn = crate::util::lock(m);
-                    if let Err(e) = conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |_| Ok(()))
-                    {
-                        tracing::warn!("the audit chain's log was not checkpointed: {e}");
-                    }
-                }
-            }
         }
     }
 
@@ -158,10 +110,6 @@ impl SqliteAudit {
         // without a sync per commit (see the module documentation).
         conn.pragma_update(None, "synchronous", "NORMAL")
             .map_err(&err)?;
-        // Checkpoints are the store's thread's (see the module
-        // documentation).
-        conn.pragma_update(None, "wal_autocheckpoint", 0)
-            .map_err(&err)?;
         if let Err(version) = made {
             return Err(StateError::Newer {
                 path: self.path.clone(),
@@ -199,29 +147,6 @@ impl SqliteAudit {
     pub fn migrate(&self) -> Result<i64, StateError> {
         drop(self.conn()?);
         Ok(SCHEMA_VERSION)
-    }
-}
-
-/// The checkpointing thread: a passive checkpoint on a connection of its
-/// own each time it is woken, until the store is dropped.
-fn checkpoint_loop(path: &Path, wake: &std::sync::mpsc::Receiver<()>) {
-    let mut conn = None;
-    while wake.recv().is_ok() {
-        if conn.is_none() {
-            conn = Connection::open_with_flags(
-                path,
-                rusqlite::OpenFlags::SQLITE_OPEN_READ_WRITE
-                    | rusqlite::OpenFlags::SQLITE_OPEN_NO_MUTEX,
-            )
-            .and_then(|c| c.busy_timeout(BUSY_TIMEOUT).map(|()| c))
-            .map_err(|e| tracing::warn!("the audit chain's checkpointer cannot open it: {e}"))
-            .ok();
-        }
-        if let Some(c) = &conn {
-            if let Err(e) = c.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |_| Ok(())) {
-                tracing::warn!("the audit chain's log was not checkpointed: {e}");
-            }
-        }
     }
 }
 
@@ -296,13 +221,6 @@ impl AuditStore for SqliteAudit {
         .map_err(&err)?;
         // Acknowledged only once committed.
         tx.commit().map_err(&err)?;
-        drop(conn);
-        let n = self
-            .appended
-            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        if n % CHECKPOINT_EVERY == CHECKPOINT_EVERY - 1 {
-            self.ask_checkpoint();
-        }
         Ok(seq)
     }
 
@@ -415,34 +333,6 @@ mod tests {
             .query_row("PRAGMA user_version", [], |r| r.get(0))
             .unwrap();
         assert_eq!(version, SCHEMA_VERSION);
-    }
-
-    #[test]
-    fn the_log_is_checkpointed_by_the_stores_thread_not_by_appends() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("audit.db");
-        let store = SqliteAudit::new(&path);
-        // Three pages each: 255 of them pass SQLite's own threshold of
-        // 1,000 pages in the log.
-        let body = "x".repeat(9000);
-        let size = || std::fs::metadata(&path).unwrap().len();
-        // Until the 256th append, every page stays in the log: no append
-        // copies it back.
-        for i in 0..CHECKPOINT_EVERY - 1 {
-            store.append("turn", &format!("t-{i}"), &time(1), &body).unwrap();
-        }
-        let before = size();
-        assert!(before <= 8192, "the database grew to {before} bytes");
-        // The 256th wakes the thread, which copies the log back.
-        store.append("turn", "t-last", &time(1), &body).unwrap();
-        let start = std::time::Instant::now();
-        while size() <= before && start.elapsed() < Duration::from_secs(20) {
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        assert!(size() > 256 * 9000, "not checkpointed: {} bytes", size());
-        let (_, rows) = store.rows().unwrap();
-        assert_eq!(rows.len(), CHECKPOINT_EVERY as usize);
-        assert!(verify(None, &rows).is_ok());
     }
 
     #[test]
