@@ -286,6 +286,38 @@ fn queued_on(node: &Env, ws: &std::path::Path, input: &str) -> String {
     v["pending_id"].as_str().unwrap().to_string()
 }
 
+/// A migrated database, a node's and an approver's environment on it,
+/// and an entry the node queued: a `write-file` of `content` to
+/// `out/NAME` in the node's `ws`. The database lives as long as the pair.
+struct Queued {
+    db: Database,
+    node: Env,
+    approver: Env,
+    ws: std::path::PathBuf,
+    /// The turn's input, for its retries.
+    input: String,
+    id: String,
+}
+
+fn queued_pair(name: &str, content: &str) -> Queued {
+    let db = Database::migrated();
+    let node = as_env(&db, "gatehouse_node");
+    let approver = as_env(&db, "gatehouse_approver");
+    let ws = node.mkdir("ws");
+    node.mkdir("ws/out");
+    let input =
+        serde_json::json!({ "path": format!("out/{name}"), "content": content }).to_string();
+    let id = queued_on(&node, &ws, &input);
+    Queued {
+        db,
+        node,
+        approver,
+        ws,
+        input,
+        id,
+    }
+}
+
 /// An environment whose commands log in as `role`.
 fn as_env(db: &Database, role: &str) -> Env {
     Env {
@@ -353,13 +385,14 @@ fn fleet_a_deny_given_through_the_database_refuses_the_next_retry_on_the_other_n
 /// writes the file.
 #[test]
 fn fleet_a_node_s_role_cannot_answer_a_pending_approval_and_the_approver_s_role_can() {
-    let db = Database::migrated();
-    let node = as_env(&db, "gatehouse_node");
-    let approver = as_env(&db, "gatehouse_approver");
-    let ws = node.mkdir("ws");
-    node.mkdir("ws/out");
-    let input = r#"{"path":"out/a.txt","content":"approved"}"#;
-    let id = queued_on(&node, &ws, input);
+    let Queued {
+        db,
+        node,
+        approver,
+        ws,
+        input,
+        id,
+    } = queued_pair("a.txt", "approved");
     for verb in ["allow", "deny"] {
         let (run, _) = node.answer_on_terminal(&["approvals", verb, &id]);
         assert_eq!(run.code, 1, "{run:#?}");
@@ -399,7 +432,7 @@ fn fleet_a_node_s_role_cannot_answer_a_pending_approval_and_the_approver_s_role_
     let (run, e) = approver.answer_on_terminal(&["approvals", "allow", &id]);
     assert_eq!(run.code, 0, "{run:#?}");
     assert_eq!(e["status"], "allowed", "{e:#}");
-    let (run, v) = run_json(&node, &guest("write-file"), &ws, "Supervised", input, &[]);
+    let (run, v) = run_json(&node, &guest("write-file"), &ws, "Supervised", &input, &[]);
     run.expect(0);
     assert_eq!(v["pending_id"], id.as_str(), "{v:#}");
     assert_eq!(std::fs::read(ws.join("out/a.txt")).unwrap(), b"approved");
@@ -963,13 +996,14 @@ fn fleet_concurrent_audit_appends_are_committed_in_groups_and_make_one_whole_cha
 /// and nothing is written.
 #[test]
 fn fleet_approvals_yes_is_separated_by_the_database_role_not_the_account() {
-    let db = Database::migrated();
-    let node = as_env(&db, "gatehouse_node");
-    let approver = as_env(&db, "gatehouse_approver");
-    let ws = node.mkdir("ws");
-    node.mkdir("ws/out");
-    let input = r#"{"path":"out/y.txt","content":"yes"}"#;
-    let id = queued_on(&node, &ws, input);
+    let Queued {
+        db: _db,
+        node,
+        approver,
+        ws,
+        input,
+        id,
+    } = queued_pair("y.txt", "yes");
     node.run(&["approvals", "allow", &id, "--yes"])
         .expect_err(1, &["permission denied"]);
     let listed = approver.run(&["approvals", "list"]).json_lines();
@@ -979,7 +1013,7 @@ fn fleet_approvals_yes_is_separated_by_the_database_role_not_the_account() {
     let run = approver.run(&["approvals", "allow", &id, "--yes"]);
     run.expect(0);
     assert_eq!(run.json_lines()[0]["status"], "allowed", "{run:#?}");
-    let (run, _) = run_json(&node, &guest("write-file"), &ws, "Supervised", input, &[]);
+    let (run, _) = run_json(&node, &guest("write-file"), &ws, "Supervised", &input, &[]);
     run.expect(0);
     assert_eq!(std::fs::read(ws.join("out/y.txt")).unwrap(), b"yes");
 }
