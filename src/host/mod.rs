@@ -77,6 +77,7 @@ pub use gate::{Pending, Step};
 pub use grants::GrantBook;
 // What `own_turns` and `undo_own` answer with.
 pub use crate::state::parked::{Claim, ParkedRow, ParkedStore};
+pub use crate::state::tasks::{status as task_status, TaskRow, TaskStore};
 pub use crate::undo::{HistoryError, TurnSummary, UndoReport, UndoStatus};
 pub use queue::{
     current_uid, ApprovalQueue, QueueAnswer, QueueEntry, QueueError, MAX_PENDING_PER_ACTOR,
@@ -541,6 +542,8 @@ struct Inner {
     index: Option<(Arc<dyn crate::state::history::TurnIndex>, String)>,
     /// A fleet's parked MCP turns (`None` on the embedded backend).
     parked: Option<Arc<dyn crate::state::parked::ParkedStore>>,
+    /// A fleet's MCP tasks (`None` on the embedded backend).
+    tasks: Option<Arc<dyn crate::state::tasks::TaskStore>>,
 }
 
 /// The HTTP sender's client of `[network]`: the webpki roots and those
@@ -649,6 +652,7 @@ impl Host {
         let chain = crate::state::audit_backend(&options.state)?;
         let memory = crate::state::memory_backend(&options.state)?;
         let parked = crate::state::parked_store(&options.state)?;
+        let tasks = crate::state::task_store(&options.state)?;
         let index = crate::state::turn_index(&options.state)?
             .map(|index| (index, options.state.node_name()));
         let snap = build_snapshot(
@@ -694,6 +698,7 @@ impl Host {
             chain,
             index,
             parked,
+            tasks,
         };
         Ok(Host {
             inner: Arc::new(inner),
@@ -737,6 +742,16 @@ impl Host {
             .parked
             .clone()
             .map(|p| (p, self.inner.state.node_name()))
+    }
+
+    /// A fleet's MCP tasks and this node's name, for a server whose
+    /// `tasks/*` requests may reach any node; `None` on the embedded
+    /// backend.
+    pub fn fleet_tasks(&self) -> Option<(Arc<dyn TaskStore>, String)> {
+        self.inner
+            .tasks
+            .clone()
+            .map(|t| (t, self.inner.state.node_name()))
     }
 
     /// The executors this host knows.

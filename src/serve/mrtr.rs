@@ -130,7 +130,7 @@ impl Call {
 
 /// The scope of `approval`: its (capability, target) pairs, sorted and
 /// deduplicated, as canonical JSON.
-fn scope_of(approval: &crate::host::ApprovalRequest) -> String {
+pub(super) fn scope_of(approval: &crate::host::ApprovalRequest) -> String {
     let mut pairs: Vec<(&str, Option<&str>)> = approval
         .pending
         .iter()
@@ -197,7 +197,7 @@ fn refused(why: &str) -> ErrorData {
 
 impl Server {
     /// The current (definition, policy) hashes of the host's snapshot.
-    fn hashes(&self) -> (String, String) {
+    pub(super) fn hashes(&self) -> (String, String) {
         let snapshot = self.inner.host.snapshot();
         (snapshot.definition_hash(), snapshot.policy_hash())
     }
@@ -479,19 +479,42 @@ impl Server {
         request.cancel = CancelHandle::also_when(move || ct.is_cancelled());
         let progress = super::progress::Progress::start(context);
         request.progress = progress.as_ref().map(super::progress::Progress::reporter);
-        let outcome = match self.begin(request, progress.as_ref()).await {
+        let asked = Asked {
+            scope: &binding.scope,
+            definition_hash: &binding.definition_hash,
+            policy_hash: &binding.policy_hash,
+        };
+        let outcome = self
+            .run_answered(request, progress.as_ref(), &asked, self.choice_of(result))
+            .await;
+        if let Some(p) = progress {
+            p.finish(Some(crate::host::Phase::Done)).await;
+        }
+        Ok(self.finish(tool, outcome, context).await.into())
+    }
+
+    /// Runs `request` afresh on this node with a person's answer `choice`
+    /// given on another node to the question `asked`: the answer applies
+    /// only where this node's decision asks the same question under the
+    /// same hashes; otherwise the approval is queued.
+    pub(super) async fn run_answered(
+        &self,
+        request: crate::host::TurnRequest,
+        progress: Option<&super::progress::Progress>,
+        asked: &Asked<'_>,
+        choice: Choice,
+    ) -> Result<crate::host::TurnOutcome, String> {
+        match self.begin(request, progress).await {
             Err(e) => Err(e),
             Ok(crate::host::Begun::Done(outcome)) => Ok(*outcome),
             Ok(crate::host::Begun::Parked(parked)) => {
-                // The answer is to the question the person saw: this
-                // node's question must be the same, under the same hashes.
                 let (definition_hash, policy_hash) = self.hashes();
-                let same = scope_of(&parked.approval) == binding.scope
-                    && definition_hash == binding.definition_hash
-                    && policy_hash == binding.policy_hash;
+                let same = scope_of(&parked.approval) == asked.scope
+                    && definition_hash == asked.definition_hash
+                    && policy_hash == asked.policy_hash;
                 let n = parked.approval.pending.len();
                 let choices = if same {
-                    vec![self.choice_of(result); n]
+                    vec![choice; n]
                 } else {
                     tracing::info!(
                         "turn `{}`: another question than the one answered: queued",
@@ -501,10 +524,14 @@ impl Server {
                 };
                 self.resume(parked, choices).await
             }
-        };
-        if let Some(p) = progress {
-            p.finish(Some(crate::host::Phase::Done)).await;
         }
-        Ok(self.finish(tool, outcome, context).await.into())
     }
+}
+
+/// The question a person answered on another node: its scope and the
+/// hashes it was asked under.
+pub(super) struct Asked<'a> {
+    pub(super) scope: &'a str,
+    pub(super) definition_hash: &'a str,
+    pub(super) policy_hash: &'a str,
 }

@@ -18,6 +18,16 @@
 //! stdio): another session is told it does not exist. Finished tasks are
 //! kept for [`TASK_TTL`], and at most [`MAX_TASKS`] tasks at once.
 //! A client without the extension keeps synchronous calls.
+//!
+//! In a fleet ([`crate::host::TaskStore`]) every state of a task is also
+//! recorded in the database, so a `tasks/*` request may reach any node:
+//! `tasks/get` answers from the record where this node has no task (or
+//! its own was taken by another node); `tasks/update` of a task parked on
+//! another node takes it once for the fleet and runs the call afresh here
+//! with the answer (the question must be the same one, under the same
+//! policy, or the approval goes to the queue), and the parking node drops
+//! its turn; `tasks/cancel` of a task that runs on another node marks it,
+//! and the node that runs it stops its turn within [`POLL_MS`].
 
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
@@ -30,10 +40,11 @@ use rmcp::service::{RequestContext, RoleServer};
 use serde_json::Value;
 
 use super::elicitation::elicitation;
-use super::mrtr::{approval_requests, random_hex, APPROVAL_KEY};
+use super::mrtr::{approval_requests, random_hex, scope_of, Asked, APPROVAL_KEY};
 use super::sessions::session_of;
 use super::{Offered, Server};
-use crate::host::{Begun, CancelHandle, Parked};
+use crate::host::{task_status as status, Begun, CancelHandle, Parked, TaskRow, TaskStore};
+use crate::policy::snapshot::sha256_hex;
 use crate::util::lock;
 
 /// How long a finished task is kept for `tasks/get`.
@@ -73,6 +84,26 @@ pub(super) struct Entry {
     ended: Option<Instant>,
     state: State,
     cancel: CancelHandle,
+    /// In a fleet: the call (tool, command, arguments, actor), to be run
+    /// again by another node that answers the task's approval.
+    call: Option<Value>,
+}
+
+/// What a node that answers another node's task must know of the call.
+#[derive(serde::Serialize, serde::Deserialize)]
+struct FleetCall {
+    tool: String,
+    command: bool,
+    arguments: serde_json::Map<String, Value>,
+    actor: String,
+    /// Set when the task parks: the question the person is asked, and the
+    /// policy it was asked under.
+    #[serde(default)]
+    scope: String,
+    #[serde(default)]
+    definition_hash: String,
+    #[serde(default)]
+    policy_hash: String,
 }
 
 impl Entry {
@@ -98,6 +129,37 @@ impl Entry {
             task = task.with_status_message("waiting for a person's approval");
         }
         task
+    }
+
+    /// The entry as the fleet records it, run by `node`.
+    fn row(&self, node: &str) -> TaskRow {
+        let (state, call, form, result) = match &self.state {
+            State::Working => (status::WORKING, None, None, None),
+            State::InputRequired { form, .. } => (
+                status::INPUT_REQUIRED,
+                self.call.clone(),
+                serde_json::to_value(form).ok(),
+                None,
+            ),
+            State::Completed(result) => (
+                status::COMPLETED,
+                None,
+                None,
+                Some(Value::Object(result.clone())),
+            ),
+            State::Cancelled => (status::CANCELLED, None, None, None),
+        };
+        TaskRow {
+            node: node.to_string(),
+            session: self.session.clone(),
+            status: state.to_string(),
+            created_at: self.created_at.clone(),
+            updated_at: self.updated_at.clone(),
+            call,
+            form,
+            result,
+            cancel_asked: false,
+        }
     }
 
     fn detailed(&self, id: &str) -> DetailedTask {
@@ -148,7 +210,139 @@ fn own<'a>(
         .ok_or_else(|| unknown(id))
 }
 
+/// Task `id` as the fleet recorded it (see [`Entry::detailed`]).
+fn detailed_of(id: &str, row: &TaskRow) -> DetailedTask {
+    let (task_status, payload) = match row.status.as_str() {
+        status::INPUT_REQUIRED => {
+            let form = row
+                .form
+                .clone()
+                .and_then(|f| serde_json::from_value::<ElicitRequestParams>(f).ok());
+            match form {
+                Some(form) => (
+                    TaskStatus::InputRequired,
+                    TaskPayload::InputRequired {
+                        input_requests: approval_requests(&form),
+                    },
+                ),
+                None => (TaskStatus::Working, TaskPayload::Working),
+            }
+        }
+        status::COMPLETED => (
+            TaskStatus::Completed,
+            TaskPayload::Completed {
+                result: match &row.result {
+                    Some(Value::Object(o)) => o.clone(),
+                    _ => JsonObject::new(),
+                },
+            },
+        ),
+        status::CANCELLED => (TaskStatus::Cancelled, TaskPayload::Cancelled),
+        _ => (TaskStatus::Working, TaskPayload::Working),
+    };
+    let mut task = Task::new(id, task_status, &row.created_at, &row.updated_at)
+        .with_ttl_ms(TASK_TTL.as_millis() as u64)
+        .with_poll_interval_ms(POLL_MS);
+    if matches!(task_status, TaskStatus::InputRequired) {
+        task = task.with_status_message("waiting for a person's approval");
+    }
+    DetailedTask::new(task, payload)
+}
+
+fn id_sha256(id: &str) -> String {
+    sha256_hex(id.as_bytes())
+}
+
+fn fleet_error(e: &(dyn std::error::Error + 'static)) -> ErrorData {
+    ErrorData::internal_error(
+        format!("cannot reach the fleet's tasks: {}", crate::util::chain(e)),
+        None,
+    )
+}
+
 impl Server {
+    /// The fleet's task store and this node's name (`None` without one).
+    fn fleet_tasks(&self) -> Option<(std::sync::Arc<dyn TaskStore>, String)> {
+        self.inner.host.fleet_tasks()
+    }
+
+    /// Records task `id`'s state `row` in the fleet (when there is one).
+    /// A failed write is logged: the task goes on on this node.
+    fn record(&self, id: &str, row: Option<TaskRow>) {
+        let (Some((store, _)), Some(row)) = (self.fleet_tasks(), row) else {
+            return;
+        };
+        if let Err(e) = tokio::task::block_in_place(|| store.put(&id_sha256(id), &row, TASK_TTL)) {
+            tracing::warn!(
+                "task `{id}`: its state is known to this node only: {}",
+                crate::util::chain(&e)
+            );
+        }
+    }
+
+    /// The fleet's record of task `id`, if this node is in a fleet and the
+    /// record is the caller's (its session).
+    fn fleet_row(
+        &self,
+        id: &str,
+        context: &RequestContext<RoleServer>,
+    ) -> Result<Option<TaskRow>, ErrorData> {
+        let Some((store, _)) = self.fleet_tasks() else {
+            return Ok(None);
+        };
+        let row = tokio::task::block_in_place(|| store.get(&id_sha256(id)))
+            .map_err(|e| fleet_error(&e))?;
+        Ok(row.filter(|r| r.session == session_of(context)))
+    }
+
+    /// Whether this node's input-required task `id` was taken (answered
+    /// or cancelled) through another node: then its parked turn, which
+    /// never ran, is dropped with the entry.
+    fn superseded(&self, id: &str, context: &RequestContext<RoleServer>) -> bool {
+        let Some((_, node)) = self.fleet_tasks() else {
+            return false;
+        };
+        match self.fleet_row(id, context) {
+            Ok(Some(row)) => row.node != node || row.status != status::INPUT_REQUIRED,
+            _ => false,
+        }
+    }
+
+    /// In a fleet, stops task `id`'s turn when a cancel reaches another
+    /// node: the record is looked at every [`POLL_MS`] while the task
+    /// works here.
+    fn watch_cancel(&self, id: &str) {
+        let Some((store, _)) = self.fleet_tasks() else {
+            return;
+        };
+        let server = self.clone();
+        let id = id.to_string();
+        tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(Duration::from_millis(POLL_MS)).await;
+                let cancel = {
+                    let tasks = lock(&server.inner.tasks);
+                    match tasks.get(&id) {
+                        Some(e) if matches!(e.state, State::Working) => e.cancel.clone(),
+                        _ => return,
+                    }
+                };
+                let hash = id_sha256(&id);
+                let store = store.clone();
+                let asked = tokio::task::spawn_blocking(move || store.get(&hash))
+                    .await
+                    .ok()
+                    .and_then(Result::ok)
+                    .flatten()
+                    .is_some_and(|r| r.cancel_asked);
+                if asked {
+                    cancel.cancel();
+                    return;
+                }
+            }
+        });
+    }
+
     /// Starts the call of executor `offered` with `arguments` as a task and
     /// returns its handle.
     pub(super) fn start_task(
@@ -158,6 +352,8 @@ impl Server {
         context: &RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
         let command = matches!(offered.kind, super::Kind::Executor { command: true });
+        let fleet = self.fleet_tasks();
+        let fleet_arguments = fleet.as_ref().map(|_| arguments.clone());
         let mut request = self.request_for(&offered.name, command, arguments, context);
         // The task outlives the `tools/call` request (rmcp ends its token
         // when the handle is sent): `tasks/cancel` is its switch.
@@ -165,6 +361,18 @@ impl Server {
         request.cancel = cancel.clone();
         let id = new_id().map_err(|e| ErrorData::internal_error(e, None))?;
         let created = now();
+        let call = fleet_arguments.and_then(|arguments| {
+            serde_json::to_value(FleetCall {
+                tool: offered.name.clone(),
+                command,
+                arguments,
+                actor: self.inner.options.actor.clone(),
+                scope: String::new(),
+                definition_hash: String::new(),
+                policy_hash: String::new(),
+            })
+            .ok()
+        });
         let entry = Entry {
             session: session_of(context),
             created_at: created.clone(),
@@ -172,8 +380,10 @@ impl Server {
             ended: None,
             state: State::Working,
             cancel,
+            call,
         };
         let task = entry.task(&id);
+        let row = fleet.as_ref().map(|(_, node)| entry.row(node));
         {
             let mut tasks = lock(&self.inner.tasks);
             tasks.retain(|_, e| e.ended.is_none_or(|t| t.elapsed() < TASK_TTL));
@@ -185,6 +395,8 @@ impl Server {
             }
             tasks.insert(id.clone(), entry);
         }
+        self.record(&id, row);
+        self.watch_cancel(&id);
         let server = self.clone();
         let executor = offered.name.clone();
         let context = context.clone();
@@ -206,9 +418,12 @@ impl Server {
         outcome: Result<Begun, String>,
         context: &RequestContext<RoleServer>,
     ) {
+        let mut asked = None;
         let state = match outcome {
             Ok(Begun::Parked(parked)) => {
                 let form = elicitation(&parked.approval, self.inner.options.remember);
+                let (definition_hash, policy_hash) = self.hashes();
+                asked = Some((scope_of(&parked.approval), definition_hash, policy_hash));
                 State::InputRequired { parked, form }
             }
             Ok(Begun::Done(outcome)) => {
@@ -227,13 +442,27 @@ impl Server {
                 &self.finish(executor, Err(message), context).await,
             )),
         };
-        let mut tasks = lock(&self.inner.tasks);
-        if let Some(entry) = tasks.get_mut(id) {
+        let node = self.fleet_tasks().map(|(_, node)| node);
+        let row = {
+            let mut tasks = lock(&self.inner.tasks);
+            let Some(entry) = tasks.get_mut(id) else {
+                return;
+            };
             // A task cancelled while its turn ended stays cancelled.
-            if !matches!(entry.state, State::Cancelled) {
-                entry.set(state);
+            if matches!(entry.state, State::Cancelled) {
+                return;
             }
-        }
+            entry.set(state);
+            if let (Some((scope, definition_hash, policy_hash)), Some(call)) =
+                (asked, entry.call.as_mut())
+            {
+                call["scope"] = Value::String(scope);
+                call["definition_hash"] = Value::String(definition_hash);
+                call["policy_hash"] = Value::String(policy_hash);
+            }
+            node.map(|n| entry.row(&n))
+        };
+        self.record(id, row);
     }
 
     /// `tasks/get`.
@@ -242,8 +471,28 @@ impl Server {
         id: &str,
         context: &RequestContext<RoleServer>,
     ) -> Result<GetTaskResult, ErrorData> {
-        let mut tasks = lock(&self.inner.tasks);
-        own(&mut tasks, id, context).map(|e| GetTaskResult::new(e.detailed(id)))
+        {
+            let mut tasks = lock(&self.inner.tasks);
+            if let Ok(e) = own(&mut tasks, id, context) {
+                if !matches!(e.state, State::InputRequired { .. }) {
+                    return Ok(GetTaskResult::new(e.detailed(id)));
+                }
+            }
+        }
+        // This node's waiting task, unless another node took it; else the
+        // fleet's record of a task of another node.
+        if self.superseded(id, context) {
+            lock(&self.inner.tasks).remove(id);
+        } else {
+            let mut tasks = lock(&self.inner.tasks);
+            if let Ok(e) = own(&mut tasks, id, context) {
+                return Ok(GetTaskResult::new(e.detailed(id)));
+            }
+        }
+        match self.fleet_row(id, context)? {
+            Some(row) => Ok(GetTaskResult::new(detailed_of(id, &row))),
+            None => Err(unknown(id)),
+        }
     }
 
     /// `tasks/update`: the person's answer to the task's approval form.
@@ -270,6 +519,29 @@ impl Server {
                     )
                 })
             })?;
+        let local = own(&mut lock(&self.inner.tasks), id, context).is_ok();
+        if !local {
+            return self.answer_elsewhere(id, answer, context);
+        }
+        // In a fleet, taken for the fleet first: another node may have
+        // answered or cancelled it (then this node's turn is dropped).
+        if let Some((store, node)) = self.fleet_tasks() {
+            let waiting = matches!(
+                own(&mut lock(&self.inner.tasks), id, context).map(|e| &e.state),
+                Ok(State::InputRequired { .. })
+            );
+            if waiting {
+                let taken = tokio::task::block_in_place(|| store.take_input(&id_sha256(id), &node))
+                    .map_err(|e| fleet_error(&e))?;
+                if taken.is_none() && self.fleet_row(id, context)?.is_some() {
+                    lock(&self.inner.tasks).remove(id);
+                    return Err(ErrorData::invalid_params(
+                        format!("task `{id}` is not waiting for input"),
+                        None,
+                    ));
+                }
+            }
+        }
         let parked = {
             let mut tasks = lock(&self.inner.tasks);
             let entry = own(&mut tasks, id, context)?;
@@ -293,6 +565,7 @@ impl Server {
         let choice = self.choice_of(answer);
         let choices = vec![choice; parked.approval.pending.len()];
         let executor = parked.approval.executor.clone();
+        self.watch_cancel(id);
         let server = self.clone();
         let id = id.to_string();
         let context = context.clone();
@@ -314,16 +587,133 @@ impl Server {
         id: &str,
         context: &RequestContext<RoleServer>,
     ) -> Result<(), ErrorData> {
-        let mut tasks = lock(&self.inner.tasks);
-        let entry = own(&mut tasks, id, context)?;
-        match entry.state {
-            // Its run ends at its next check, `TURN_CANCELLED`, and the
-            // task with it.
-            State::Working => entry.cancel.cancel(),
-            // It never ran: nothing to stop.
-            State::InputRequired { .. } => entry.set(State::Cancelled),
-            State::Completed(_) | State::Cancelled => {}
+        let node = self.fleet_tasks().map(|(_, node)| node);
+        // A waiting task another node took is that node's to stop.
+        let waiting = matches!(
+            own(&mut lock(&self.inner.tasks), id, context).map(|e| &e.state),
+            Ok(State::InputRequired { .. })
+        );
+        if waiting && self.superseded(id, context) {
+            lock(&self.inner.tasks).remove(id);
+            return self.cancel_elsewhere(id, context, unknown(id));
         }
+        let row = {
+            let mut tasks = lock(&self.inner.tasks);
+            match own(&mut tasks, id, context) {
+                Ok(entry) => match entry.state {
+                    // Its run ends at its next check, `TURN_CANCELLED`, and
+                    // the task with it.
+                    State::Working => {
+                        entry.cancel.cancel();
+                        None
+                    }
+                    // It never ran: nothing to stop.
+                    State::InputRequired { .. } => {
+                        entry.set(State::Cancelled);
+                        node.as_deref().map(|n| entry.row(n))
+                    }
+                    State::Completed(_) | State::Cancelled => None,
+                },
+                Err(e) => {
+                    drop(tasks);
+                    return self.cancel_elsewhere(id, context, e);
+                }
+            }
+        };
+        self.record(id, row);
+        Ok(())
+    }
+
+    /// `tasks/cancel` of a task this node does not have: in a fleet, the
+    /// record is marked (an input-required task is cancelled at once; the
+    /// node that runs a working one stops it). `unknown` otherwise.
+    fn cancel_elsewhere(
+        &self,
+        id: &str,
+        context: &RequestContext<RoleServer>,
+        unknown: ErrorData,
+    ) -> Result<(), ErrorData> {
+        let Some((store, _)) = self.fleet_tasks() else {
+            return Err(unknown);
+        };
+        if self.fleet_row(id, context)?.is_none() {
+            return Err(unknown);
+        }
+        tokio::task::block_in_place(|| store.ask_cancel(&id_sha256(id)))
+            .map_err(|e| fleet_error(&e))?;
+        Ok(())
+    }
+
+    /// `tasks/update` of a task this node does not have: in a fleet, one
+    /// parked on another node, taken once for the fleet and run afresh
+    /// here with the person's answer.
+    fn answer_elsewhere(
+        &self,
+        id: &str,
+        answer: rmcp::model::ElicitResult,
+        context: &RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        let (Some((store, node)), Some(row)) = (self.fleet_tasks(), self.fleet_row(id, context)?)
+        else {
+            return Err(unknown(id));
+        };
+        let not_waiting =
+            || ErrorData::invalid_params(format!("task `{id}` is not waiting for input"), None);
+        if row.status != status::INPUT_REQUIRED {
+            return Err(not_waiting());
+        }
+        let call = row
+            .call
+            .clone()
+            .and_then(|c| serde_json::from_value::<FleetCall>(c).ok())
+            .ok_or_else(|| unknown(id))?;
+        if call.actor != self.inner.options.actor {
+            return Err(unknown(id));
+        }
+        let Some(was) = tokio::task::block_in_place(|| store.take_input(&id_sha256(id), &node))
+            .map_err(|e| fleet_error(&e))?
+        else {
+            return Err(not_waiting());
+        };
+        tracing::info!(
+            "task `{id}` of node `{}`: answered here, run afresh",
+            was.node
+        );
+        let mut request =
+            self.request_for(&call.tool, call.command, call.arguments.clone(), context);
+        let cancel = CancelHandle::new();
+        request.cancel = cancel.clone();
+        let entry = Entry {
+            session: row.session.clone(),
+            created_at: row.created_at.clone(),
+            updated_at: now(),
+            ended: None,
+            state: State::Working,
+            cancel,
+            call: None,
+        };
+        lock(&self.inner.tasks).insert(id.to_string(), entry);
+        self.watch_cancel(id);
+        let choice = self.choice_of(answer);
+        let server = self.clone();
+        let id = id.to_string();
+        let context = context.clone();
+        tokio::spawn(async move {
+            let asked = Asked {
+                scope: &call.scope,
+                definition_hash: &call.definition_hash,
+                policy_hash: &call.policy_hash,
+            };
+            let outcome = server.run_answered(request, None, &asked, choice).await;
+            server
+                .task_turn_ended(
+                    &id,
+                    &call.tool,
+                    outcome.map(|o| Begun::Done(Box::new(o))),
+                    &context,
+                )
+                .await;
+        });
         Ok(())
     }
 }

@@ -29,6 +29,7 @@ pub mod parked;
 pub mod pg;
 pub mod pg_audit;
 pub mod sqlite_audit;
+pub mod tasks;
 
 pub use audit::{AuditStore, StateError, KIND_DENIAL, KIND_TURN};
 pub use chain::{link_hash, verify, Broken, ChainRow, Checkpoint, Tamper, Verified, GENESIS};
@@ -46,9 +47,12 @@ pub const SCHEMA_1: &[&str] = &[grants::SCHEMA, approvals::pg::SCHEMA, pg_audit:
 /// history index and the parked MCP turns.
 pub const SCHEMA_2: &[&str] = &[memory::SCHEMA, history::SCHEMA, parked::SCHEMA];
 
+/// What version 3 adds: the fleet's MCP tasks.
+pub const SCHEMA_3: &[&str] = &[tasks::SCHEMA];
+
 /// Each schema version and what `migrate` runs to reach it from the one
 /// before, in order.
-pub const MIGRATIONS: &[(i64, &[&str])] = &[(1, SCHEMA_1), (2, SCHEMA_2)];
+pub const MIGRATIONS: &[(i64, &[&str])] = &[(1, SCHEMA_1), (2, SCHEMA_2), (3, SCHEMA_3)];
 
 /// The grant store `state` names: its PostgreSQL database, else its
 /// SQLite file.
@@ -103,6 +107,17 @@ pub fn parked_store(
 ) -> Result<Option<Arc<dyn parked::ParkedStore>>, pg::SharedError> {
     Ok(match &state.database_url {
         Some(url) => Some(Arc::new(parked::PgParked::new(pg::Pg::shared(url)?))),
+        None => None,
+    })
+}
+
+/// A fleet's MCP tasks when `state` names a database; `None` on the
+/// embedded backend, whose tasks are the server's own.
+pub fn task_store(
+    state: &StatePaths,
+) -> Result<Option<Arc<dyn tasks::TaskStore>>, pg::SharedError> {
+    Ok(match &state.database_url {
+        Some(url) => Some(Arc::new(tasks::PgTasks::new(pg::Pg::shared(url)?))),
         None => None,
     })
 }

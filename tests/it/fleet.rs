@@ -45,7 +45,7 @@ fn fleet_migrate_creates_the_shared_schema_and_a_node_refuses_a_version_it_does_
         m.expect(0);
         assert_eq!(
             m.json_lines()[0],
-            json!({"database": "postgresql", "path": db.url, "version": 2}),
+            json!({"database": "postgresql", "path": db.url, "version": 3}),
             "{m:#?}"
         );
     }
@@ -67,7 +67,7 @@ fn fleet_migrate_creates_the_shared_schema_and_a_node_refuses_a_version_it_does_
     )
     .unwrap();
     let refusal = format!(
-        "postgresql at `{}`: its schema version is 7; this gatehouse knows versions up to 2",
+        "postgresql at `{}`: its schema version is 7; this gatehouse knows versions up to 3",
         db.url
     );
     run().expect_err(1, &[&refusal]);
@@ -748,7 +748,7 @@ fn fleet_migrate_upgrades_an_older_schema_which_a_node_refuses_until_then() {
     write().expect_err(
         1,
         &[&format!(
-            "postgresql at `{}`: its schema version is 1; this gatehouse needs version 2: run `gatehouse migrate` with an owner's url",
+            "postgresql at `{}`: its schema version is 1; this gatehouse needs version 3: run `gatehouse migrate` with an owner's url",
             db.url
         )],
     );
@@ -757,7 +757,7 @@ fn fleet_migrate_upgrades_an_older_schema_which_a_node_refuses_until_then() {
     m.expect(0);
     assert_eq!(
         m.json_lines()[0],
-        json!({"database": "postgresql", "path": db.url, "version": 2})
+        json!({"database": "postgresql", "path": db.url, "version": 3})
     );
     let memory: Option<String> = db
         .client()

@@ -1291,3 +1291,105 @@ async fn mcp_fleet_a_2026_07_28_retry_answered_on_another_node_runs_there_once()
     queued.expect(0);
     assert!(queued.json_lines().is_empty(), "{queued:#?}");
 }
+
+/// Issue 32: in a fleet, a task can be followed, answered and cancelled
+/// through any node. Two servers on one database (one layout, as behind a
+/// fleet's proxy), clients with the Tasks extension: a task created on A
+/// that waits for an approval is `input_required` on B with the same
+/// form; answered on B, it runs there once (B takes it for the fleet) and
+/// is `completed` on both nodes with the same result; a second answer is
+/// refused on both; A's parked turn was dropped, not queued. A task that
+/// works on A, cancelled through B, ends `cancelled` on both (A's turn
+/// stops: `spin` never ends by itself).
+///
+/// Positive control: nothing is written before B's answer.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mcp_fleet_a_task_is_followed_answered_and_cancelled_through_another_node() {
+    let db = std::thread::spawn(crate::support::pg::Database::migrated)
+        .join()
+        .unwrap();
+    let env = Env::on(&db);
+    let (ws, ex) = setup(&env);
+    let mut person = Person::new(false);
+    person.tasks = true;
+    let spin = crate::support::guests::guest("spin");
+    let mut a_args = args(&ws, &ex, "Supervised");
+    a_args.extend(["--executor", s(&spin), "--deadline-ms", "600000"]);
+    let a = stdio_2026(&env, &a_args, &person).await;
+    let b = stdio_2026(&env, &a_args, &person).await;
+
+    let params = serde_json::from_value::<CallToolRequestParams>(json!({
+        "name": "write-file",
+        "arguments": {"path": "out/fleet-task.txt", "content": "by a task"},
+    }))
+    .unwrap();
+    let id = match a.peer().call_tool_once(params).await.unwrap() {
+        CallToolResponse::Task(t) => t.task.task_id,
+        other => panic!("not a task: {other:?}"),
+    };
+    let on_a = task_reaching(&a, &id, "input_required").await;
+    let on_b = task_reaching(&b, &id, "input_required").await;
+    assert_eq!(on_b["inputRequests"], on_a["inputRequests"], "{on_b:#}");
+    assert_eq!(
+        on_b["inputRequests"]["approval"]["method"],
+        "elicitation/create"
+    );
+    assert!(!ws.join("out/fleet-task.txt").exists());
+
+    let mut responses = rmcp::model::InputResponses::new();
+    responses.insert(
+        "approval".to_string(),
+        json!({"action": "accept", "content": {"decision": "allow_once"}}),
+    );
+    b.peer()
+        .update_task(rmcp::model::UpdateTaskParams::new(&id, responses.clone()))
+        .await
+        .unwrap();
+    let done_b = task_reaching(&b, &id, "completed").await;
+    assert_eq!(done_b["result"]["isError"], false, "{done_b:#}");
+    assert_eq!(
+        std::fs::read(ws.join("out/fleet-task.txt")).unwrap(),
+        b"by a task"
+    );
+    let done_a = task_reaching(&a, &id, "completed").await;
+    assert_eq!(done_a["result"], done_b["result"], "{done_a:#}");
+    for node in [&a, &b] {
+        let again = node
+            .peer()
+            .update_task(rmcp::model::UpdateTaskParams::new(&id, responses.clone()))
+            .await;
+        assert!(again
+            .unwrap_err()
+            .to_string()
+            .contains("is not waiting for input"));
+    }
+
+    // Cancelled through the other node.
+    let params = serde_json::from_value::<CallToolRequestParams>(json!({"name": "spin"})).unwrap();
+    let spinning = match a.peer().call_tool_once(params).await.unwrap() {
+        CallToolResponse::Task(t) => t.task.task_id,
+        other => panic!("not a task: {other:?}"),
+    };
+    task_reaching(&a, &spinning, "working").await;
+    task_reaching(&b, &spinning, "working").await;
+    b.peer()
+        .cancel_task(rmcp::model::CancelTaskParams::new(&spinning))
+        .await
+        .unwrap();
+    task_reaching(&a, &spinning, "cancelled").await;
+    task_reaching(&b, &spinning, "cancelled").await;
+    let unknown = b
+        .peer()
+        .get_task(rmcp::model::GetTaskParams::new("task-nope"))
+        .await;
+    assert!(unknown
+        .unwrap_err()
+        .to_string()
+        .contains("no task `task-nope`"));
+
+    a.cancel().await.unwrap();
+    b.cancel().await.unwrap();
+    let queued = env.run(&["approvals", "list"]);
+    queued.expect(0);
+    assert!(queued.json_lines().is_empty(), "{queued:#?}");
+}
