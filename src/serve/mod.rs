@@ -8,10 +8,12 @@
 //! its manifest's description, its input schema and annotations derived
 //! from its capabilities ([`executor_tool`]).
 //!
-//! A call runs as one turn ([`Host::begin`] / [`Host::resume`]) inside
-//! `block_in_place` on a worker of a multi-thread runtime: the thread is
-//! handed over to blocking work for the turn (the sandbox's deadline I/O
-//! must not run as async code), without a hop to another thread. A turn that needs approval asks the person through MCP
+//! A call runs as one turn ([`Host::begin`] / [`Host::resume`]) on one of
+//! the server's turn threads (`turns`), never on the protocol's worker
+//! (the sandbox's deadline I/O must not run as async code); a thread that
+//! just ended a turn takes the next without a wake-up, and the worker
+//! looks for the answer briefly before it yields, so back-to-back calls
+//! pay no sleep on either side. A turn that needs approval asks the person through MCP
 //! elicitation, once with the whole pending set, when the client declared
 //! it; a client on 2026-07-28 (no requests to the client) is asked with
 //! an input-required result instead, and its retry resumes the turn
@@ -35,6 +37,7 @@ mod results;
 mod sessions;
 mod tasks;
 mod tools;
+mod turns;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -147,6 +150,8 @@ struct Shared {
     options: ServeOptions,
     tools: Vec<Offered>,
     slots: tokio::sync::Semaphore,
+    /// The threads turns run on, started at the first turn (one per slot).
+    turns: std::sync::OnceLock<Option<turns::TurnThreads>>,
     /// The running turns of each HTTP session (by `Mcp-Session-Id`), so a
     /// client that ends its session (`DELETE`) stops them at once.
     sessions: std::sync::Mutex<SessionTurns>,
@@ -221,6 +226,7 @@ impl Server {
                 options,
                 tools,
                 slots,
+                turns: std::sync::OnceLock::new(),
                 sessions: std::sync::Mutex::new(SessionTurns::default()),
                 waiting: std::sync::Mutex::default(),
                 tasks: std::sync::Mutex::default(),
@@ -253,6 +259,7 @@ impl Server {
     pub fn serve_stdio(self) -> Result<(), ServeError> {
         let rt = runtime()?;
         let self_deadline_ms = self.inner.options.limits.deadline_ms;
+        let turns = self.inner.clone();
         let result = rt.block_on(async move {
             use rmcp::ServiceExt;
             use tokio::signal::unix::{signal, SignalKind};
@@ -289,6 +296,12 @@ impl Server {
         // stdin is not a pipe and still open after a SIGTERM) is not
         // waited for.
         let deadline = Duration::from_millis(self_deadline_ms.saturating_add(1000));
+        // Waited for while the runtime still runs: a turn may await on it.
+        if let Some(Some(threads)) = turns.turns.get() {
+            if !threads.wait_idle(deadline) {
+                tracing::warn!("a turn still runs past its deadline: not waited for");
+            }
+        }
         rt.shutdown_timeout(deadline);
         result
     }
@@ -584,15 +597,28 @@ impl Server {
     }
 
     /// Runs `turn` once a concurrency slot is free, holding it throughout,
-    /// on this worker (handed over to blocking work for the turn).
-    async fn in_slot<T>(&self, turn: impl FnOnce() -> T) -> Result<T, String> {
+    /// on one of the server's turn threads ([`turns`]); on this worker,
+    /// handed over to blocking work, if those threads could not start.
+    async fn in_slot<T: Send + 'static>(
+        &self,
+        turn: impl FnOnce() -> T + Send + 'static,
+    ) -> Result<T, String> {
         let _slot = self
             .inner
             .slots
             .acquire()
             .await
             .map_err(|e| e.to_string())?;
-        Ok(tokio::task::block_in_place(turn))
+        let threads = self.inner.turns.get_or_init(|| {
+            let n = self.inner.options.concurrency.max(1);
+            turns::TurnThreads::new(n, tokio::runtime::Handle::current())
+                .map_err(|e| tracing::warn!("turns run on the protocol's worker: {e}"))
+                .ok()
+        });
+        match threads {
+            Some(threads) => threads.run(turn).await,
+            None => Ok(tokio::task::block_in_place(turn)),
+        }
     }
 }
 
@@ -612,15 +638,14 @@ fn is_modern(context: &RequestContext<RoleServer>) -> bool {
         .is_some_and(|v| v.as_str() >= rmcp::model::ProtocolVersion::V_2026_07_28.as_str())
 }
 
-/// A multi-thread runtime of one worker: turns run in `block_in_place`.
+/// A multi-thread runtime of one worker: turns run on the turn threads.
 pub(crate) fn runtime() -> Result<tokio::runtime::Runtime, ServeError> {
     tokio::runtime::Builder::new_multi_thread()
         // One worker: the protocol's I/O, rmcp's loop and the handlers
         // stay on one thread (no wake-up across cores per message: 49 µs of
         // protocol per call against 56 µs with two workers, `cargo bench
-        // --bench serve`). Calls still run in parallel: a turn runs in
-        // `block_in_place`, which hands the worker to another thread
-        // for as long as the turn blocks.
+        // --bench serve`). Calls still run in parallel, each turn on a turn
+        // thread of its own (`turns`).
         .worker_threads(1)
         .enable_all()
         .build()
