@@ -588,14 +588,20 @@ impl Server {
         context: &RequestContext<RoleServer>,
     ) -> Result<(), ErrorData> {
         let node = self.fleet_tasks().map(|(_, node)| node);
-        // A waiting task another node took is that node's to stop.
+        // In a fleet, a waiting task is cancelled in the record first, in
+        // one statement: if another node took it meanwhile, the mark asks
+        // that node to stop it, and this node's turn is dropped.
         let waiting = matches!(
             own(&mut lock(&self.inner.tasks), id, context).map(|e| &e.state),
             Ok(State::InputRequired { .. })
         );
-        if waiting && self.superseded(id, context) {
-            lock(&self.inner.tasks).remove(id);
-            return self.cancel_elsewhere(id, context, unknown(id));
+        if let (true, Some((store, me))) = (waiting, self.fleet_tasks()) {
+            let row = tokio::task::block_in_place(|| store.ask_cancel(&id_sha256(id)))
+                .map_err(|e| fleet_error(&e))?;
+            if row.is_some_and(|r| r.node != me || r.status != status::CANCELLED) {
+                lock(&self.inner.tasks).remove(id);
+                return Ok(());
+            }
         }
         let row = {
             let mut tasks = lock(&self.inner.tasks);

@@ -1300,7 +1300,8 @@ async fn mcp_fleet_a_2026_07_28_retry_answered_on_another_node_runs_there_once()
 /// is `completed` on both nodes with the same result; a second answer is
 /// refused on both; A's parked turn was dropped, not queued. A task that
 /// works on A, cancelled through B, ends `cancelled` on both (A's turn
-/// stops: `spin` never ends by itself).
+/// stops: `spin` never ends by itself). A waiting task cancelled on A is
+/// cancelled on B too, where an answer is then refused.
 ///
 /// Positive control: nothing is written before B's answer.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -1378,6 +1379,37 @@ async fn mcp_fleet_a_task_is_followed_answered_and_cancelled_through_another_nod
         .unwrap();
     task_reaching(&a, &spinning, "cancelled").await;
     task_reaching(&b, &spinning, "cancelled").await;
+    // A waiting task cancelled on its own node is cancelled for the fleet:
+    // the other node can no longer answer it.
+    let params = serde_json::from_value::<CallToolRequestParams>(json!({
+        "name": "write-file",
+        "arguments": {"path": "out/never.txt", "content": "never"},
+    }))
+    .unwrap();
+    let waiting = match a.peer().call_tool_once(params).await.unwrap() {
+        CallToolResponse::Task(t) => t.task.task_id,
+        other => panic!("not a task: {other:?}"),
+    };
+    task_reaching(&b, &waiting, "input_required").await;
+    a.peer()
+        .cancel_task(rmcp::model::CancelTaskParams::new(&waiting))
+        .await
+        .unwrap();
+    task_reaching(&a, &waiting, "cancelled").await;
+    task_reaching(&b, &waiting, "cancelled").await;
+    let late = b
+        .peer()
+        .update_task(rmcp::model::UpdateTaskParams::new(
+            &waiting,
+            responses.clone(),
+        ))
+        .await;
+    assert!(late
+        .unwrap_err()
+        .to_string()
+        .contains("is not waiting for input"));
+    assert!(!ws.join("out/never.txt").exists());
+
     let unknown = b
         .peer()
         .get_task(rmcp::model::GetTaskParams::new("task-nope"))
