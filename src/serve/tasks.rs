@@ -86,11 +86,11 @@ pub(super) struct Entry {
     cancel: CancelHandle,
     /// In a fleet: the call (tool, command, arguments, actor), to be run
     /// again by another node that answers the task's approval.
-    call: Option<Value>,
+    call: Option<FleetCall>,
 }
 
 /// What a node that answers another node's task must know of the call.
-#[derive(serde::Serialize, serde::Deserialize)]
+#[derive(Clone, serde::Serialize, serde::Deserialize)]
 struct FleetCall {
     tool: String,
     command: bool,
@@ -137,7 +137,9 @@ impl Entry {
             State::Working => (status::WORKING, None, None, None),
             State::InputRequired { form, .. } => (
                 status::INPUT_REQUIRED,
-                self.call.clone(),
+                self.call
+                    .as_ref()
+                    .and_then(|c| serde_json::to_value(c).ok()),
                 serde_json::to_value(form).ok(),
                 None,
             ),
@@ -195,6 +197,10 @@ fn new_id() -> Result<String, String> {
 
 fn unknown(id: &str) -> ErrorData {
     ErrorData::invalid_params(format!("no task `{id}`"), None)
+}
+
+fn not_waiting(id: &str) -> ErrorData {
+    ErrorData::invalid_params(format!("task `{id}` is not waiting for input"), None)
 }
 
 /// Task `id` of the session of `context`: another session's is unknown.
@@ -295,6 +301,15 @@ impl Server {
         Ok(row.filter(|r| r.session == session_of(context)))
     }
 
+    /// Whether this node has task `id` of the caller's session, waiting
+    /// for a person's answer.
+    fn waits_here(&self, id: &str, context: &RequestContext<RoleServer>) -> bool {
+        matches!(
+            own(&mut lock(&self.inner.tasks), id, context).map(|e| &e.state),
+            Ok(State::InputRequired { .. })
+        )
+    }
+
     /// Whether this node's input-required task `id` was taken (answered
     /// or cancelled) through another node: then its parked turn, which
     /// never ran, is dropped with the entry.
@@ -361,17 +376,14 @@ impl Server {
         request.cancel = cancel.clone();
         let id = new_id().map_err(|e| ErrorData::internal_error(e, None))?;
         let created = now();
-        let call = fleet_arguments.and_then(|arguments| {
-            serde_json::to_value(FleetCall {
-                tool: offered.name.clone(),
-                command,
-                arguments,
-                actor: self.inner.options.actor.clone(),
-                scope: String::new(),
-                definition_hash: String::new(),
-                policy_hash: String::new(),
-            })
-            .ok()
+        let call = fleet_arguments.map(|arguments| FleetCall {
+            tool: offered.name.clone(),
+            command,
+            arguments,
+            actor: self.inner.options.actor.clone(),
+            scope: String::new(),
+            definition_hash: String::new(),
+            policy_hash: String::new(),
         });
         let entry = Entry {
             session: session_of(context),
@@ -456,9 +468,9 @@ impl Server {
             if let (Some((scope, definition_hash, policy_hash)), Some(call)) =
                 (asked, entry.call.as_mut())
             {
-                call["scope"] = Value::String(scope);
-                call["definition_hash"] = Value::String(definition_hash);
-                call["policy_hash"] = Value::String(policy_hash);
+                call.scope = scope;
+                call.definition_hash = definition_hash;
+                call.policy_hash = policy_hash;
             }
             node.map(|n| entry.row(&n))
         };
@@ -526,19 +538,12 @@ impl Server {
         // In a fleet, taken for the fleet first: another node may have
         // answered or cancelled it (then this node's turn is dropped).
         if let Some((store, node)) = self.fleet_tasks() {
-            let waiting = matches!(
-                own(&mut lock(&self.inner.tasks), id, context).map(|e| &e.state),
-                Ok(State::InputRequired { .. })
-            );
-            if waiting {
+            if self.waits_here(id, context) {
                 let taken = tokio::task::block_in_place(|| store.take_input(&id_sha256(id), &node))
                     .map_err(|e| fleet_error(&e))?;
                 if taken.is_none() && self.fleet_row(id, context)?.is_some() {
                     lock(&self.inner.tasks).remove(id);
-                    return Err(ErrorData::invalid_params(
-                        format!("task `{id}` is not waiting for input"),
-                        None,
-                    ));
+                    return Err(not_waiting(id));
                 }
             }
         }
@@ -546,10 +551,7 @@ impl Server {
             let mut tasks = lock(&self.inner.tasks);
             let entry = own(&mut tasks, id, context)?;
             if !matches!(entry.state, State::InputRequired { .. }) {
-                return Err(ErrorData::invalid_params(
-                    format!("task `{id}` is not waiting for input"),
-                    None,
-                ));
+                return Err(not_waiting(id));
             }
             match std::mem::replace(&mut entry.state, State::Working) {
                 State::InputRequired { parked, .. } => {
@@ -587,18 +589,14 @@ impl Server {
         id: &str,
         context: &RequestContext<RoleServer>,
     ) -> Result<(), ErrorData> {
-        let node = self.fleet_tasks().map(|(_, node)| node);
+        let fleet = self.fleet_tasks();
         // In a fleet, a waiting task is cancelled in the record first, in
         // one statement: if another node took it meanwhile, the mark asks
         // that node to stop it, and this node's turn is dropped.
-        let waiting = matches!(
-            own(&mut lock(&self.inner.tasks), id, context).map(|e| &e.state),
-            Ok(State::InputRequired { .. })
-        );
-        if let (true, Some((store, me))) = (waiting, self.fleet_tasks()) {
+        if let Some((store, me)) = fleet.as_ref().filter(|_| self.waits_here(id, context)) {
             let row = tokio::task::block_in_place(|| store.ask_cancel(&id_sha256(id)))
                 .map_err(|e| fleet_error(&e))?;
-            if row.is_some_and(|r| r.node != me || r.status != status::CANCELLED) {
+            if row.is_some_and(|r| &r.node != me || r.status != status::CANCELLED) {
                 lock(&self.inner.tasks).remove(id);
                 return Ok(());
             }
@@ -616,7 +614,7 @@ impl Server {
                     // It never ran: nothing to stop.
                     State::InputRequired { .. } => {
                         entry.set(State::Cancelled);
-                        node.as_deref().map(|n| entry.row(n))
+                        fleet.as_ref().map(|(_, n)| entry.row(n))
                     }
                     State::Completed(_) | State::Cancelled => None,
                 },
@@ -663,10 +661,8 @@ impl Server {
         else {
             return Err(unknown(id));
         };
-        let not_waiting =
-            || ErrorData::invalid_params(format!("task `{id}` is not waiting for input"), None);
         if row.status != status::INPUT_REQUIRED {
-            return Err(not_waiting());
+            return Err(not_waiting(id));
         }
         let call = row
             .call
@@ -679,7 +675,7 @@ impl Server {
         let Some(was) = tokio::task::block_in_place(|| store.take_input(&id_sha256(id), &node))
             .map_err(|e| fleet_error(&e))?
         else {
-            return Err(not_waiting());
+            return Err(not_waiting(id));
         };
         tracing::info!(
             "task `{id}` of node `{}`: answered here, run afresh",

@@ -1094,6 +1094,19 @@ async fn task_reaching(session: &Session, id: &str, status: &str) -> Value {
     panic!("task `{id}` never reached `{status}`");
 }
 
+/// Calls `tool` with `arguments` through `session`, which answers with a
+/// task handle: its id.
+async fn task_of(session: &Session, tool: &str, arguments: Value) -> String {
+    let params = serde_json::from_value::<CallToolRequestParams>(
+        json!({"name": tool, "arguments": arguments}),
+    )
+    .unwrap();
+    match session.peer().call_tool_once(params).await.unwrap() {
+        CallToolResponse::Task(t) => t.task.task_id,
+        other => panic!("not a task: {other:?}"),
+    }
+}
+
 /// A task for `write-file` that waits for an approval, answered by
 /// `tasks/update`, completes with the call's result; the answer is taken
 /// once.
@@ -1156,11 +1169,7 @@ async fn task_cancelled_mid_run(env: &Env, session: &Session) {
         .unwrap_or_default()
         .lines()
         .count();
-    let params = serde_json::from_value::<CallToolRequestParams>(json!({"name": "spin"})).unwrap();
-    let id = match session.peer().call_tool_once(params).await.unwrap() {
-        CallToolResponse::Task(t) => t.task.task_id,
-        other => panic!("not a task: {other:?}"),
-    };
+    let id = task_of(session, "spin", json!({})).await;
     task_reaching(session, &id, "working").await;
     tokio::time::sleep(std::time::Duration::from_millis(300)).await;
     session
@@ -1319,15 +1328,12 @@ async fn mcp_fleet_a_task_is_followed_answered_and_cancelled_through_another_nod
     let a = stdio_2026(&env, &a_args, &person).await;
     let b = stdio_2026(&env, &a_args, &person).await;
 
-    let params = serde_json::from_value::<CallToolRequestParams>(json!({
-        "name": "write-file",
-        "arguments": {"path": "out/fleet-task.txt", "content": "by a task"},
-    }))
-    .unwrap();
-    let id = match a.peer().call_tool_once(params).await.unwrap() {
-        CallToolResponse::Task(t) => t.task.task_id,
-        other => panic!("not a task: {other:?}"),
-    };
+    let id = task_of(
+        &a,
+        "write-file",
+        json!({"path": "out/fleet-task.txt", "content": "by a task"}),
+    )
+    .await;
     let on_a = task_reaching(&a, &id, "input_required").await;
     let on_b = task_reaching(&b, &id, "input_required").await;
     assert_eq!(on_b["inputRequests"], on_a["inputRequests"], "{on_b:#}");
@@ -1366,11 +1372,7 @@ async fn mcp_fleet_a_task_is_followed_answered_and_cancelled_through_another_nod
     }
 
     // Cancelled through the other node.
-    let params = serde_json::from_value::<CallToolRequestParams>(json!({"name": "spin"})).unwrap();
-    let spinning = match a.peer().call_tool_once(params).await.unwrap() {
-        CallToolResponse::Task(t) => t.task.task_id,
-        other => panic!("not a task: {other:?}"),
-    };
+    let spinning = task_of(&a, "spin", json!({})).await;
     task_reaching(&a, &spinning, "working").await;
     task_reaching(&b, &spinning, "working").await;
     b.peer()
@@ -1381,15 +1383,12 @@ async fn mcp_fleet_a_task_is_followed_answered_and_cancelled_through_another_nod
     task_reaching(&b, &spinning, "cancelled").await;
     // A waiting task cancelled on its own node is cancelled for the fleet:
     // the other node can no longer answer it.
-    let params = serde_json::from_value::<CallToolRequestParams>(json!({
-        "name": "write-file",
-        "arguments": {"path": "out/never.txt", "content": "never"},
-    }))
-    .unwrap();
-    let waiting = match a.peer().call_tool_once(params).await.unwrap() {
-        CallToolResponse::Task(t) => t.task.task_id,
-        other => panic!("not a task: {other:?}"),
-    };
+    let waiting = task_of(
+        &a,
+        "write-file",
+        json!({"path": "out/never.txt", "content": "never"}),
+    )
+    .await;
     task_reaching(&b, &waiting, "input_required").await;
     a.peer()
         .cancel_task(rmcp::model::CancelTaskParams::new(&waiting))
