@@ -18,7 +18,7 @@
 //!   confined child (Landlock, seccomp, rlimits, timeout, capped output).
 //! - [`memory`] — the memory store behind `gatehouse:executor/memory`.
 //! - [`state`] — the shared state of a host and its backends: the
-//!   hash-chained audit (`<state>/audit.db`) behind one trait.
+//!   hash-chained audit (`<state>/audit-chain.jsonl`) behind one trait.
 //! - [`undo`] — turn history, the write-ahead journal, undo and pruning.
 //! - [`terminal`] — the controlling terminal: prompts, escaped guest text,
 //!   answers read under a deadline.

@@ -514,7 +514,7 @@ pub enum HistoryCmd {
         #[arg(long)]
         dry_run: bool,
     },
-    /// Check the audit chain (`<state>/audit.db`): exit 0 when whole, 2
+    /// Check the audit chain (`<state>/audit-chain.jsonl`): exit 0 when whole, 2
     /// naming the first record edited, deleted, inserted or reordered.
     ///
     /// The chain holds every turn's audit record and every denial record,

@@ -67,7 +67,7 @@ fn verify(ctx: &Context) -> CmdResult {
                     "audit chain broken: {broken} (`{}`)",
                     match &ctx.state.database_url {
                         Some(url) => gatehouse::util::redact_url(url),
-                        None => ctx.state.audit_db.display().to_string(),
+                        None => ctx.state.audit_chain.display().to_string(),
                     }
                 )))
             }

@@ -118,7 +118,7 @@ impl HostEnv {
 /// Defaults: `$GATEHOUSE_STATE_DIR`, else `$XDG_STATE_HOME/gatehouse`, else
 /// `~/.local/state/gatehouse`; `grants.db` (`$GATEHOUSE_GRANTS_DB`),
 /// `history/` (`$GATEHOUSE_HISTORY_DIR`), `cache/`, the pending-approval
-/// queue `approvals.db` and the audit chain `audit.db` inside it.
+/// queue `approvals.db` and the audit chain `audit-chain.jsonl` inside it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StatePaths {
     /// The state directory.
@@ -139,8 +139,11 @@ pub struct StatePaths {
     /// This host's name in a fleet's history index: `$GATEHOUSE_NODE`,
     /// else the machine's host name ([`StatePaths::node_name`]).
     pub node: Option<String>,
-    /// The hash-chained audit (`gatehouse history verify`), always in the
-    /// state directory.
+    /// The hash-chained audit (`gatehouse history verify`),
+    /// `audit-chain.jsonl`, always in the state directory.
+    pub audit_chain: PathBuf,
+    /// Where builds before the chain's file kept it (`audit.db`): imported
+    /// into [`StatePaths::audit_chain`] when that is first written.
     pub audit_db: PathBuf,
 }
 
@@ -160,6 +163,7 @@ impl StatePaths {
             approvals_db: state_dir.join("approvals.db"),
             database_url: None,
             node: None,
+            audit_chain: state_dir.join("audit-chain.jsonl"),
             audit_db: state_dir.join("audit.db"),
         }
     }

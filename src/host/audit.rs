@@ -10,7 +10,7 @@
 //! - A request that ends before guest code starts writes exactly one
 //!   [`DenialRecord`] to `<state>/denials.jsonl`, and nothing else.
 //! - Each of these records, the same bytes, also goes into the audit
-//!   chain (`<state>/audit.db`, [`crate::state`]): a turn's by its
+//!   chain (`<state>/audit-chain.jsonl`, [`crate::state`]): a turn's by its
 //!   journal at its finish, a denial's where it is written.
 
 use serde::Serialize;

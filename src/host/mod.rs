@@ -25,7 +25,7 @@
 //! is one `write(2)` before [`Host::run`] returns (see
 //! [`crate::undo::append`]). Each of these records (for a turn that
 //! mutated, one of the same shape at its end) also goes into the audit
-//! chain, `<state>/audit.db` ([`crate::state`]), committed before
+//! chain, `<state>/audit-chain.jsonl` ([`crate::state`]), written before
 //! [`Host::run`] returns.
 //!
 //! What the sandbox sees: the [`Plan`](crate::sandbox::Plan) and three
@@ -534,7 +534,7 @@ struct Inner {
     /// grants are a file, watched through `grants_stamp`).
     grants_generation: std::sync::Mutex<Option<u64>>,
     /// The hash-chained audit: every record of the two logs above, and
-    /// one per turn that wrote (`<state>/audit.db`, opened at the first
+    /// one per turn that wrote (`<state>/audit-chain.jsonl`, opened at the first
     /// record).
     chain: Arc<dyn crate::state::AuditStore>,
     /// A fleet's history index and this node's name in it (`None` on the
@@ -648,7 +648,7 @@ impl Host {
             .and_then(|w| w.watch(&turn::grants_paths(&options.state).each()));
         let stamp = turn::grants_stamp(&options.state);
         let denials_log = AppendLog::new(&options.state.state_dir.join("denials.jsonl"));
-        // The audit chain: the fleet's database's, else `audit.db`.
+        // The audit chain: the fleet's database's, else `audit-chain.jsonl`.
         let chain = crate::state::audit_backend(&options.state)?;
         let memory = crate::state::memory_backend(&options.state)?;
         let parked = crate::state::parked_store(&options.state)?;

@@ -11,7 +11,7 @@ use super::HostError;
 use crate::config::StatePaths;
 use crate::grants::GrantStore;
 use crate::memory::{MemoryError, MemoryStore, StoreCause};
-use crate::state::{SqliteAudit, StateError};
+use crate::state::{FileAudit, StateError};
 
 /// One database as [`migrate`] left it.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
@@ -82,10 +82,10 @@ pub fn migrate(state: &StatePaths) -> Result<Vec<Migrated>, HostError> {
             path: memory.display().to_string(),
             version: crate::memory::SCHEMA_VERSION,
         });
-        let audit_version = SqliteAudit::new(&state.audit_db).migrate()?;
+        let audit_version = FileAudit::new(&state.audit_chain, Some(&state.audit_db)).migrate()?;
         done.push(Migrated {
             database: "audit",
-            path: state.audit_db.display().to_string(),
+            path: state.audit_chain.display().to_string(),
             version: audit_version,
         });
     }
@@ -131,12 +131,12 @@ pub(super) fn check(state: &StatePaths) -> Result<(), HostError> {
             .into());
         }
     }
-    if let Some(version) = header_version(&state.audit_db) {
-        if version > crate::state::sqlite_audit::SCHEMA_VERSION {
+    if let Some(version) = crate::state::file_audit::header_version(&state.audit_chain) {
+        if version > crate::state::file_audit::FORMAT_VERSION {
             return Err(StateError::Newer {
-                path: state.audit_db.clone(),
+                path: state.audit_chain.clone(),
                 version,
-                known: crate::state::sqlite_audit::SCHEMA_VERSION,
+                known: crate::state::file_audit::FORMAT_VERSION,
             }
             .into());
         }

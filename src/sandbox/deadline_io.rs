@@ -52,6 +52,15 @@ fn bounded<F: Future>(
 ) -> Result<F::Output, DeadlineReached> {
     in_tokio(async move {
         let mut fut = pin!(fut);
+        // Most waits are over at the first look (the bytes or the answer
+        // are there): those need no timer.
+        let first = std::future::poll_fn(|cx| Poll::Ready(fut.as_mut().poll(cx))).await;
+        if let Poll::Ready(v) = first {
+            return Ok(v);
+        }
+        if cancel.is_cancelled() || Instant::now() >= deadline {
+            return Err(DeadlineReached);
+        }
         let mut stop = pin!(async {
             loop {
                 let now = Instant::now();

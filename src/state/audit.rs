@@ -32,7 +32,7 @@ pub enum StateError {
         source: crate::util::Lowered<rusqlite::Error>,
     },
     /// The database's schema is of a later version than this build knows.
-    #[error("audit database `{path}`: its schema version {version} is newer than this build knows ({known}); run a newer gatehouse")]
+    #[error("audit chain `{path}`: its version {version} is newer than this build knows ({known}); run a newer gatehouse")]
     Newer {
         /// The database file.
         path: PathBuf,
@@ -43,10 +43,32 @@ pub enum StateError {
     },
     /// The records a prune verified changed before it could remove them
     /// (another prune, or someone writing the file).
-    #[error("audit database `{path}` changed while it was being pruned; nothing was pruned")]
+    #[error("audit chain `{path}` changed while it was being pruned; nothing was pruned")]
     Changed {
         /// The database file.
         path: PathBuf,
+    },
+    /// The chain's file could not be opened, read or written.
+    #[error("audit chain `{path}`: cannot {action}")]
+    File {
+        /// What was being done.
+        action: &'static str,
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: crate::util::IoCause,
+    },
+    /// A line of the chain's file that must be read is not what it must
+    /// be (line 0: its last line).
+    #[error("audit chain `{path}`: {}{why}", if *line > 0 { format!("line {line}: ") } else { String::new() })]
+    Unreadable {
+        /// The file.
+        path: PathBuf,
+        /// The line (1: the header; 0: the last one).
+        line: usize,
+        /// What is wrong with it.
+        why: String,
     },
     /// A fleet's database could not be used.
     #[error(transparent)]
@@ -57,7 +79,7 @@ pub enum StateError {
     Batch(String),
     /// A prune would remove a part of the chain that does not verify:
     /// removing it would hide the tampering behind a new checkpoint.
-    #[error("audit database `{path}`: {broken}; nothing was pruned (a prune never removes a broken part of the chain)")]
+    #[error("audit chain `{path}`: {broken}; nothing was pruned (a prune never removes a broken part of the chain)")]
     Broken {
         /// The database file.
         path: PathBuf,

@@ -41,7 +41,7 @@ pub fn link_hash(prev: &str, kind: &str, turn: &str, time: &str, body: &str) -> 
         }
         h.update(part.as_bytes());
     }
-    format!("{:x}", h.finalize())
+    crate::util::hash::hex(&h.finalize())
 }
 
 /// One stored record of the chain.
@@ -72,7 +72,7 @@ impl ChainRow {
 }
 
 /// The last record a prune removed: verification starts after it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize)]
 pub struct Checkpoint {
     /// Its sequence number.
     pub seq: i64,

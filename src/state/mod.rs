@@ -11,7 +11,8 @@
 //! - [`audit`] — the audit chain's trait ([`AuditStore`]): one
 //!   hash-chained log of every turn's audit record and every denial,
 //!   which `gatehouse history verify` recomputes; [`chain`] its pure part,
-//!   [`sqlite_audit`] and [`pg_audit`] its backends.
+//!   [`file_audit`] and [`pg_audit`] its backends ([`legacy_audit`]: the
+//!   SQLite chain of earlier builds, imported).
 //! - [`grants`], [`approvals`]: the grant store and the pending-approval
 //!   queue, each a trait with a SQLite and a PostgreSQL implementation.
 //! - [`history`]: a fleet's history index (every node's turns).
@@ -22,18 +23,19 @@
 pub mod approvals;
 pub mod audit;
 pub mod chain;
+pub mod file_audit;
 pub mod grants;
 pub mod history;
+pub mod legacy_audit;
 pub mod memory;
 pub mod parked;
 pub mod pg;
 pub mod pg_audit;
-pub mod sqlite_audit;
 pub mod tasks;
 
 pub use audit::{AuditStore, StateError, KIND_DENIAL, KIND_TURN};
 pub use chain::{link_hash, verify, Broken, ChainRow, Checkpoint, Tamper, Verified, GENESIS};
-pub use sqlite_audit::SqliteAudit;
+pub use file_audit::FileAudit;
 
 use std::sync::Arc;
 
@@ -123,10 +125,11 @@ pub fn task_store(
 }
 
 /// The audit chain `state` names: its PostgreSQL database, else
-/// `audit.db` in the state directory.
+/// `audit-chain.jsonl` in the state directory (importing an earlier
+/// build's `audit.db`).
 pub fn audit_backend(state: &StatePaths) -> Result<Arc<dyn AuditStore>, pg::SharedError> {
     Ok(match &state.database_url {
         Some(url) => Arc::new(pg_audit::PgAudit::new(pg::Pg::shared(url)?)),
-        None => Arc::new(SqliteAudit::new(&state.audit_db)),
+        None => FileAudit::new(&state.audit_chain, Some(&state.audit_db)),
     })
 }

@@ -155,23 +155,9 @@ impl AppendLog {
 
     fn start_syncer(&self) {
         self.syncer.call_once(|| {
-            let weak = self.this.clone();
-            let spawned = std::thread::Builder::new()
-                .name("gatehouse-log-sync".into())
-                .spawn(move || loop {
-                    std::thread::sleep(SYNC_EVERY);
-                    match weak.upgrade() {
-                        Some(log) => {
-                            if let Err(e) = log.sync() {
-                                tracing::warn!("{e}");
-                            }
-                        }
-                        None => return,
-                    }
-                });
-            if let Err(e) = spawned {
-                tracing::warn!("cannot start the log syncer: {e}; records are synced at shutdown");
-            }
+            crate::util::sync::every(SYNC_EVERY, "gatehouse-log-sync", self.this.clone(), |log| {
+                log.sync().map_err(|e| e.to_string())
+            });
         });
     }
 }

@@ -33,7 +33,19 @@ pub fn sha256_each(
         }
         hasher.update(&buf[..n]);
     }
-    Ok(Some(format!("{:x}", hasher.finalize())))
+    Ok(Some(hex(&hasher.finalize())))
+}
+
+/// `bytes` in lowercase hex (a digest's usual form), without the
+/// formatter's per-byte calls.
+pub fn hex(bytes: &[u8]) -> String {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    let mut out = String::with_capacity(bytes.len() * 2);
+    for b in bytes {
+        out.push(char::from(DIGITS[usize::from(b >> 4)]));
+        out.push(char::from(DIGITS[usize::from(b & 15)]));
+    }
+    out
 }
 
 /// The lowercase hex sha256 of everything `input` yields.

@@ -43,6 +43,34 @@ pub fn wait_timeout<'a, T>(
     }
 }
 
+/// Starts a thread named `name` that calls `sync` on `target` every
+/// `period` for as long as `target` lives (a log's background sync). A
+/// thread that cannot be started is warned of: the target then syncs only
+/// when it is dropped.
+pub fn every<T: Send + Sync + 'static>(
+    period: Duration,
+    name: &str,
+    target: std::sync::Weak<T>,
+    sync: fn(&T) -> Result<(), String>,
+) {
+    let spawned = std::thread::Builder::new()
+        .name(name.into())
+        .spawn(move || loop {
+            std::thread::sleep(period);
+            match target.upgrade() {
+                Some(t) => {
+                    if let Err(e) = sync(&t) {
+                        tracing::warn!("{e}");
+                    }
+                }
+                None => return,
+            }
+        });
+    if let Err(e) = spawned {
+        tracing::warn!("cannot start `{name}`: {e}; records are synced at shutdown");
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

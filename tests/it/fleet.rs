@@ -653,7 +653,7 @@ fn fleet_one_audit_chain_for_every_node_that_a_node_s_role_cannot_rewrite() {
     let whole = b.run(&["--json", "history", "verify"]);
     whole.expect(0);
     assert_eq!(whole.json_lines()[0]["records"], 3, "{whole:#?}");
-    assert!(!a.state_dir().join("audit.db").exists());
+    assert!(!a.state_dir().join("audit-chain.jsonl").exists());
     let node_url = as_role(&db.url, "gatehouse_node");
     let mut node = postgres::Client::connect(&node_url, postgres::NoTls).unwrap();
     for statement in [

@@ -1,12 +1,13 @@
 //! Issue 32: the tamper-evident audit on the embedded backend. Every
 //! turn's audit record and every denial record also goes, byte for byte,
-//! into one hash-chained log (`<state>/audit.db`); `gatehouse history
+//! into one hash-chained log (`<state>/audit-chain.jsonl`); `gatehouse history
 //! verify` recomputes it, exits 0 when it is whole and 2 naming the first
 //! record edited, deleted or reordered; `history prune` removes its old
 //! records and keeps a checkpoint, so it still verifies.
 //!
 //! Each tamper test first verifies the same log untouched (the positive
-//! control), then changes one thing with SQLite itself.
+//! control), then changes one thing: in the file with a text edit, in
+//! PostgreSQL with SQL as the table's owner.
 
 use serde_json::{json, Value};
 
@@ -24,8 +25,87 @@ struct Row {
     hash: String,
 }
 
-fn audit_db(env: &Env) -> std::path::PathBuf {
-    env.state_dir().join("audit.db")
+fn chain_file(env: &Env) -> std::path::PathBuf {
+    env.state_dir().join("audit-chain.jsonl")
+}
+
+/// One record line of the chain's file, as far as these tests read it.
+#[derive(serde::Deserialize)]
+struct Line<'a> {
+    seq: i64,
+    kind: String,
+    turn: String,
+    #[serde(borrow)]
+    body: &'a serde_json::value::RawValue,
+    hash: String,
+}
+
+/// The lines of the chain's file (its header first).
+fn chain_lines(env: &Env) -> Vec<String> {
+    lines(&chain_file(env))
+}
+
+/// Rewrites the chain's file with `f` applied to its lines (header
+/// first).
+fn edit_chain(env: &Env, f: impl FnOnce(&mut Vec<String>)) {
+    let mut lines = chain_lines(env);
+    f(&mut lines);
+    std::fs::write(chain_file(env), lines.join("\n") + "\n").unwrap();
+}
+
+/// Where the record `seq` is among `lines`.
+fn line_of(lines: &[String], seq: i64) -> usize {
+    let prefix = format!("{{\"seq\":{seq},");
+    lines.iter().position(|l| l.starts_with(&prefix)).unwrap()
+}
+
+/// What each tamper test does to the chain, on either backend.
+enum Change {
+    /// Record 2's status changed from ok to error.
+    EditStatusOfTwo,
+    /// Record 3 removed.
+    DeleteThree,
+    /// Records 2 and 3 swapped, each keeping its place's number.
+    SwapTwoAndThree,
+    /// Record 3's time changed.
+    EditTimeOfThree,
+}
+
+fn tamper(env: &Env, change: Change) {
+    if env.database_url.is_some() {
+        return sql(
+            env,
+            match change {
+                Change::EditStatusOfTwo => "UPDATE chain SET body = replace(body, '\"status\":\"ok\"', '\"status\":\"error\"') WHERE seq = 2",
+                Change::DeleteThree => "DELETE FROM chain WHERE seq = 3",
+                Change::SwapTwoAndThree => "BEGIN; UPDATE chain SET seq = -1 WHERE seq = 2; UPDATE chain SET seq = 2 WHERE seq = 3;
+                 UPDATE chain SET seq = 3 WHERE seq = -1; COMMIT;",
+                Change::EditTimeOfThree => "UPDATE chain SET time = '2020-01-01T00:00:00Z' WHERE seq = 3",
+            },
+        );
+    }
+    edit_chain(env, |lines| match change {
+        Change::EditStatusOfTwo => {
+            let i = line_of(lines, 2);
+            lines[i] = lines[i].replace("\"status\":\"ok\"", "\"status\":\"error\"");
+        }
+        Change::DeleteThree => {
+            let i = line_of(lines, 3);
+            lines.remove(i);
+        }
+        Change::SwapTwoAndThree => {
+            let (two, three) = (line_of(lines, 2), line_of(lines, 3));
+            lines.swap(two, three);
+            lines[two] = lines[two].replacen("{\"seq\":3,", "{\"seq\":2,", 1);
+            lines[three] = lines[three].replacen("{\"seq\":2,", "{\"seq\":3,", 1);
+        }
+        Change::EditTimeOfThree => {
+            let i = line_of(lines, 3);
+            let start = lines[i].find("\"time\":\"").unwrap() + 8;
+            let end = start + lines[i][start..].find('"').unwrap();
+            lines[i].replace_range(start..end, "2020-01-01T00:00:00Z");
+        }
+    });
 }
 
 fn rows(env: &Env) -> Vec<Row> {
@@ -47,37 +127,29 @@ fn rows(env: &Env) -> Vec<Row> {
             })
             .collect();
     }
-    let conn = rusqlite::Connection::open(audit_db(env)).unwrap();
-    let mut stmt = conn
-        .prepare("SELECT seq, kind, turn, body, hash FROM chain ORDER BY seq")
-        .unwrap();
-    stmt.query_map([], |r| {
-        Ok(Row {
-            seq: r.get(0)?,
-            kind: r.get(1)?,
-            turn: r.get(2)?,
-            body: r.get(3)?,
-            hash: r.get(4)?,
+    chain_lines(env)
+        .iter()
+        .skip(1)
+        .map(|l| {
+            let line: Line = serde_json::from_str(l).unwrap();
+            Row {
+                seq: line.seq,
+                kind: line.kind,
+                turn: line.turn,
+                body: line.body.get().to_string(),
+                hash: line.hash,
+            }
         })
-    })
-    .unwrap()
-    .map(Result::unwrap)
-    .collect()
+        .collect()
 }
 
-/// Runs `statements` on the chain's table (`chain` in audit.db, or
-/// `audit_chain` in the fleet's database), as its owner.
+/// Runs `statements` on the chain's table (`audit_chain` in the fleet's
+/// database), as its owner.
 fn sql(env: &Env, statements: &str) {
-    if let Some(url) = &env.database_url {
-        postgres::Client::connect(url, postgres::NoTls)
-            .unwrap()
-            .batch_execute(&statements.replace(" chain ", " audit_chain "))
-            .unwrap();
-        return;
-    }
-    rusqlite::Connection::open(audit_db(env))
+    let url = env.database_url.as_ref().unwrap();
+    postgres::Client::connect(url, postgres::NoTls)
         .unwrap()
-        .execute_batch(statements)
+        .batch_execute(&statements.replace(" chain ", " audit_chain "))
         .unwrap();
 }
 
@@ -131,7 +203,7 @@ fn assert_broken(env: &Env, seq: i64, turn: &str, tamper: &str) {
             "audit chain broken: {said} (`{}`)",
             env.database_url
                 .clone()
-                .unwrap_or_else(|| s(&audit_db(env)).to_string())
+                .unwrap_or_else(|| s(&chain_file(env)).to_string())
         )],
     );
 }
@@ -189,7 +261,7 @@ fn history_verify_passes_on_an_untouched_log_of_real_turns_and_denials() {
         )],
     );
     let turns = five_turns(&env);
-    assert!(audit_db(&env).exists());
+    assert!(chain_file(&env).exists());
     // Five turns and denials made: five records.
     let head = assert_whole(&env, 5, 1, 5);
     let rows = rows(&env);
@@ -250,10 +322,7 @@ fn fleet_verify_names_an_edited_record_in_postgresql() {
 fn history_verify_names_an_edited_record_on(env: &Env) {
     let turns = five_turns(env);
     assert_whole(env, 5, 1, 5);
-    sql(
-        env,
-        "UPDATE chain SET body = replace(body, '\"status\":\"ok\"', '\"status\":\"error\"') WHERE seq = 2",
-    );
+    tamper(env, Change::EditStatusOfTwo);
     assert!(rows(env)[1].body.contains("\"status\":\"error\""));
     assert_broken(env, 2, &turns[1], "edited");
 }
@@ -272,7 +341,7 @@ fn fleet_verify_names_a_deleted_record_by_its_number_in_postgresql() {
 fn history_verify_names_a_deleted_record_by_its_number_on(env: &Env) {
     let turns = five_turns(env);
     assert_whole(env, 5, 1, 5);
-    sql(env, "DELETE FROM chain WHERE seq = 3");
+    tamper(env, Change::DeleteThree);
     // Record 3 is missing; the record after it is the denial's.
     assert_broken(env, 3, &turns[3], "deleted");
 }
@@ -291,14 +360,24 @@ fn fleet_verify_names_two_swapped_records_reordered_in_postgresql() {
 fn history_verify_names_two_swapped_records_reordered_on(env: &Env) {
     let turns = five_turns(env);
     assert_whole(env, 5, 1, 5);
-    sql(
-        env,
-        "BEGIN; UPDATE chain SET seq = -1 WHERE seq = 2; UPDATE chain SET seq = 2 WHERE seq = 3;
-         UPDATE chain SET seq = 3 WHERE seq = -1; COMMIT;",
-    );
+    tamper(env, Change::SwapTwoAndThree);
     // Each still hashes as itself: not an edit. Record 2 is now the
     // third turn, which links to the one now at 3.
     assert_broken(env, 2, &turns[2], "reordered");
+}
+
+#[test]
+fn history_verify_names_a_line_moved_in_the_chains_file_reordered() {
+    let env = Env::bare();
+    let turns = five_turns(&env);
+    assert_whole(&env, 5, 1, 5);
+    // The second record's line moved after the third, numbers and all.
+    edit_chain(&env, |lines| {
+        let (two, three) = (line_of(lines, 2), line_of(lines, 3));
+        lines.swap(two, three);
+    });
+    // The record that belongs second is found one line further on.
+    assert_broken(&env, 2, &turns[1], "reordered");
 }
 
 #[test]
@@ -354,10 +433,7 @@ fn history_prune_removes_the_chains_old_records_and_verify_still_passes() {
         .expect(0);
     assert_whole(&env, 2, 3, 4);
     // Tampering after a prune is still seen.
-    sql(
-        &env,
-        "UPDATE chain SET time = '2020-01-01T00:00:00Z' WHERE seq = 3",
-    );
+    tamper(&env, Change::EditTimeOfThree);
     let turn = rows(&env)[0].turn.clone();
     assert_broken(&env, 3, &turn, "edited");
     // And a prune will not remove the broken part: exit 2, nothing gone.
@@ -399,7 +475,7 @@ fn a_turn_whose_audit_record_cannot_be_committed_is_not_acknowledged() {
     let ws = env.mkdir("ws");
     env.mkdir("ws/out");
     // The chain's file is a directory: no record can be committed to it.
-    std::fs::create_dir_all(audit_db(&env)).unwrap();
+    std::fs::create_dir_all(chain_file(&env)).unwrap();
     let (run, v) = run_json(&env, &guest("hello"), &ws, "Supervised", "{}", &[]);
     run.expect(1);
     let turn = v["turn"].as_str().unwrap();
@@ -407,8 +483,8 @@ fn a_turn_whose_audit_record_cannot_be_committed_is_not_acknowledged() {
     let message = v["error"]["message"].as_str().unwrap();
     assert!(
         message.starts_with(&format!(
-            "turn `{turn}` ran, but its record was not committed: audit database `{}`",
-            audit_db(&env).display()
+            "turn `{turn}` ran, but its record was not committed: audit chain `{}`: cannot open",
+            chain_file(&env).display()
         )),
         "{message}"
     );

@@ -90,15 +90,13 @@ fn a_denied_request_writes_one_denial_line_no_directory_and_probes_nothing() {
         host.snapshot().definition_hash().as_str()
     );
     assert_eq!(d["policyHash"], host.snapshot().policy_hash().as_str());
-    // The denial line, and its record in the audit chain (whose
-    // write-ahead files stay while the host holds the database open).
+    // The denial line, and its record in the audit chain.
     let mut names: Vec<String> = std::fs::read_dir(env.state_dir())
         .unwrap()
         .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-        .filter(|n| !n.starts_with("audit.db-"))
         .collect();
     names.sort();
-    assert_eq!(names, ["audit.db", "denials.jsonl"]);
+    assert_eq!(names, ["audit-chain.jsonl", "denials.jsonl"]);
     assert!(!ws.join("out/a.txt").exists());
 }
 
@@ -362,8 +360,8 @@ fn kill_9_right_after_a_turn_loses_no_audit_line() {
     assert_eq!(audit[0]["status"], "ok");
     // Its record in the audit chain was committed before the turn
     // returned: the killed process lost it neither (issue 32).
-    let chain = gatehouse::state::SqliteAudit::new(&env.root().join("state/audit.db"));
-    let (checkpoint, rows) = gatehouse::state::AuditStore::rows(&chain).unwrap();
+    let chain = gatehouse::state::FileAudit::new(&env.root().join("state/audit-chain.jsonl"), None);
+    let (checkpoint, rows) = gatehouse::state::AuditStore::rows(&*chain).unwrap();
     assert_eq!(rows.len(), 1, "{rows:#?}");
     assert_eq!(rows[0].turn, turn);
     assert_eq!(

@@ -567,12 +567,11 @@ fn refuse_critical_refuses_fs_write_in_each_degraded_case_and_warn_runs_it() {
         let mut files: Vec<String> = std::fs::read_dir(env.state_dir())
             .unwrap()
             .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-            .filter(|n| !n.starts_with("audit.db-"))
             .collect();
         files.sort();
         assert_eq!(
             files,
-            ["audit.db", "denials.jsonl"],
+            ["audit-chain.jsonl", "denials.jsonl"],
             "{how:?}: state was written"
         );
         let denials = std::fs::read_to_string(env.state_dir().join("denials.jsonl")).unwrap();

@@ -71,10 +71,9 @@ fn a_denied_run_touches_nothing() {
     // No cache entry, no grants database, no history: one denial line,
     // and its record in the audit chain.
     let mut state = tree(&env.state_dir());
-    state.retain(|(n, _)| !n.starts_with("audit.db-"));
     let names: Vec<&str> = state.iter().map(|(n, _)| n.as_str()).collect();
-    assert_eq!(names, ["audit.db", "denials.jsonl"]);
-    state.retain(|(n, _)| n != "audit.db");
+    assert_eq!(names, ["audit-chain.jsonl", "denials.jsonl"]);
+    state.retain(|(n, _)| n != "audit-chain.jsonl");
     let d: serde_json::Value = serde_json::from_slice(&state[0].1).unwrap();
     assert_eq!(d["code"], "CAPABILITY_DENIED");
     assert_eq!(d["executor"], "write-file");

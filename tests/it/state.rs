@@ -8,14 +8,31 @@ use serde_json::{json, Value};
 use crate::support::guests::guest;
 use crate::support::{s, Env};
 
-/// SQLite's `user_version` of `path`.
+/// The audit chain's file in `state`.
+const CHAIN: &str = "audit-chain.jsonl";
+
+/// SQLite's `user_version` of `path`, or the version the audit chain's
+/// header records.
 fn version(path: &std::path::Path) -> i64 {
+    if path.ends_with(CHAIN) {
+        let text = std::fs::read_to_string(path).unwrap();
+        let header: Value = serde_json::from_str(text.lines().next().unwrap()).unwrap();
+        return header["version"].as_i64().unwrap();
+    }
     let conn = rusqlite::Connection::open(path).unwrap();
     conn.query_row("PRAGMA user_version", [], |r| r.get(0))
         .unwrap()
 }
 
 fn set_version(path: &std::path::Path, v: i64) {
+    if path.ends_with(CHAIN) {
+        let text = std::fs::read_to_string(path).unwrap();
+        let (header, rest) = text.split_once('\n').unwrap();
+        let mut header: Value = serde_json::from_str(header).unwrap();
+        header["version"] = json!(v);
+        std::fs::write(path, format!("{header}\n{rest}")).unwrap();
+        return;
+    }
     let conn = rusqlite::Connection::open(path).unwrap();
     conn.pragma_update(None, "user_version", v).unwrap();
 }
@@ -28,7 +45,7 @@ fn migrate_creates_every_state_database_at_its_schema_version_and_is_idempotent(
         ("grants", "grants.db"),
         ("approvals", "approvals.db"),
         ("memory", "memory.db"),
-        ("audit", "audit.db"),
+        ("audit", CHAIN),
     ]
     .iter()
     .map(|(name, file)| json!({"database": name, "path": s(&state.join(file)), "version": 1}))
@@ -38,7 +55,7 @@ fn migrate_creates_every_state_database_at_its_schema_version_and_is_idempotent(
         run.expect(0);
         assert_eq!(run.json_lines(), want, "{run:#?}");
     }
-    for file in ["grants.db", "approvals.db", "memory.db", "audit.db"] {
+    for file in ["grants.db", "approvals.db", "memory.db", CHAIN] {
         assert_eq!(version(&state.join(file)), 1, "{file}");
     }
     // The lines a person reads.
@@ -50,7 +67,7 @@ fn migrate_creates_every_state_database_at_its_schema_version_and_is_idempotent(
             format!("grants    schema 1  {}", s(&state.join("grants.db"))),
             format!("approvals schema 1  {}", s(&state.join("approvals.db"))),
             format!("memory    schema 1  {}", s(&state.join("memory.db"))),
-            format!("audit     schema 1  {}", s(&state.join("audit.db"))),
+            format!("audit     schema 1  {}", s(&state.join(CHAIN))),
         ]
     );
 }
@@ -72,12 +89,13 @@ fn a_database_of_a_later_schema_version_is_refused_before_anything_runs() {
     for (file, what) in [
         ("approvals.db", "approvals database"),
         ("memory.db", "memory store"),
-        ("audit.db", "audit database"),
+        (CHAIN, "audit chain"),
     ] {
         let path = state.join(file);
         set_version(&path, 7);
+        let schema = if file == CHAIN { "" } else { "schema " };
         let message = format!(
-            "{what} `{}`: its schema version 7 is newer than this build knows (1); run a newer gatehouse",
+            "{what} `{}`: its {schema}version 7 is newer than this build knows (1); run a newer gatehouse",
             s(&path)
         );
         env.run(&["migrate"]).expect_err(1, &[&message]);
