@@ -53,7 +53,7 @@ pub const FORMAT_VERSION: i64 = 1;
 const FORMAT: &str = "gatehouse-audit-chain";
 
 /// How often a written chain is synced to disk (as `audit.jsonl` is).
-pub const SYNC_EVERY: Duration = crate::undo::SYNC_EVERY;
+pub const SYNC_EVERY: Duration = crate::util::sync::LOG_SYNC_EVERY;
 
 /// How much of the file's end is read at a time when looking for its
 /// last line.

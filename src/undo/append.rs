@@ -24,7 +24,7 @@ use super::journal::HistoryError;
 /// Each `fdatasync` costs the log's filesystem a journal commit: at 5 ms a
 /// busy host spent ≈ 6% of its CPU in them (measured with `perf`, issue
 /// 13); at 20 ms, a quarter of that.
-pub const SYNC_EVERY: Duration = Duration::from_millis(20);
+pub const SYNC_EVERY: Duration = crate::util::sync::LOG_SYNC_EVERY;
 
 /// How many descriptors a log may open (see `AppendLog::files`).
 const STRIPES: usize = 8;

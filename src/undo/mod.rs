@@ -22,7 +22,7 @@ use std::sync::Arc;
 
 use serde::Serialize;
 
-pub use append::{AppendLog, SYNC_EVERY};
+pub use append::AppendLog;
 pub use journal::{
     AuditRecord, Entry, HistoryError, Operation, TurnJournal, TurnRecord, TurnStatus, UndoState,
 };

@@ -43,6 +43,10 @@ pub fn wait_timeout<'a, T>(
     }
 }
 
+/// How often the append-only logs and the audit chain's file are synced
+/// to disk (see `undo::append::SYNC_EVERY` for why this often).
+pub const LOG_SYNC_EVERY: Duration = Duration::from_millis(20);
+
 /// Starts a thread named `name` that calls `sync` on `target` every
 /// `period` for as long as `target` lives (a log's background sync). A
 /// thread that cannot be started is warned of: the target then syncs only
