@@ -1,21 +1,23 @@
 //! The history index of a fleet: which turns exist, on which node, whose,
-//! with what status and undo state, for every node in one table.
+//! with what status and undo state, for every node.
 //!
 //! On the embedded backend the index is the history directory and
 //! `audit.jsonl` themselves (`crate::undo::History`); a fleet's nodes each
 //! keep those too (a turn's journal and backups stay on the node whose
-//! workspace they belong to), and also write each turn's summary here, so
-//! `gatehouse history` on any node lists the fleet's turns and `gatehouse
-//! undo` can say which node holds a turn it does not.
+//! workspace they belong to), and also write each turn's summary to the
+//! database, so `gatehouse history` on any node lists the fleet's turns and
+//! `gatehouse undo` can say which node holds a turn it does not.
 //!
-//! The row is written with the turn's audit-chain record, by the chain's
-//! own trigger, in the same statement (one round trip, one commit: the
-//! record and its index row commit together): the node passes its name
-//! and the turn's operation count with the record
-//! ([`super::AuditStore::append_indexed`]), and the trigger puts the
-//! record's turn fields in the index. Its undo state is set when an undo
-//! ends; a node's role may insert rows and change the undo state, never
-//! delete a row.
+//! The summary is the turn's record in the audit chain itself: the node
+//! passes its name and the turn's operation count with the record
+//! ([`super::AuditStore::append_indexed`]), in the same row, so the turn is
+//! indexed by the one insert that records it (no second write, no
+//! trigger). The index reads those rows (`kind = 'turn'` with a node): the
+//! record's fields come from its body, its undo state from `turn_undo`,
+//! where an undo's end is written. A node's role may insert and change an
+//! undo state, never delete one. (Schema versions 2 and 3 kept a table of
+//! their own, `turns`, filled by a trigger; version 4 moves its undo
+//! states to `turn_undo` and drops it.)
 
 use std::sync::Arc;
 
@@ -55,6 +57,32 @@ END $$;
 CREATE TRIGGER audit_index AFTER INSERT ON audit_chain
  FOR EACH ROW EXECUTE FUNCTION gatehouse_audit_index();
 ";
+
+/// What schema version 4 changes in the index: it is read from the audit
+/// chain, the undo states move to `turn_undo`, and `turns` and its
+/// trigger go.
+pub const SCHEMA_4: &str = "
+DROP TRIGGER IF EXISTS audit_index ON audit_chain;
+DROP FUNCTION IF EXISTS gatehouse_audit_index();
+CREATE TABLE IF NOT EXISTS turn_undo (
+ turn text PRIMARY KEY,
+ undo text NOT NULL
+);
+INSERT INTO turn_undo (turn, undo) SELECT turn, undo FROM turns WHERE undo <> 'none'
+ ON CONFLICT (turn) DO NOTHING;
+DROP TABLE IF EXISTS turns;
+GRANT SELECT, INSERT, UPDATE ON turn_undo TO gatehouse_node;
+GRANT SELECT ON turn_undo TO gatehouse_approver;
+";
+
+/// The index's columns for the turn rows of the chain: the node, the
+/// operation count and the record (the body without its decisions, its
+/// undo state as of now).
+const INDEXED: &str = "SELECT a.node, coalesce(a.operations, 0), \
+     ((a.body::jsonb - 'decisions') || CASE WHEN u.undo IS NULL THEN '{}'::jsonb \
+       ELSE jsonb_build_object('undo', u.undo) END)::text \
+     FROM audit_chain a LEFT JOIN turn_undo u ON u.turn = a.turn \
+     WHERE a.kind = 'turn' AND a.node IS NOT NULL";
 
 /// One turn of the index.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
@@ -108,20 +136,24 @@ fn indexed(r: &postgres::Row) -> IndexedTurn {
 
 impl TurnIndex for PgTurnIndex {
     fn set_undo(&self, turn: &str, undo: &str) -> Result<bool, StateError> {
-        Ok(self.pg.with("cannot record the undo in the history index", |c| {
-            let n = c.execute(
-                "UPDATE turns SET undo = $2, record = jsonb_set(record, '{undo}', to_jsonb($2::text)) \
-                 WHERE turn = $1",
-                &[&turn, &undo],
-            )?;
-            Ok(n > 0)
-        })?)
+        Ok(self
+            .pg
+            .with("cannot record the undo in the history index", |c| {
+                let n = c.execute(
+                    "INSERT INTO turn_undo (turn, undo) SELECT $1, $2 \
+                 WHERE EXISTS (SELECT 1 FROM audit_chain \
+                   WHERE turn = $1 AND kind = 'turn' AND node IS NOT NULL) \
+                 ON CONFLICT (turn) DO UPDATE SET undo = excluded.undo",
+                    &[&turn, &undo],
+                )?;
+                Ok(n > 0)
+            })?)
     }
 
     fn turns(&self) -> Result<Vec<IndexedTurn>, StateError> {
         Ok(self.pg.with("cannot read the history index", |c| {
             Ok(c.query(
-                "SELECT node, operations, record::text FROM turns ORDER BY started_at, turn",
+                &format!("{INDEXED} ORDER BY a.body::jsonb->>'started_at', a.turn, a.seq"),
                 &[],
             )?
             .iter()
@@ -131,14 +163,24 @@ impl TurnIndex for PgTurnIndex {
     }
 
     fn prune_before(&self, cutoff: &str, dry_run: bool) -> Result<u64, StateError> {
-        let sql = if dry_run {
-            "SELECT count(*) FROM turns WHERE record->>'finished_at' < $1"
-        } else {
-            "WITH gone AS (DELETE FROM turns WHERE record->>'finished_at' < $1 RETURNING 1) \
-             SELECT count(*) FROM gone"
-        };
+        // The turns themselves go with the chain's records (its prune);
+        // here, the turns finished before the cutoff are counted, and the
+        // undo states of turns no longer in the chain are dropped.
         Ok(self.pg.with("cannot prune the history index", |c| {
-            let n: i64 = c.query_one(sql, &[&cutoff])?.get(0);
+            let n: i64 = c
+                .query_one(
+                    "SELECT count(*) FROM audit_chain WHERE kind = 'turn' AND node IS NOT NULL \
+                     AND body::jsonb->>'finished_at' < $1",
+                    &[&cutoff],
+                )?
+                .get(0);
+            if !dry_run {
+                c.execute(
+                    "DELETE FROM turn_undo u WHERE NOT EXISTS \
+                     (SELECT 1 FROM audit_chain a WHERE a.turn = u.turn)",
+                    &[],
+                )?;
+            }
             Ok(u64::try_from(n).unwrap_or(0))
         })?)
     }
@@ -146,7 +188,7 @@ impl TurnIndex for PgTurnIndex {
     fn get(&self, turn: &str) -> Result<Option<IndexedTurn>, StateError> {
         Ok(self.pg.with("cannot read the history index", |c| {
             Ok(c.query_opt(
-                "SELECT node, operations, record::text FROM turns WHERE turn = $1",
+                &format!("{INDEXED} AND a.turn = $1 ORDER BY a.seq DESC LIMIT 1"),
                 &[&turn],
             )?
             .as_ref()

@@ -52,9 +52,15 @@ pub const SCHEMA_2: &[&str] = &[memory::SCHEMA, history::SCHEMA, parked::SCHEMA]
 /// What version 3 adds: the fleet's MCP tasks.
 pub const SCHEMA_3: &[&str] = &[tasks::SCHEMA];
 
+/// What version 4 changes: each node links its own audit records, and the
+/// history index is read from the chain's turn rows (no trigger runs in a
+/// turn's commit).
+pub const SCHEMA_4: &[&str] = &[pg_audit::SCHEMA_4, history::SCHEMA_4];
+
 /// Each schema version and what `migrate` runs to reach it from the one
 /// before, in order.
-pub const MIGRATIONS: &[(i64, &[&str])] = &[(1, SCHEMA_1), (2, SCHEMA_2), (3, SCHEMA_3)];
+pub const MIGRATIONS: &[(i64, &[&str])] =
+    &[(1, SCHEMA_1), (2, SCHEMA_2), (3, SCHEMA_3), (4, SCHEMA_4)];
 
 /// The grant store `state` names: its PostgreSQL database, else its
 /// SQLite file.

@@ -45,7 +45,7 @@ fn fleet_migrate_creates_the_shared_schema_and_a_node_refuses_a_version_it_does_
         m.expect(0);
         assert_eq!(
             m.json_lines()[0],
-            json!({"database": "postgresql", "path": db.url, "version": 3}),
+            json!({"database": "postgresql", "path": db.url, "version": 4}),
             "{m:#?}"
         );
     }
@@ -67,7 +67,7 @@ fn fleet_migrate_creates_the_shared_schema_and_a_node_refuses_a_version_it_does_
     )
     .unwrap();
     let refusal = format!(
-        "postgresql at `{}`: its schema version is 7; this gatehouse knows versions up to 3",
+        "postgresql at `{}`: its schema version is 7; this gatehouse knows versions up to 4",
         db.url
     );
     run().expect_err(1, &[&refusal]);
@@ -636,10 +636,12 @@ fn fleet_allow_and_remember_through_the_database_records_the_grants_in_it() {
 /// The fleet's audit chain: every node's turns in one chain that
 /// `history verify` of any node finds whole; a node's role may append
 /// (through its turns) and read, but not edit, delete or relink a
-/// record, and a record it inserts by hand is linked by the database,
-/// not by the node.
+/// record. Nodes link their own records: one a node inserts by hand with
+/// a forged link is named by verify, and the turns after it still link
+/// on (to it), so nothing is hidden behind it.
 ///
-/// Positive control: the owner's edit is caught by verify.
+/// Positive control: the owner's edit of an earlier record is caught by
+/// verify too, and named first.
 #[test]
 fn fleet_one_audit_chain_for_every_node_that_a_node_s_role_cannot_rewrite() {
     let db = Database::migrated();
@@ -671,21 +673,38 @@ fn fleet_one_audit_chain_for_every_node_that_a_node_s_role_cannot_rewrite() {
             "{statement}: {e:?}"
         );
     }
-    // A forged link is replaced by the database's own.
+    // A forged link: the database takes it (the node links its records),
+    // and verify names it.
     node.batch_execute(
         "INSERT INTO audit_chain (seq, kind, turn, time, body, prev, hash) \
-         VALUES (1, 'turn', 'forged', '2026-01-01T00:00:00Z', '{}', 'x', 'y')",
+         VALUES (4, 'turn', 'forged', '2026-01-01T00:00:00Z', '{}', 'x', 'y')",
     )
     .unwrap();
-    let row = node
+    a.run(&["history", "verify"])
+        .expect_err(2, &["record 4 (turn `forged`) was edited"]);
+    // A node that forges a place already taken is refused by the key.
+    let taken = node
+        .batch_execute(
+            "INSERT INTO audit_chain (seq, kind, turn, time, body, prev, hash) \
+             VALUES (2, 'turn', 'again', '2026-01-01T00:00:00Z', '{}', 'x', 'y')",
+        )
+        .unwrap_err();
+    assert_eq!(
+        taken.code(),
+        Some(&postgres::error::SqlState::UNIQUE_VIOLATION),
+        "{taken:?}"
+    );
+    // The next turn links after the forged record: the chain goes on.
+    b.run(&["run", s(&hello), "--workspace", s(&ws), "--input", "{}"])
+        .expect(0);
+    let last: (i64, String) = node
         .query_one(
-            "SELECT seq, prev <> 'x' FROM audit_chain WHERE turn = 'forged'",
+            "SELECT seq, prev FROM audit_chain ORDER BY seq DESC LIMIT 1",
             &[],
         )
+        .map(|r| (r.get(0), r.get(1)))
         .unwrap();
-    assert_eq!(row.get::<_, i64>(0), 4);
-    assert!(row.get::<_, bool>(1));
-    a.run(&["history", "verify"]).expect(0);
+    assert_eq!(last, (5, "y".to_string()));
     db.client()
         .batch_execute("UPDATE audit_chain SET body = body || ' ' WHERE seq = 2")
         .unwrap();
@@ -748,7 +767,7 @@ fn fleet_migrate_upgrades_an_older_schema_which_a_node_refuses_until_then() {
     write().expect_err(
         1,
         &[&format!(
-            "postgresql at `{}`: its schema version is 1; this gatehouse needs version 3: run `gatehouse migrate` with an owner's url",
+            "postgresql at `{}`: its schema version is 1; this gatehouse needs version 4: run `gatehouse migrate` with an owner's url",
             db.url
         )],
     );
@@ -757,7 +776,7 @@ fn fleet_migrate_upgrades_an_older_schema_which_a_node_refuses_until_then() {
     m.expect(0);
     assert_eq!(
         m.json_lines()[0],
-        json!({"database": "postgresql", "path": db.url, "version": 3})
+        json!({"database": "postgresql", "path": db.url, "version": 4})
     );
     let memory: Option<String> = db
         .client()
@@ -767,6 +786,107 @@ fn fleet_migrate_upgrades_an_older_schema_which_a_node_refuses_until_then() {
     assert_eq!(memory.as_deref(), Some("memory"));
     write().expect(0);
     assert_eq!(std::fs::read(ws.join("out/a.txt")).unwrap(), b"after");
+}
+
+/// A database of schema version 3 (where a trigger linked the chain and
+/// filled a `turns` table) upgrades in place to version 4: the turns
+/// indexed before keep their node and undo state, the chain verifies
+/// across the records the trigger linked and those the nodes link after.
+///
+/// Positive control: before the upgrade the version-3 index (its table)
+/// holds the same turns.
+#[test]
+fn fleet_migrate_from_version_3_keeps_the_index_and_the_chain_goes_on() {
+    let db = Database::new();
+    let pg = gatehouse::state::pg::Pg::new(&db.url).unwrap();
+    assert_eq!(pg.migrate_to(3).unwrap(), (0, 3));
+    // A version-3 node would run these turns; the schema's own trigger
+    // links and indexes them (what a version-3 build's nodes relied on).
+    let mut c = db.client();
+    let record = |turn: &str, undo: &str| {
+        json!({"turn": turn, "executor": "hello", "actor": "main", "level": "Supervised",
+               "started_at": format!("2026-12-06T10:00:0{}Z", &turn[2..]),
+               "finished_at": "2026-12-06T10:00:09Z", "status": "ok", "undo": undo, "decisions": []})
+        .to_string()
+    };
+    for (turn, ops) in [("t-1", 1i64), ("t-2", 0)] {
+        c.execute(
+            "INSERT INTO audit_chain (seq, kind, turn, time, body, prev, hash, node, operations) \
+             VALUES (0, 'turn', $1, '2026-12-06T10:00:09Z', $2, '', '', 'old-node', $3)",
+            &[&turn, &record(turn, "none"), &ops],
+        )
+        .unwrap();
+    }
+    c.execute("UPDATE turns SET undo = 'undone' WHERE turn = 't-1'", &[])
+        .unwrap();
+    let env = Env::on(&db);
+    let listed = |env: &Env| -> Vec<(String, String, u64, String)> {
+        let run = env.run(&["--json", "history"]);
+        run.expect(0);
+        run.json_lines()
+            .iter()
+            .map(|t| {
+                (
+                    t["turn"].as_str().unwrap().to_string(),
+                    t["node"].as_str().unwrap().to_string(),
+                    t["operations"].as_u64().unwrap(),
+                    t["undo"].as_str().unwrap().to_string(),
+                )
+            })
+            .collect()
+    };
+    let before = vec![
+        (
+            "t-1".to_string(),
+            "old-node".to_string(),
+            1,
+            "undone".to_string(),
+        ),
+        (
+            "t-2".to_string(),
+            "old-node".to_string(),
+            0,
+            "none".to_string(),
+        ),
+    ];
+    let old: Vec<(String, String, u64, String)> = c
+        .query(
+            "SELECT turn, node, operations, undo FROM turns ORDER BY turn",
+            &[],
+        )
+        .unwrap()
+        .iter()
+        .map(|r| (r.get(0), r.get(1), r.get::<_, i64>(2) as u64, r.get(3)))
+        .collect();
+    assert_eq!(old, before);
+    assert_eq!(pg.migrate().unwrap(), (3, 4));
+    let triggers: i64 = c
+        .query_one(
+            "SELECT count(*) FROM pg_trigger WHERE tgrelid = 'audit_chain'::regclass",
+            &[],
+        )
+        .unwrap()
+        .get(0);
+    assert_eq!(triggers, 0);
+    assert_eq!(listed(&env), before);
+    // The nodes of this build link on from the trigger's last record.
+    let ws = env.mkdir("ws");
+    env.run(&[
+        "run",
+        s(&guest("hello")),
+        "--workspace",
+        s(&ws),
+        "--input",
+        "{}",
+    ])
+    .expect(0);
+    let whole = env.run(&["--json", "history", "verify"]);
+    whole.expect(0);
+    assert_eq!(whole.json_lines()[0]["records"], 3, "{whole:#?}");
+    let listed_now = listed(&env);
+    assert_eq!(listed_now.len(), 3, "{listed_now:#?}");
+    assert_eq!(listed_now[..2], before[..]);
+    assert_eq!(listed_now[2].1, env.node());
 }
 
 /// A `remember` turn through `node` with `input`, as the node's role, in
@@ -983,6 +1103,60 @@ fn fleet_concurrent_audit_appends_are_committed_in_groups_and_make_one_whole_cha
         "{batches} commits for {} records",
         THREADS * EACH
     );
+}
+
+/// Two nodes appending at once (each its own connections and head) link
+/// one chain: a node whose head another took meanwhile is refused by the
+/// key, reads the head again and links anew, so every record gets its own
+/// number and the chain verifies whole.
+#[test]
+fn fleet_two_nodes_appending_at_once_relink_into_one_whole_chain() {
+    use gatehouse::state::AuditStore;
+    let db = Database::migrated();
+    let node_url = as_role(&db.url, "gatehouse_node");
+    let nodes: Vec<_> = (0..2)
+        .map(|_| {
+            std::sync::Arc::new(gatehouse::state::pg_audit::PgAudit::new(
+                std::sync::Arc::new(gatehouse::state::pg::Pg::new(&node_url).unwrap()),
+            ))
+        })
+        .collect();
+    // One after the other: B takes the place A's head points past, so A
+    // is refused once and links after B's record.
+    let time = "2026-12-06T10:00:00Z";
+    assert_eq!(nodes[0].append("turn", "a-1", time, "{}").unwrap(), 1);
+    assert_eq!(nodes[1].append("turn", "b-1", time, "{}").unwrap(), 2);
+    assert_eq!(nodes[0].append("turn", "a-2", time, "{}").unwrap(), 3);
+    assert_eq!((nodes[0].relinks(), nodes[1].relinks()), (1, 0));
+    // Then at once, from three threads of each.
+    const THREADS: usize = 3;
+    const EACH: usize = 40;
+    let barrier = std::sync::Arc::new(std::sync::Barrier::new(2 * THREADS));
+    let handles: Vec<_> = (0..2 * THREADS)
+        .map(|t| {
+            let (store, barrier) = (nodes[t % 2].clone(), barrier.clone());
+            std::thread::spawn(move || {
+                barrier.wait();
+                (0..EACH)
+                    .map(|i| {
+                        store
+                            .append("turn", &format!("t{t}-{i}"), "2026-12-06T10:00:00Z", "{}")
+                            .unwrap()
+                    })
+                    .collect::<Vec<i64>>()
+            })
+        })
+        .collect();
+    let mut seqs: Vec<i64> = handles
+        .into_iter()
+        .flat_map(|h| h.join().unwrap())
+        .collect();
+    seqs.sort_unstable();
+    let all = (2 * THREADS * EACH) as i64 + 3;
+    assert_eq!(seqs, (4..=all).collect::<Vec<_>>());
+    let (checkpoint, rows) = nodes[0].rows().unwrap();
+    let whole = gatehouse::state::verify(checkpoint.as_ref(), &rows).unwrap();
+    assert_eq!(whole.records, all as u64);
 }
 
 /// In a fleet, `approvals allow --yes` is taken from any account (user
