@@ -565,6 +565,30 @@ impl FileAudit {
         }
     }
 
+    /// How many of `rows` (after `checkpoint`) a prune at `cutoff` removes:
+    /// those before the first one recorded at or after it (a record
+    /// appended late with an earlier time stays with those after it).
+    /// Refuses ([`StateError::Broken`]) when they do not verify: a new
+    /// checkpoint past a tampered record would hide it for good.
+    fn prunable(
+        &self,
+        checkpoint: Option<&Checkpoint>,
+        rows: &[ChainRow],
+        cutoff: &str,
+    ) -> Result<usize, StateError> {
+        let keep_from = rows
+            .iter()
+            .position(|r| r.time.as_str() >= cutoff)
+            .unwrap_or(rows.len());
+        if let Err(broken) = verify(checkpoint, &rows[..keep_from]) {
+            return Err(StateError::Broken {
+                path: self.path.clone(),
+                broken,
+            });
+        }
+        Ok(keep_from)
+    }
+
     /// Syncs the file if something was written since the last sync.
     pub fn sync(&self) -> Result<(), StateError> {
         if !self.dirty.swap(false, Ordering::AcqRel) {
@@ -644,34 +668,20 @@ impl AuditStore for FileAudit {
         // First read and verify what would go, without the lock:
         // appenders are not held back while it is hashed.
         let Some(bytes) = self.read_all()? else {
-            return Ok(0);
+            // Not imported yet (a dry run): the earlier build's chain is
+            // what would be pruned.
+            let (checkpoint, rows) = self.rows()?;
+            let keep_from = self.prunable(checkpoint.as_ref(), &rows, cutoff)?;
+            return Ok(keep_from as u64);
         };
         let parsed = parse(&self.path, &bytes)?;
-        // Records go in order: up to the first one at or after the cutoff
-        // (a record appended late with an earlier time stays with those
-        // after it).
-        let keep_from = parsed
-            .rows
-            .iter()
-            .position(|(r, _)| r.time.as_str() >= cutoff)
-            .unwrap_or(parsed.rows.len());
-        if keep_from == 0 {
-            return Ok(0);
+        let rows: Vec<ChainRow> = parsed.rows.iter().map(|(r, _)| r.clone()).collect();
+        let keep_from = self.prunable(parsed.checkpoint.as_ref(), &rows, cutoff)?;
+        if keep_from == 0 || dry_run {
+            return Ok(keep_from as u64);
         }
-        let gone: Vec<ChainRow> = parsed.rows[..keep_from]
-            .iter()
-            .map(|(r, _)| r.clone())
-            .collect();
-        if let Err(broken) = verify(parsed.checkpoint.as_ref(), &gone) {
-            return Err(StateError::Broken {
-                path: self.path.clone(),
-                broken,
-            });
-        }
-        let removed = gone.len() as u64;
-        if dry_run {
-            return Ok(removed);
-        }
+        let removed = keep_from as u64;
+        let gone = &rows[..keep_from];
         let cut = parsed.rows[keep_from - 1].1;
         let last = &gone[gone.len() - 1];
         let checkpoint = Checkpoint {
@@ -1095,6 +1105,8 @@ mod tests {
         let store = FileAudit::new(&path, Some(&legacy));
         // Read before the import: the old chain.
         assert_eq!(store.rows().unwrap(), (old_cp.clone(), old_rows.clone()));
+        // A dry-run prune counts in it, and imports nothing.
+        assert_eq!(store.prune_before(&time(4), true).unwrap(), 2);
         assert!(!path.exists());
         assert_eq!(store.append("denial", "t-5", &time(5), "{}").unwrap(), 5);
         assert!(!legacy.exists());
