@@ -788,6 +788,24 @@ fn fleet_migrate_upgrades_an_older_schema_which_a_node_refuses_until_then() {
     assert_eq!(std::fs::read(ws.join("out/a.txt")).unwrap(), b"after");
 }
 
+/// `gatehouse --json history` on `node`: each turn's id, node, operation
+/// count and undo state, in the order listed.
+fn listed(node: &Env) -> Vec<(String, String, u64, String)> {
+    let run = node.run(&["--json", "history"]);
+    run.expect(0);
+    run.json_lines()
+        .iter()
+        .map(|t| {
+            (
+                t["turn"].as_str().unwrap().to_string(),
+                t["node"].as_str().unwrap().to_string(),
+                t["operations"].as_u64().unwrap(),
+                t["undo"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect()
+}
+
 /// A database of schema version 3 (where a trigger linked the chain and
 /// filled a `turns` table) upgrades in place to version 4: the turns
 /// indexed before keep their node and undo state, the chain verifies
@@ -820,21 +838,6 @@ fn fleet_migrate_from_version_3_keeps_the_index_and_the_chain_goes_on() {
     c.execute("UPDATE turns SET undo = 'undone' WHERE turn = 't-1'", &[])
         .unwrap();
     let env = Env::on(&db);
-    let listed = |env: &Env| -> Vec<(String, String, u64, String)> {
-        let run = env.run(&["--json", "history"]);
-        run.expect(0);
-        run.json_lines()
-            .iter()
-            .map(|t| {
-                (
-                    t["turn"].as_str().unwrap().to_string(),
-                    t["node"].as_str().unwrap().to_string(),
-                    t["operations"].as_u64().unwrap(),
-                    t["undo"].as_str().unwrap().to_string(),
-                )
-            })
-            .collect()
-    };
     let before = vec![
         (
             "t-1".to_string(),
@@ -1009,21 +1012,6 @@ fn fleet_history_lists_every_node_s_turns_and_an_undo_runs_on_the_node_that_hold
     let (run, v) = run_json(&b, &guest("hello"), &ws, "Supervised", "{}", &[]);
     run.expect(0);
     let read = v["turn"].as_str().unwrap().to_string();
-    let listed = |node: &Env| -> Vec<(String, String, u64, String)> {
-        let run = node.run(&["--json", "history"]);
-        run.expect(0);
-        run.json_lines()
-            .iter()
-            .map(|t| {
-                (
-                    t["turn"].as_str().unwrap().to_string(),
-                    t["node"].as_str().unwrap().to_string(),
-                    t["operations"].as_u64().unwrap(),
-                    t["undo"].as_str().unwrap().to_string(),
-                )
-            })
-            .collect()
-    };
     let both = vec![
         (wrote.clone(), a.node(), 1, "none".to_string()),
         (read.clone(), b.node(), 0, "none".to_string()),
