@@ -52,6 +52,9 @@ pub const FORMAT_VERSION: i64 = 1;
 /// What the header's `format` says.
 const FORMAT: &str = "gatehouse-audit-chain";
 
+/// How every header this build writes begins.
+const HEADER_START: &str = "{\"format\":\"gatehouse-audit-chain\"";
+
 /// How often a written chain is synced to disk (as `audit.jsonl` is).
 pub const SYNC_EVERY: Duration = crate::util::sync::LOG_SYNC_EVERY;
 
@@ -442,15 +445,27 @@ impl FileAudit {
         let complete = rfind_newline(file, size)
             .map_err(self.io("read"))?
             .map_or(0, |p| p + 1);
-        if complete < size {
-            // A torn line, never acknowledged.
-            file.set_len(complete).map_err(self.io("write"))?;
-        }
         if complete == 0 {
+            if size > 0 {
+                // Only a first write cut short (a torn header) is this
+                // store's to remove; any other bytes are left as they are.
+                let mut torn = vec![0u8; size.min(4096) as usize];
+                file.read_exact_at(&mut torn, 0).map_err(self.io("read"))?;
+                let n = torn.len().min(HEADER_START.len());
+                if torn[..n] != HEADER_START.as_bytes()[..n] {
+                    return Err(bad_file(
+                        &self.path,
+                        1,
+                        "its header is not a gatehouse audit chain's",
+                    ));
+                }
+                file.set_len(0).map_err(self.io("write"))?;
+            }
             return self.start(file);
         }
         if opened.known.is_none() {
-            // First read of this file: its header says what it is.
+            // First read of this file: its header says what it is (before
+            // anything in it is touched).
             let mut first = vec![0u8; 512.min(complete as usize)];
             file.read_exact_at(&mut first, 0).map_err(self.io("read"))?;
             let line = first.split(|&b| b == b'\n').next().unwrap_or_default();
@@ -458,6 +473,10 @@ impl FileAudit {
                 bad_file(&self.path, 1, "its header is not a gatehouse audit chain's")
             })?;
             check_header(&self.path, &header)?;
+        }
+        if complete < size {
+            // A torn line, never acknowledged.
+            file.set_len(complete).map_err(self.io("write"))?;
         }
         let start = rfind_newline(file, complete - 1)
             .map_err(self.io("read"))?
@@ -884,6 +903,31 @@ mod tests {
                 "nothing written"
             );
         }
+    }
+
+    #[test]
+    fn a_torn_header_is_replaced_and_bytes_that_are_not_one_are_left_alone() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("audit-chain.jsonl");
+        // A first write cut short: nothing was acknowledged.
+        std::fs::write(&path, "{\"format\":\"gateh").unwrap();
+        let store = FileAudit::new(&path, None);
+        assert_eq!(store.append("turn", "t", &time(1), "{}").unwrap(), 1);
+        assert_eq!(verify(None, &store.rows().unwrap().1).unwrap().records, 1);
+        // Bytes of something else, without a newline, are not removed.
+        std::fs::write(&path, "hello").unwrap();
+        let store = FileAudit::new(&path, None);
+        assert_eq!(
+            store
+                .append("turn", "t", &time(1), "{}")
+                .unwrap_err()
+                .to_string(),
+            format!(
+                "audit chain `{}`: line 1: its header is not a gatehouse audit chain's",
+                path.display()
+            )
+        );
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), "hello");
     }
 
     #[test]
