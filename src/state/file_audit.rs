@@ -228,11 +228,12 @@ fn record_line(
     line
 }
 
-/// The file's contents, parsed: its header's checkpoint, and its records
-/// with where each line ends.
+/// The file's contents, parsed: its header's checkpoint, its records, and
+/// where each record's line ends.
 struct Parsed {
     checkpoint: Option<Checkpoint>,
-    rows: Vec<(ChainRow, usize)>,
+    rows: Vec<ChainRow>,
+    ends: Vec<usize>,
 }
 
 /// Parses the file's bytes. A line that is not a record stands as a row
@@ -246,13 +247,12 @@ fn parse(path: &Path, bytes: &[u8]) -> Result<Parsed, StateError> {
         return Ok(Parsed {
             checkpoint: None,
             rows: Vec::new(),
+            ends: Vec::new(),
         });
     };
     end += first.len();
-    let header: Header = serde_json::from_slice(first)
-        .map_err(|_| bad_file(path, 1, "its header is not a gatehouse audit chain's"))?;
-    check_header(path, &header)?;
-    let mut rows = Vec::new();
+    let header = read_header(path, first)?;
+    let (mut rows, mut ends) = (Vec::new(), Vec::new());
     let mut next_seq = header
         .checkpoint
         .as_ref()
@@ -272,22 +272,23 @@ fn parse(path: &Path, bytes: &[u8]) -> Result<Parsed, StateError> {
             },
         };
         next_seq = row.seq.saturating_add(1);
-        rows.push((row, end));
+        rows.push(row);
+        ends.push(end);
     }
     Ok(Parsed {
         checkpoint: header.checkpoint,
         rows,
+        ends,
     })
 }
 
-fn check_header(path: &Path, header: &Header) -> Result<(), StateError> {
-    if header.format != FORMAT {
-        return Err(bad_file(
-            path,
-            1,
-            "its header is not a gatehouse audit chain's",
-        ));
-    }
+/// The header in `line` (the file's first, its newline or not), refused
+/// when it is not a chain's or of a later version than this build's.
+fn read_header(path: &Path, line: &[u8]) -> Result<Header, StateError> {
+    let header: Header = serde_json::from_slice(line)
+        .ok()
+        .filter(|h: &Header| h.format == FORMAT)
+        .ok_or_else(|| bad_file(path, 1, "its header is not a gatehouse audit chain's"))?;
     if header.version > FORMAT_VERSION {
         return Err(StateError::Newer {
             path: path.to_path_buf(),
@@ -295,7 +296,7 @@ fn check_header(path: &Path, header: &Header) -> Result<(), StateError> {
             known: FORMAT_VERSION,
         });
     }
-    Ok(())
+    Ok(header)
 }
 
 /// The format version the header of the file at `path` records; `None`
@@ -469,10 +470,7 @@ impl FileAudit {
             let mut first = vec![0u8; 512.min(complete as usize)];
             file.read_exact_at(&mut first, 0).map_err(self.io("read"))?;
             let line = first.split(|&b| b == b'\n').next().unwrap_or_default();
-            let header: Header = serde_json::from_slice(line).map_err(|_| {
-                bad_file(&self.path, 1, "its header is not a gatehouse audit chain's")
-            })?;
-            check_header(&self.path, &header)?;
+            read_header(&self.path, line)?;
         }
         if complete < size {
             // A torn line, never acknowledged.
@@ -485,11 +483,7 @@ impl FileAudit {
         file.read_exact_at(&mut last, start)
             .map_err(self.io("read"))?;
         let head = if start == 0 {
-            let header: Header = serde_json::from_slice(&last).map_err(|_| {
-                bad_file(&self.path, 1, "its header is not a gatehouse audit chain's")
-            })?;
-            check_header(&self.path, &header)?;
-            match header.checkpoint {
+            match read_header(&self.path, &last)?.checkpoint {
                 Some(c) => Head {
                     seq: c.seq,
                     hash: c.hash,
@@ -673,10 +667,7 @@ impl AuditStore for FileAudit {
             };
         };
         let parsed = parse(&self.path, &bytes)?;
-        Ok((
-            parsed.checkpoint,
-            parsed.rows.into_iter().map(|(r, _)| r).collect(),
-        ))
+        Ok((parsed.checkpoint, parsed.rows))
     }
 
     fn prune_before(&self, cutoff: &str, dry_run: bool) -> Result<u64, StateError> {
@@ -694,14 +685,13 @@ impl AuditStore for FileAudit {
             return Ok(keep_from as u64);
         };
         let parsed = parse(&self.path, &bytes)?;
-        let rows: Vec<ChainRow> = parsed.rows.iter().map(|(r, _)| r.clone()).collect();
-        let keep_from = self.prunable(parsed.checkpoint.as_ref(), &rows, cutoff)?;
+        let keep_from = self.prunable(parsed.checkpoint.as_ref(), &parsed.rows, cutoff)?;
         if keep_from == 0 || dry_run {
             return Ok(keep_from as u64);
         }
         let removed = keep_from as u64;
-        let gone = &rows[..keep_from];
-        let cut = parsed.rows[keep_from - 1].1;
+        let gone = &parsed.rows[..keep_from];
+        let cut = parsed.ends[keep_from - 1];
         let last = &gone[gone.len() - 1];
         let checkpoint = Checkpoint {
             seq: last.seq,
