@@ -278,10 +278,147 @@ impl AuditSink for TurnAudit {
     /// filesystem layer): every string in it is the guest's to choose, so
     /// each is bounded first ([`crate::policy::bounded`]).
     fn decision(&self, entry: crate::sandbox::services::RunDecision) {
+        if let Some(body) = sorted::http(&entry) {
+            return self.keep(body, false);
+        }
         // Through a value: its keys sorted, as every audit line has them.
         let mut line = serde_json::to_value(&entry).unwrap_or_default();
         crate::policy::bound_strings(&mut line);
         self.keep(encode(&line), false);
+    }
+}
+
+/// An HTTP request's line (one per request a guest makes, the hot one)
+/// written directly: the bytes the value path gives (keys sorted, every
+/// string bounded), without building the value.
+mod sorted {
+    use serde::Serialize;
+
+    use crate::policy::bounded;
+    use crate::sandbox::services::{RunDecision, RunRequest, RunVerdict};
+
+    /// A JSON object being written, its keys given in sorted order.
+    struct Object<'a> {
+        out: &'a mut String,
+        first: bool,
+    }
+
+    impl<'a> Object<'a> {
+        fn open(out: &'a mut String) -> Object<'a> {
+            out.push('{');
+            Object { out, first: true }
+        }
+
+        fn key(&mut self, key: &str) -> &mut String {
+            if !self.first {
+                self.out.push(',');
+            }
+            self.first = false;
+            self.out.push('"');
+            self.out.push_str(key);
+            self.out.push_str("\":");
+            self.out
+        }
+
+        fn value(&mut self, key: &str, value: &impl Serialize) {
+            let out = self.key(key);
+            // Numbers, codes and `null` cannot fail to encode.
+            if let Ok(v) = serde_json::to_string(value) {
+                out.push_str(&v);
+            }
+        }
+
+        /// A string the guest may choose: bounded, as every such string.
+        fn text(&mut self, key: &str, text: &str) {
+            self.value(key, &bounded(text).as_ref());
+        }
+
+        fn close(self) {
+            self.out.push('}');
+        }
+    }
+
+    /// The line of an HTTP request, or `None` for any other decision.
+    pub(super) fn http(entry: &RunDecision) -> Option<String> {
+        let http = matches!(
+            entry.request,
+            RunRequest::Http { .. } | RunRequest::HttpUnnamed { .. }
+        );
+        if entry.command.is_some() || !http {
+            return None;
+        }
+        let mut out = String::with_capacity(320);
+        let mut top = Object::open(&mut out);
+        let end = entry.response.as_ref();
+        if let Some(end) = end {
+            top.value("bytes", &end.bytes);
+        }
+        let decision = top.key("decision");
+        let mut d = Object::open(decision);
+        match &entry.decision {
+            RunVerdict::Allow { reason } => {
+                d.text("decision", "allow");
+                if let Some(r) = reason {
+                    d.text("reason", r);
+                }
+            }
+            RunVerdict::Deny { code, reason } => {
+                if let Some(c) = code {
+                    d.value("code", c);
+                }
+                d.text("decision", "deny");
+                d.text("reason", reason);
+            }
+        }
+        d.close();
+        if let Some(end) = end {
+            top.value("duration_ms", &end.duration_ms);
+            match &end.error {
+                Some(e) => top.text("error", e),
+                None => top.value("error", &()),
+            }
+            top.value("first_byte_ms", &end.first_byte_ms);
+        }
+        if let Some(p) = &entry.provider {
+            top.text("provider", p);
+        }
+        let request = top.key("request");
+        let mut r = Object::open(request);
+        match &entry.request {
+            RunRequest::Http {
+                method,
+                scheme,
+                host,
+                port,
+                path,
+                query_sha256,
+                query_bytes,
+            } => {
+                r.text("host", host);
+                r.text("kind", "http");
+                r.text("method", method);
+                r.text("path", path);
+                r.value("port", port);
+                r.value("query_bytes", query_bytes);
+                match query_sha256 {
+                    Some(q) => r.text("query_sha256", q),
+                    None => r.value("query_sha256", &()),
+                }
+                r.text("scheme", scheme);
+            }
+            RunRequest::HttpUnnamed { method, uri } => {
+                r.text("kind", "http");
+                r.text("method", method);
+                r.text("uri", uri);
+            }
+            _ => return None,
+        }
+        r.close();
+        if let Some(end) = end {
+            top.value("status", &end.status);
+        }
+        top.close();
+        Some(out)
     }
 }
 
@@ -385,6 +522,96 @@ mod tests {
         }
         journal.finish(crate::undo::TurnStatus::Ok, time).unwrap();
         std::fs::read_to_string(log.path()).unwrap()
+    }
+
+    #[test]
+    fn an_http_line_written_directly_is_byte_for_byte_the_value_path_s() {
+        use crate::sandbox::services::{
+            CommandEnd, ResponseEnd, RunDecision, RunRequest, RunVerdict,
+        };
+        let through_value = |e: &RunDecision| {
+            let mut v = serde_json::to_value(e).unwrap();
+            crate::policy::bound_strings(&mut v);
+            encode(&v)
+        };
+        let long = format!("/{}\"\\\u{7}é", "a".repeat(crate::policy::MAX_KEPT + 10));
+        let request = |path: &str, query: Option<&str>| RunRequest::Http {
+            method: "POST".into(),
+            scheme: "https",
+            host: "api.example.com".into(),
+            port: 8443,
+            path: path.into(),
+            query_sha256: query.map(|q| crate::policy::snapshot::sha256_hex(q.as_bytes())),
+            query_bytes: query.map(str::len),
+        };
+        let end = |error: Option<&str>| ResponseEnd {
+            status: 201,
+            bytes: 1 << 40,
+            first_byte_ms: 0.1 + 0.2,
+            duration_ms: 12.0,
+            error: error.map(str::to_string),
+        };
+        let cases = [
+            RunDecision {
+                request: request("/v1/x", Some("a=1")),
+                decision: RunVerdict::Allow { reason: None },
+                command: None,
+                response: Some(end(None)),
+                provider: Some("gh".into()),
+            },
+            RunDecision {
+                request: request(&long, None),
+                decision: RunVerdict::Allow {
+                    reason: Some("why \"not\"".into()),
+                },
+                command: None,
+                response: Some(end(Some(&long))),
+                provider: None,
+            },
+            RunDecision {
+                request: request("/v2", None),
+                decision: RunVerdict::Deny {
+                    code: Some(DenyCode::NetworkNotGranted),
+                    reason: long.clone(),
+                },
+                command: None,
+                response: None,
+                provider: Some(long.clone()),
+            },
+            RunDecision {
+                request: RunRequest::HttpUnnamed {
+                    method: "GET".into(),
+                    uri: "https://h/a b".into(),
+                },
+                decision: RunVerdict::Deny {
+                    code: None,
+                    reason: "no".into(),
+                },
+                command: None,
+                response: None,
+                provider: None,
+            },
+        ];
+        for e in &cases {
+            assert_eq!(sorted::http(e).as_deref(), Some(through_value(e).as_str()));
+        }
+        // Anything else goes the value's way.
+        let tool = RunDecision {
+            request: RunRequest::Tool {
+                tool: "ls".into(),
+                command: "ls".into(),
+            },
+            decision: RunVerdict::Allow { reason: None },
+            command: Some(CommandEnd {
+                spawned: true,
+                status: Some(0),
+                signal: None,
+                timed_out: false,
+            }),
+            response: None,
+            provider: None,
+        };
+        assert_eq!(sorted::http(&tool), None);
     }
 
     #[test]

@@ -4,16 +4,14 @@
 //! Epoch interruption stops a guest only while it runs wasm code; a guest
 //! blocked in a host call (`poll`, `pollable.block`, a `blocking-*` stream
 //! call: a socket that never answers, a `subscribe-duration` of an hour)
-//! would hold the host past its deadline. Here every such wait races a
-//! timer that ends at the deadline (checking the cancel switch every
-//! [`TICK`]); when the timer wins the call traps with [`DeadlineReached`],
+//! would hold the host past its deadline. Here every such wait races an
+//! [`Alarm`] at the deadline that the cancel switch also ends (within one
+//! [`TICK`](super::alarm::TICK)); when the alarm wins the call traps with [`DeadlineReached`],
 //! which the run reports as `LIMIT_DEADLINE` (or `TURN_CANCELLED`).
 //! Everything else is wasmtime-wasi's own implementation, called as is.
 
 use std::future::Future;
-use std::pin::pin;
-use std::task::Poll;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use async_streams::{HostInputStream as AsyncInput, HostOutputStream as AsyncOutput};
 use wasmtime::component::{HasData, Linker, Resource, ResourceTable};
@@ -23,10 +21,8 @@ use wasmtime_wasi::p2::bindings::sync::io::streams::{self, InputStream, OutputSt
 use wasmtime_wasi::p2::{StreamError, StreamResult};
 use wasmtime_wasi::runtime::in_tokio;
 
+use super::alarm::{race, Alarm};
 use super::services::CancelHandle;
-
-/// How often a wait looks at the cancel switch.
-pub const TICK: Duration = Duration::from_millis(10);
 
 /// A wait in a host call ran into the run's deadline (or its cancel).
 #[derive(Debug, Clone, Copy, thiserror::Error)]
@@ -39,7 +35,7 @@ pub struct DeadlineIo<'a> {
     pub table: &'a mut ResourceTable,
     /// When the run's deadline passes: no wait lasts beyond it.
     pub deadline: Instant,
-    /// The turn's cancel switch, looked at every [`TICK`].
+    /// The turn's cancel switch, looked at every [`TICK`](super::alarm::TICK).
     pub cancel: &'a CancelHandle,
 }
 
@@ -50,37 +46,9 @@ fn bounded<F: Future>(
     cancel: CancelHandle,
     fut: F,
 ) -> Result<F::Output, DeadlineReached> {
-    in_tokio(async move {
-        let mut fut = pin!(fut);
-        // Most waits are over at the first look (the bytes or the answer
-        // are there): those need no timer.
-        let first = std::future::poll_fn(|cx| Poll::Ready(fut.as_mut().poll(cx))).await;
-        if let Poll::Ready(v) = first {
-            return Ok(v);
-        }
-        if cancel.is_cancelled() || Instant::now() >= deadline {
-            return Err(DeadlineReached);
-        }
-        let mut stop = pin!(async {
-            loop {
-                let now = Instant::now();
-                if cancel.is_cancelled() || now >= deadline {
-                    return;
-                }
-                tokio::time::sleep((deadline - now).min(TICK)).await;
-            }
-        });
-        std::future::poll_fn(|cx| {
-            if let Poll::Ready(v) = fut.as_mut().poll(cx) {
-                return Poll::Ready(Ok(v));
-            }
-            if stop.as_mut().poll(cx).is_ready() {
-                return Poll::Ready(Err(DeadlineReached));
-            }
-            Poll::Pending
-        })
-        .await
-    })
+    // The future is polled first, so a wait that is over at the first
+    // look (the bytes or the answer are there) sets no alarm.
+    in_tokio(race(Alarm::new(deadline, Some(cancel)), fut)).map_err(|_| DeadlineReached)
 }
 
 impl DeadlineIo<'_> {

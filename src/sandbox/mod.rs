@@ -11,6 +11,7 @@
 //! runs one turn's store; a command executor runs in the OS sandbox of
 //! `crate::exec` instead.
 
+pub mod alarm;
 pub mod bindings;
 mod command;
 pub mod deadline_io;

@@ -40,6 +40,7 @@ use super::{Prepare, PrepareError, Unit};
 use crate::policy::http::{decide_request, HttpRequest, HttpRule, Scheme, SitePattern, UrlPattern};
 use crate::policy::snapshot::sha256_hex;
 use crate::policy::DenyCode;
+use crate::sandbox::alarm::{timeout, Alarm};
 use crate::sandbox::limits::LimitHit;
 use crate::sandbox::services::{
     AuditSink, HttpClient, ProviderSecret, ResponseEnd, RunDecision, RunRequest, RunVerdict,
@@ -401,10 +402,10 @@ impl WasiHttpHooks for Hooks {
                     let response = response.map(|body| {
                         Counted {
                             body,
-                            deadline: Box::pin(tokio::time::sleep(shared.left())),
+                            deadline: Alarm::new(shared.deadline, None),
                             between: options
                                 .and_then(|o| o.between_bytes_timeout)
-                                .map(|d| (d, Box::pin(tokio::time::sleep(d.min(shared.left()))))),
+                                .map(|d| (d, Alarm::after(d.min(shared.left())))),
                             shared: shared.clone(),
                             seen: 0,
                             line: Some((line, status, started, first_byte_ms)),
@@ -515,7 +516,7 @@ async fn send(
     let mut last = String::new();
     for addr in &vetted {
         let left = connect_by.saturating_duration_since(Instant::now());
-        match tokio::time::timeout(left, tokio::net::TcpStream::connect(addr)).await {
+        match timeout(left, tokio::net::TcpStream::connect(addr)).await {
             Ok(Ok(s)) => {
                 stream = Some(s);
                 break;
@@ -550,7 +551,7 @@ async fn send(
             };
             let connector = tokio_rustls::TlsConnector::from(client.tls.clone());
             let left = connect_by.saturating_duration_since(Instant::now());
-            match tokio::time::timeout(left, connector.connect(name, stream)).await {
+            match timeout(left, connector.connect(name, stream)).await {
                 Ok(Ok(s)) => Box::new(s),
                 Ok(Err(e)) => {
                     return Err(failed(
@@ -591,7 +592,7 @@ async fn send(
     // task on the way. What is left of the connection is the io future.
     let first = within(options.and_then(|o| o.first_byte_timeout));
     let mut conn = Some(conn);
-    let mut send = std::pin::pin!(tokio::time::timeout(first, sender.send_request(request)));
+    let mut send = std::pin::pin!(timeout(first, sender.send_request(request)));
     let answer = std::future::poll_fn(|cx| {
         if let Poll::Ready(r) = send.as_mut().poll(cx) {
             return Poll::Ready(r);
@@ -650,7 +651,7 @@ async fn resolve(
         return Ok(ips.iter().map(|ip| SocketAddr::new(*ip, port)).collect());
     }
     let query = format!("{host}:{port}");
-    match tokio::time::timeout(left, tokio::net::lookup_host(query)).await {
+    match timeout(left, tokio::net::lookup_host(query)).await {
         Ok(Ok(addrs)) => {
             let mut out: Vec<SocketAddr> = Vec::new();
             for a in addrs {
@@ -680,10 +681,10 @@ struct Counted {
     shared: Arc<Shared>,
     /// Fires at the run's deadline: a server that trickles cannot hold the
     /// body open past it.
-    deadline: Pin<Box<tokio::time::Sleep>>,
+    deadline: Alarm,
     /// The guest's `between-bytes-timeout`, if it set one, and its timer,
     /// restarted at each frame.
-    between: Option<(Duration, Pin<Box<tokio::time::Sleep>>)>,
+    between: Option<(Duration, Alarm)>,
     seen: u64,
     /// The line, the status, when the request started and when its
     /// headers came (taken when written).
@@ -738,9 +739,8 @@ impl http_body::Body for Counted {
         }
         match Pin::new(&mut self.body).poll_frame(cx) {
             Poll::Ready(Some(Ok(frame))) => {
-                if let Some((gap, timer)) = self.between.as_mut() {
-                    let next = tokio::time::Instant::now() + *gap;
-                    timer.as_mut().reset(next);
+                if let Some((gap, alarm)) = self.between.as_mut() {
+                    alarm.reset(Instant::now() + *gap);
                 }
                 let n = frame.data_ref().map_or(0, |d| d.len() as u64);
                 self.seen += n;
@@ -772,13 +772,13 @@ impl http_body::Body for Counted {
                 Poll::Ready(None)
             }
             Poll::Pending => {
-                if self.deadline.as_mut().poll(cx).is_ready() {
+                if Pin::new(&mut self.deadline).poll(cx).is_ready() {
                     return Poll::Ready(Some(Err(self.past_deadline())));
                 }
                 let idle = self
                     .between
                     .as_mut()
-                    .is_some_and(|(_, timer)| timer.as_mut().poll(cx).is_ready());
+                    .is_some_and(|(_, alarm)| Pin::new(alarm).poll(cx).is_ready());
                 if idle {
                     // The guest's own timeout: its error, not a limit.
                     self.finish(Some("no byte within the between-bytes timeout"));
