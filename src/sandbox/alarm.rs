@@ -250,10 +250,10 @@ mod tests {
     }
 
     #[test]
-    fn a_reset_alarm_fires_at_its_new_instant_and_dropped_ones_free_their_slot() {
+    fn a_reset_alarm_fires_at_its_new_instant_and_then_leaves_the_slab() {
         let mut alarm = Alarm::after(Duration::from_secs(3600));
         let started = Instant::now();
-        let r = block_on(async {
+        block_on(async {
             let mut first = true;
             std::future::poll_fn(|cx| {
                 let p = Pin::new(&mut alarm).poll(cx);
@@ -266,7 +266,6 @@ mod tests {
             })
             .await
         });
-        assert_eq!(r, ());
         assert!(started.elapsed() < Duration::from_secs(60));
         assert_eq!(alarm.key, None);
     }
