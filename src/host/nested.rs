@@ -46,6 +46,9 @@ pub(super) struct Scope {
 /// What every run's services are built from (see [`services`]).
 pub(super) struct Base<'a> {
     pub http: &'a Arc<HttpClient>,
+    /// The host's watch, read at this turn's start: a provider's value
+    /// file it says is unchanged is not looked at again.
+    pub watcher: Option<&'a crate::util::watch::Watcher>,
     pub providers: &'a [ProviderDef],
     pub memory: Arc<dyn crate::memory::MemoryBackend>,
     pub frozen: &'a Arc<Frozen>,
@@ -112,14 +115,20 @@ pub(super) fn services(
             .providers
             .iter()
             .filter_map(|p| base.providers.iter().find(|d| d.name == p.name))
-            .map(|d| ProviderSecret::new(d.name.clone(), read_value(d)))
+            .map(|d| ProviderSecret::new(d.name.clone(), read_value(d, base.watcher)))
             .collect(),
     }
 }
 
 /// The value of provider `def`, from the host's environment or a file that
-/// only its owner may read.
-fn read_value(def: &ProviderDef) -> Result<String, String> {
+/// only its owner may read. With `watcher` (read at this turn's start), a
+/// file read before is looked at again only when the watch says it may
+/// have changed: a write, a rename over it, a `chmod` (see
+/// [`crate::util::watch`]).
+fn read_value(
+    def: &ProviderDef,
+    watcher: Option<&crate::util::watch::Watcher>,
+) -> Result<String, String> {
     match &def.value {
         ValueSource::Env(var) => std::env::var(var).map_err(|_| {
             format!(
@@ -129,6 +138,15 @@ fn read_value(def: &ProviderDef) -> Result<String, String> {
         }),
         ValueSource::File(path) => {
             use std::os::unix::fs::PermissionsExt;
+            if let Some(w) = watcher {
+                if let Some((value, key)) = secret_files::watched(path, w.id()) {
+                    if w.check_drained(key, || ()).is_none() {
+                        return Ok(value);
+                    }
+                }
+            }
+            // Watched before it is looked at: a change after this is seen.
+            let key = watcher.and_then(|w| Some((w.id(), w.watch(&[path])?)));
             let shown = path.display();
             let meta = std::fs::metadata(path).map_err(|e| {
                 format!(
@@ -145,7 +163,7 @@ fn read_value(def: &ProviderDef) -> Result<String, String> {
                 ));
             }
             let stamp = FileStamp::of(&meta);
-            if let Some(value) = secret_files::get(path, &stamp) {
+            if let Some(value) = secret_files::get(path, &stamp, key) {
                 return Ok(value);
             }
             let value = std::fs::read_to_string(path)
@@ -157,7 +175,7 @@ fn read_value(def: &ProviderDef) -> Result<String, String> {
                         crate::util::lower(&e.to_string())
                     )
                 })?;
-            secret_files::put(path, stamp, &value);
+            secret_files::put(path, stamp, &value, key);
             Ok(value)
         }
     }
@@ -190,30 +208,65 @@ impl FileStamp {
 
 /// The provider values read from files, each kept while its file's
 /// [`FileStamp`] holds: a turn then costs one `stat` of the file (its
-/// mode is checked at every turn) instead of an open and reads. Process
+/// mode is checked at every turn) instead of an open and reads, or
+/// nothing while the host's watch says the file is unchanged. Process
 /// memory the values are in anyway while turns use them.
 mod secret_files {
     use std::path::{Path, PathBuf};
     use std::sync::Mutex;
 
     use super::FileStamp;
+    use crate::util::watch::WatchKey;
 
-    static READ: Mutex<Vec<(PathBuf, FileStamp, String)>> = Mutex::new(Vec::new());
-
-    /// The value read from `path` when its stamp was `stamp`.
-    pub(super) fn get(path: &Path, stamp: &FileStamp) -> Option<String> {
-        crate::util::lock(&READ)
-            .iter()
-            .find(|(p, s, _)| p == path && s == stamp)
-            .map(|(_, _, v)| v.clone())
+    struct Kept {
+        path: PathBuf,
+        stamp: FileStamp,
+        value: String,
+        /// The watch armed before the value was read (which watcher's, and
+        /// its key), if the path can be watched.
+        key: Option<(u64, WatchKey)>,
     }
 
-    /// Keeps `value`, read from `path` at `stamp` (replacing what was
-    /// kept for it).
-    pub(super) fn put(path: &Path, stamp: FileStamp, value: &str) {
+    static READ: Mutex<Vec<Kept>> = Mutex::new(Vec::new());
+
+    /// The value kept for `path` and its key in watcher `watcher`, when
+    /// that watcher watches it.
+    pub(super) fn watched(path: &Path, watcher: u64) -> Option<(String, WatchKey)> {
+        crate::util::lock(&READ)
+            .iter()
+            .find(|k| k.path == path)
+            .and_then(|k| match k.key {
+                Some((w, key)) if w == watcher => Some((k.value.clone(), key)),
+                _ => None,
+            })
+    }
+
+    /// The value read from `path` when its stamp was `stamp`, now watched
+    /// by `key` (armed before the stamp was taken).
+    pub(super) fn get(
+        path: &Path,
+        stamp: &FileStamp,
+        key: Option<(u64, WatchKey)>,
+    ) -> Option<String> {
         let mut read = crate::util::lock(&READ);
-        read.retain(|(p, _, _)| p != path);
-        read.push((path.to_path_buf(), stamp, value.to_string()));
+        let kept = read
+            .iter_mut()
+            .find(|k| k.path == path && k.stamp == *stamp)?;
+        kept.key = key;
+        Some(kept.value.clone())
+    }
+
+    /// Keeps `value`, read from `path` at `stamp` under the watch `key`
+    /// (replacing what was kept for it).
+    pub(super) fn put(path: &Path, stamp: FileStamp, value: &str, key: Option<(u64, WatchKey)>) {
+        let mut read = crate::util::lock(&READ);
+        read.retain(|k| k.path != path);
+        read.push(Kept {
+            path: path.to_path_buf(),
+            stamp,
+            value: value.to_string(),
+            key,
+        });
     }
 }
 

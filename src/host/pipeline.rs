@@ -185,6 +185,9 @@ struct Within<'k> {
     /// `[providers.NAME]`, and how HTTP requests connect.
     providers: &'k Arc<[ProviderDef]>,
     http: &'k Arc<HttpClient>,
+    /// The host's watch, read at a top-level turn's start (`None` for a
+    /// nested turn: what it looks at, it looks at itself).
+    watcher: Option<&'k Arc<crate::util::watch::Watcher>>,
     on_degraded: OnDegraded,
     memory: &'k Arc<dyn crate::memory::MemoryBackend>,
     /// The host's write-root lock, which every turn enters.
@@ -294,6 +297,7 @@ impl Kind<'_> {
         let services = nested::services(
             nested::Base {
                 http: within.http,
+                watcher: within.watcher.map(|w| &**w),
                 providers: within.providers,
                 memory: within.memory.clone(),
                 frozen: &t.frozen,
@@ -372,6 +376,7 @@ impl Kind<'_> {
                 manifests: &inner.manifests,
                 providers: &inner.providers,
                 http: &inner.http,
+                watcher: inner.watcher.as_ref(),
                 on_degraded: inner.on_degraded,
                 memory: &inner.memory,
                 write_roots: &inner.write_roots,
@@ -383,6 +388,7 @@ impl Kind<'_> {
                 manifests: &call.scope.manifests,
                 providers: &call.scope.providers,
                 http: &call.scope.http,
+                watcher: None,
                 on_degraded: call.scope.on_degraded,
                 memory: &call.scope.memory,
                 write_roots: &call.scope.write_roots,

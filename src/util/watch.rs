@@ -43,6 +43,9 @@ pub struct WatchKey(usize);
 
 /// An inotify descriptor and what its watches stand for.
 pub struct Watcher {
+    /// Distinct for every watcher of the process: a key is only ever
+    /// asked of the watcher that gave it.
+    id: u64,
     inner: Mutex<Inner>,
 }
 
@@ -99,13 +102,21 @@ impl Watcher {
     /// A watcher, or `None` where inotify is not available.
     pub fn new() -> Option<Watcher> {
         let fd = inotify::init(CreateFlags::CLOEXEC | CreateFlags::NONBLOCK).ok()?;
+        static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
         Some(Watcher {
+            id: NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
             inner: Mutex::new(Inner {
                 fd,
                 wds: HashMap::new(),
                 keys: Vec::new(),
             }),
         })
+    }
+
+    /// What tells this watcher from every other one of the process, for a
+    /// caller that keeps keys of several.
+    pub fn id(&self) -> u64 {
+        self.id
     }
 
     /// Watches `paths` (files that may not exist yet) as one key; `None`
