@@ -431,6 +431,41 @@ fn a_guest_asleep_in_a_host_call_ends_at_the_deadline() {
     assert!(took >= Duration::from_millis(1000), "took {took:?}");
 }
 
+/// A guest asleep in a host call (`poll` for a minute, the deadline further
+/// still) is stopped by its turn's cancel switch within a few alarm ticks,
+/// with `TURN_CANCELLED`: the wait's alarm watches the switch too.
+///
+/// Positive control: `a_guest_asleep_in_a_host_call_ends_at_the_deadline`
+/// (the same sleep, not cancelled, lasts until its deadline).
+#[test]
+fn a_guest_asleep_in_a_host_call_is_stopped_by_its_cancel() {
+    let env = Env::new();
+    let ws = env.mkdir("ws");
+    let h = host(&env, &ws, &["spin"], None);
+    // Compiled and cached first.
+    let (outcome, _) = timed(&h, "spin", "", 50);
+    assert_eq!(outcome.code(), Some(DenyCode::LimitDeadline));
+    let mut request = TurnRequest::new("spin", "main", "sleep:60000");
+    request.limits.deadline_ms = 120_000;
+    let cancel = request.cancel.clone();
+    let canceller = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(300));
+        cancel.cancel();
+    });
+    let started = std::time::Instant::now();
+    let outcome = h.run(request, &NoOne);
+    let took = started.elapsed();
+    canceller.join().unwrap();
+    assert_eq!(
+        outcome.code(),
+        Some(DenyCode::TurnCancelled),
+        "{:?}",
+        outcome.end
+    );
+    assert!(took >= Duration::from_millis(300), "took {took:?}");
+    assert!(took < Duration::from_secs(30), "took {took:?}");
+}
+
 /// A server that accepts and never answers cannot hold a run past its deadline
 /// (Issue 12, item 11).
 #[test]
