@@ -13,6 +13,10 @@
 //! The price is resolution: an alarm fires within one [`TICK`] (plus the
 //! scheduler's delay) after its instant, the resolution of the epoch
 //! deadline that stops a guest running wasm code.
+//!
+//! A process that cannot start the ticker thread (out of threads) still
+//! ends every wait: its alarms fall back to tokio timers of at most one
+//! [`TICK`] each, looking at the instant and the cancel switch each time.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -52,10 +56,11 @@ static ALARMS: Mutex<Slab> = Mutex::new(Slab {
 
 /// Starts the ticker thread (once per process): every [`TICK`] it wakes
 /// the alarms that are due; their futures see it at their next poll.
-fn start_ticker() {
-    static TICKER: OnceLock<()> = OnceLock::new();
-    TICKER.get_or_init(|| {
-        let spawned = std::thread::Builder::new()
+/// Whether it runs.
+fn start_ticker() -> bool {
+    static TICKER: OnceLock<bool> = OnceLock::new();
+    *TICKER.get_or_init(|| {
+        std::thread::Builder::new()
             .name("gatehouse-alarms".into())
             .spawn(|| loop {
                 std::thread::sleep(TICK);
@@ -69,13 +74,9 @@ fn start_ticker() {
                     .collect();
                 // Woken outside the lock: a waker may run a task inline.
                 due.into_iter().for_each(Waker::wake);
-            });
-        // Without the thread an alarm would never be woken: the process is
-        // out of threads, and a bounded wait must not become unbounded.
-        if spawned.is_err() {
-            std::process::abort();
-        }
-    });
+            })
+            .is_ok()
+    })
 }
 
 /// A future ready once `at` has passed, or once `cancel` (if any) is set:
@@ -84,16 +85,20 @@ pub struct Alarm {
     at: Instant,
     cancel: Option<CancelHandle>,
     key: Option<usize>,
+    /// Without the ticker: the tokio timer of the current look.
+    fallback: Option<Pin<Box<tokio::time::Sleep>>>,
+    ticker: bool,
 }
 
 impl Alarm {
     /// An alarm at `at`, also ended by `cancel`.
     pub fn new(at: Instant, cancel: Option<CancelHandle>) -> Alarm {
-        start_ticker();
         Alarm {
             at,
             cancel,
             key: None,
+            fallback: None,
+            ticker: start_ticker(),
         }
     }
 
@@ -140,7 +145,26 @@ impl Future for Alarm {
         let this = self.get_mut();
         if this.is_due() {
             this.remove();
+            this.fallback = None;
             return Poll::Ready(());
+        }
+        if !this.ticker {
+            // No ticker: a timer to the instant, or to the next look at
+            // the cancel switch, whichever is first; looked at again when
+            // it fires.
+            loop {
+                let next = (this.at - Instant::now()).min(TICK);
+                let timer = this
+                    .fallback
+                    .get_or_insert_with(|| Box::pin(tokio::time::sleep(next)));
+                if timer.as_mut().poll(cx).is_pending() {
+                    return Poll::Pending;
+                }
+                this.fallback = None;
+                if this.is_due() {
+                    return Poll::Ready(());
+                }
+            }
         }
         let mut alarms = crate::util::lock(&ALARMS);
         match this.key.and_then(|k| alarms.slots.get_mut(k)) {
@@ -227,6 +251,38 @@ mod tests {
         assert!(took >= Duration::from_millis(30), "{took:?}");
         // Generous: the machine is shared; a lost wake would be forever.
         assert!(took < Duration::from_secs(5), "{took:?}");
+    }
+
+    #[test]
+    fn without_the_ticker_an_alarm_falls_back_to_timers_and_still_sees_its_cancel() {
+        let rt = || {
+            tokio::runtime::Builder::new_current_thread()
+                .enable_time()
+                .build()
+                .unwrap()
+        };
+        let without_ticker = |at: Instant, cancel: Option<CancelHandle>| {
+            let mut alarm = Alarm::new(at, cancel);
+            alarm.ticker = false;
+            alarm
+        };
+        let started = Instant::now();
+        let alarm = without_ticker(Instant::now() + Duration::from_millis(35), None);
+        let r = rt().block_on(race(alarm, std::future::pending::<()>()));
+        assert!(r.is_err());
+        assert!(started.elapsed() >= Duration::from_millis(35));
+        let cancel = CancelHandle::new();
+        let c = cancel.clone();
+        std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(20));
+            c.cancel();
+        });
+        let started = Instant::now();
+        let alarm = without_ticker(Instant::now() + Duration::from_secs(3600), Some(cancel));
+        assert!(rt()
+            .block_on(race(alarm, std::future::pending::<()>()))
+            .is_err());
+        assert!(started.elapsed() < Duration::from_secs(60));
     }
 
     #[test]
