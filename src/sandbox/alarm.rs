@@ -232,6 +232,17 @@ pub async fn timeout<F: Future>(limit: Duration, fut: F) -> Result<F::Output, El
 mod tests {
     use super::*;
 
+    /// A cancel switch set from another thread in 20 ms.
+    fn cancelled_soon() -> CancelHandle {
+        let cancel = CancelHandle::new();
+        let c = cancel.clone();
+        std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(20));
+            c.cancel();
+        });
+        cancel
+    }
+
     fn block_on<F: Future>(f: F) -> F::Output {
         tokio::runtime::Builder::new_current_thread()
             .build()
@@ -271,14 +282,11 @@ mod tests {
         let r = rt().block_on(race(alarm, std::future::pending::<()>()));
         assert!(r.is_err());
         assert!(started.elapsed() >= Duration::from_millis(35));
-        let cancel = CancelHandle::new();
-        let c = cancel.clone();
-        std::thread::spawn(move || {
-            std::thread::sleep(Duration::from_millis(20));
-            c.cancel();
-        });
         let started = Instant::now();
-        let alarm = without_ticker(Instant::now() + Duration::from_secs(3600), Some(cancel));
+        let alarm = without_ticker(
+            Instant::now() + Duration::from_secs(3600),
+            Some(cancelled_soon()),
+        );
         assert!(rt()
             .block_on(race(alarm, std::future::pending::<()>()))
             .is_err());
@@ -293,14 +301,11 @@ mod tests {
 
     #[test]
     fn a_cancel_ends_the_wait_before_the_instant() {
-        let cancel = CancelHandle::new();
-        let c = cancel.clone();
-        std::thread::spawn(move || {
-            std::thread::sleep(Duration::from_millis(20));
-            c.cancel();
-        });
         let started = Instant::now();
-        let alarm = Alarm::new(Instant::now() + Duration::from_secs(3600), Some(cancel));
+        let alarm = Alarm::new(
+            Instant::now() + Duration::from_secs(3600),
+            Some(cancelled_soon()),
+        );
         assert!(block_on(race(alarm, std::future::pending::<()>())).is_err());
         assert!(started.elapsed() < Duration::from_secs(60));
     }

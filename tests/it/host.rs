@@ -262,6 +262,15 @@ fn the_scripted_approver_is_asked_once_for_two_capabilities() {
     assert_eq!(lines(&env.state_dir().join("denials.jsonl")).len(), 2);
 }
 
+/// Cancels `request`'s turn from another thread after `after`.
+fn cancel_in(request: &TurnRequest, after: Duration) -> std::thread::JoinHandle<()> {
+    let cancel = request.cancel.clone();
+    std::thread::spawn(move || {
+        std::thread::sleep(after);
+        cancel.cancel();
+    })
+}
+
 #[test]
 fn a_turn_is_cancelled_through_its_handle() {
     let env = Env::new();
@@ -269,11 +278,7 @@ fn a_turn_is_cancelled_through_its_handle() {
     let host = host(&env, &ws, &["spin"], None);
     let mut request = TurnRequest::new("spin", "main", "{}");
     request.limits.deadline_ms = 60_000;
-    let cancel = request.cancel.clone();
-    let canceller = std::thread::spawn(move || {
-        std::thread::sleep(Duration::from_millis(300));
-        cancel.cancel();
-    });
+    let canceller = cancel_in(&request, Duration::from_millis(300));
     let started = std::time::Instant::now();
     let outcome = host.run(request, &NoOne);
     canceller.join().unwrap();
@@ -447,11 +452,7 @@ fn a_guest_asleep_in_a_host_call_is_stopped_by_its_cancel() {
     assert_eq!(outcome.code(), Some(DenyCode::LimitDeadline));
     let mut request = TurnRequest::new("spin", "main", "sleep:60000");
     request.limits.deadline_ms = 120_000;
-    let cancel = request.cancel.clone();
-    let canceller = std::thread::spawn(move || {
-        std::thread::sleep(Duration::from_millis(300));
-        cancel.cancel();
-    });
+    let canceller = cancel_in(&request, Duration::from_millis(300));
     let started = std::time::Instant::now();
     let outcome = h.run(request, &NoOne);
     let took = started.elapsed();
