@@ -138,15 +138,23 @@ fn read_value(
         }),
         ValueSource::File(path) => {
             use std::os::unix::fs::PermissionsExt;
-            if let Some(w) = watcher {
-                if let Some((value, key)) = secret_files::watched(path, w.id()) {
-                    if w.check_drained(key, || ()).is_none() {
-                        return Ok(value);
-                    }
-                }
-            }
             // Watched before it is looked at: a change after this is seen.
-            let key = watcher.and_then(|w| Some((w.id(), w.watch(&[path])?)));
+            // A key this watcher gave is re-armed by its own check; a path
+            // it could not watch is not tried again (a `stat` every turn).
+            let mut watch = None;
+            if let Some(w) = watcher {
+                let key = match secret_files::watched(path, w.id()) {
+                    Some((value, Some(key))) => {
+                        if w.check_drained(key, || ()).is_none() {
+                            return Ok(value);
+                        }
+                        Some(key)
+                    }
+                    Some((_, None)) => None,
+                    None => w.watch(&[path]),
+                };
+                watch = Some((w.id(), key));
+            }
             let shown = path.display();
             let meta = std::fs::metadata(path).map_err(|e| {
                 format!(
@@ -163,7 +171,7 @@ fn read_value(
                 ));
             }
             let stamp = FileStamp::of(&meta);
-            if let Some(value) = secret_files::get(path, &stamp, key) {
+            if let Some(value) = secret_files::get(path, &stamp, watch) {
                 return Ok(value);
             }
             let value = std::fs::read_to_string(path)
@@ -175,7 +183,7 @@ fn read_value(
                         crate::util::lower(&e.to_string())
                     )
                 })?;
-            secret_files::put(path, stamp, &value, key);
+            secret_files::put(path, stamp, &value, watch);
             Ok(value)
         }
     }
@@ -222,50 +230,55 @@ mod secret_files {
         path: PathBuf,
         stamp: FileStamp,
         value: String,
-        /// The watch armed before the value was read (which watcher's, and
-        /// its key), if the path can be watched.
-        key: Option<(u64, WatchKey)>,
+        /// The watcher that looked at the path before the value was read,
+        /// and its key (`None`: it cannot watch the path).
+        watch: Option<(u64, Option<WatchKey>)>,
     }
 
     static READ: Mutex<Vec<Kept>> = Mutex::new(Vec::new());
 
-    /// The value kept for `path` and its key in watcher `watcher`, when
-    /// that watcher watches it.
-    pub(super) fn watched(path: &Path, watcher: u64) -> Option<(String, WatchKey)> {
+    /// The value kept for `path` and its key in watcher `watcher` (`None`:
+    /// that watcher cannot watch it), when that watcher looked at it.
+    pub(super) fn watched(path: &Path, watcher: u64) -> Option<(String, Option<WatchKey>)> {
         crate::util::lock(&READ)
             .iter()
             .find(|k| k.path == path)
-            .and_then(|k| match k.key {
+            .and_then(|k| match k.watch {
                 Some((w, key)) if w == watcher => Some((k.value.clone(), key)),
                 _ => None,
             })
     }
 
-    /// The value read from `path` when its stamp was `stamp`, now watched
-    /// by `key` (armed before the stamp was taken).
+    /// The value read from `path` when its stamp was `stamp`, now under
+    /// `watch` (armed before the stamp was taken).
     pub(super) fn get(
         path: &Path,
         stamp: &FileStamp,
-        key: Option<(u64, WatchKey)>,
+        watch: Option<(u64, Option<WatchKey>)>,
     ) -> Option<String> {
         let mut read = crate::util::lock(&READ);
         let kept = read
             .iter_mut()
             .find(|k| k.path == path && k.stamp == *stamp)?;
-        kept.key = key;
+        kept.watch = watch;
         Some(kept.value.clone())
     }
 
-    /// Keeps `value`, read from `path` at `stamp` under the watch `key`
-    /// (replacing what was kept for it).
-    pub(super) fn put(path: &Path, stamp: FileStamp, value: &str, key: Option<(u64, WatchKey)>) {
+    /// Keeps `value`, read from `path` at `stamp` under `watch` (replacing
+    /// what was kept for it).
+    pub(super) fn put(
+        path: &Path,
+        stamp: FileStamp,
+        value: &str,
+        watch: Option<(u64, Option<WatchKey>)>,
+    ) {
         let mut read = crate::util::lock(&READ);
         read.retain(|k| k.path != path);
         read.push(Kept {
             path: path.to_path_buf(),
             stamp,
             value: value.to_string(),
-            key,
+            watch,
         });
     }
 }

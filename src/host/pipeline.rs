@@ -187,7 +187,7 @@ struct Within<'k> {
     http: &'k Arc<HttpClient>,
     /// The host's watch, read at a top-level turn's start (`None` for a
     /// nested turn: what it looks at, it looks at itself).
-    watcher: Option<&'k Arc<crate::util::watch::Watcher>>,
+    watcher: Option<&'k crate::util::watch::Watcher>,
     on_degraded: OnDegraded,
     memory: &'k Arc<dyn crate::memory::MemoryBackend>,
     /// The host's write-root lock, which every turn enters.
@@ -297,7 +297,7 @@ impl Kind<'_> {
         let services = nested::services(
             nested::Base {
                 http: within.http,
-                watcher: within.watcher.map(|w| &**w),
+                watcher: within.watcher,
                 providers: within.providers,
                 memory: within.memory.clone(),
                 frozen: &t.frozen,
@@ -376,7 +376,7 @@ impl Kind<'_> {
                 manifests: &inner.manifests,
                 providers: &inner.providers,
                 http: &inner.http,
-                watcher: inner.watcher.as_ref(),
+                watcher: inner.watcher.as_deref(),
                 on_degraded: inner.on_degraded,
                 memory: &inner.memory,
                 write_roots: &inner.write_roots,

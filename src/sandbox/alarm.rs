@@ -36,10 +36,9 @@ struct Slot {
     waker: Waker,
 }
 
-impl Slot {
-    fn due(&self, now: Instant) -> bool {
-        now >= self.at || self.cancel.as_ref().is_some_and(CancelHandle::is_cancelled)
-    }
+/// Whether an alarm at `at`, also ended by `cancel`, is due at `now`.
+fn due(at: Instant, cancel: Option<&CancelHandle>, now: Instant) -> bool {
+    now >= at || cancel.is_some_and(CancelHandle::is_cancelled)
 }
 
 /// The waiting alarms: a slab (a freed key is reused).
@@ -69,7 +68,7 @@ fn start_ticker() -> bool {
                     .slots
                     .iter()
                     .flatten()
-                    .filter(|s| s.due(now))
+                    .filter(|s| due(s.at, s.cancel.as_ref(), now))
                     .map(|s| s.waker.clone())
                     .collect();
                 // Woken outside the lock: a waker may run a task inline.
@@ -114,7 +113,7 @@ impl Alarm {
 
     /// Whether it is due now.
     pub fn is_due(&self) -> bool {
-        Instant::now() >= self.at || self.cancel.as_ref().is_some_and(CancelHandle::is_cancelled)
+        due(self.at, self.cancel.as_ref(), Instant::now())
     }
 
     /// Moves it to `at` (it stays registered if it is).

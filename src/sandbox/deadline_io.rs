@@ -6,8 +6,9 @@
 //! call: a socket that never answers, a `subscribe-duration` of an hour)
 //! would hold the host past its deadline. Here every such wait races an
 //! [`Alarm`] at the deadline that the cancel switch also ends (within one
-//! [`TICK`](super::alarm::TICK)); when the alarm wins the call traps with [`DeadlineReached`],
-//! which the run reports as `LIMIT_DEADLINE` (or `TURN_CANCELLED`).
+//! [`TICK`](super::alarm::TICK)); when the alarm wins the call traps with
+//! [`DeadlineReached`], which the run reports as `LIMIT_DEADLINE` (or
+//! `TURN_CANCELLED`).
 //! Everything else is wasmtime-wasi's own implementation, called as is.
 
 use std::future::Future;

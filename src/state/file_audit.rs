@@ -895,6 +895,14 @@ mod tests {
         }
     }
 
+    /// The refusal of the file at `path`, whose header is not a chain's.
+    fn not_a_chain(path: &Path) -> String {
+        format!(
+            "audit chain `{}`: line 1: its header is not a gatehouse audit chain's",
+            path.display()
+        )
+    }
+
     #[test]
     fn a_torn_header_is_replaced_and_bytes_that_are_not_one_are_left_alone() {
         let dir = tempfile::tempdir().unwrap();
@@ -912,10 +920,7 @@ mod tests {
                 .append("turn", "t", &time(1), "{}")
                 .unwrap_err()
                 .to_string(),
-            format!(
-                "audit chain `{}`: line 1: its header is not a gatehouse audit chain's",
-                path.display()
-            )
+            not_a_chain(&path)
         );
         assert_eq!(std::fs::read_to_string(&path).unwrap(), "hello");
     }
@@ -926,10 +931,7 @@ mod tests {
         let path = dir.path().join("audit-chain.jsonl");
         std::fs::write(&path, "hello\n").unwrap();
         let store = FileAudit::new(&path, None);
-        let want = format!(
-            "audit chain `{}`: line 1: its header is not a gatehouse audit chain's",
-            path.display()
-        );
+        let want = not_a_chain(&path);
         assert_eq!(
             store
                 .append("turn", "t", &time(1), "{}")
