@@ -57,10 +57,19 @@ pub const SCHEMA_3: &[&str] = &[tasks::SCHEMA];
 /// turn's commit).
 pub const SCHEMA_4: &[&str] = &[pg_audit::SCHEMA_4, history::SCHEMA_4];
 
+/// What version 5 adds: the chain's rows indexed by turn, for the history
+/// index's lookups.
+pub const SCHEMA_5: &[&str] = &[history::SCHEMA_5];
+
 /// Each schema version and what `migrate` runs to reach it from the one
 /// before, in order.
-pub const MIGRATIONS: &[(i64, &[&str])] =
-    &[(1, SCHEMA_1), (2, SCHEMA_2), (3, SCHEMA_3), (4, SCHEMA_4)];
+pub const MIGRATIONS: &[(i64, &[&str])] = &[
+    (1, SCHEMA_1),
+    (2, SCHEMA_2),
+    (3, SCHEMA_3),
+    (4, SCHEMA_4),
+    (5, SCHEMA_5),
+];
 
 /// The grant store `state` names: its PostgreSQL database, else its
 /// SQLite file.

@@ -45,7 +45,7 @@ fn fleet_migrate_creates_the_shared_schema_and_a_node_refuses_a_version_it_does_
         m.expect(0);
         assert_eq!(
             m.json_lines()[0],
-            json!({"database": "postgresql", "path": db.url, "version": 4}),
+            json!({"database": "postgresql", "path": db.url, "version": 5}),
             "{m:#?}"
         );
     }
@@ -67,7 +67,7 @@ fn fleet_migrate_creates_the_shared_schema_and_a_node_refuses_a_version_it_does_
     )
     .unwrap();
     let refusal = format!(
-        "postgresql at `{}`: its schema version is 7; this gatehouse knows versions up to 4",
+        "postgresql at `{}`: its schema version is 7; this gatehouse knows versions up to 5",
         db.url
     );
     run().expect_err(1, &[&refusal]);
@@ -767,7 +767,7 @@ fn fleet_migrate_upgrades_an_older_schema_which_a_node_refuses_until_then() {
     write().expect_err(
         1,
         &[&format!(
-            "postgresql at `{}`: its schema version is 1; this gatehouse needs version 4: run `gatehouse migrate` with an owner's url",
+            "postgresql at `{}`: its schema version is 1; this gatehouse needs version 5: run `gatehouse migrate` with an owner's url",
             db.url
         )],
     );
@@ -776,7 +776,7 @@ fn fleet_migrate_upgrades_an_older_schema_which_a_node_refuses_until_then() {
     m.expect(0);
     assert_eq!(
         m.json_lines()[0],
-        json!({"database": "postgresql", "path": db.url, "version": 4})
+        json!({"database": "postgresql", "path": db.url, "version": 5})
     );
     let memory: Option<String> = db
         .client()
@@ -862,7 +862,7 @@ fn fleet_migrate_from_version_3_keeps_the_index_and_the_chain_goes_on() {
         .map(|r| (r.get(0), r.get(1), r.get::<_, i64>(2) as u64, r.get(3)))
         .collect();
     assert_eq!(old, before);
-    assert_eq!(pg.migrate().unwrap(), (3, 4));
+    assert_eq!(pg.migrate().unwrap(), (3, 5));
     let triggers: i64 = c
         .query_one(
             "SELECT count(*) FROM pg_trigger WHERE tgrelid = 'audit_chain'::regclass",
@@ -890,6 +890,66 @@ fn fleet_migrate_from_version_3_keeps_the_index_and_the_chain_goes_on() {
     assert_eq!(listed_now.len(), 3, "{listed_now:#?}");
     assert_eq!(listed_now[..2], before[..]);
     assert_eq!(listed_now[2].1, env.node());
+}
+
+/// Schema version 5 indexes the chain's rows by turn, and the history
+/// index's lookup of one turn (`history show`, `undo`) is answered from
+/// that index, not by reading the whole chain; the lookup still finds the
+/// turn a node recorded.
+///
+/// Positive control: at version 4 (no such index) the same query's plan
+/// does not name it.
+#[test]
+fn fleet_a_turn_is_looked_up_through_the_chains_turn_index_from_schema_version_5() {
+    let db = Database::new();
+    let pg = gatehouse::state::pg::Pg::new(&db.url).unwrap();
+    let mut c = db.client();
+    // A sequential scan is always possible; with it priced out, the plan
+    // shows which index the query can use at all.
+    let plan = |c: &mut postgres::Client| -> String {
+        let mut tx = c.transaction().unwrap();
+        tx.execute("SET LOCAL enable_seqscan = off", &[]).unwrap();
+        let rows = tx
+            .query(
+                &format!("EXPLAIN {}", gatehouse::state::history::LOOKUP),
+                &[&"20261207000000-1-0"],
+            )
+            .unwrap();
+        let plan: Vec<String> = rows.iter().map(|r| r.get(0)).collect();
+        tx.rollback().unwrap();
+        plan.join("\n")
+    };
+    assert_eq!(pg.migrate_to(4).unwrap(), (0, 4));
+    let before = plan(&mut c);
+    assert!(!before.contains("audit_chain_turn"), "{before}");
+    assert_eq!(pg.migrate().unwrap(), (4, 5));
+    let after = plan(&mut c);
+    assert!(
+        after.contains("Bitmap Index Scan on audit_chain_turn"),
+        "{after}"
+    );
+    // The lookup still finds what a node recorded: node B is told which
+    // node holds the journal of a turn A ran.
+    let (a, b) = (Env::on(&db), Env::on(&db));
+    let ws = a.mkdir("ws");
+    a.mkdir("ws/out");
+    let (run, v) = run_json(
+        &a,
+        &guest("write-file"),
+        &ws,
+        "Full",
+        r#"{"path":"out/a.txt","content":"a"}"#,
+        &[],
+    );
+    run.expect(0);
+    let wrote = v["turn"].as_str().unwrap().to_string();
+    b.run(&["undo", "--turn", &wrote]).expect_err(
+        3,
+        &[&format!(
+            "turn `{wrote}` ran on node `{}`, which holds its journal: undo it there",
+            a.node()
+        )],
+    );
 }
 
 /// A `remember` turn through `node` with `input`, as the node's role, in
