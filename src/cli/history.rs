@@ -106,16 +106,9 @@ pub fn history(ctx: &Context, args: HistoryArgs) -> CmdResult {
         h.each_decision(turn, |d| out_json(&d))?;
         return Ok(Exit::Ok);
     }
-    let turns = h.turns()?;
-    let turns: Vec<_> = match &args.turn {
-        Some(t) => {
-            let one: Vec<_> = turns.into_iter().filter(|s| &s.record.turn == t).collect();
-            if one.is_empty() {
-                return Err(HistoryError::NoSuchTurn(t.clone()).into());
-            }
-            one
-        }
-        None => turns,
+    let turns = match &args.turn {
+        Some(t) => vec![h.turn(t)?],
+        None => h.turns()?,
     };
     for t in &turns {
         if ctx.json {

@@ -97,6 +97,20 @@ pub struct History {
     index: Option<Arc<dyn TurnIndex>>,
 }
 
+/// A turn of a fleet's index as [`History::turns`] lists it.
+fn indexed_summary(t: crate::state::history::IndexedTurn) -> Result<TurnSummary, HistoryError> {
+    let record = serde_json::from_value(t.record).map_err(|e| HistoryError::Corrupt {
+        path: PathBuf::from("turns"),
+        line: 0,
+        source: e,
+    })?;
+    Ok(TurnSummary {
+        record,
+        operations: usize::try_from(t.operations).unwrap_or(usize::MAX),
+        node: Some(t.node),
+    })
+}
+
 impl History {
     /// The history under `dir`, without the audit log's turns.
     pub fn new(dir: &Path) -> History {
@@ -137,19 +151,7 @@ impl History {
             let mut out = index
                 .turns()?
                 .into_iter()
-                .map(|t| {
-                    let record =
-                        serde_json::from_value(t.record).map_err(|e| HistoryError::Corrupt {
-                            path: PathBuf::from("turns"),
-                            line: 0,
-                            source: e,
-                        })?;
-                    Ok(TurnSummary {
-                        record,
-                        operations: usize::try_from(t.operations).unwrap_or(usize::MAX),
-                        node: Some(t.node),
-                    })
-                })
+                .map(indexed_summary)
                 .collect::<Result<Vec<TurnSummary>, HistoryError>>()?;
             // This node's turns the index has not heard of: those still
             // running, or whose host died before they finished (their
@@ -167,6 +169,21 @@ impl History {
             return Ok(out);
         }
         self.local_turns()
+    }
+
+    /// One turn, as [`History::turns`] lists it. With a fleet's index it
+    /// is looked up there (one indexed query, not the whole fleet's
+    /// list), else among this node's turns.
+    pub fn turn(&self, turn: &str) -> Result<TurnSummary, HistoryError> {
+        if let Some(index) = &self.index {
+            if let Some(t) = index.get(turn)? {
+                return indexed_summary(t);
+            }
+        }
+        self.local_turns()?
+            .into_iter()
+            .find(|t| t.record.turn == turn)
+            .ok_or_else(|| HistoryError::NoSuchTurn(turn.to_string()))
     }
 
     /// This node's turns (its directory and audit log), oldest first.

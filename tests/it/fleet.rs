@@ -950,6 +950,21 @@ fn fleet_a_turn_is_looked_up_through_the_chains_turn_index_from_schema_version_5
             a.node()
         )],
     );
+    // `history --turn` on B is answered by the same lookup.
+    let shown = b.run(&["--json", "history", "--turn", &wrote]);
+    shown.expect(0);
+    let lines = shown.json_lines();
+    assert_eq!(lines.len(), 1, "{shown:#?}");
+    assert_eq!(
+        (
+            &lines[0]["turn"],
+            &lines[0]["node"],
+            &lines[0]["operations"]
+        ),
+        (&json!(wrote), &json!(a.node()), &json!(1))
+    );
+    b.run(&["history", "--turn", "20990101000000-1-1"])
+        .expect_err(3, &["no turn `20990101000000-1-1` in the history"]);
 }
 
 /// A `remember` turn through `node` with `input`, as the node's role, in
