@@ -2,6 +2,7 @@
 //! counters that prove what was (not) done.
 
 use std::collections::HashMap;
+use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
@@ -12,6 +13,7 @@ use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConf
 
 use super::isolation::{self, IsolationReport};
 use super::limits::{Limits, EPOCH_TICK_MS};
+use super::memo::{self, FileIdentity};
 use crate::policy::snapshot::sha256_hex;
 use crate::util::watch::{WatchKey, Watcher};
 
@@ -306,29 +308,6 @@ pub enum LoadError {
     },
 }
 
-/// What identifies a file's contents without reading them.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct FileIdentity {
-    dev: u64,
-    ino: u64,
-    size: u64,
-    mtime: (i64, i64),
-    ctime: (i64, i64),
-}
-
-impl FileIdentity {
-    fn of(m: &std::fs::Metadata) -> FileIdentity {
-        use std::os::unix::fs::MetadataExt;
-        FileIdentity {
-            dev: m.dev(),
-            ino: m.ino(),
-            size: m.size(),
-            mtime: (m.mtime(), m.mtime_nsec()),
-            ctime: (m.ctime(), m.ctime_nsec()),
-        }
-    }
-}
-
 fn check_pin(path: &Path, digest: &str, pinned: Option<&str>) -> Result<(), LoadError> {
     match pinned {
         Some(pin) if pin != digest => Err(LoadError::Pinned {
@@ -338,6 +317,21 @@ fn check_pin(path: &Path, digest: &str, pinned: Option<&str>) -> Result<(), Load
         }),
         _ => Ok(()),
     }
+}
+
+/// Whether the file at `path` is a core module (a preview-1 program), by
+/// its first 8 bytes.
+fn is_core_file(path: &Path) -> std::io::Result<bool> {
+    let mut header = [0u8; 8];
+    let mut file = std::fs::File::open(path)?;
+    let mut n = 0;
+    while n < header.len() {
+        match file.read(&mut header[n..])? {
+            0 => break,
+            k => n += k,
+        }
+    }
+    Ok(wasmparser::Parser::is_core_wasm(&header[..n]))
 }
 
 /// A component prepared once per host: its digest, its imports (with what
@@ -627,10 +621,43 @@ impl Sandbox {
         };
         let watch = watch.or_else(|| self.watcher.as_ref().and_then(|w| w.watch(&[path])));
         let identity = FileIdentity::of(&std::fs::metadata(path).map_err(read_err)?);
-        let bytes = std::fs::read(path).map_err(read_err)?;
+        // A file hashed before by any process, with the same identity
+        // since: its entry is found without reading it (memo.rs).
+        if let Some(digest) = memo::recorded_digest(&self.cache_dir, &identity) {
+            check_pin(path, &digest, pinned)?;
+            let entry = self.entry(&digest, is_core_file(path).map_err(read_err)?);
+            if let Some(component) = self.cached(&entry) {
+                self.counters.loaded.fetch_add(1, Ordering::Relaxed);
+                return Ok((self.keep(path, identity, watch, digest, component), true));
+            }
+        }
+        let mut file = std::fs::File::open(path).map_err(read_err)?;
+        let opened = FileIdentity::of(&file.metadata().map_err(read_err)?);
+        let mut bytes = Vec::new();
+        file.read_to_end(&mut bytes).map_err(read_err)?;
         let digest = sha256_hex(&bytes);
         check_pin(path, &digest, pinned)?;
+        // Recorded only when nothing changed the file while it was read.
+        if FileIdentity::of(&file.metadata().map_err(read_err)?) == opened {
+            memo::record_digest(&self.cache_dir, &opened, &digest);
+        }
         let (component, cache_hit) = self.load(path, &bytes, &digest)?;
+        Ok((
+            self.keep(path, identity, watch, digest, component),
+            cache_hit,
+        ))
+    }
+
+    /// Keeps `component`, loaded from the file at `path` of `identity`,
+    /// prepared for the next turns.
+    fn keep(
+        &self,
+        path: &Path,
+        identity: FileIdentity,
+        watch: Option<WatchKey>,
+        digest: String,
+        component: Component,
+    ) -> Arc<Prepared> {
         let ty = component.component_type();
         let imports: Arc<[String]> = ty
             .imports(&self.engine)
@@ -655,7 +682,7 @@ impl Sandbox {
             pres: std::sync::RwLock::new(HashMap::new()),
         });
         crate::util::write(&self.prepared).insert(path.as_os_str().to_owned(), p.clone());
-        Ok((p, cache_hit))
+        p
     }
 
     /// Loads a component (turning a preview-1 core module into one with the
@@ -669,12 +696,7 @@ impl Sandbox {
     ) -> Result<(Component, bool), LoadError> {
         self.counters.loaded.fetch_add(1, Ordering::Relaxed);
         let is_core = wasmparser::Parser::is_core_wasm(bytes);
-        // A preview-1 module's entry also names the adaptation, so that a
-        // component adapted by an earlier gatehouse is not reused.
-        let adaptation = if is_core { super::p1::ADAPTATION } else { "" };
-        let entry = self
-            .cache_dir
-            .join(format!("{digest}-{}{adaptation}.cwasm", self.engine_hash()));
+        let entry = self.entry(digest, is_core);
         if let Some(c) = self.cached(&entry) {
             return Ok((c, true));
         }
@@ -696,23 +718,50 @@ impl Sandbox {
         Ok((component, false))
     }
 
+    /// The cache entry of the component of sha256 `digest` (a preview-1
+    /// core module's when `is_core`).
+    fn entry(&self, digest: &str, is_core: bool) -> PathBuf {
+        // A preview-1 module's entry also names the adaptation, so that a
+        // component adapted by an earlier gatehouse is not reused.
+        let adaptation = if is_core { super::p1::ADAPTATION } else { "" };
+        self.cache_dir
+            .join(format!("{digest}-{}{adaptation}.cwasm", self.engine_hash()))
+    }
+
     /// A cache entry is used only if its sidecar digest matches its bytes:
     /// a corrupt or foreign file is ignored (and replaced), never loaded.
+    /// The bytes are hashed once while the entry keeps its identity
+    /// (memo.rs), and the entry is mapped, not copied: a language
+    /// executor's is tens of megabytes, of which a run touches a part.
     fn cached(&self, entry: &Path) -> Option<Component> {
-        let bytes = std::fs::read(entry).ok()?;
-        let recorded = std::fs::read_to_string(entry.with_extension("sha256")).ok()?;
-        if recorded.trim() != sha256_hex(&bytes) {
-            return None;
+        let identity = FileIdentity::of(&std::fs::metadata(entry).ok()?);
+        if !memo::is_verified(entry, &identity) {
+            let recorded = std::fs::read_to_string(entry.with_extension("sha256")).ok()?;
+            let file = std::fs::File::open(entry).ok()?;
+            let opened = FileIdentity::of(&file.metadata().ok()?);
+            if opened != identity
+                || recorded.trim() != crate::util::hash::sha256_reader(&file).ok()?
+            {
+                return None;
+            }
+            memo::record_verified(entry, &identity);
         }
-        // SAFETY: `deserialize` trusts its input to be wasmtime's own
-        // compiled output. These bytes are: they were written by
-        // `store_cache` below from `Component::serialize` of this engine
-        // configuration (the entry name carries the engine's compatibility
-        // hash), they lie in the state directory that no executor may write
-        // (POLICY_MUTATION_DENIED), and their sha256 matches the sidecar
-        // written with them. wasmtime additionally checks the header's
-        // version and configuration and errors on a mismatch.
-        unsafe { Component::deserialize(&self.engine, &bytes) }.ok()
+        // SAFETY: `deserialize_file` trusts the file to be wasmtime's own
+        // compiled output and to stay unchanged while it is mapped. This
+        // one is: it was written by `store_cache` below from
+        // `Component::serialize` of this engine configuration (the entry
+        // name carries the engine's compatibility hash), whole, under a
+        // name of its own that is then renamed into place (an entry is
+        // replaced, never rewritten); it lies in the state directory that
+        // no executor may write (POLICY_MUTATION_DENIED); and its sha256
+        // matched the sidecar written with it, now or since it last
+        // changed (its identity says so, memo.rs). wasmtime additionally
+        // checks the header's version and configuration and errors on a
+        // mismatch.
+        let component = unsafe { Component::deserialize_file(&self.engine, entry) }.ok()?;
+        // The file mapped is the one checked: the name still leads to it.
+        let now = FileIdentity::of(&std::fs::metadata(entry).ok()?);
+        (now == identity).then_some(component)
     }
 
     fn store_cache(&self, entry: &Path, component: &Component) {

@@ -20,6 +20,7 @@ pub mod imports;
 pub mod isolation;
 pub mod journal_fs;
 pub mod limits;
+mod memo;
 mod output;
 pub mod p1;
 pub mod plan;

@@ -886,6 +886,109 @@ fn a_component_that_does_not_match_its_pinned_digest_is_refused() {
     );
 }
 
+/// How long a file must rest before the cache records its identity
+/// (`sandbox::memo::SETTLED`), with a margin.
+const SETTLE: std::time::Duration = std::time::Duration::from_millis(2300);
+
+/// Rewrites the file at `path` in place with `bytes` (the same length),
+/// then sets its mtime back to what it was: only its ctime tells.
+fn rewrite_keeping_mtime(path: &std::path::Path, bytes: &[u8]) {
+    let mtime = std::fs::metadata(path).unwrap().modified().unwrap();
+    assert_eq!(std::fs::metadata(path).unwrap().len(), bytes.len() as u64);
+    std::fs::write(path, bytes).unwrap();
+    let f = std::fs::File::options().write(true).open(path).unwrap();
+    f.set_modified(mtime).unwrap();
+    drop(f);
+    assert_eq!(std::fs::metadata(path).unwrap().modified().unwrap(), mtime);
+}
+
+/// The cache remembers a settled component's digest by its identity, so
+/// that a new process finds the compiled entry without hashing it again;
+/// a component then rewritten in place with the same size and its mtime
+/// set back is hashed anew (its ctime changed) and its pin refuses it.
+///
+/// Positive controls: the record holds the component's digest, and the
+/// pinned run succeeds from the cache before the rewrite.
+#[test]
+fn a_component_rewritten_in_place_after_its_digest_was_remembered_is_refused_by_its_pin() {
+    let env = Env::new();
+    let ws = env.mkdir("ws");
+    let wasm = env.path("c/hello.wasm");
+    std::fs::create_dir_all(wasm.parent().unwrap()).unwrap();
+    let bytes = std::fs::read(component("hello")).unwrap();
+    std::fs::write(&wasm, &bytes).unwrap();
+    let digest = gatehouse::policy::snapshot::sha256_hex(&bytes);
+    let m = env.write(
+        "manifests/hello-pinned.toml",
+        &format!(
+            "name = \"hello-pinned\"\ncomponent = \"{}\"\nsha256 = \"{digest}\"\n",
+            s(&wasm)
+        ),
+    );
+    std::thread::sleep(SETTLE);
+    // The first run compiles (and creates the cache); the second records
+    // the settled file's digest; the third finds the entry through it.
+    for hit in [false, true, true] {
+        let (run, v) = run_json(&env, &m, &ws, "Supervised", "{}", &[]);
+        run.expect(0);
+        assert_eq!(v["run"]["cache_hit"], hit, "{v:#}");
+    }
+    let cache = env.state_dir().join("cache");
+    let records: Vec<String> = std::fs::read_dir(&cache)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "digest"))
+        .map(|p| std::fs::read_to_string(p).unwrap())
+        .collect();
+    assert_eq!(records.len(), 1, "{records:?}");
+    assert_eq!(records[0].lines().nth(1), Some(digest.as_str()));
+    // The attack: the same length, one byte changed, the mtime put back.
+    let mut evil = bytes.clone();
+    let last = evil.len() - 1;
+    evil[last] ^= 0x01;
+    rewrite_keeping_mtime(&wasm, &evil);
+    let (run, v) = run_json(&env, &m, &ws, "Supervised", "{}", &[]);
+    run.expect(2);
+    assert_eq!(v["code"], "DIGEST_MISMATCH", "{v:#}");
+}
+
+/// A cache entry found whole once is not hashed again while it keeps its
+/// identity; one then corrupted in place with its mtime set back is
+/// hashed anew, found corrupt, and rebuilt, never loaded.
+///
+/// Positive control: the entry's verification is recorded, and the run
+/// before the corruption is a hit.
+#[test]
+fn a_verified_cache_entry_corrupted_in_place_is_rebuilt_not_loaded() {
+    let env = Env::new();
+    let ws = env.mkdir("ws");
+    run_json(&env, &guest("hello"), &ws, "Supervised", "{}", &[])
+        .0
+        .expect(0);
+    std::thread::sleep(SETTLE);
+    let (run, v) = run_json(&env, &guest("hello"), &ws, "Supervised", "{}", &[]);
+    run.expect(0);
+    assert_eq!(v["run"]["cache_hit"], true, "{v:#}");
+    let cache = env.state_dir().join("cache");
+    let entry = std::fs::read_dir(&cache)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.extension().is_some_and(|e| e == "cwasm"))
+        .unwrap();
+    assert!(entry.with_extension("verified").is_file());
+    let mut bytes = std::fs::read(&entry).unwrap();
+    let mid = bytes.len() / 2;
+    bytes[mid] ^= 0xff;
+    rewrite_keeping_mtime(&entry, &bytes);
+    let (run, v) = run_json(&env, &guest("hello"), &ws, "Supervised", "{}", &[]);
+    run.expect(0);
+    assert_eq!(
+        v["run"]["cache_hit"], false,
+        "a corrupt entry must not count as a hit"
+    );
+    assert_eq!(output(&v), serde_json::json!({"echo": {}}));
+}
+
 #[test]
 fn executors_are_found_by_name_in_the_executor_directories() {
     let env = Env::new();
