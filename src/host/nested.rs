@@ -20,6 +20,7 @@ use crate::sandbox::services::{
 };
 use crate::sandbox::{GuestResult, OnDegraded, Plan, RunServices, Sandbox};
 use crate::undo::TurnJournal;
+use crate::util::identity::FileIdentity;
 
 /// What the services of one turn (and its nested turns) are bound to.
 #[derive(Clone)]
@@ -170,7 +171,7 @@ fn read_value(
                     meta.permissions().mode() & 0o777
                 ));
             }
-            let stamp = FileStamp::of(&meta);
+            let stamp = FileIdentity::of(&meta);
             if let Some(value) = secret_files::get(path, &stamp, watch) {
                 return Ok(value);
             }
@@ -189,33 +190,8 @@ fn read_value(
     }
 }
 
-/// What identifies a file's bytes without reading them: a file replaced
-/// (a rename) has another inode, one written in place another size or
-/// change time.
-#[derive(Debug, Clone, PartialEq, Eq)]
-struct FileStamp {
-    dev: u64,
-    ino: u64,
-    size: u64,
-    mtime: (i64, i64),
-    ctime: (i64, i64),
-}
-
-impl FileStamp {
-    fn of(meta: &std::fs::Metadata) -> FileStamp {
-        use std::os::unix::fs::MetadataExt;
-        FileStamp {
-            dev: meta.dev(),
-            ino: meta.ino(),
-            size: meta.size(),
-            mtime: (meta.mtime(), meta.mtime_nsec()),
-            ctime: (meta.ctime(), meta.ctime_nsec()),
-        }
-    }
-}
-
 /// The provider values read from files, each kept while its file's
-/// [`FileStamp`] holds: a turn then costs one `stat` of the file (its
+/// [`FileIdentity`] holds: a turn then costs one `stat` of the file (its
 /// mode is checked at every turn) instead of an open and reads, or
 /// nothing while the host's watch says the file is unchanged. Process
 /// memory the values are in anyway while turns use them.
@@ -223,12 +199,12 @@ mod secret_files {
     use std::path::{Path, PathBuf};
     use std::sync::Mutex;
 
-    use super::FileStamp;
+    use super::FileIdentity;
     use crate::util::watch::WatchKey;
 
     struct Kept {
         path: PathBuf,
-        stamp: FileStamp,
+        stamp: FileIdentity,
         value: String,
         /// The watcher that looked at the path before the value was read,
         /// and its key (`None`: it cannot watch the path).
@@ -253,7 +229,7 @@ mod secret_files {
     /// `watch` (armed before the stamp was taken).
     pub(super) fn get(
         path: &Path,
-        stamp: &FileStamp,
+        stamp: &FileIdentity,
         watch: Option<(u64, Option<WatchKey>)>,
     ) -> Option<String> {
         let mut read = crate::util::lock(&READ);
@@ -268,7 +244,7 @@ mod secret_files {
     /// what was kept for it).
     pub(super) fn put(
         path: &Path,
-        stamp: FileStamp,
+        stamp: FileIdentity,
         value: &str,
         watch: Option<(u64, Option<WatchKey>)>,
     ) {

@@ -22,64 +22,16 @@
 //! parsed is as if it were not there.
 
 use std::path::{Path, PathBuf};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::SystemTime;
 
-/// How long ago a file must have last changed for its identity to be
-/// recorded: well past any file system's timestamp granularity.
-pub(crate) const SETTLED: Duration = Duration::from_secs(2);
-
-/// What identifies a file's contents without reading them.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct FileIdentity {
-    dev: u64,
-    ino: u64,
-    size: u64,
-    mtime: (i64, i64),
-    ctime: (i64, i64),
-}
-
-impl FileIdentity {
-    pub(crate) fn of(m: &std::fs::Metadata) -> FileIdentity {
-        use std::os::unix::fs::MetadataExt;
-        FileIdentity {
-            dev: m.dev(),
-            ino: m.ino(),
-            size: m.size(),
-            mtime: (m.mtime(), m.mtime_nsec()),
-            ctime: (m.ctime(), m.ctime_nsec()),
-        }
-    }
-
-    /// The identity as one line of a record.
-    fn line(&self) -> String {
-        format!(
-            "{} {} {} {}.{:09} {}.{:09}",
-            self.dev, self.ino, self.size, self.mtime.0, self.mtime.1, self.ctime.0, self.ctime.1
-        )
-    }
-
-    /// Whether the file last changed at least [`SETTLED`] before `now`.
-    fn settled(&self, now: SystemTime) -> bool {
-        let Ok(now) = now.duration_since(UNIX_EPOCH) else {
-            return false;
-        };
-        let limit = now.saturating_sub(SETTLED);
-        let at = |(s, ns): (i64, i64)| {
-            u64::try_from(s)
-                .ok()
-                .zip(u32::try_from(ns).ok())
-                .map(|(s, ns)| Duration::new(s, ns))
-        };
-        [self.mtime, self.ctime]
-            .into_iter()
-            .all(|t| at(t).is_some_and(|t| t <= limit))
-    }
-}
+pub(crate) use crate::util::identity::FileIdentity;
+#[cfg(test)]
+use crate::util::identity::SETTLED;
 
 /// The record of a component file's digest: one per file, named by its
 /// device and inode in the cache directory.
 fn digest_record(cache_dir: &Path, id: &FileIdentity) -> PathBuf {
-    cache_dir.join(format!("{}-{}.digest", id.dev, id.ino))
+    cache_dir.join(format!("{}.digest", id.file_name()))
 }
 
 /// The record that a cache entry's bytes matched its `.sha256` sidecar.
@@ -139,6 +91,7 @@ fn write_record(path: &Path, text: &str) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::time::Duration;
 
     fn identity(path: &Path) -> FileIdentity {
         FileIdentity::of(&std::fs::metadata(path).unwrap())
@@ -201,7 +154,7 @@ mod tests {
             .unwrap()
             .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
             .collect();
-        assert_eq!(names, [format!("{}-{}.digest", id.dev, id.ino)]);
+        assert_eq!(names, [format!("{}.digest", id.file_name())]);
     }
 
     #[test]

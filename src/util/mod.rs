@@ -9,6 +9,7 @@
 //! other module at all.
 
 pub mod hash;
+pub(crate) mod identity;
 pub(crate) mod nofollow;
 pub mod sqlite;
 pub mod sync;

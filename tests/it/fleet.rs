@@ -933,23 +933,8 @@ fn fleet_a_turn_is_looked_up_through_the_chains_turn_index_from_schema_version_5
     let (a, b) = (Env::on(&db), Env::on(&db));
     let ws = a.mkdir("ws");
     a.mkdir("ws/out");
-    let (run, v) = run_json(
-        &a,
-        &guest("write-file"),
-        &ws,
-        "Full",
-        r#"{"path":"out/a.txt","content":"a"}"#,
-        &[],
-    );
-    run.expect(0);
-    let wrote = v["turn"].as_str().unwrap().to_string();
-    b.run(&["undo", "--turn", &wrote]).expect_err(
-        3,
-        &[&format!(
-            "turn `{wrote}` ran on node `{}`, which holds its journal: undo it there",
-            a.node()
-        )],
-    );
+    let wrote = write_a(&a, &ws);
+    refused_elsewhere(&b, &wrote, &a);
     // `history --turn` on B is answered by the same lookup.
     let shown = b.run(&["--json", "history", "--turn", &wrote]);
     shown.expect(0);
@@ -965,6 +950,32 @@ fn fleet_a_turn_is_looked_up_through_the_chains_turn_index_from_schema_version_5
     );
     b.run(&["history", "--turn", "20990101000000-1-1"])
         .expect_err(3, &["no turn `20990101000000-1-1` in the history"]);
+}
+
+/// A `write-file` turn through `node` writing `out/a.txt` in `ws`: its id.
+fn write_a(node: &Env, ws: &std::path::Path) -> String {
+    let (run, v) = run_json(
+        node,
+        &guest("write-file"),
+        ws,
+        "Full",
+        r#"{"path":"out/a.txt","content":"a"}"#,
+        &[],
+    );
+    run.expect(0);
+    v["turn"].as_str().unwrap().to_string()
+}
+
+/// `undo --turn turn` on `node` is refused, naming `holder`, the node
+/// that holds the turn's journal.
+fn refused_elsewhere(node: &Env, turn: &str, holder: &Env) {
+    node.run(&["undo", "--turn", turn]).expect_err(
+        3,
+        &[&format!(
+            "turn `{turn}` ran on node `{}`, which holds its journal: undo it there",
+            holder.node()
+        )],
+    );
 }
 
 /// A `remember` turn through `node` with `input`, as the node's role, in
@@ -1074,16 +1085,7 @@ fn fleet_history_lists_every_node_s_turns_and_an_undo_runs_on_the_node_that_hold
     let (a, b) = (as_env(&db, "gatehouse_node"), as_env(&db, "gatehouse_node"));
     let ws = a.mkdir("ws");
     a.mkdir("ws/out");
-    let (run, v) = run_json(
-        &a,
-        &guest("write-file"),
-        &ws,
-        "Full",
-        r#"{"path":"out/a.txt","content":"a"}"#,
-        &[],
-    );
-    run.expect(0);
-    let wrote = v["turn"].as_str().unwrap().to_string();
+    let wrote = write_a(&a, &ws);
     let (run, v) = run_json(&b, &guest("hello"), &ws, "Supervised", "{}", &[]);
     run.expect(0);
     let read = v["turn"].as_str().unwrap().to_string();
@@ -1093,13 +1095,7 @@ fn fleet_history_lists_every_node_s_turns_and_an_undo_runs_on_the_node_that_hold
     ];
     assert_eq!(listed(&a), both);
     assert_eq!(listed(&b), both);
-    b.run(&["undo", "--turn", &wrote]).expect_err(
-        3,
-        &[&format!(
-            "turn `{wrote}` ran on node `{}`, which holds its journal: undo it there",
-            a.node()
-        )],
-    );
+    refused_elsewhere(&b, &wrote, &a);
     assert_eq!(std::fs::read(ws.join("out/a.txt")).unwrap(), b"a");
     a.run(&["undo", "--turn", &wrote]).expect(0);
     assert!(!ws.join("out/a.txt").exists());

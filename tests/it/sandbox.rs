@@ -23,6 +23,15 @@ fn hello_runs_and_a_second_run_does_no_compilation() {
     assert_eq!(output(&v), serde_json::json!({"echo": {"a": 2}}));
 }
 
+/// The (first) compiled entry in `env`'s cache.
+fn cache_entry(env: &Env) -> std::path::PathBuf {
+    std::fs::read_dir(env.state_dir().join("cache"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.extension().is_some_and(|e| e == "cwasm"))
+        .unwrap()
+}
+
 #[test]
 fn a_corrupt_cache_entry_is_rebuilt_not_loaded() {
     let env = Env::new();
@@ -30,12 +39,7 @@ fn a_corrupt_cache_entry_is_rebuilt_not_loaded() {
     run_json(&env, &guest("hello"), &ws, "Supervised", "{}", &[])
         .0
         .expect(0);
-    let cache = env.state_dir().join("cache");
-    let entry = std::fs::read_dir(&cache)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .find(|p| p.extension().is_some_and(|e| e == "cwasm"))
-        .unwrap();
+    let entry = cache_entry(&env);
     let mut bytes = std::fs::read(&entry).unwrap();
     let mid = bytes.len() / 2;
     bytes[mid] ^= 0xff;
@@ -969,12 +973,7 @@ fn a_verified_cache_entry_corrupted_in_place_is_rebuilt_not_loaded() {
     let (run, v) = run_json(&env, &guest("hello"), &ws, "Supervised", "{}", &[]);
     run.expect(0);
     assert_eq!(v["run"]["cache_hit"], true, "{v:#}");
-    let cache = env.state_dir().join("cache");
-    let entry = std::fs::read_dir(&cache)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .find(|p| p.extension().is_some_and(|e| e == "cwasm"))
-        .unwrap();
+    let entry = cache_entry(&env);
     assert!(entry.with_extension("verified").is_file());
     let mut bytes = std::fs::read(&entry).unwrap();
     let mid = bytes.len() / 2;
