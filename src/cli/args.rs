@@ -20,7 +20,7 @@ Environment:
   GATEHOUSE_GRANTS_DB    grants database (default <state>/grants.db)
   GATEHOUSE_HISTORY_DIR  turn history (default <state>/history)
   GATEHOUSE_LOG          log through tracing to stderr at this level (error, warn, info,
-                         debug, trace; else RUST_LOG; default: off)";
+                         debug, trace, off; else RUST_LOG; default: warn)";
 
 /// Run executors as WebAssembly components in a sandbox built from a
 /// deny-by-default policy.

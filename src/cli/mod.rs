@@ -189,23 +189,27 @@ fn write_line(line: &str) {
     let _ = writeln!(stdout, "{line}");
 }
 
-/// Logs through `tracing` to stderr, off unless `GATEHOUSE_LOG` (else
-/// `RUST_LOG`) names a level: `error`, `warn`, `info`, `debug`, `trace`
-/// (anything else: `info`).
+/// Logs through `tracing` to stderr at the level `GATEHOUSE_LOG` (else
+/// `RUST_LOG`) names: `error`, `warn`, `info`, `debug`, `trace`, or `off`
+/// (anything else: `info`). Without either, warnings and errors: what
+/// went wrong beside a turn (an audit line or a denial not recorded, a
+/// log not synced) must not go unseen.
 fn init_tracing() {
-    let Some(value) = ["GATEHOUSE_LOG", "RUST_LOG"]
+    let value = ["GATEHOUSE_LOG", "RUST_LOG"]
         .iter()
-        .find_map(|v| std::env::var(v).ok().filter(|s| !s.is_empty()))
-    else {
-        return;
+        .find_map(|v| std::env::var(v).ok().filter(|s| !s.is_empty()));
+    let level = match value.as_deref() {
+        None => tracing::Level::WARN,
+        Some("off") => return,
+        Some(v) => v.parse::<tracing::Level>().unwrap_or(tracing::Level::INFO),
     };
-    let level = value
-        .parse::<tracing::Level>()
-        .unwrap_or(tracing::Level::INFO);
+    // Colours only for a person: a log file or a pipe gets plain text.
+    let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
     let _ = tracing_subscriber::fmt()
         .with_max_level(level)
         .with_writer(std::io::stderr)
         .with_target(false)
+        .with_ansi(ansi)
         .try_init();
 }
 

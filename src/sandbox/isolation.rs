@@ -225,11 +225,14 @@ impl IsolationReport {
         }
     }
 
-    /// Logs the report through `tracing`: one event for the whole (a
-    /// warning when degraded), one per layer at debug level.
+    /// Logs the report through `tracing`: one event for the whole, one per
+    /// layer at debug level. At `info`, degraded or not: the report is the
+    /// answer of `gatehouse isolation` and part of every run's output; at
+    /// `warn` (the default level) it would repeat that on every run of a
+    /// degraded host.
     pub fn log(&self) {
         if self.is_degraded() {
-            tracing::warn!(
+            tracing::info!(
                 overall = self.overall.as_str(),
                 reasons = ?self.reasons,
                 "isolation degraded"

@@ -1641,3 +1641,44 @@ fn an_old_grants_database_with_duplicates_is_merged_on_open() {
         &["its schema version is 99; this gatehouse knows versions up to 1"],
     );
 }
+
+/// Warnings reach stderr by default: a denial that cannot be written to
+/// `denials.jsonl` (here a directory) is still refused with its code, and
+/// stderr says, in plain text, that it was not recorded.
+///
+/// Control: `GATEHOUSE_LOG=off` silences the warning; the refusal stays.
+#[test]
+fn a_warning_reaches_stderr_by_default_and_gatehouse_log_off_silences_it() {
+    let env = Env::bare();
+    let ws = env.mkdir("ws");
+    env.mkdir("ws/out");
+    env.mkdir("state/denials.jsonl");
+    let write = crate::support::guests::guest("write-file");
+    let args = [
+        "run",
+        s(&write),
+        "--workspace",
+        s(&ws),
+        "--level",
+        "ReadOnly",
+        "--input",
+        r#"{"path":"out/a.txt","content":"x"}"#,
+    ];
+    let warned = "the denial was not recorded";
+    let run = env.run(&args);
+    run.expect_err(2, &["CAPABILITY_DENIED", warned]);
+    assert!(
+        !run.stderr.contains('\u{1b}'),
+        "no colours in a pipe: {run:#?}"
+    );
+    let quiet = env
+        .command()
+        .args(args)
+        .env("GATEHOUSE_LOG", "off")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8(quiet.stderr).unwrap();
+    assert_eq!(quiet.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("CAPABILITY_DENIED"), "{stderr}");
+    assert!(!stderr.contains(warned), "{stderr}");
+}

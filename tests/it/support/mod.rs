@@ -234,7 +234,9 @@ impl Env {
             .env("GATEHOUSE_NODE", self.node())
             .env_remove("GATEHOUSE_CONFIG")
             .env_remove("GATEHOUSE_GRANTS_DB")
-            .env_remove("GATEHOUSE_HISTORY_DIR");
+            .env_remove("GATEHOUSE_HISTORY_DIR")
+            .env_remove("GATEHOUSE_LOG")
+            .env_remove("RUST_LOG");
         match &self.database_url {
             Some(url) => cmd.env("GATEHOUSE_DATABASE_URL", url),
             None => cmd.env_remove("GATEHOUSE_DATABASE_URL"),
