@@ -203,13 +203,12 @@ fn init_tracing() {
         Some("off") => return,
         Some(v) => v.parse::<tracing::Level>().unwrap_or(tracing::Level::INFO),
     };
-    // Colours only for a person: a log file or a pipe gets plain text.
-    let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
+    // Plain text, on a terminal too: the crate is built without its
+    // `ansi` feature (asking for colours would panic).
     let _ = tracing_subscriber::fmt()
         .with_max_level(level)
         .with_writer(std::io::stderr)
         .with_target(false)
-        .with_ansi(ansi)
         .try_init();
 }
 
