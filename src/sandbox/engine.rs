@@ -772,9 +772,13 @@ impl Sandbox {
         if std::fs::create_dir_all(&self.cache_dir).is_err() {
             return;
         }
-        let tmp = entry.with_extension("tmp");
-        if std::fs::write(&tmp, &bytes).is_ok() && std::fs::rename(&tmp, entry).is_ok() {
-            let _ = std::fs::write(entry.with_extension("sha256"), sha256_hex(&bytes));
+        // Each whole under a name of this process's own: a mapped entry is
+        // never written into (see `cached`).
+        if memo::write_whole(entry, &bytes) {
+            memo::write_whole(
+                &entry.with_extension("sha256"),
+                sha256_hex(&bytes).as_bytes(),
+            );
         }
     }
 }

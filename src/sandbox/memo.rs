@@ -25,8 +25,6 @@ use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
 pub(crate) use crate::util::identity::FileIdentity;
-#[cfg(test)]
-use crate::util::identity::SETTLED;
 
 /// The record of a component file's digest: one per file, named by its
 /// device and inode in the cache directory.
@@ -44,17 +42,16 @@ fn verified_record(entry: &Path) -> PathBuf {
 pub(crate) fn recorded_digest(cache_dir: &Path, id: &FileIdentity) -> Option<String> {
     let text = std::fs::read_to_string(digest_record(cache_dir, id)).ok()?;
     let (line, digest) = text.trim_end().split_once('\n')?;
-    let valid = digest.len() == 64 && digest.bytes().all(|b| b.is_ascii_hexdigit());
-    (line == id.line() && valid).then(|| digest.to_string())
+    (line == id.line() && crate::manifest::is_sha256_hex(digest)).then(|| digest.to_string())
 }
 
 /// Records that the file of identity `id` has sha256 `digest` (when it is
 /// settled).
 pub(crate) fn record_digest(cache_dir: &Path, id: &FileIdentity, digest: &str) {
     if id.settled(SystemTime::now()) && std::fs::create_dir_all(cache_dir).is_ok() {
-        write_record(
+        write_whole(
             &digest_record(cache_dir, id),
-            &format!("{}\n{digest}\n", id.line()),
+            format!("{}\n{digest}\n", id.line()).as_bytes(),
         );
     }
 }
@@ -69,13 +66,18 @@ pub(crate) fn is_verified(entry: &Path, id: &FileIdentity) -> bool {
 /// digest (when it is settled).
 pub(crate) fn record_verified(entry: &Path, id: &FileIdentity) {
     if id.settled(SystemTime::now()) {
-        write_record(&verified_record(entry), &format!("{}\n", id.line()));
+        write_whole(
+            &verified_record(entry),
+            format!("{}\n", id.line()).as_bytes(),
+        );
     }
 }
 
-/// Writes `text` to `path` whole or not at all (a file of this process's
-/// own, renamed over it).
-fn write_record(path: &Path, text: &str) {
+/// Writes `bytes` to `path` whole or not at all: into a file of this
+/// process's own (its name carries the pid and a counter, so two
+/// processes never write the same one), renamed over `path`. Whether it
+/// was written.
+pub(crate) fn write_whole(path: &Path, bytes: &[u8]) -> bool {
     use std::sync::atomic::{AtomicU64, Ordering};
     static NEXT: AtomicU64 = AtomicU64::new(0);
     let tmp = path.with_extension(format!(
@@ -83,9 +85,11 @@ fn write_record(path: &Path, text: &str) {
         std::process::id(),
         NEXT.fetch_add(1, Ordering::Relaxed)
     ));
-    if std::fs::write(&tmp, text).is_err() || std::fs::rename(&tmp, path).is_err() {
-        let _ = std::fs::remove_file(&tmp);
+    if std::fs::write(&tmp, bytes).is_ok() && std::fs::rename(&tmp, path).is_ok() {
+        return true;
     }
+    let _ = std::fs::remove_file(&tmp);
+    false
 }
 
 #[cfg(test)]
@@ -95,27 +99,6 @@ mod tests {
 
     fn identity(path: &Path) -> FileIdentity {
         FileIdentity::of(&std::fs::metadata(path).unwrap())
-    }
-
-    /// Sets `path`'s mtime `secs` seconds back (its ctime stays now).
-    fn age_mtime(path: &Path, secs: u64) {
-        let f = std::fs::File::options().write(true).open(path).unwrap();
-        f.set_modified(SystemTime::now() - Duration::from_secs(secs))
-            .unwrap();
-    }
-
-    #[test]
-    fn a_settled_file_is_judged_by_both_its_times() {
-        let dir = tempfile::tempdir().unwrap();
-        let f = dir.path().join("f");
-        std::fs::write(&f, "x").unwrap();
-        let id = identity(&f);
-        let now = SystemTime::now();
-        assert!(!id.settled(now), "a file written now is not settled");
-        assert!(id.settled(now + SETTLED + Duration::from_millis(10)));
-        // An mtime set back does not settle a file its ctime says is new.
-        age_mtime(&f, 3600);
-        assert!(!identity(&f).settled(SystemTime::now()));
     }
 
     #[test]
@@ -131,9 +114,9 @@ mod tests {
         assert_eq!(std::fs::read_dir(&cache).unwrap().count(), 0);
         assert_eq!(recorded_digest(&cache, &id), None);
         // A settled identity (its record written as `record_digest` does).
-        write_record(
+        write_whole(
             &digest_record(&cache, &id),
-            &format!("{}\n{digest}\n", id.line()),
+            format!("{}\n{digest}\n", id.line()).as_bytes(),
         );
         assert_eq!(recorded_digest(&cache, &id).as_deref(), Some(digest));
         // The same file rewritten with the same size: a new ctime, so the
@@ -144,9 +127,9 @@ mod tests {
         assert_ne!(changed, id);
         assert_eq!(recorded_digest(&cache, &changed), None);
         // A record that is not a digest is ignored.
-        write_record(
+        write_whole(
             &digest_record(&cache, &id),
-            &format!("{}\nnot-a-digest\n", id.line()),
+            format!("{}\nnot-a-digest\n", id.line()).as_bytes(),
         );
         assert_eq!(recorded_digest(&cache, &id), None);
         // No temporary file is left behind.
@@ -166,7 +149,10 @@ mod tests {
         assert!(!is_verified(&entry, &id));
         record_verified(&entry, &id);
         assert!(!is_verified(&entry, &id), "a young entry is not recorded");
-        write_record(&verified_record(&entry), &format!("{}\n", id.line()));
+        write_whole(
+            &verified_record(&entry),
+            format!("{}\n", id.line()).as_bytes(),
+        );
         assert!(is_verified(&entry, &id));
         std::thread::sleep(Duration::from_millis(20));
         std::fs::write(&entry, "evil").unwrap();

@@ -62,3 +62,34 @@ impl FileIdentity {
             .all(|t| at(t).is_some_and(|t| t <= limit))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::path::Path;
+
+    fn identity(path: &Path) -> FileIdentity {
+        FileIdentity::of(&std::fs::metadata(path).unwrap())
+    }
+
+    /// Sets `path`'s mtime `secs` seconds back (its ctime stays now).
+    fn age_mtime(path: &Path, secs: u64) {
+        let f = std::fs::File::options().write(true).open(path).unwrap();
+        f.set_modified(SystemTime::now() - Duration::from_secs(secs))
+            .unwrap();
+    }
+
+    #[test]
+    fn a_settled_file_is_judged_by_both_its_times() {
+        let dir = tempfile::tempdir().unwrap();
+        let f = dir.path().join("f");
+        std::fs::write(&f, "x").unwrap();
+        let id = identity(&f);
+        let now = SystemTime::now();
+        assert!(!id.settled(now), "a file written now is not settled");
+        assert!(id.settled(now + SETTLED + Duration::from_millis(10)));
+        // An mtime set back does not settle a file its ctime says is new.
+        age_mtime(&f, 3600);
+        assert!(!identity(&f).settled(SystemTime::now()));
+    }
+}
