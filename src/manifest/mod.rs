@@ -608,9 +608,7 @@ fn is_valid_name(name: &str) -> bool {
     }
 }
 
-/// Whether `s` is a sha256 as gatehouse writes one: 64 lowercase hex
-/// digits.
-pub(crate) fn is_sha256_hex(s: &str) -> bool {
+fn is_sha256_hex(s: &str) -> bool {
     s.len() == 64
         && s.bytes()
             .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
