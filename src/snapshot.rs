@@ -62,8 +62,23 @@ pub struct Sources<'a> {
 
 fn protect(out: &mut Vec<ProtectedPath>, path: &Path, kind: ProtectedKind) {
     let path = resolve_ancestor(path).display().to_string();
-    if !out.iter().any(|p| p.path == path) {
-        out.push(ProtectedPath { path, kind });
+    match out.iter_mut().find(|p| p.path == path) {
+        // A path protected twice keeps the stricter kind: state is
+        // hidden from reads as well as writes.
+        Some(known) if kind == ProtectedKind::State => known.kind = kind,
+        Some(_) => {}
+        None => out.push(ProtectedPath { path, kind }),
+    }
+}
+
+/// Protects `path` as `kind`, and its name too when it is a link (the
+/// canonical form is the link's target): the name is what a guest would
+/// open, the target where the bytes are.
+fn protect_named(out: &mut Vec<ProtectedPath>, path: &Path, kind: ProtectedKind) {
+    protect(out, path, kind);
+    if let (Some(parent), Some(name)) = (path.parent(), path.file_name()) {
+        let named = resolve_ancestor(parent).join(name);
+        protect(out, &named, kind);
     }
 }
 
@@ -81,7 +96,20 @@ pub fn protected_paths(
 ) -> Vec<ProtectedPath> {
     let mut out = Vec::new();
     if let Some(src) = &config.source {
-        protect(&mut out, src, ProtectedKind::Policy);
+        // A configuration that holds a database password is a secret too
+        // (security round 3, item 2).
+        let kind = if config.holds_secret() {
+            ProtectedKind::State
+        } else {
+            ProtectedKind::Policy
+        };
+        protect_named(&mut out, src, kind);
+    }
+    // Every provider's value file: the credential the guest must never
+    // see, hidden from reads even before it exists (security round 3,
+    // item 2).
+    for file in config.secret_files() {
+        protect_named(&mut out, file, ProtectedKind::State);
     }
     // Where a later invocation would look for its configuration.
     for p in &config.places.config {
@@ -112,13 +140,9 @@ pub fn protected_paths(
     for m in manifests {
         protect(&mut out, &m.path, ProtectedKind::Definition);
         if !m.component.as_os_str().is_empty() {
-            protect(&mut out, &m.component, ProtectedKind::Definition);
             // The name itself too, in case it is a link: replacing the
             // link would substitute the code as surely as the file.
-            if let (Some(parent), Some(name)) = (m.component.parent(), m.component.file_name()) {
-                let named = resolve_ancestor(parent).join(name);
-                protect(&mut out, &named, ProtectedKind::Definition);
-            }
+            protect_named(&mut out, &m.component, ProtectedKind::Definition);
         }
     }
     out
@@ -144,6 +168,7 @@ pub fn build(sources: Sources<'_>) -> Result<Snapshot, SnapshotError> {
         roots: Roots {
             turn_workspace: Some(sources.turn_workspace.to_string()),
             protected: protected_paths(sources.config, sources.state, sources.manifests),
+            secret_env: sources.config.secret_env(),
         },
     })
 }

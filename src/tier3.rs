@@ -1,5 +1,5 @@
 //! The tier-3 suite: for every configured actor, one deny-path request per
-//! deny code of the request kinds (23 cases), each of which must come back
+//! deny code of the request kinds (24 cases), each of which must come back
 //! with its exact code. No wasm runs and nothing is written: these
 //! decisions happen entirely before anything would.
 //!
@@ -500,6 +500,13 @@ fn cases_for(
         "capability.target_mismatch",
         D::TargetMismatch,
         json!({"kind": "capability", "actor": name, "capability": "fs:read", "target": "relative/**"}),
+    );
+    // The host's own variables are refused on every configuration (a
+    // provider's `value_env` only where one is configured).
+    b.case(
+        "capability.secret_env",
+        D::SecretEnvDenied,
+        json!({"kind": "capability", "actor": name, "capability": "env:read", "target": "GATEHOUSE_DATABASE_URL"}),
     );
     b.case(
         "capability.denied",

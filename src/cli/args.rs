@@ -67,7 +67,7 @@ pub enum Command {
     Snapshot(SnapshotCmd),
     /// The deny-path suite: every deny code, exact, for the configured
     /// actors, each case asked of the policy and of the host (exit 0 only
-    /// when all 23 cases of each actor pass; a skip fails the run unless
+    /// when all 24 cases of each actor pass; a skip fails the run unless
     /// --allow-skips).
     Test(TestArgs),
     /// Per-actor commands: `agent test ACTOR --tier 3` is `test --tier 3

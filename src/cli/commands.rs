@@ -447,6 +447,15 @@ fn manifest_check(ctx: &Context, path: &Path, workspace: Option<&Path>) -> CmdRe
         .iter()
         .map(|c| json!({"name": c.capability.as_str(), "target": c.target}))
         .collect();
+    // `env:read` of a host secret: every run would be refused at the gate.
+    let secret_env = ctx.config()?.secret_env();
+    let secrets: Vec<String> = m
+        .capabilities
+        .iter()
+        .filter(|c| c.capability == Capability::EnvRead)
+        .filter_map(|c| c.target.as_deref())
+        .filter_map(|name| gatehouse::policy::decide::secret_env_reason(&secret_env, name))
+        .collect();
     if ctx.json {
         out_json(&json!({
             "manifest": m.path,
@@ -462,6 +471,7 @@ fn manifest_check(ctx: &Context, path: &Path, workspace: Option<&Path>) -> CmdRe
             "imports": checked.as_ref().map(|(_, c)| &c.imports),
             "explained": checked.as_ref().map(|(_, c)| &c.capabilities),
             "uncovered": uncovered,
+            "secret_env": secrets,
             "warnings": warnings,
         }));
     } else {
@@ -484,6 +494,12 @@ fn manifest_check(ctx: &Context, path: &Path, workspace: Option<&Path>) -> CmdRe
         for w in &warnings {
             out(format!("warning: {w}"));
         }
+    }
+    if let Some(first) = secrets.first() {
+        return Err(Failure::denied(format!(
+            "SECRET_ENV_DENIED: {first}: a run of `{}` would be refused",
+            m.name
+        )));
     }
     if uncovered.is_empty() {
         Ok(Exit::Ok)

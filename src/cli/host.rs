@@ -111,6 +111,7 @@ pub(super) fn failure(e: HostError) -> Failure {
     match e {
         HostError::Snapshot(e) => Failure::from(e),
         HostError::Grants(e) => Failure::from(e),
+        e @ HostError::LevelAboveMax { .. } => Failure::invalid(e.to_string()),
         e => Failure::error(gatehouse::util::chain(&e)),
     }
 }

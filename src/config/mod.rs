@@ -99,6 +99,7 @@ impl ConfigError {
 #[serde(deny_unknown_fields)]
 struct RawConfig {
     level: Option<String>,
+    max_level: Option<String>,
     #[serde(default)]
     executor_dirs: Vec<String>,
     #[serde(default)]
@@ -229,6 +230,14 @@ pub struct HostConfig {
     pub source: Option<PathBuf>,
     /// The autonomy level (`level`).
     pub level: Level,
+    /// `max_level`: the highest level a turn may run at, whatever
+    /// `--level` asks (a host refuses a higher one at open). `None`: no
+    /// cap, so `--level` may raise the level (as before the key existed).
+    ///
+    /// # Security
+    /// Without it, whoever starts the process (for `serve`, the agent
+    /// runtime that spawns it) chooses how much is asked of a person.
+    pub max_level: Option<Level>,
     /// Absolute (relative entries are taken from the file's directory).
     pub executor_dirs: Vec<PathBuf>,
     /// The actors, by name.
@@ -291,6 +300,42 @@ fn valid_name(name: &str) -> bool {
 }
 
 impl HostConfig {
+    /// The environment variables that hold a provider's credential (each
+    /// `[providers.*] value_env`): the gate refuses `env:read` on them
+    /// (`SECRET_ENV_DENIED`), as it does every `GATEHOUSE_*` variable.
+    pub fn secret_env(&self) -> Vec<String> {
+        let mut out: Vec<String> = self
+            .providers
+            .iter()
+            .filter_map(|p| match &p.value {
+                ValueSource::Env(var) => Some(var.clone()),
+                ValueSource::File(_) => None,
+            })
+            .collect();
+        out.sort();
+        out.dedup();
+        out
+    }
+
+    /// The files that hold a provider's credential (each `[providers.*]
+    /// value_file`, absolute): host state, hidden from every executor's
+    /// reads and writes, whether or not they exist yet.
+    pub fn secret_files(&self) -> impl Iterator<Item = &Path> {
+        self.providers.iter().filter_map(|p| match &p.value {
+            ValueSource::File(path) => Some(path.as_path()),
+            ValueSource::Env(_) => None,
+        })
+    }
+
+    /// Whether the configuration file itself holds a secret: a `[state]
+    /// database_url` with a password in it. Such a file is hidden from
+    /// every executor's reads, not only protected from writes.
+    pub fn holds_secret(&self) -> bool {
+        self.database_url
+            .as_deref()
+            .is_some_and(|url| crate::util::redact_url(url) != url || url.contains("password="))
+    }
+
     /// The configuration used when there is no file: level `Supervised`,
     /// actor `main` with identity (`cli`, `login`), any executor, and the
     /// turn's workspace as its only root.
@@ -312,6 +357,7 @@ impl HostConfig {
         HostConfig {
             source: None,
             level: Level::Supervised,
+            max_level: None,
             executor_dirs: vec![],
             actors,
             on_degraded: OnDegraded::default(),
@@ -386,6 +432,19 @@ impl HostConfig {
                 .parse::<Level>()
                 .map_err(|e| unparsed("level", e.into()))?,
         };
+        let max_level = match raw.max_level {
+            None => None,
+            Some(l) => Some(
+                l.parse::<Level>()
+                    .map_err(|e| unparsed("max_level", e.into()))?,
+            ),
+        };
+        if let Some(max) = max_level.filter(|max| level > *max) {
+            return Err(invalid(
+                "level".into(),
+                format!("`{level}` is above `max_level` `{max}`"),
+            ));
+        }
         let on_degraded = match raw.isolation.and_then(|i| i.on_degraded) {
             None => OnDegraded::default(),
             Some(v) => v
@@ -575,6 +634,7 @@ impl HostConfig {
         Ok(HostConfig {
             source: Some(path.to_path_buf()),
             level,
+            max_level,
             executor_dirs,
             actors,
             on_degraded,

@@ -116,6 +116,15 @@ pub enum HostError {
     /// this build knows.
     #[error(transparent)]
     State(#[from] crate::state::StateError),
+    /// The level asked for (`--level`) is above the configuration's
+    /// `max_level`: invalid input, refused before anything is opened.
+    #[error("level `{asked}` is above the configuration's `max_level` `{max}`")]
+    LevelAboveMax {
+        /// The level asked for.
+        asked: Level,
+        /// The configuration's `max_level`.
+        max: Level,
+    },
 }
 
 /// Why `[network]` cannot be used.
@@ -623,6 +632,13 @@ impl Host {
     /// The host hands each turn exactly what its gate allowed; the grant
     /// store is written only by an "allow and remember" answer.
     pub fn open(mut options: HostOptions) -> Result<Host, HostError> {
+        // Whoever starts the process does not choose a level above the
+        // configuration's cap (security round 3, item 9).
+        if let (Some(asked), Some(max)) = (options.level, options.config.max_level) {
+            if asked > max {
+                return Err(HostError::LevelAboveMax { asked, max });
+            }
+        }
         options.state = options.state.with_config(&options.config);
         // The grants' backend, and the refusal of a shared database this
         // build does not know (unreachable, not migrated, newer), before

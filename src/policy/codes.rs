@@ -122,6 +122,10 @@ pub enum DenyCode {
     /// `LIMIT_HTTP_RESPONSE`: the turn's HTTP responses passed their cap on bytes
     /// (`[limits] http_response_mib`, default 64); the body was cut.
     LimitHttpResponse,
+    /// `SECRET_ENV_DENIED`: `env:read` of a variable that holds a host secret or
+    /// setting: a configured provider's `value_env`, or any `GATEHOUSE_*` variable;
+    /// refused at the gate at every level, whatever a grant says.
+    SecretEnvDenied,
 }
 
 /// Which part of the gate produces a code.
@@ -192,7 +196,7 @@ use DenyCode as D;
 impl DenyCode {
     /// Every code, in documentation order (a code added later comes
     /// after the ones before it, so the order of the older ones holds).
-    pub const ALL: [DenyCode; 41] = [
+    pub const ALL: [DenyCode; 42] = [
         D::UnknownRequest,
         D::UnknownActor,
         D::UnknownTarget,
@@ -234,6 +238,7 @@ impl DenyCode {
         D::LimitHttpRequests,
         D::LimitHttpResponse,
         D::StateUnavailable,
+        D::SecretEnvDenied,
     ];
 
     /// The stable string of the code.
@@ -298,6 +303,7 @@ impl DenyCode {
             D::NetworkNotGranted => ("NETWORK_NOT_GRANTED", F::Capability, "an HTTP request whose scheme, host, port, path or method no `network:sites` grant of the turn covers; nothing was sent"),
             D::LimitHttpRequests => ("LIMIT_HTTP_REQUESTS", F::Limit, "the turn made more HTTP requests than its cap (`[limits] http_requests`, default 100); the one past it was not sent"),
             D::LimitHttpResponse => ("LIMIT_HTTP_RESPONSE", F::Limit, "the turn's HTTP responses passed their cap on bytes (`[limits] http_response_mib`, default 64); the body was cut"),
+            D::SecretEnvDenied => ("SECRET_ENV_DENIED", F::Configuration, "`env:read` of a variable that holds a host secret or setting: a configured provider's `value_env`, or any `GATEHOUSE_*` variable; refused at the gate at every level, whatever a grant says"),
             D::StateUnavailable => ("STATE_UNAVAILABLE", F::State, "the shared state the turn needs (a fleet's PostgreSQL: its grants, its audit) could not be reached or refused; nothing was run"),
             D::TurnCancelled => ("TURN_CANCELLED", F::Limit, "the turn was cancelled through its cancel handle and interrupted like a deadline"),
         }

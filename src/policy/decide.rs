@@ -564,6 +564,41 @@ fn canonical_problem(
     None
 }
 
+/// The prefix of the host's own variables: its state, its configuration,
+/// a fleet's database URL with its password. No executor reads them.
+pub const HOST_ENV_PREFIX: &str = "GATEHOUSE_";
+
+/// Why `env:read` of variable `name` is refused as a host secret, if it
+/// is: one of the host's own variables ([`HOST_ENV_PREFIX`]) or a
+/// provider's credential (`secret_env`, every `value_env`). The gate and
+/// `manifest check` apply this one rule.
+pub fn secret_env_reason(secret_env: &[String], name: &str) -> Option<String> {
+    if name.starts_with(HOST_ENV_PREFIX) {
+        return Some(format!(
+            "`{name}` is one of the host's own variables (`{HOST_ENV_PREFIX}*`); no executor may read it"
+        ));
+    }
+    if secret_env.iter().any(|s| s == name) {
+        return Some(format!(
+            "`{name}` holds a provider's credential (`value_env`); no executor may read it"
+        ));
+    }
+    None
+}
+
+/// `SECRET_ENV_DENIED` for an `env:read` of a host secret
+/// ([`secret_env_reason`]). Checked before the matrix and the grants, so
+/// no level, grant or approval reaches it.
+fn secret_env(
+    snapshot: &Snapshot,
+    capability: Capability,
+    target: Option<&str>,
+) -> Option<Decision> {
+    let name = target.filter(|_| capability == Capability::EnvRead)?;
+    secret_env_reason(&snapshot.roots.secret_env, name)
+        .map(|reason| Decision::deny(DenyCode::SecretEnvDenied, reason))
+}
+
 fn capability_request(
     snapshot: &Snapshot,
     actor: &Actor,
@@ -575,6 +610,9 @@ fn capability_request(
 ) -> Decision {
     if let Err(why) = check_target(capability, target) {
         return Decision::deny(DenyCode::TargetMismatch, why);
+    }
+    if let Some(denied) = secret_env(snapshot, capability, target) {
+        return denied;
     }
     if let Some(problem) = canonical.and_then(|c| canonical_problem(capability, target, c)) {
         return problem;

@@ -142,6 +142,13 @@ pub struct Roots {
     pub turn_workspace: Option<String>,
     /// Paths no executor may write (state: nor read), whatever root holds them.
     pub protected: Vec<ProtectedPath>,
+    /// Environment variables that hold a host secret (every provider's
+    /// `value_env`): no `env:read` may name them, at any level, whatever
+    /// a grant says. `GATEHOUSE_*` is refused by rule and is not listed.
+    /// Left out of the serialized form when empty, so a snapshot of a
+    /// host without providers keeps its hashes.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub secret_env: Vec<String>,
 }
 
 /// Everything a decision depends on, frozen.

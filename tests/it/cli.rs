@@ -595,8 +595,8 @@ fn tier3(env: &Env, extra: &[&str]) -> Vec<Value> {
     rows
 }
 
-/// The 23 cases of one actor, in order.
-const TIER3_CASES: [(&str, &str); 23] = [
+/// The 24 cases of one actor, in order.
+const TIER3_CASES: [(&str, &str); 24] = [
     ("gate.unknown_request", "UNKNOWN_REQUEST"),
     ("gate.unknown_actor", "UNKNOWN_ACTOR"),
     ("delegation.unknown_target", "UNKNOWN_TARGET"),
@@ -619,11 +619,12 @@ const TIER3_CASES: [(&str, &str); 23] = [
     ("mcp.not_granted", "MCP_SERVER_NOT_GRANTED"),
     ("capability.unknown", "CAPABILITY_UNKNOWN"),
     ("capability.target_mismatch", "TARGET_MISMATCH"),
+    ("capability.secret_env", "SECRET_ENV_DENIED"),
     ("capability.denied", "CAPABILITY_DENIED"),
 ];
 
 #[test]
-fn tier3_runs_all_23_cases_on_the_default_config_and_skips_none() {
+fn tier3_runs_all_24_cases_on_the_default_config_and_skips_none() {
     let env = Env::new();
     let ws = env.mkdir("ws");
     let rows = tier3(&env, &["--workspace", s(&ws)]);
@@ -654,12 +655,12 @@ fn tier3_runs_all_23_cases_on_the_default_config_and_skips_none() {
     // Plain output ends with the summary line, exactly.
     let run = env.run(&["test", "--tier", "3", "--workspace", s(&ws)]);
     run.expect(0);
-    assert_eq!(run.lines().len(), 24);
+    assert_eq!(run.lines().len(), 25);
     assert_eq!(
         *run.lines().last().unwrap(),
-        "tier 3: 23 passed, 0 failed, 0 skipped"
+        "tier 3: 24 passed, 0 failed, 0 skipped"
     );
-    assert!(run.lines()[..23].iter().all(|l| l.starts_with("pass  ")));
+    assert!(run.lines()[..24].iter().all(|l| l.starts_with("pass  ")));
     assert_eq!(run.stderr, "");
 }
 
@@ -679,7 +680,7 @@ fn tier3_agent_test_actor_is_test_with_actor() {
     seed.expect(0);
     assert_eq!(
         *seed.lines().last().unwrap(),
-        "tier 3: 23 passed, 0 failed, 0 skipped"
+        "tier 3: 24 passed, 0 failed, 0 skipped"
     );
     let plain = env.run(&[
         "test",
@@ -725,7 +726,7 @@ fn tier3_counts_a_skip_as_a_failure_unless_allowed() {
     run.expect(1);
     assert_eq!(
         *run.lines().last().unwrap(),
-        "tier 3: 21 passed, 0 failed, 2 skipped"
+        "tier 3: 22 passed, 0 failed, 2 skipped"
     );
     let skipped: Vec<&str> = run
         .lines()
@@ -749,7 +750,7 @@ fn tier3_counts_a_skip_as_a_failure_unless_allowed() {
     allowed.expect(0);
     assert_eq!(
         *allowed.lines().last().unwrap(),
-        "tier 3: 21 passed, 0 failed, 2 skipped"
+        "tier 3: 22 passed, 0 failed, 2 skipped"
     );
 }
 
@@ -829,7 +830,7 @@ fn tier3_on_a_rich_config_runs_every_alp_code_and_skips_nothing() {
     let env = Env::new();
     let (config, turn) = rich_config(&env);
     let rows = tier3(&env, &["--config", s(&config), "--workspace", s(&turn)]);
-    assert_eq!(rows.len(), 2 * 23);
+    assert_eq!(rows.len(), 2 * 24);
     for r in &rows {
         assert_eq!(r["status"], "pass", "nothing may be skipped here: {r}");
     }

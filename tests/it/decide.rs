@@ -1044,6 +1044,10 @@ fn every_code_decide_produces_is_exercised() {
             json!({"kind": "delegation", "actor": "main", "target": "ghost"}),
         ),
         (
+            "SECRET_ENV_DENIED",
+            json!({"kind": "capability", "actor": "main", "capability": "env:read", "target": "GATEHOUSE_DATABASE_URL"}),
+        ),
+        (
             "DELEGATION_NOT_ALLOWED",
             json!({"kind": "delegation", "actor": "worker", "target": "main"}),
         ),
@@ -1995,5 +1999,40 @@ fn a_grant_counts_only_until_its_expiry_at_the_time_of_the_decision() {
             matches!(after, Decision::ApprovalRequired { .. }),
             "at {at}: {after:?}"
         );
+    }
+}
+
+/// security round 3, item 1: `env:read` of a provider's `value_env` or of
+/// any `GATEHOUSE_*` variable is `SECRET_ENV_DENIED` at every level, even
+/// at Full and with a grant that names it exactly; the positive control,
+/// another variable, is allowed at Full and covered by its grant at
+/// Supervised.
+#[test]
+fn env_read_of_a_host_secret_is_refused_at_every_level_whatever_a_grant_says() {
+    let env_read = |name: &str| json!({"kind": "capability", "actor": "main", "capability": "env:read", "target": name});
+    for level in [Level::ReadOnly, Level::Supervised, Level::Full] {
+        let mut s = snapshot(level, vec![("main", actor_main())]);
+        s.roots.secret_env = strings(&["API_TOKEN"]);
+        s.grants = vec![
+            grant(1, "env:read", "API_TOKEN"),
+            grant(2, "env:read", "GATEHOUSE_DATABASE_URL"),
+            grant(3, "env:read", "HOME"),
+        ];
+        for name in ["API_TOKEN", "GATEHOUSE_DATABASE_URL", "GATEHOUSE_STATE_DIR"] {
+            let d = decide_json(&s, &env_read(name));
+            assert_code(&d, "SECRET_ENV_DENIED");
+            assert!(d.reason().contains(&format!("`{name}`")), "{d:?}");
+        }
+        // Positive control: an ordinary variable, and one that only looks
+        // like the host's (the prefix is case-sensitive, as the names are).
+        for name in ["HOME", "gatehouse_database_url", "API_TOKEN_2"] {
+            let d = decide_json(&s, &env_read(name));
+            assert_ne!(code(&d), "SECRET_ENV_DENIED", "{name}: {d:?}");
+        }
+        let home = decide_json(&s, &env_read("HOME"));
+        match level {
+            Level::ReadOnly | Level::Supervised => assert_eq!(home.grant(), Some(3), "{home:?}"),
+            Level::Full => assert_allow(&home),
+        }
     }
 }

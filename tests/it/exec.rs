@@ -779,7 +779,7 @@ fn the_demo_runs_every_step_including_a_confined_command() {
         "  decision: tool -> allowed",
         r#""stdout":"a note in the workspace\n""#,
         r#""stderr":"/usr/bin/cat: /etc/hostname: Permission denied\n""#,
-        "13. tier 3 (every deny code, exact, asked of the policy and of the host): 23 passed, 0 failed, 0 skipped",
+        "13. tier 3 (every deny code, exact, asked of the policy and of the host): 24 passed, 0 failed, 0 skipped",
     ] {
         assert!(
             out.contains(want),

@@ -1370,7 +1370,7 @@ fn tier3_fails_a_case_whose_expected_code_is_swapped_and_names_it() {
     let all = check(&snapshot, cases.clone(), now, &second);
     assert_eq!(
         Summary::of(&all).line(),
-        "tier 3: 23 passed, 0 failed, 0 skipped"
+        "tier 3: 24 passed, 0 failed, 0 skipped"
     );
     assert!(Summary::of(&all).holds(false));
     // One expectation swapped: that case, and only it, fails.
@@ -1381,7 +1381,7 @@ fn tier3_fails_a_case_whose_expected_code_is_swapped_and_names_it() {
     swapped.expected = DenyCode::WorkspaceNotGranted;
     let results = check(&snapshot, cases, now, &second);
     let summary = Summary::of(&results);
-    assert_eq!(summary.line(), "tier 3: 22 passed, 1 failed, 0 skipped");
+    assert_eq!(summary.line(), "tier 3: 23 passed, 1 failed, 0 skipped");
     assert!(!summary.holds(false) && !summary.holds(true));
     let failed: Vec<_> = results
         .iter()
@@ -1412,7 +1412,7 @@ fn tier3_fails_a_case_when_the_host_path_disagrees() {
     let results = check(&snapshot, cases, gatehouse::grants::now_utc(), &second);
     assert_eq!(
         Summary::of(&results).line(),
-        "tier 3: 22 passed, 1 failed, 0 skipped"
+        "tier 3: 23 passed, 1 failed, 0 skipped"
     );
     let failed = results
         .iter()

@@ -29,6 +29,8 @@
 //!   names only the layers below it.
 //! - `sandbox`: executors as components: each claim tested by a guest
 //!   that tries.
+//! - `secrets`: the host's secrets and authority against executors and
+//!   whoever starts the process (security round 3, items 1, 2 and 9).
 //! - `serve`: `gatehouse serve --mcp` driven by a hand-written client.
 //! - `state`: the state databases' schema versions (`gatehouse migrate`).
 //! - `undo`, `undo_fs`: the journal and undo, of memory and of files.
@@ -58,6 +60,7 @@ mod mcp;
 mod p1;
 mod purity;
 mod sandbox;
+mod secrets;
 mod serve;
 mod state;
 mod support;

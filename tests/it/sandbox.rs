@@ -228,12 +228,12 @@ fn environment_variables_are_invisible_without_env_read() {
         &env,
         "env-granted",
         &component("env"),
-        &[("env:read", Some("GATEHOUSE_TEST_VAR"))],
+        &[("env:read", Some("TEST_VISIBLE_VAR"))],
     );
     let run = env
         .command()
-        .env("GATEHOUSE_TEST_VAR", "visible")
-        .env("GATEHOUSE_OTHER_VAR", "hidden")
+        .env("TEST_VISIBLE_VAR", "visible")
+        .env("TEST_HIDDEN_VAR", "hidden")
         .args([
             "--json",
             "run",
@@ -243,7 +243,7 @@ fn environment_variables_are_invisible_without_env_read() {
             "--level",
             "Full",
             "--input",
-            r#"{"names":["GATEHOUSE_TEST_VAR","GATEHOUSE_OTHER_VAR","HOME"]}"#,
+            r#"{"names":["TEST_VISIBLE_VAR","TEST_HIDDEN_VAR","HOME"]}"#,
         ])
         .output()
         .unwrap();
@@ -251,9 +251,9 @@ fn environment_variables_are_invisible_without_env_read() {
     let out = output(&v);
     assert_eq!(
         out["values"],
-        serde_json::json!({"GATEHOUSE_TEST_VAR": "visible", "GATEHOUSE_OTHER_VAR": null, "HOME": null})
+        serde_json::json!({"TEST_VISIBLE_VAR": "visible", "TEST_HIDDEN_VAR": null, "HOME": null})
     );
-    assert_eq!(out["all"], serde_json::json!(["GATEHOUSE_TEST_VAR"]));
+    assert_eq!(out["all"], serde_json::json!(["TEST_VISIBLE_VAR"]));
 }
 
 #[test]
@@ -1032,9 +1032,9 @@ fn run_on_a_terminal(env: &Env, manifest: &Path, ws: &Path, answer: &str) -> Run
             "--workspace",
             s(ws),
             "--input",
-            r#"{"names":["GATEHOUSE_DEMO"]}"#,
+            r#"{"names":["DEMO_GREETING"]}"#,
         ],
-        &[("GATEHOUSE_DEMO", "shown")],
+        &[("DEMO_GREETING", "shown")],
         answer,
     )
 }
@@ -1049,7 +1049,7 @@ fn approval_on_a_terminal_allows_once_remembers_or_refuses() {
     assert_eq!(run.code, 0, "{run:#?}");
     assert!(
         run.stdout
-            .contains("executor `env` asks for `env:read` on `GATEHOUSE_DEMO`"),
+            .contains("executor `env` asks for `env:read` on `DEMO_GREETING`"),
         "{run:#?}"
     );
     assert!(
@@ -1060,12 +1060,12 @@ fn approval_on_a_terminal_allows_once_remembers_or_refuses() {
     // Issue 27, point 3: the prompt shows the input and the digest.
     assert!(
         run.stdout
-            .contains(r#"  input: {"names":["GATEHOUSE_DEMO"]}"#),
+            .contains(r#"  input: {"names":["DEMO_GREETING"]}"#),
         "{run:#?}"
     );
     assert!(run.stdout.contains("  executor sha256 "), "{run:#?}");
     assert!(
-        run.stdout.contains(r#""GATEHOUSE_DEMO":"shown""#),
+        run.stdout.contains(r#""DEMO_GREETING":"shown""#),
         "{run:#?}"
     );
     // Allow once remembers nothing: without a terminal it asks again.
@@ -1089,7 +1089,7 @@ fn approval_on_a_terminal_allows_once_remembers_or_refuses() {
         "{v:#}"
     );
     let grants = env.run(&["grants", "list"]);
-    assert_eq!(grants.json_lines()[0]["target"], "GATEHOUSE_DEMO");
+    assert_eq!(grants.json_lines()[0]["target"], "DEMO_GREETING");
 }
 
 /// Issue 27, point 6: the terminal's "allow and remember" asks for how

@@ -1,4 +1,4 @@
-//! `env` (env:read on each name, e.g. `GATEHOUSE_DEMO`): `{"names": [...]}`
+//! `env` (env:read on each name, e.g. `DEMO_GREETING`): `{"names": [...]}`
 //! → `{"values": {name: <value or null>}, "all": [every variable name that
 //! std::env::vars() shows, in its order]}`. Non-UTF-8 names and values are
 //! converted lossily.
