@@ -174,8 +174,7 @@ fn fd_write_to_any_descriptor_the_program_never_had_returns_ebadf() {
         &[("compute:pure", None)],
     );
     let (code, stdout, stderr) = run(&env, &m, &[], &[]);
-    let never_had = (3..=16)
-        .chain([99, 1000, 65535, 65536, i32::MAX, i32::MIN, -31337, -2, -1]);
+    let never_had = (3..=16).chain([99, 1000, 65535, 65536, i32::MAX, i32::MIN, -31337, -2, -1]);
     let mut expected: String = never_had
         .map(|fd| format!("fd_write({fd}) = 08 08 08\n"))
         .collect();

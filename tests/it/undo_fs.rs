@@ -713,7 +713,9 @@ fn a_rename_may_not_move_a_link_to_where_its_target_climbs_out() {
         ok(req(
             json!({"op": "symlink", "path": format!("{deep}/up"), "to": "../sib.txt"}),
         ));
-        ok(req(json!({"op": "delete", "path": format!("{deep}/passwd")})));
+        ok(req(
+            json!({"op": "delete", "path": format!("{deep}/passwd")}),
+        ));
         ok(req(json!({"op": "rename", "path": deep, "to": "out/l"})));
         let (code, line) = req(json!({"op": "read", "path": "out/l/ok"}));
         assert_eq!((code, &line["content"]), (0, &json!("inside\n")), "{twin}");

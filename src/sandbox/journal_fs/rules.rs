@@ -227,7 +227,12 @@ impl FsLayer {
     /// found by a walk of at most [`MAX_MOVED_ENTRIES`] entries, unless the
     /// move cannot lead any link that stays within its preopened
     /// directory out of it (see [`move_keeps_links_within`]).
-    pub(super) fn check_moved_links(&mut self, operation: &str, from: &str, to: &str) -> FsResult<()> {
+    pub(super) fn check_moved_links(
+        &mut self,
+        operation: &str,
+        from: &str,
+        to: &str,
+    ) -> FsResult<()> {
         let Ok(meta) = std::fs::symlink_metadata(from) else {
             // Nothing there: the call fails on its own.
             return Ok(());
@@ -510,7 +515,11 @@ mod tests {
         let preopens = ["/w".to_string(), "/w/out".to_string()];
         assert!(move_keeps_links_within(&preopens, "/w/out/a", "/w/out/b"));
         assert!(move_keeps_links_within(&preopens, "/w/out/a", "/w/out/b/c"));
-        assert!(!move_keeps_links_within(&preopens, "/w/out/a/b", "/w/out/l"));
+        assert!(!move_keeps_links_within(
+            &preopens,
+            "/w/out/a/b",
+            "/w/out/l"
+        ));
         // Out of the `/w/out` preopen, though no shallower.
         assert!(!move_keeps_links_within(&preopens, "/w/out/a", "/w/x/a"));
     }

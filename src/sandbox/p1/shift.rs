@@ -1116,7 +1116,7 @@ mod tests {
     }
 
     /// The imports of `bytes`, as `module.name`.
-    fn imports(bytes: &[u8]) -> Vec<String> {
+    fn import_names(bytes: &[u8]) -> Vec<String> {
         let mut out = Vec::new();
         for payload in Parser::new(0).parse_all(bytes) {
             if let Payload::ImportSection(r) = payload.unwrap() {
@@ -1142,12 +1142,29 @@ mod tests {
         };
         wasmparser::Validator::new().validate_all(&bytes).unwrap();
         assert_eq!(
-            imports(&bytes),
+            import_names(&bytes),
             [
                 "wasi_snapshot_preview1.fd_write",
                 "wasi_snapshot_preview1.fd_fdstat_get"
             ]
         );
+        // `$put`, the module's first function (1), is named at 2.
+        let mut names = Vec::new();
+        for payload in Parser::new(0).parse_all(&bytes) {
+            if let Payload::CustomSection(c) = payload.unwrap() {
+                if let wasmparser::KnownCustom::Name(reader) = c.as_known() {
+                    for name in reader {
+                        if let wasmparser::Name::Function(map) = name.unwrap() {
+                            for n in map {
+                                let n = n.unwrap();
+                                names.push((n.index, n.name.to_string()));
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        assert_eq!(names[..2], [(0, "fd_write".into()), (2, "put".into())]);
         // The control: `fd_fdstat_get` already imported, nothing appended.
         let mut module = Module::new();
         let mut types = TypeSection::new();
@@ -1185,7 +1202,7 @@ mod tests {
         };
         wasmparser::Validator::new().validate_all(&bytes).unwrap();
         assert_eq!(
-            imports(&bytes),
+            import_names(&bytes),
             [
                 "wasi_snapshot_preview1.fd_write",
                 "wasi_snapshot_preview1.fd_fdstat_get"
