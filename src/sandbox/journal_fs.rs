@@ -318,6 +318,10 @@ impl fs::HostDescriptor for JournalingFs<'_> {
         // writable, and the source is saved before it can change.
         self.layer.check_write("link-at", &old)?;
         self.layer.check_write("link-at", &new)?;
+        // A hard link to a symbolic link is that link in another place.
+        if std::fs::symlink_metadata(&old).is_ok_and(|m| m.file_type().is_symlink()) {
+            self.layer.check_moved_links("link-at", &old, &new)?;
+        }
         if std::fs::metadata(&old).is_ok_and(|m| m.is_file()) {
             if let Some(blob) = self.layer.backup("link-at", &old)? {
                 self.layer.record(Operation::FileOverwrite {
@@ -423,6 +427,7 @@ impl fs::HostDescriptor for JournalingFs<'_> {
         if std::fs::symlink_metadata(&from).is_ok_and(|m| m.is_dir()) {
             self.layer.check_dir_rename(&from, &to)?;
         }
+        self.layer.check_moved_links("rename-at", &from, &to)?;
         if std::fs::symlink_metadata(&from).is_ok() && from != to {
             let (replaced_blob, replaced_dir) = match std::fs::symlink_metadata(&to) {
                 Ok(m) if m.is_file() => (self.layer.backup("rename-at", &to)?, false),

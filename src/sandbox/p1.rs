@@ -35,8 +35,9 @@ const P1: &str = "wasi_snapshot_preview1";
 
 /// Which adaptation [`componentize`] makes, in the name of the compiled
 /// component's cache entry: changed whenever the component it makes of a
-/// module changes (2: the module moved out of the adapter's way).
-pub const ADAPTATION: &str = "-p1v2";
+/// module changes (2: the module moved out of the adapter's way; 3: an
+/// empty read or write asks whether its descriptor exists).
+pub const ADAPTATION: &str = "-p1v3";
 const EXIT_INTERFACE: &str = "wasi:cli/exit@0.2.12";
 
 /// The interface `exit-with-code` comes from, exactly as the adapter's own

@@ -616,3 +616,108 @@ fn interpreters_see_exactly_the_environment_variables_they_were_granted() {
         assert_eq!(output(&v)["stdout"], printed, "{lang}");
     }
 }
+
+/// The symbolic links below `dir`, as (path relative to `dir`, target),
+/// sorted.
+fn links_below(dir: &Path) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).unwrap() {
+            let p = e.unwrap().path();
+            let kind = std::fs::symlink_metadata(&p).unwrap().file_type();
+            if kind.is_symlink() {
+                let rel = p.strip_prefix(dir).unwrap().display().to_string();
+                let target = std::fs::read_link(&p).unwrap().display().to_string();
+                out.push((rel, target));
+            } else if kind.is_dir() {
+                stack.push(p);
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+/// security round 3, item 7, the recipe: the `python` executor (with
+/// `fs:write out/**`) makes `out/d1/…/d12/l/passwd -> ../…/etc/passwd`,
+/// thirteen levels up, so that it stays inside `out/`, then renames
+/// `out/d1/…/d12/l` to `out/l`, from where the same `..` reach
+/// `/etc/passwd`. The rename is refused (`EPERM`, `TARGET_MISMATCH` in the
+/// audit) and no link on disk leads out of the workspace; so is a link
+/// whose `..` follows a name (`out/x -> s/../..` with `out/s -> .` is the
+/// workspace's parent). The controls: the same directory renamed within
+/// its own directory, then (without `passwd`) to `out/l`, carrying a link
+/// into it (`ok -> file.txt`) and one whose leading `..` stay inside
+/// (`up -> ../sibling.txt`): both moves are made and `ok` still reads the
+/// file.
+#[test]
+fn python_cannot_move_a_link_to_where_its_target_climbs_out() {
+    let (env, ws) = env_with_interpreters();
+    let code = r#"
+import errno, os
+deep = 'out/' + '/'.join('d%d' % i for i in range(1, 13))
+os.makedirs(deep + '/l')
+os.symlink('../' * 13 + 'etc/passwd', deep + '/l/passwd')
+open(deep + '/l/file.txt', 'w').write('inside\n')
+os.symlink('file.txt', deep + '/l/ok')
+os.symlink('../sibling.txt', deep + '/l/up')
+def attempt(what, f):
+    try:
+        f()
+        print(what, 'ok')
+    except OSError as e:
+        print(what, errno.errorcode[e.errno])
+attempt('rename beside', lambda: os.rename(deep + '/l', deep + '/m'))
+attempt('rename up', lambda: os.rename(deep + '/m', 'out/l'))
+os.symlink('.', 'out/s')
+attempt('symlink s/../..', lambda: os.symlink('s/../..', 'out/x'))
+os.unlink(deep + '/m/passwd')
+attempt('rename up without passwd', lambda: os.rename(deep + '/m', 'out/l'))
+print(open('out/l/ok').read(), end='')
+"#;
+    let (run, v) = run_code(&env, &ws, "python", code, &[]);
+    assert_eq!(
+        result(&run, &v),
+        json!({
+            "stdout": "rename beside ok\nrename up EPERM\nsymlink s/../.. EPERM\nrename up without passwd ok\ninside\n",
+            "stderr": "",
+            "exception": null
+        }),
+        "{v:#}"
+    );
+    // On disk: exactly the links that stay inside.
+    assert_eq!(
+        links_below(&ws),
+        vec![
+            ("out/l/ok".to_string(), "file.txt".to_string()),
+            ("out/l/up".to_string(), "../sibling.txt".to_string()),
+            ("out/s".to_string(), ".".to_string()),
+        ]
+    );
+    assert_eq!(
+        std::fs::read_to_string(ws.join("out/l/ok")).unwrap(),
+        "inside\n"
+    );
+    let turn = v["turn"].as_str().unwrap();
+    let decisions = env
+        .run(&["history", "--turn", turn, "--decisions"])
+        .json_lines();
+    let refused: Vec<(&str, &str)> = decisions
+        .iter()
+        .filter(|d| d["request"]["kind"] == "filesystem")
+        .map(|d| {
+            (
+                d["request"]["operation"].as_str().unwrap(),
+                d["decision"]["code"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        refused,
+        vec![
+            ("rename-at", "TARGET_MISMATCH"),
+            ("symlink-at", "TARGET_MISMATCH")
+        ]
+    );
+}

@@ -642,3 +642,107 @@ fn symlink_at_refuses_targets_that_leave_the_preopen() {
     );
     assert_eq!(tree(&ws), before);
 }
+
+/// One request of `twin` (`fs-cmd` or `fs-cmd-p1`) in its own turn: the
+/// exit status and the JSON line the guest printed.
+fn twin_request(env: &Env, twin: &str, ws: &Path, request: Value) -> (i32, Value) {
+    let (run, v) = run_json(env, &guest(twin), ws, "Full", &request.to_string(), &[]);
+    let code = run.code;
+    let line = v["run"]["result"]["output"]
+        .as_str()
+        .or_else(|| v["run"]["stdout"].as_str())
+        .unwrap_or_else(|| panic!("no guest output in {v:#}"));
+    (code, serde_json::from_str(line.trim()).unwrap())
+}
+
+/// security round 3, item 7, through both WASI worlds (`fs-cmd`, a
+/// preview-2 component, and `fs-cmd-p1`, its preview-1 twin whose
+/// `path_symlink`/`path_rename`/`path_link` reach the same layer through
+/// the adapter): a link made where its `..` stay inside `out/` (the
+/// preopen), `out/a/b/c/l/passwd -> ../../../../etc/passwd`, may not be
+/// moved to where they climb out: not with its directory (`out/a/b/c/l`
+/// to `out/l`), not alone, not as a hard link; and a link whose `..`
+/// follows a name (`out/x -> s/..`, with `out/s -> .`, is `out`'s parent)
+/// is not made. Each is `EPERM` to the guest, and no link on disk leads
+/// out. The controls: links that stay inside (`ok -> file.txt`,
+/// `up -> ../sib.txt`) are made, and once `passwd` is gone the directory
+/// moves to `out/l` with them, where `ok` still reads the file.
+#[test]
+fn a_rename_may_not_move_a_link_to_where_its_target_climbs_out() {
+    const EPERM: &str = "Operation not permitted (os error 63)";
+    for twin in ["fs-cmd", "fs-cmd-p1"] {
+        let env = Env::new();
+        let ws = env.mkdir("ws");
+        env.write("ws/out/a/b/c/l/file.txt", "inside\n");
+        let deep = "out/a/b/c/l";
+        let ok = |(code, line): (i32, Value)| {
+            assert_eq!(code, 0, "{twin}: {line:#}");
+        };
+        let refused = |(code, line): (i32, Value), what: &str| {
+            assert_eq!(
+                (code, line["error"].as_str().unwrap_or_default()),
+                (1, format!("{what}: {EPERM}").as_str()),
+                "{twin}: {line:#}"
+            );
+        };
+        let req = |r: Value| twin_request(&env, twin, &ws, r);
+        ok(req(
+            json!({"op": "symlink", "path": format!("{deep}/passwd"), "to": "../../../../etc/passwd"}),
+        ));
+        refused(
+            req(json!({"op": "rename", "path": deep, "to": "out/l"})),
+            &format!("rename `{deep}` to `out/l`"),
+        );
+        refused(
+            req(json!({"op": "rename", "path": format!("{deep}/passwd"), "to": "out/passwd"})),
+            &format!("rename `{deep}/passwd` to `out/passwd`"),
+        );
+        refused(
+            req(json!({"op": "link", "path": format!("{deep}/passwd"), "to": "out/passwd"})),
+            &format!("link `{deep}/passwd` to `out/passwd`"),
+        );
+        ok(req(json!({"op": "symlink", "path": "out/s", "to": "."})));
+        refused(
+            req(json!({"op": "symlink", "path": "out/x", "to": "s/.."})),
+            "symlink `out/x` to `s/..`",
+        );
+        // The controls.
+        ok(req(
+            json!({"op": "symlink", "path": format!("{deep}/ok"), "to": "file.txt"}),
+        ));
+        ok(req(
+            json!({"op": "symlink", "path": format!("{deep}/up"), "to": "../sib.txt"}),
+        ));
+        ok(req(
+            json!({"op": "delete", "path": format!("{deep}/passwd")}),
+        ));
+        ok(req(json!({"op": "rename", "path": deep, "to": "out/l"})));
+        let (code, line) = req(json!({"op": "read", "path": "out/l/ok"}));
+        assert_eq!((code, &line["content"]), (0, &json!("inside\n")), "{twin}");
+        // On disk: exactly the links that stay inside.
+        let mut links = Vec::new();
+        let mut dirs = vec![ws.clone()];
+        while let Some(d) = dirs.pop() {
+            for e in std::fs::read_dir(&d).unwrap() {
+                let p = e.unwrap().path();
+                let kind = std::fs::symlink_metadata(&p).unwrap().file_type();
+                if kind.is_symlink() {
+                    let rel = p.strip_prefix(&ws).unwrap().display().to_string();
+                    links.push((rel, std::fs::read_link(&p).unwrap()));
+                } else if kind.is_dir() {
+                    dirs.push(p);
+                }
+            }
+        }
+        links.sort();
+        assert_eq!(
+            links,
+            vec![
+                ("out/l/ok".to_string(), PathBuf::from("file.txt")),
+                ("out/l/up".to_string(), PathBuf::from("../sib.txt")),
+                ("out/s".to_string(), PathBuf::from(".")),
+            ],
+            "{twin}"
+        );
+    }
+}

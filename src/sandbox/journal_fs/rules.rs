@@ -197,23 +197,101 @@ impl FsLayer {
 
     /// Refuses a symbolic link at `link` to `target` unless the target,
     /// read from the link's directory, stays within a preopened directory
-    /// that holds the link: never absolute, and no `..` above that
-    /// directory (issue 12, item 4).
+    /// that holds the link: never absolute, its `..` only leading, and
+    /// none above that directory (issue 12, item 4; security round 3,
+    /// item 7 for the leading `..`).
     pub(super) fn check_link_target(&mut self, link: &str, target: &str) -> FsResult<()> {
-        let dir = Path::new(link)
-            .parent()
-            .and_then(Path::to_str)
-            .unwrap_or("/");
-        if self
-            .preopens
-            .iter()
-            .any(|root| link_stays_within(dir, target, root))
-        {
+        if self.link_may_be_at(link, target) {
             return Ok(());
         }
         let reason =
             format!("a link to `{target}` at `{link}` leads out of its preopened directory");
         Err(self.deny(DenyCode::TargetMismatch, "symlink-at", link, reason))
+    }
+
+    /// Whether a link to `target` at `link` would stay within a preopened
+    /// directory that holds it.
+    fn link_may_be_at(&self, link: &str, target: &str) -> bool {
+        let dir = parent_of(link);
+        self.preopens
+            .iter()
+            .any(|root| link_stays_within(dir, target, root))
+    }
+
+    /// Refuses a rename (or a hard link, `operation`) of `from` to `to`
+    /// that would carry a symbolic link to where its target leads out of
+    /// the preopened directories (security round 3, item 7): `symlink-at`
+    /// checks a target from where the link is made; a link moved, or a
+    /// directory holding one, reads the same `..` from another place. A
+    /// link is checked from its new directory; a directory's links are
+    /// found by a walk of at most [`MAX_MOVED_ENTRIES`] entries, unless the
+    /// move cannot lead any link that stays within its preopened
+    /// directory out of it (see [`move_keeps_links_within`]).
+    pub(super) fn check_moved_links(
+        &mut self,
+        operation: &str,
+        from: &str,
+        to: &str,
+    ) -> FsResult<()> {
+        let Ok(meta) = std::fs::symlink_metadata(from) else {
+            // Nothing there: the call fails on its own.
+            return Ok(());
+        };
+        if from == to || parent_of(from) == parent_of(to) {
+            // The same directory: every `..` leads where it led.
+            return Ok(());
+        }
+        if meta.file_type().is_symlink() {
+            // Lossy: only `/` and `.` matter, and they are ASCII.
+            let target = std::fs::read_link(from)?;
+            let target = target.to_string_lossy();
+            if self.link_may_be_at(to, &target) {
+                return Ok(());
+            }
+            let reason = format!(
+                "moving the link `{from}` (to `{target}`) to `{to}` would lead it out of its preopened directory"
+            );
+            return Err(self.deny(DenyCode::TargetMismatch, operation, from, reason));
+        }
+        if !meta.is_dir() || move_keeps_links_within(&self.preopens, from, to) {
+            return Ok(());
+        }
+        let mut seen = 0usize;
+        let mut dirs = vec![std::path::PathBuf::from(from)];
+        while let Some(dir) = dirs.pop() {
+            for entry in std::fs::read_dir(&dir)? {
+                let entry = entry?;
+                seen += 1;
+                if seen > MAX_MOVED_ENTRIES {
+                    let reason = format!(
+                        "renaming the directory `{from}` to `{to}` would need more than {MAX_MOVED_ENTRIES} entries checked for links its move could lead out of their preopened directory"
+                    );
+                    return Err(self.deny(DenyCode::TargetMismatch, operation, from, reason));
+                }
+                let kind = entry.file_type()?;
+                if kind.is_dir() {
+                    dirs.push(entry.path());
+                } else if kind.is_symlink() {
+                    let path = entry.path();
+                    let (Some(link), Some(below)) = (
+                        path.to_str(),
+                        path.strip_prefix(from).ok().and_then(Path::to_str),
+                    ) else {
+                        return Err(ErrorCode::IllegalByteSequence.into());
+                    };
+                    let moved = format!("{to}/{below}");
+                    let target = std::fs::read_link(&path)?;
+                    let target = target.to_string_lossy();
+                    if !self.link_may_be_at(&moved, &target) {
+                        let reason = format!(
+                            "renaming the directory `{from}` to `{to}` would move the link `{link}` (to `{target}`) to `{moved}`, out of its preopened directory"
+                        );
+                        return Err(self.deny(DenyCode::TargetMismatch, operation, from, reason));
+                    }
+                }
+            }
+        }
+        Ok(())
     }
 
     /// A directory carries everything below it: its rename is allowed only
@@ -351,25 +429,62 @@ fn op_paths(op: &Operation) -> Vec<&str> {
     }
 }
 
+/// The most entries a directory's rename walks for the links below it
+/// (when its move could lead one out: see [`move_keeps_links_within`]);
+/// a larger tree is refused, so a guest cannot make each rename cost the
+/// host an unbounded walk.
+const MAX_MOVED_ENTRIES: usize = 100_000;
+
+/// The directory `path` (canonical) is in.
+fn parent_of(path: &str) -> &str {
+    Path::new(path)
+        .parent()
+        .and_then(Path::to_str)
+        .unwrap_or("/")
+}
+
 /// Whether a link in `dir` (canonical) to the relative `target` stays
-/// within `root` at every step: `..` never climbs above it.
+/// within `root` at every step: `..` never climbs above it, and comes only
+/// before the first name. A `..` after a name is refused because the
+/// kernel takes it from where that name leads, not lexically: with
+/// `s -> .`, `s/..` is the parent of the link's directory.
 fn link_stays_within(dir: &str, target: &str, root: &str) -> bool {
     if target.is_empty() || target.starts_with('/') || !is_within(dir, root) {
         return false;
     }
     let below = dir[root.len()..].split('/').filter(|s| !s.is_empty());
     let mut depth = below.count();
+    let mut named = false;
     for seg in target.split('/') {
         match seg {
             "" | "." => {}
+            ".." if named => return false,
             ".." => match depth.checked_sub(1) {
                 Some(d) => depth = d,
                 None => return false,
             },
-            _ => depth += 1,
+            _ => {
+                named = true;
+                depth += 1;
+            }
         }
     }
     true
+}
+
+/// Whether moving the directory `from` to `to` (both canonical) keeps
+/// every link below it that stays within a preopened directory within it:
+/// each preopen that holds `from` holds `to`, and `to` is no shallower. A
+/// link's `..` then climbs, from its new place, to a directory at least as
+/// deep in the same preopen. (A link within a preopen below `from` climbs
+/// no higher than that preopen, which moves with it.)
+fn move_keeps_links_within(preopens: &[String], from: &str, to: &str) -> bool {
+    let depth = |p: &str| p.split('/').filter(|s| !s.is_empty()).count();
+    depth(to) >= depth(from)
+        && preopens
+            .iter()
+            .filter(|root| is_within(from, root))
+            .all(|root| is_within(to, root))
 }
 
 #[cfg(test)]
@@ -386,5 +501,26 @@ mod tests {
         assert!(!link_stays_within("/w/a", "/etc/passwd", "/w"));
         assert!(!link_stays_within("/w/a", "", "/w"));
         assert!(!link_stays_within("/x/a", "b", "/w"));
+        // security round 3, item 7: a `..` after a name is taken from
+        // where that name leads (`s -> .` makes `s/..` the parent).
+        assert!(!link_stays_within("/w", "s/..", "/w"));
+        assert!(!link_stays_within("/w/a", "sub/../x", "/w"));
+        assert!(link_stays_within("/w/a", "../../w/a/./x", "/"));
+    }
+
+    /// security round 3, item 7: a directory's move skips the walk for its
+    /// links only when no link within a preopen can be led out of it.
+    #[test]
+    fn a_move_keeps_links_within_only_when_no_shallower_in_the_same_preopens() {
+        let preopens = ["/w".to_string(), "/w/out".to_string()];
+        assert!(move_keeps_links_within(&preopens, "/w/out/a", "/w/out/b"));
+        assert!(move_keeps_links_within(&preopens, "/w/out/a", "/w/out/b/c"));
+        assert!(!move_keeps_links_within(
+            &preopens,
+            "/w/out/a/b",
+            "/w/out/l"
+        ));
+        // Out of the `/w/out` preopen, though no shallower.
+        assert!(!move_keeps_links_within(&preopens, "/w/out/a", "/w/x/a"));
     }
 }

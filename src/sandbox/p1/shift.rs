@@ -29,7 +29,12 @@
 //! - every preview-1 import that takes pointers is called through a
 //!   wrapper that adds `D` to them (and to the buffers of an iovec array,
 //!   copied into the reserved scratch page; and subtracts it from the
-//!   pointers `args_get`/`environ_get` write back).
+//!   pointers `args_get`/`environ_get` write back);
+//! - a read or write whose iovecs are all empty first asks `fd_fdstat_get`
+//!   (appended to the imports when the module has none, its own functions
+//!   moved up by one) whether its descriptor exists: the adapter answers
+//!   an empty one with success before looking, where `wasmtime run` says
+//!   `EBADF` for a descriptor the program never had.
 //!
 //! A module this does not apply to (an imported or shared or 64-bit
 //! memory, more than one, an import other than preview 1's, a data
@@ -53,6 +58,9 @@ const PAGE: u32 = 65536;
 const D: u32 = RESERVED_PAGES * PAGE;
 /// Where a wrapper asks `args_sizes_get`/`environ_sizes_get` for a count.
 const SCRATCH_SIZES: i32 = 16;
+/// Where a wrapper of an empty read or write asks `fd_fdstat_get` about
+/// its descriptor (a 24-byte `fdstat`, 8-aligned).
+const SCRATCH_FDSTAT: i32 = 64;
 /// Where a wrapper copies an iovec array, its buffers moved.
 const SCRATCH_IOVS: i32 = 1024;
 /// The most iovecs passed on in one call (wasi-libc's `IOV_MAX`): a longer
@@ -237,6 +245,23 @@ struct Added {
     realloc: u32,
     /// `(import index, wrapper)` for each preview-1 import with pointers.
     wrappers: Vec<(u32, u32)>,
+    /// The module's import count before the rewrite, and how many imports
+    /// it appends (0 or 1: `fd_fdstat_get`): the module's own functions
+    /// move up by that many.
+    imported: u32,
+    extra: u32,
+}
+
+impl Added {
+    /// Where the module's function `func` is after the rewrite: its
+    /// imports stay, its own functions move past the appended import.
+    fn moved(&self, func: u32) -> u32 {
+        if func < self.imported {
+            func
+        } else {
+            func + self.extra
+        }
+    }
 }
 
 /// The types the helpers use, appended to the type section.
@@ -245,6 +270,8 @@ struct Types {
     to_i32: u32,
     three_i32: u32,
     realloc: u32,
+    /// `fd_fdstat_get`'s, `(i32, i32) -> i32`, for the appended import.
+    two_i32_to_i32: u32,
 }
 
 struct Shift {
@@ -254,14 +281,15 @@ struct Shift {
 impl Reencode for Shift {
     type Error = String;
 
-    /// A call to a preview-1 import with pointers calls its wrapper.
+    /// A call to a preview-1 import with pointers calls its wrapper; the
+    /// module's own functions move past an appended import.
     fn function_index(&mut self, func: u32) -> Result<u32, wasm_encoder::reencode::Error<String>> {
         Ok(self
             .added
             .wrappers
             .iter()
             .find(|(import, _)| *import == func)
-            .map_or(func, |(_, wrapper)| *wrapper))
+            .map_or(self.added.moved(func), |(_, wrapper)| *wrapper))
     }
 
     fn mem_arg(
@@ -315,6 +343,18 @@ impl Reencode for Shift {
             }
             other => utils::instruction(self, other)?,
         })
+    }
+}
+
+/// The name section's indices: a function keeps its name where it moved
+/// (not its wrapper's, as a call would).
+struct NameShift<'a>(&'a Added);
+
+impl Reencode for NameShift<'_> {
+    type Error = String;
+
+    fn function_index(&mut self, func: u32) -> Result<u32, wasm_encoder::reencode::Error<String>> {
+        Ok(self.0.moved(func))
     }
 }
 
@@ -388,8 +428,46 @@ fn rewrite(module: &[u8], survey: &Survey, exit_import: (&str, &str)) -> Rewritt
         }
     }
 
+    // An empty read or write (no iovec, or only empty ones) is answered
+    // by the adapter with success before it looks at the descriptor: its
+    // wrapper asks `fd_fdstat_get` first, so a descriptor the program
+    // never had is `EBADF` as under `wasmtime run`. The module's own
+    // import when it has one; otherwise one is appended.
+    let needs_check = wrapped
+        .iter()
+        .any(|(_, _, shape)| matches!(shape, Shape::Iovecs { .. }));
+    let own_fdstat = import_index("fd_fdstat_get");
+    if let Some(i) = own_fdstat {
+        let fits = survey
+            .imports
+            .get(i as usize)
+            .and_then(|import| survey.func_types.get(import.ty as usize))
+            .and_then(Option::as_ref)
+            .is_some_and(|p| p.as_slice() == [wasmparser::ValType::I32; 2]);
+        if !fits {
+            return Err(user("`fd_fdstat_get` has an unexpected type"));
+        }
+    }
+    for (import, _, shape) in &wrapped {
+        let fd_is_i32 = survey
+            .imports
+            .get(*import as usize)
+            .and_then(|i| survey.func_types.get(i.ty as usize))
+            .and_then(Option::as_ref)
+            .is_some_and(|p| p.first() == Some(&wasmparser::ValType::I32));
+        if matches!(shape, Shape::Iovecs { .. }) && !fd_is_i32 {
+            return Err(user("an iovec function whose descriptor is not an i32"));
+        }
+    }
+    let extra = u32::from(needs_check && own_fdstat.is_none());
+    let fdstat = match (needs_check, own_fdstat) {
+        (false, _) => None,
+        (true, Some(i)) => Some(i),
+        (true, None) => Some(imported),
+    };
+
     // The function indices of what is added.
-    let mut next = imported + survey.defined;
+    let mut next = imported + extra + survey.defined;
     let mut take = || {
         let f = next;
         next += 1;
@@ -409,6 +487,8 @@ fn rewrite(module: &[u8], survey: &Survey, exit_import: (&str, &str)) -> Rewritt
             inits,
             realloc,
             wrappers,
+            imported,
+            extra,
         },
     };
 
@@ -450,11 +530,13 @@ fn rewrite(module: &[u8], survey: &Survey, exit_import: (&str, &str)) -> Rewritt
                     .ty()
                     .function([ValType::I32, ValType::I32, ValType::I32], []);
                 types.ty().function([ValType::I32; 4], [ValType::I32]);
+                types.ty().function([ValType::I32; 2], [ValType::I32]);
                 types_added = Some(Types {
                     i32_to_i32: base,
                     to_i32: base + 1,
                     three_i32: base + 2,
                     realloc: base + 3,
+                    two_i32_to_i32: base + 4,
                 });
                 out.section(&types);
             }
@@ -471,6 +553,16 @@ fn rewrite(module: &[u8], survey: &Survey, exit_import: (&str, &str)) -> Rewritt
                     } else {
                         imports.import(import.module, import.name, EntityType::Function(ty));
                     }
+                }
+                if extra > 0 {
+                    let types = types_added
+                        .as_ref()
+                        .ok_or_else(|| user("no type section"))?;
+                    imports.import(
+                        P1,
+                        "fd_fdstat_get",
+                        EntityType::Function(types.two_i32_to_i32),
+                    );
                 }
                 out.section(&imports);
             }
@@ -586,6 +678,7 @@ fn rewrite(module: &[u8], survey: &Survey, exit_import: (&str, &str)) -> Rewritt
                             shape,
                             sizes,
                             shift.added.tr,
+                            fdstat,
                         ));
                     }
                     out.section(&section);
@@ -626,10 +719,14 @@ fn rewrite(module: &[u8], survey: &Survey, exit_import: (&str, &str)) -> Rewritt
                 out.section(&data);
             }
             Payload::CustomSection(reader) => {
-                // DWARF describes the code as it was: dropped. The rest
-                // (names, producers, component types) is unchanged by the
-                // rewrite: no index of the module moved.
-                if !reader.name().starts_with(".debug_") {
+                // DWARF describes the code as it was: dropped. Names
+                // follow the functions an appended import moved; the rest
+                // (producers, component types) is unchanged by the
+                // rewrite: it names no function.
+                if let wasmparser::KnownCustom::Name(names) = reader.as_known() {
+                    let names = utils::custom_name_section(&mut NameShift(&shift.added), names)?;
+                    out.section(&names);
+                } else if !reader.name().starts_with(".debug_") {
                     out.section(&wasm_encoder::CustomSection {
                         name: reader.name().into(),
                         data: reader.data().into(),
@@ -791,8 +888,17 @@ fn helpers(code: &mut CodeSection, a: &Added, bump: u32) {
 
 /// The wrapper of preview-1 import `import` (`params` parameters): its
 /// pointers moved by `D` on the way in (and back, for what `args_get` and
-/// `environ_get` write).
-fn wrapper(import: u32, params: usize, shape: &Shape, sizes: Option<u32>, tr: u32) -> Function {
+/// `environ_get` write); an iovec function whose iovecs are all empty asks
+/// `fdstat` (`fd_fdstat_get`) about its descriptor first and returns its
+/// errno when it has one.
+fn wrapper(
+    import: u32,
+    params: usize,
+    shape: &Shape,
+    sizes: Option<u32>,
+    tr: u32,
+    fdstat: Option<u32>,
+) -> Function {
     let params = params as u32;
     match shape {
         Shape::Plain(pointers) => {
@@ -808,8 +914,10 @@ fn wrapper(import: u32, params: usize, shape: &Shape, sizes: Option<u32>, tr: u3
             f
         }
         Shape::Iovecs { iovs, ptrs } => {
-            let (n, i, src) = (params, params + 1, params + 2);
-            let mut f = Function::new([(3, ValType::I32)]);
+            // `bytes`: the iovecs' lengths or-ed (0: all empty); `len`:
+            // the one being copied, then the errno of `fdstat`.
+            let (n, i, src, bytes, len) = (params, params + 1, params + 2, params + 3, params + 4);
+            let mut f = Function::new([(5, ValType::I32)]);
             let mut sink = f.instructions();
             // n = min(len, MAX_IOVS); src = tr(iovs)
             sink.local_get(iovs + 1)
@@ -850,7 +958,12 @@ fn wrapper(import: u32, params: usize, shape: &Shape, sizes: Option<u32>, tr: u3
                 .i32_shl()
                 .i32_add()
                 .i32_load(mem(4))
+                .local_tee(len)
                 .i32_store(mem(SCRATCH_IOVS as u64 + 4))
+                .local_get(bytes)
+                .local_get(len)
+                .i32_or()
+                .local_set(bytes)
                 .local_get(i)
                 .i32_const(1)
                 .i32_add()
@@ -858,6 +971,22 @@ fn wrapper(import: u32, params: usize, shape: &Shape, sizes: Option<u32>, tr: u3
                 .br(0)
                 .end()
                 .end();
+            if let Some(fdstat) = fdstat {
+                // Nothing to move: the adapter would answer success
+                // whatever the descriptor. Is it one?
+                sink.local_get(bytes)
+                    .i32_eqz()
+                    .if_(BlockType::Empty)
+                    .local_get(0)
+                    .i32_const(SCRATCH_FDSTAT)
+                    .call(fdstat)
+                    .local_tee(len)
+                    .if_(BlockType::Empty)
+                    .local_get(len)
+                    .return_()
+                    .end()
+                    .end();
+            }
             for p in 0..params {
                 if p == *iovs {
                     sink.i32_const(SCRATCH_IOVS);
@@ -984,6 +1113,101 @@ mod tests {
         assert_eq!(memory.unwrap().initial, 1 + u64::from(RESERVED_PAGES));
         assert_eq!(data, [48 + D]);
         assert_eq!(exports, ["memory", "_start", "cabi_realloc"]);
+    }
+
+    /// The imports of `bytes`, as `module.name`.
+    fn import_names(bytes: &[u8]) -> Vec<String> {
+        let mut out = Vec::new();
+        for payload in Parser::new(0).parse_all(bytes) {
+            if let Payload::ImportSection(r) = payload.unwrap() {
+                for i in r.into_imports() {
+                    let i = i.unwrap();
+                    out.push(format!("{}.{}", i.module, i.name));
+                }
+            }
+        }
+        out
+    }
+
+    /// security round 3, item 8: a module that writes with iovecs gets
+    /// `fd_fdstat_get` appended to its imports (its wrappers of an empty
+    /// write ask it about the descriptor), its own functions moved up by
+    /// one with their names; one that imports it already keeps its
+    /// imports as they were.
+    #[test]
+    fn an_empty_write_can_ask_whether_its_descriptor_exists() {
+        let badfd = include_bytes!("../../../tests/p1/badfd.wasm");
+        let Shifted::Done(bytes, _) = shift(badfd, ("m", "n")).unwrap() else {
+            panic!("badfd.wasm is shifted");
+        };
+        wasmparser::Validator::new().validate_all(&bytes).unwrap();
+        assert_eq!(
+            import_names(&bytes),
+            [
+                "wasi_snapshot_preview1.fd_write",
+                "wasi_snapshot_preview1.fd_fdstat_get"
+            ]
+        );
+        // `$put`, the module's first function (1), is named at 2.
+        let mut names = Vec::new();
+        for payload in Parser::new(0).parse_all(&bytes) {
+            if let Payload::CustomSection(c) = payload.unwrap() {
+                if let wasmparser::KnownCustom::Name(reader) = c.as_known() {
+                    for name in reader {
+                        if let wasmparser::Name::Function(map) = name.unwrap() {
+                            for n in map {
+                                let n = n.unwrap();
+                                names.push((n.index, n.name.to_string()));
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        assert_eq!(names[..2], [(0, "fd_write".into()), (2, "put".into())]);
+        // The control: `fd_fdstat_get` already imported, nothing appended.
+        let mut module = Module::new();
+        let mut types = TypeSection::new();
+        types.ty().function([ValType::I32; 4], [ValType::I32]);
+        types.ty().function([ValType::I32; 2], [ValType::I32]);
+        types.ty().function([], []);
+        module.section(&types);
+        let mut imports = ImportSection::new();
+        imports.import(P1, "fd_write", EntityType::Function(0));
+        imports.import(P1, "fd_fdstat_get", EntityType::Function(1));
+        module.section(&imports);
+        let mut functions = FunctionSection::new();
+        functions.function(2);
+        module.section(&functions);
+        let mut memories = MemorySection::new();
+        memories.memory(MemoryType {
+            minimum: 1,
+            maximum: None,
+            memory64: false,
+            shared: false,
+            page_size_log2: None,
+        });
+        module.section(&memories);
+        let mut exports = ExportSection::new();
+        exports.export("_start", wasm_encoder::ExportKind::Func, 2);
+        module.section(&exports);
+        let mut code = CodeSection::new();
+        let mut start = Function::new([]);
+        start.instructions().end();
+        code.function(&start);
+        module.section(&code);
+        let own = module.finish();
+        let Shifted::Done(bytes, _) = shift(&own, ("m", "n")).unwrap() else {
+            panic!("the module is shifted");
+        };
+        wasmparser::Validator::new().validate_all(&bytes).unwrap();
+        assert_eq!(
+            import_names(&bytes),
+            [
+                "wasi_snapshot_preview1.fd_write",
+                "wasi_snapshot_preview1.fd_fdstat_get"
+            ]
+        );
     }
 
     #[test]
