@@ -14,7 +14,7 @@ use postgres::{Client, Config, NoTls};
 
 /// The version of the PostgreSQL schema this build writes and reads
 /// (`gatehouse_meta.schema_version`). A newer one is refused.
-pub const SCHEMA_VERSION: i64 = 5;
+pub const SCHEMA_VERSION: i64 = 6;
 
 /// How long connecting may take before the state counts as unreachable.
 pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
