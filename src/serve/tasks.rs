@@ -710,6 +710,12 @@ impl Server {
         else {
             return Err(not_waiting(id));
         };
+        // Taken as read: no node may change these columns, so only the
+        // owner could have meanwhile; then nothing runs.
+        if (&was.call, &was.form, &was.asked_sha256) != (&row.call, &row.form, &row.asked_sha256) {
+            tracing::warn!("task `{id}`: its record changed while it was taken: not run");
+            return Err(not_waiting(id));
+        }
         tracing::info!(
             "task `{id}` of node `{}`: answered here, run afresh",
             was.node

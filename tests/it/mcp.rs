@@ -1572,7 +1572,7 @@ async fn mcp_fleet_a_task_runs_on_another_node_only_the_call_bound_to_the_form_s
          WHERE id_sha256 = '{}'",
         hash(&id)
     );
-    assert_eq!(run_sql(&db.url, &[&rewrite]), [(None, 1)]);
+    assert_eq!(run_sql(&db.url, &[rewrite.as_str()]), [(None, 1)]);
     let refused = b
         .peer()
         .update_task(rmcp::model::UpdateTaskParams::new(
