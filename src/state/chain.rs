@@ -424,6 +424,60 @@ mod tests {
         rows
     }
 
+    /// security round 3, item 6: a record of format 2 hashes its node and
+    /// operation count, and its format: changing either, or relabelling
+    /// the record as format 1, breaks it; a format this build does not
+    /// know never verifies.
+    ///
+    /// Positive control: the untouched record of each format is whole.
+    #[test]
+    fn a_format_2_record_binds_its_node_its_operation_count_and_its_format() {
+        let mut row = ChainRow {
+            seq: 1,
+            kind: "turn".into(),
+            turn: "t-1".into(),
+            time: "2026-12-07T10:00:00Z".into(),
+            body: "{}".into(),
+            prev: GENESIS.into(),
+            hash: String::new(),
+            format: FORMAT_2,
+            node: Some("node-a".into()),
+            operations: Some(3),
+        };
+        row.hash = link_hash_2(GENESIS, "turn", "t-1", &row.time, Some("node-a"), Some(3), "{}");
+        assert!(row.self_consistent());
+        // sha256 of the fields joined by newlines, as `printf` would.
+        let want = format!(
+            "{:x}",
+            Sha256::digest(b"2\n0000000000000000000000000000000000000000000000000000000000000000\nturn\nt-1\n2026-12-07T10:00:00Z\n\"node-a\"\n3\n{}")
+        );
+        assert_eq!(row.hash, want);
+        for edit in [
+            |r: &mut ChainRow| r.node = Some("node-b".into()),
+            |r: &mut ChainRow| r.node = None,
+            |r: &mut ChainRow| r.operations = Some(4),
+            |r: &mut ChainRow| r.operations = None,
+            |r: &mut ChainRow| r.format = FORMAT_1,
+            |r: &mut ChainRow| r.format = 3,
+        ] {
+            let mut edited = row.clone();
+            edit(&mut edited);
+            assert!(!edited.self_consistent(), "{edited:?}");
+            assert_eq!(
+                verify(None, &[edited.clone()]),
+                broken(1, "t-1", Tamper::Edited)
+            );
+        }
+        // Format 1 leaves them unbound, as it always did.
+        let mut old = row.clone();
+        old.format = FORMAT_1;
+        old.hash = link_hash(GENESIS, "turn", "t-1", &row.time, "{}");
+        assert!(old.self_consistent());
+        old.node = Some("node-b".into());
+        assert!(old.self_consistent());
+        assert!(verify(None, &[row]).is_ok());
+    }
+
     #[test]
     fn the_link_hash_is_sha256_of_the_fields_joined_by_newlines() {
         // sha256("a\nb\nc\nd\ne"), as `printf 'a\nb\nc\nd\ne' | sha256sum`.
