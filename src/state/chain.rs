@@ -452,14 +452,15 @@ mod tests {
             Sha256::digest(b"2\n0000000000000000000000000000000000000000000000000000000000000000\nturn\nt-1\n2026-12-07T10:00:00Z\n\"node-a\"\n3\n{}")
         );
         assert_eq!(row.hash, want);
-        for edit in [
+        let edits: [fn(&mut ChainRow); 6] = [
             |r: &mut ChainRow| r.node = Some("node-b".into()),
             |r: &mut ChainRow| r.node = None,
             |r: &mut ChainRow| r.operations = Some(4),
             |r: &mut ChainRow| r.operations = None,
             |r: &mut ChainRow| r.format = FORMAT_1,
             |r: &mut ChainRow| r.format = 3,
-        ] {
+        ];
+        for edit in edits {
             let mut edited = row.clone();
             edit(&mut edited);
             assert!(!edited.self_consistent(), "{edited:?}");
