@@ -513,7 +513,9 @@ impl Server {
                 let same = scope_of(&parked.approval) == asked.scope
                     && definition_hash == asked.definition_hash
                     && policy_hash == asked.policy_hash
-                    && asked.form.is_none_or(|(turn, form)| self.asks(&parked.approval, turn, form));
+                    && asked
+                        .form
+                        .is_none_or(|(turn, form)| self.asks(&parked.approval, turn, form));
                 let n = parked.approval.pending.len();
                 let choices = if same {
                     vec![choice; n]

@@ -74,7 +74,10 @@ pub fn link_hash_2(
     operations: Option<i64>,
     body: &str,
 ) -> String {
-    let node = node.map_or_else(|| "null".to_string(), |n| serde_json::Value::from(n).to_string());
+    let node = node.map_or_else(
+        || "null".to_string(),
+        |n| serde_json::Value::from(n).to_string(),
+    );
     let operations = operations.map_or_else(|| "null".to_string(), |n| n.to_string());
     let mut h = Sha256::new();
     for (i, part) in ["2", prev, kind, turn, time, &node, &operations, body]
@@ -444,7 +447,15 @@ mod tests {
             node: Some("node-a".into()),
             operations: Some(3),
         };
-        row.hash = link_hash_2(GENESIS, "turn", "t-1", &row.time, Some("node-a"), Some(3), "{}");
+        row.hash = link_hash_2(
+            GENESIS,
+            "turn",
+            "t-1",
+            &row.time,
+            Some("node-a"),
+            Some(3),
+            "{}",
+        );
         assert!(row.self_consistent());
         // sha256 of the fields joined by newlines, as `printf` would.
         let want = format!(

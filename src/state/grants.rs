@@ -427,9 +427,7 @@ impl GrantBackend for PgGrants {
         let secs = expires_in_secs.map(|s| i64::try_from(s).unwrap_or(i64::MAX));
         let row = self.pg.with("cannot record the remembered answer", |c| {
             c.query_one(
-                &format!(
-                    "SELECT {COLUMNS} FROM gatehouse_remember($1, $2, $3, $4, $5, $6, $7)"
-                ),
+                &format!("SELECT {COLUMNS} FROM gatehouse_remember($1, $2, $3, $4, $5, $6, $7)"),
                 &[
                     &turn,
                     &new.identity.channel,

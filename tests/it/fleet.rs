@@ -226,7 +226,10 @@ fn fleet_a_node_s_role_cannot_revoke_grants_and_the_approver_s_role_can() {
 
 /// The SQLSTATE of `sql` run through `client` (`None`: it succeeded).
 fn sqlstate(client: &mut postgres::Client, sql: &str) -> Option<postgres::error::SqlState> {
-    client.batch_execute(sql).err().and_then(|e| e.code().cloned())
+    client
+        .batch_execute(sql)
+        .err()
+        .and_then(|e| e.code().cloned())
 }
 
 /// security round 3, item 5: a node's role records a grant only as the
@@ -265,7 +268,14 @@ fn fleet_a_node_s_role_records_a_grant_only_as_the_grant_of_an_answer() {
         Some(SqlState::INSUFFICIENT_PRIVILEGE)
     );
     node.run(&[
-        "grants", "add", "--channel", "cli", "--sender", "tester", "fs:write", "/srv/x/**",
+        "grants",
+        "add",
+        "--channel",
+        "cli",
+        "--sender",
+        "tester",
+        "fs:write",
+        "/srv/x/**",
     ])
     .expect_err(1, &["permission denied for table grants"]);
     db.client().batch_execute("DELETE FROM grants").unwrap();
@@ -321,9 +331,11 @@ fn fleet_a_node_s_role_records_a_grant_only_as_the_grant_of_an_answer() {
         )
         .unwrap();
     std::thread::sleep(BOUND);
-    let r = server.call("write-file", write("r3"), &mut |_: &Value| {
-        json!({"action": "accept", "content": {"decision": "allow_and_remember"}})
-    });
+    let r = server.call(
+        "write-file",
+        write("r3"),
+        &mut |_: &Value| json!({"action": "accept", "content": {"decision": "allow_and_remember"}}),
+    );
     assert_eq!(r["isError"], true, "{r:#}");
     assert!(
         r.to_string()
