@@ -997,7 +997,7 @@ fn fleet_migrate_from_version_3_keeps_the_index_and_the_chain_goes_on() {
         .map(|r| (r.get(0), r.get(1), r.get::<_, i64>(2) as u64, r.get(3)))
         .collect();
     assert_eq!(old, before);
-    assert_eq!(pg.migrate().unwrap(), (3, 5));
+    assert_eq!(pg.migrate().unwrap(), (3, 6));
     let triggers: i64 = c
         .query_one(
             "SELECT count(*) FROM pg_trigger WHERE tgrelid = 'audit_chain'::regclass",
@@ -1063,6 +1063,8 @@ fn fleet_a_turn_is_looked_up_through_the_chains_turn_index_from_schema_version_5
         after.contains("Bitmap Index Scan on audit_chain_turn"),
         "{after}"
     );
+    // This build's nodes need the newest version.
+    assert_eq!(pg.migrate().unwrap().0, 5);
     // The lookup still finds what a node recorded: node B is told which
     // node holds the journal of a turn A ran.
     let (a, b) = (Env::on(&db), Env::on(&db));
