@@ -2,7 +2,8 @@
 //!
 //! Each node links its records itself, to the head it knows: it inserts
 //! `seq = head + 1`, `prev` = the head's hash and `hash`
-//! ([`super::chain::link_hash`]) in one plain `INSERT`, one round trip and
+//! ([`super::chain::link_hash_2`], format 2 since schema version 6) in
+//! one plain `INSERT`, one round trip and
 //! one commit, with no trigger to run. The primary key on `seq` is what
 //! serializes the fleet: when another node appended meanwhile, the insert
 //! fails on the key and changes nothing, and the node reads the head again
