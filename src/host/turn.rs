@@ -516,7 +516,7 @@ impl Inner {
                 Choice::Once => answered.once.items.push(p.clone()),
                 Choice::Remember { expires_in_secs } if p.rememberable => {
                     let id = self
-                        .remember(&t.frozen, &t.request.actor, p, *expires_in_secs)
+                        .remember(&t.frozen, &t.request.actor, t.id, p, *expires_in_secs)
                         .map_err(|e| format!("cannot remember the approval: {}", chain(&e)))?;
                     answer.grant = Some(id);
                     remembered = true;
@@ -544,6 +544,7 @@ impl Inner {
         &self,
         frozen: &Frozen,
         actor: &str,
+        turn: &str,
         p: &Pending,
         expires_in_secs: Option<u64>,
     ) -> Result<i64, HostError> {
@@ -554,7 +555,9 @@ impl Inner {
             .and_then(|a| a.identity.clone())
             .unwrap_or_default();
         let now = now_utc();
-        let grant = self.grants.record(
+        // The answer and its grant together: on a fleet's database a
+        // node's role records a grant only as the grant of an answer.
+        let grant = self.grants.remember(
             &NewGrant {
                 identity,
                 capability: p.capability.as_str().into(),
@@ -563,6 +566,8 @@ impl Inner {
                     .map(|s| now.plus_seconds(i64::try_from(s).unwrap_or(i64::MAX))),
                 granted_by: self.granted_by.clone(),
             },
+            turn,
+            expires_in_secs,
             now,
         )?;
         Ok(grant.id)

@@ -483,6 +483,7 @@ impl Server {
             scope: &binding.scope,
             definition_hash: &binding.definition_hash,
             policy_hash: &binding.policy_hash,
+            form: None,
         };
         let outcome = self
             .run_answered(request, progress.as_ref(), &asked, self.choice_of(result))
@@ -511,7 +512,10 @@ impl Server {
                 let (definition_hash, policy_hash) = self.hashes();
                 let same = scope_of(&parked.approval) == asked.scope
                     && definition_hash == asked.definition_hash
-                    && policy_hash == asked.policy_hash;
+                    && policy_hash == asked.policy_hash
+                    && asked
+                        .form
+                        .is_none_or(|(turn, form)| self.asks(&parked.approval, turn, form));
                 let n = parked.approval.pending.len();
                 let choices = if same {
                     vec![choice; n]
@@ -534,4 +538,27 @@ pub(super) struct Asked<'a> {
     pub(super) scope: &'a str,
     pub(super) definition_hash: &'a str,
     pub(super) policy_hash: &'a str,
+    /// The form the person was shown and the turn it named, when the
+    /// record holds it (a task's): this node's fresh question must be
+    /// that form, word for word, but for its own turn id.
+    pub(super) form: Option<(&'a str, &'a ElicitRequestParams)>,
+}
+
+impl Server {
+    /// Whether this node's fresh question `approval`, asked under `turn`,
+    /// is the form `shown`.
+    fn asks(
+        &self,
+        approval: &crate::host::ApprovalRequest,
+        turn: &str,
+        shown: &ElicitRequestParams,
+    ) -> bool {
+        let mut fresh = approval.clone();
+        fresh.turn = turn.to_string();
+        let fresh = elicitation(&fresh, self.inner.options.remember);
+        matches!(
+            (serde_json::to_value(&fresh), serde_json::to_value(shown)),
+            (Ok(a), Ok(b)) if a == b
+        )
+    }
 }

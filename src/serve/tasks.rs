@@ -104,6 +104,11 @@ struct FleetCall {
     definition_hash: String,
     #[serde(default)]
     policy_hash: String,
+    /// Set when the task parks: the turn the form names (a node that
+    /// answers elsewhere asks its fresh question under it, to compare
+    /// the two forms).
+    #[serde(default)]
+    turn: String,
 }
 
 impl Entry {
@@ -161,6 +166,7 @@ impl Entry {
             form,
             result,
             cancel_asked: false,
+            asked_sha256: None,
         }
     }
 
@@ -384,6 +390,7 @@ impl Server {
             scope: String::new(),
             definition_hash: String::new(),
             policy_hash: String::new(),
+            turn: String::new(),
         });
         let entry = Entry {
             session: session_of(context),
@@ -435,7 +442,12 @@ impl Server {
             Ok(Begun::Parked(parked)) => {
                 let form = elicitation(&parked.approval, self.inner.options.remember);
                 let (definition_hash, policy_hash) = self.hashes();
-                asked = Some((scope_of(&parked.approval), definition_hash, policy_hash));
+                asked = Some((
+                    scope_of(&parked.approval),
+                    definition_hash,
+                    policy_hash,
+                    parked.approval.turn.clone(),
+                ));
                 State::InputRequired { parked, form }
             }
             Ok(Begun::Done(outcome)) => {
@@ -465,12 +477,13 @@ impl Server {
                 return;
             }
             entry.set(state);
-            if let (Some((scope, definition_hash, policy_hash)), Some(call)) =
+            if let (Some((scope, definition_hash, policy_hash, turn)), Some(call)) =
                 (asked, entry.call.as_mut())
             {
                 call.scope = scope;
                 call.definition_hash = definition_hash;
                 call.policy_hash = policy_hash;
+                call.turn = turn;
             }
             node.map(|n| entry.row(&n))
         };
@@ -672,11 +685,39 @@ impl Server {
         if call.actor != self.inner.options.actor {
             return Err(unknown(id));
         }
+        // The call is run only as the form the person was shown: the
+        // parking node recorded the hash of the two, in a column no node
+        // may change; a record where they no longer match is refused
+        // before anything is taken (the parking node can still be
+        // answered).
+        let form = row
+            .form
+            .clone()
+            .and_then(|f| serde_json::from_value::<ElicitRequestParams>(f).ok());
+        let bound = row.asked_sha256.as_deref()
+            == Some(
+                crate::state::tasks::asked_sha256(row.call.as_ref(), row.form.as_ref()).as_str(),
+            );
+        let Some(form) = form.filter(|_| bound) else {
+            tracing::warn!("task `{id}`: its record does not bind its call to the form asked");
+            return Err(ErrorData::invalid_params(
+                format!(
+                    "task `{id}`: the fleet's record of its call does not match the question asked; answer it through the node that asked it"
+                ),
+                None,
+            ));
+        };
         let Some(was) = tokio::task::block_in_place(|| store.take_input(&id_sha256(id), &node))
             .map_err(|e| fleet_error(&e))?
         else {
             return Err(not_waiting(id));
         };
+        // Taken as read: no node may change these columns, so only the
+        // owner could have meanwhile; then nothing runs.
+        if (&was.call, &was.form, &was.asked_sha256) != (&row.call, &row.form, &row.asked_sha256) {
+            tracing::warn!("task `{id}`: its record changed while it was taken: not run");
+            return Err(not_waiting(id));
+        }
         tracing::info!(
             "task `{id}` of node `{}`: answered here, run afresh",
             was.node
@@ -705,6 +746,7 @@ impl Server {
                 scope: &call.scope,
                 definition_hash: &call.definition_hash,
                 policy_hash: &call.policy_hash,
+                form: Some((&call.turn, &form)),
             };
             let outcome = server.run_answered(request, None, &asked, choice).await;
             server

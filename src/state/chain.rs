@@ -16,6 +16,15 @@
 //! from the record they edit onwards, or drop its newest records; a
 //! head hash noted elsewhere, or a store that the writer may only
 //! append to, is what stops that.
+//!
+//! Each record has a format. Format 1 hashes its five fields
+//! ([`link_hash`]): the file's records, and a fleet's records written
+//! before schema version 6. A fleet's records from version 6 on are of
+//! format 2 ([`link_hash_2`]), which also hashes the two columns its
+//! history index reads, the node and the operation count (security round
+//! 3, item 6): a format-1 record leaves them unbound, as it always did.
+//! The format is itself bound: a record relabelled to the other format no
+//! longer hashes as itself.
 
 use std::collections::HashMap;
 
@@ -44,6 +53,45 @@ pub fn link_hash(prev: &str, kind: &str, turn: &str, time: &str, body: &str) -> 
     crate::util::hash::hex(&h.finalize())
 }
 
+/// The format of a record hashed by [`link_hash`].
+pub const FORMAT_1: i64 = 1;
+
+/// The format of a record hashed by [`link_hash_2`].
+pub const FORMAT_2: i64 = 2;
+
+/// The hash of a record of format 2: the lowercase hex sha256 of the
+/// UTF-8 bytes of `2`, `prev`, `kind`, `turn`, `time`, the node as JSON
+/// (a string, or `null`), the operation count as JSON (a number, or
+/// `null`) and `body`, each followed by a newline but the last. The
+/// leading `2` keeps a record of one format from hashing as one of the
+/// other; the JSON keeps a node's name from running into the next field.
+pub fn link_hash_2(
+    prev: &str,
+    kind: &str,
+    turn: &str,
+    time: &str,
+    node: Option<&str>,
+    operations: Option<i64>,
+    body: &str,
+) -> String {
+    let node = node.map_or_else(
+        || "null".to_string(),
+        |n| serde_json::Value::from(n).to_string(),
+    );
+    let operations = operations.map_or_else(|| "null".to_string(), |n| n.to_string());
+    let mut h = Sha256::new();
+    for (i, part) in ["2", prev, kind, turn, time, &node, &operations, body]
+        .iter()
+        .enumerate()
+    {
+        if i > 0 {
+            h.update(b"\n");
+        }
+        h.update(part.as_bytes());
+    }
+    crate::util::hash::hex(&h.finalize())
+}
+
 /// One stored record of the chain.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct ChainRow {
@@ -62,12 +110,37 @@ pub struct ChainRow {
     pub prev: String,
     /// Its own hash ([`link_hash`] of `prev` and its fields).
     pub hash: String,
+    /// Its format: [`FORMAT_1`] or [`FORMAT_2`] (any other never
+    /// verifies).
+    pub format: i64,
+    /// The node that recorded it, in a fleet's history index (hashed in
+    /// format 2).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub node: Option<String>,
+    /// Its turn's operation count, in a fleet's history index (hashed in
+    /// format 2).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub operations: Option<i64>,
 }
 
 impl ChainRow {
-    /// Whether its hash is that of its own fields.
+    /// Whether its hash is that of its own fields, as its format hashes
+    /// them.
     pub fn self_consistent(&self) -> bool {
-        link_hash(&self.prev, &self.kind, &self.turn, &self.time, &self.body) == self.hash
+        let hash = match self.format {
+            FORMAT_1 => link_hash(&self.prev, &self.kind, &self.turn, &self.time, &self.body),
+            FORMAT_2 => link_hash_2(
+                &self.prev,
+                &self.kind,
+                &self.turn,
+                &self.time,
+                self.node.as_deref(),
+                self.operations,
+                &self.body,
+            ),
+            _ => return false,
+        };
+        hash == self.hash
     }
 }
 
@@ -318,6 +391,9 @@ mod tests {
                 body,
                 prev: prev.clone(),
                 hash: hash.clone(),
+                format: FORMAT_1,
+                node: None,
+                operations: None,
             });
             prev = hash;
         }
@@ -349,6 +425,69 @@ mod tests {
     fn stored(mut rows: Vec<ChainRow>) -> Vec<ChainRow> {
         rows.sort_by_key(|r| r.seq);
         rows
+    }
+
+    /// security round 3, item 6: a record of format 2 hashes its node and
+    /// operation count, and its format: changing either, or relabelling
+    /// the record as format 1, breaks it; a format this build does not
+    /// know never verifies.
+    ///
+    /// Positive control: the untouched record of each format is whole.
+    #[test]
+    fn a_format_2_record_binds_its_node_its_operation_count_and_its_format() {
+        let mut row = ChainRow {
+            seq: 1,
+            kind: "turn".into(),
+            turn: "t-1".into(),
+            time: "2026-12-07T10:00:00Z".into(),
+            body: "{}".into(),
+            prev: GENESIS.into(),
+            hash: String::new(),
+            format: FORMAT_2,
+            node: Some("node-a".into()),
+            operations: Some(3),
+        };
+        row.hash = link_hash_2(
+            GENESIS,
+            "turn",
+            "t-1",
+            &row.time,
+            Some("node-a"),
+            Some(3),
+            "{}",
+        );
+        assert!(row.self_consistent());
+        // sha256 of the fields joined by newlines, as `printf` would.
+        let want = format!(
+            "{:x}",
+            Sha256::digest(b"2\n0000000000000000000000000000000000000000000000000000000000000000\nturn\nt-1\n2026-12-07T10:00:00Z\n\"node-a\"\n3\n{}")
+        );
+        assert_eq!(row.hash, want);
+        let edits: [fn(&mut ChainRow); 6] = [
+            |r: &mut ChainRow| r.node = Some("node-b".into()),
+            |r: &mut ChainRow| r.node = None,
+            |r: &mut ChainRow| r.operations = Some(4),
+            |r: &mut ChainRow| r.operations = None,
+            |r: &mut ChainRow| r.format = FORMAT_1,
+            |r: &mut ChainRow| r.format = 3,
+        ];
+        for edit in edits {
+            let mut edited = row.clone();
+            edit(&mut edited);
+            assert!(!edited.self_consistent(), "{edited:?}");
+            assert_eq!(
+                verify(None, &[edited.clone()]),
+                broken(1, "t-1", Tamper::Edited)
+            );
+        }
+        // Format 1 leaves them unbound, as it always did.
+        let mut old = row.clone();
+        old.format = FORMAT_1;
+        old.hash = link_hash(GENESIS, "turn", "t-1", &row.time, "{}");
+        assert!(old.self_consistent());
+        old.node = Some("node-b".into());
+        assert!(old.self_consistent());
+        assert!(verify(None, &[row]).is_ok());
     }
 
     #[test]
@@ -495,6 +634,9 @@ mod tests {
             body: body.into(),
             prev: prev.clone(),
             hash: link_hash(&prev, "turn", "t-forged", "2026-12-06T10:00:03Z", body),
+            format: FORMAT_1,
+            node: None,
+            operations: None,
         };
         let mut with = rows.clone();
         with.insert(3, forged.clone());

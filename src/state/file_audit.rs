@@ -100,6 +100,10 @@ impl Line<'_> {
             body,
             prev: self.prev,
             hash: self.hash,
+            // The file holds no other field: format 1 hashes all of them.
+            format: super::chain::FORMAT_1,
+            node: None,
+            operations: None,
         }
     }
 }
@@ -269,6 +273,9 @@ fn parse(path: &Path, bytes: &[u8]) -> Result<Parsed, StateError> {
                 body: String::from_utf8_lossy(line).trim_end().to_string(),
                 prev: String::new(),
                 hash: String::new(),
+                format: super::chain::FORMAT_1,
+                node: None,
+                operations: None,
             },
         };
         next_seq = row.seq.saturating_add(1);

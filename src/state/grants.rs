@@ -45,6 +45,25 @@ pub trait GrantBackend: Send + Sync {
     /// A grant turns `approval_required` into `allowed` for its identity
     /// and target until it expires or is revoked.
     fn record(&self, new: &NewGrant, now: UtcTime) -> Result<Grant, GrantError>;
+    /// Records the grant of an "allow and remember" answer a person gave
+    /// to this host in turn `turn`: `new`'s identity, capability and
+    /// target, for `expires_in_secs` from now (`None`: forever; `new`'s
+    /// own expiry says the same as of `now`).
+    ///
+    /// # Security
+    /// On PostgreSQL a node's role may not write `grants` (schema version
+    /// 6): the database records the answer and the grant it makes,
+    /// together and from its own clock (`gatehouse_remember`, [`SCHEMA_6`]).
+    fn remember(
+        &self,
+        new: &NewGrant,
+        turn: &str,
+        expires_in_secs: Option<u64>,
+        now: UtcTime,
+    ) -> Result<Grant, GrantError> {
+        let _ = (turn, expires_in_secs);
+        self.record(new, now)
+    }
     /// Revokes grant `id`; `None` when there is no grants store at all.
     fn revoke(&self, id: i64, now: UtcTime) -> Result<Option<Grant>, GrantError>;
     /// Revokes the unrevoked grant of `identity` on `capability` and
@@ -199,6 +218,83 @@ GRANT UPDATE ON grants TO gatehouse_approver;
 GRANT USAGE ON SEQUENCE grants_id_seq TO gatehouse_node, gatehouse_approver;
 ";
 
+/// What schema version 6 changes in the grants (security round 3, item
+/// 5): a node's role may no longer write `grants`. A grant recorded from
+/// a node is the grant of an answer: `gatehouse_remember` (a `SECURITY
+/// DEFINER` function, the one way a node's role records a grant) writes
+/// the answer to `node_answers` (its turn, the item, the lifetime, the
+/// database role that gave it) and the grant with the answer's item and
+/// lifetime, timed by the database's clock, tied to it by `answer`. The
+/// owner may refuse every answer given to a node (`node_answers` = 0 in
+/// `gatehouse_meta`): then only an approver's answer (`gatehouse
+/// approvals allow --remember`, which the approver's role records itself)
+/// makes a grant.
+pub const SCHEMA_6: &str = r#"
+CREATE TABLE IF NOT EXISTS node_answers (
+ id bigserial PRIMARY KEY,
+ role name NOT NULL DEFAULT session_user,
+ turn text NOT NULL,
+ channel text NOT NULL,
+ sender_id text NOT NULL,
+ capability text NOT NULL,
+ target text NOT NULL,
+ expires_in_secs bigint CHECK (expires_in_secs > 0),
+ answered_at text NOT NULL,
+ granted_by text,
+ grant_id bigint
+);
+ALTER TABLE grants ADD COLUMN IF NOT EXISTS answer bigint REFERENCES node_answers (id);
+INSERT INTO gatehouse_meta (key, value) VALUES ('node_answers', 1) ON CONFLICT (key) DO NOTHING;
+REVOKE UPDATE (expires_at) ON grants FROM gatehouse_node;
+REVOKE INSERT, UPDATE ON grants FROM gatehouse_node;
+REVOKE USAGE ON SEQUENCE grants_id_seq FROM gatehouse_node;
+GRANT SELECT ON node_answers TO gatehouse_node, gatehouse_approver;
+CREATE OR REPLACE FUNCTION gatehouse_remember(p_turn text, p_channel text, p_sender text,
+ p_capability text, p_target text, p_expires_in_secs bigint, p_granted_by text)
+ RETURNS SETOF grants LANGUAGE plpgsql SECURITY DEFINER SET search_path = public AS $$
+DECLARE
+  v_now timestamptz := now();
+  v_at text := to_char(v_now AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"');
+  v_until text;
+  v_answer bigint;
+  v_grant grants;
+BEGIN
+  IF coalesce((SELECT value FROM gatehouse_meta WHERE key = 'node_answers'), 0) <> 1 THEN
+    RAISE EXCEPTION 'this fleet takes no remembered answer given to a node: answer through `gatehouse approvals allow --remember`'
+      USING ERRCODE = 'insufficient_privilege';
+  END IF;
+  IF p_expires_in_secs IS NOT NULL THEN
+    v_until := to_char((v_now + make_interval(secs => p_expires_in_secs)) AT TIME ZONE 'UTC',
+      'YYYY-MM-DD"T"HH24:MI:SS"Z"');
+  END IF;
+  INSERT INTO node_answers (turn, channel, sender_id, capability, target, expires_in_secs,
+    answered_at, granted_by)
+  VALUES (p_turn, p_channel, p_sender, p_capability, p_target, p_expires_in_secs, v_at,
+    p_granted_by)
+  RETURNING id INTO v_answer;
+  INSERT INTO grants (channel, sender_id, capability, target, granted_at, expires_at, granted_by,
+    answer)
+  VALUES (p_channel, p_sender, p_capability, p_target, v_at, v_until, p_granted_by, v_answer)
+  ON CONFLICT (channel, sender_id, capability, target) WHERE revoked_at IS NULL DO NOTHING
+  RETURNING * INTO v_grant;
+  IF v_grant.id IS NULL THEN
+    -- The tuple's one unrevoked grant: the later expiry wins, none at
+    -- all (forever) beats any.
+    SELECT * INTO v_grant FROM grants WHERE revoked_at IS NULL AND channel = p_channel
+      AND sender_id = p_sender AND capability = p_capability AND target = p_target FOR UPDATE;
+    IF v_grant.expires_at IS NOT NULL AND (v_until IS NULL OR v_until > v_grant.expires_at) THEN
+      UPDATE grants SET expires_at = v_until, answer = v_answer WHERE id = v_grant.id
+        RETURNING * INTO v_grant;
+    END IF;
+  END IF;
+  UPDATE node_answers SET grant_id = v_grant.id WHERE id = v_answer;
+  RETURN NEXT v_grant;
+END $$;
+REVOKE ALL ON FUNCTION gatehouse_remember(text, text, text, text, text, bigint, text) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION gatehouse_remember(text, text, text, text, text, bigint, text)
+ TO gatehouse_node, gatehouse_approver;
+"#;
+
 use crate::grants::COLUMNS;
 
 /// A fleet's grants, in PostgreSQL.
@@ -314,6 +410,34 @@ impl GrantBackend for PgGrants {
             };
             tx.commit()?;
             Ok(row)
+        })?;
+        self.decode(&row)
+    }
+
+    fn remember(
+        &self,
+        new: &NewGrant,
+        turn: &str,
+        expires_in_secs: Option<u64>,
+        now: UtcTime,
+    ) -> Result<Grant, GrantError> {
+        self.pg.note_grant_write();
+        let (capability, pattern) = crate::grants::validated(new, now)?;
+        let (cap, target) = (capability.as_str(), pattern.as_str());
+        let secs = expires_in_secs.map(|s| i64::try_from(s).unwrap_or(i64::MAX));
+        let row = self.pg.with("cannot record the remembered answer", |c| {
+            c.query_one(
+                &format!("SELECT {COLUMNS} FROM gatehouse_remember($1, $2, $3, $4, $5, $6, $7)"),
+                &[
+                    &turn,
+                    &new.identity.channel,
+                    &new.identity.sender_id,
+                    &cap,
+                    &target,
+                    &secs,
+                    &new.granted_by,
+                ],
+            )
         })?;
         self.decode(&row)
     }

@@ -77,6 +77,9 @@ pub fn read(path: &Path) -> Result<(Option<Checkpoint>, Vec<ChainRow>), StateErr
                     body: r.get(4)?,
                     prev: r.get(5)?,
                     hash: r.get(6)?,
+                    format: super::chain::FORMAT_1,
+                    node: None,
+                    operations: None,
                 })
             })
             .map_err(err)?;

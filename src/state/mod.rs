@@ -61,6 +61,13 @@ pub const SCHEMA_4: &[&str] = &[pg_audit::SCHEMA_4, history::SCHEMA_4];
 /// index's lookups.
 pub const SCHEMA_5: &[&str] = &[history::SCHEMA_5];
 
+/// What version 6 changes (security round 3): a node's role may change
+/// only a task's status, result, timestamps, cancel mark and runner, and
+/// writes a task's call and form once, bound by a hash; it records a
+/// grant only as the grant of an answer; the chain's records hash their
+/// node and operation count (format 2).
+pub const SCHEMA_6: &[&str] = &[tasks::SCHEMA_6, grants::SCHEMA_6, pg_audit::SCHEMA_6];
+
 /// Each schema version and what `migrate` runs to reach it from the one
 /// before, in order.
 pub const MIGRATIONS: &[(i64, &[&str])] = &[
@@ -69,6 +76,7 @@ pub const MIGRATIONS: &[(i64, &[&str])] = &[
     (3, SCHEMA_3),
     (4, SCHEMA_4),
     (5, SCHEMA_5),
+    (6, SCHEMA_6),
 ];
 
 /// The grant store `state` names: its PostgreSQL database, else its

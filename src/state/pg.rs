@@ -14,7 +14,7 @@ use postgres::{Client, Config, NoTls};
 
 /// The version of the PostgreSQL schema this build writes and reads
 /// (`gatehouse_meta.schema_version`). A newer one is refused.
-pub const SCHEMA_VERSION: i64 = 5;
+pub const SCHEMA_VERSION: i64 = 6;
 
 /// How long connecting may take before the state counts as unreachable.
 pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
@@ -24,7 +24,9 @@ pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 const IDLE: usize = 16;
 
 /// The role a node's URL should log in as: it reads the policy state,
-/// records grants and turns, and may only INSERT into the audit.
+/// records turns, records a grant only as the grant of an answer
+/// (`gatehouse_remember`), changes only what a node must of a task, and
+/// may only INSERT into the audit.
 pub const NODE_ROLE: &str = "gatehouse_node";
 /// The role of the people who answer approvals: the only one that may
 /// change a pending approval's answer.

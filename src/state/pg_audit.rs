@@ -2,7 +2,8 @@
 //!
 //! Each node links its records itself, to the head it knows: it inserts
 //! `seq = head + 1`, `prev` = the head's hash and `hash`
-//! ([`super::chain::link_hash`]) in one plain `INSERT`, one round trip and
+//! ([`super::chain::link_hash_2`], format 2 since schema version 6) in
+//! one plain `INSERT`, one round trip and
 //! one commit, with no trigger to run. The primary key on `seq` is what
 //! serializes the fleet: when another node appended meanwhile, the insert
 //! fails on the key and changes nothing, and the node reads the head again
@@ -31,7 +32,7 @@ use std::sync::{Arc, Condvar, Mutex};
 use postgres::error::SqlState;
 
 use super::audit::{AuditStore, StateError};
-use super::chain::{link_hash, ChainRow, Checkpoint, GENESIS};
+use super::chain::{link_hash_2, ChainRow, Checkpoint, FORMAT_1, GENESIS};
 use super::pg::Pg;
 
 /// The PostgreSQL schema of the audit chain (part of version 1).
@@ -76,6 +77,16 @@ GRANT SELECT, INSERT ON audit_chain TO gatehouse_node, gatehouse_approver;
 GRANT SELECT ON audit_checkpoint TO gatehouse_node, gatehouse_approver;
 ";
 
+/// What schema version 6 changes in the chain (security round 3, item
+/// 6): each record's format (`NULL`: format 1, every record written
+/// before). Records from version 6 on are of format 2, whose hash also
+/// covers `node` and `operations` ([`super::chain::link_hash_2`]), the
+/// two columns the history index reads; `history verify` checks each
+/// record by its own format.
+pub const SCHEMA_6: &str = "
+ALTER TABLE audit_chain ADD COLUMN IF NOT EXISTS format smallint;
+";
+
 /// What schema version 4 changes in the chain: the nodes link their
 /// records, so the linking trigger goes.
 pub const SCHEMA_4: &str = "
@@ -110,15 +121,16 @@ struct Record {
     operations: Option<i64>,
 }
 
-/// One record, linked by this node.
+/// One record, linked by this node (format 2).
 const INSERT_ONE: &str = "INSERT INTO audit_chain \
-     (seq, kind, turn, time, body, prev, hash, node, operations) \
-     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)";
+     (seq, kind, turn, time, body, prev, hash, node, operations, format) \
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, 2)";
 
-/// A batch of records, linked by this node one after the other.
+/// A batch of records, linked by this node one after the other (format
+/// 2).
 const INSERT_MANY: &str = "INSERT INTO audit_chain \
-     (seq, kind, turn, time, body, prev, hash, node, operations) \
-     SELECT * FROM unnest($1::bigint[], $2::text[], $3::text[], $4::text[], $5::text[], \
+     (seq, kind, turn, time, body, prev, hash, node, operations, format) \
+     SELECT *, 2 FROM unnest($1::bigint[], $2::text[], $3::text[], $4::text[], $5::text[], \
        $6::text[], $7::text[], $8::text[], $9::bigint[])";
 
 /// The chain's head: its newest record, else the checkpoint a prune kept.
@@ -286,7 +298,15 @@ fn link(batch: &[(u64, Record)], last: i64, prev: String) -> Vec<(i64, String, S
     let (mut seq, mut prev) = (last, prev);
     for (_, r) in batch {
         seq = seq.saturating_add(1);
-        let hash = link_hash(&prev, &r.kind, &r.turn, &r.time, &r.body);
+        let hash = link_hash_2(
+            &prev,
+            &r.kind,
+            &r.turn,
+            &r.time,
+            r.node.as_deref(),
+            r.operations,
+            &r.body,
+        );
         links.push((seq, std::mem::replace(&mut prev, hash.clone()), hash));
     }
     links
@@ -350,10 +370,13 @@ fn row(r: &postgres::Row) -> ChainRow {
         body: r.get(4),
         prev: r.get(5),
         hash: r.get(6),
+        format: r.get::<_, Option<i16>>(7).map_or(FORMAT_1, i64::from),
+        node: r.get(8),
+        operations: r.get(9),
     }
 }
 
-const COLUMNS: &str = "seq, kind, turn, time, body, prev, hash";
+const COLUMNS: &str = "seq, kind, turn, time, body, prev, hash, format, node, operations";
 
 impl AuditStore for PgAudit {
     fn append(&self, kind: &str, turn: &str, time: &str, body: &str) -> Result<i64, StateError> {

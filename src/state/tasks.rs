@@ -19,6 +19,13 @@
 //! - A cancel that reaches another node than the runner marks the row
 //!   ([`TaskStore::ask_cancel`]); the runner looks at the mark while the
 //!   task works and stops its turn.
+//! - From schema version 6 a node's role may change only what a node must
+//!   (status, result, timestamps, the cancel mark, the runner): never the
+//!   call, the form, the session or the node that created the task. The
+//!   call and the form are written once, when the task parks, by
+//!   `gatehouse_task_park` ([`SCHEMA_6`]), with [`asked_sha256`] of the
+//!   two, so a node that answers the task elsewhere runs the call the
+//!   person was shown, or nothing.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -46,6 +53,78 @@ CREATE TABLE IF NOT EXISTS tasks (
 GRANT SELECT, INSERT, UPDATE ON tasks TO gatehouse_node;
 ";
 
+/// What schema version 6 changes in the tasks (security round 3, item 5):
+/// the node that runs a task is `runner` (NULL: the node that created
+/// it), so `node` never changes; the node's role may write only the
+/// columns a node must change, by column grants; the call, the form and
+/// `asked_sha256` (the hash that binds the two) are written once, when
+/// the task parks, by `gatehouse_task_park`, and by nothing else a node
+/// may run. A task that parked under version 5 has no `asked_sha256`: it
+/// is answered on the node that parked it, not elsewhere.
+pub const SCHEMA_6: &str = "
+ALTER TABLE tasks ADD COLUMN IF NOT EXISTS runner text;
+ALTER TABLE tasks ADD COLUMN IF NOT EXISTS asked_sha256 text;
+REVOKE INSERT, UPDATE ON tasks FROM gatehouse_node;
+GRANT INSERT (id_sha256, node, session, status, created_at, updated_at, result, expires_at)
+ ON tasks TO gatehouse_node;
+GRANT UPDATE (status, updated_at, result, expires_at, cancel_asked, runner)
+ ON tasks TO gatehouse_node;
+CREATE OR REPLACE FUNCTION gatehouse_task_park(p_id text, p_node text, p_session text,
+ p_created_at text, p_updated_at text, p_call text, p_form text, p_asked text, p_ttl_ms bigint)
+ RETURNS boolean LANGUAGE plpgsql SECURITY DEFINER SET search_path = public AS $$
+BEGIN
+  -- Once per task: only a working task of p_node that never parked (no
+  -- runner, no call, no form, no hash) takes a call and a form.
+  INSERT INTO tasks AS t (id_sha256, node, session, status, created_at, updated_at, call, form,
+    asked_sha256, expires_at)
+  VALUES (p_id, p_node, p_session, 'input_required', p_created_at, p_updated_at, p_call::jsonb,
+    p_form::jsonb, p_asked, now() + make_interval(secs => p_ttl_ms / 1000.0))
+  ON CONFLICT (id_sha256) DO UPDATE SET status = 'input_required',
+    updated_at = excluded.updated_at, call = excluded.call, form = excluded.form,
+    asked_sha256 = excluded.asked_sha256, expires_at = excluded.expires_at
+  WHERE t.node = excluded.node AND t.runner IS NULL AND t.status = 'working'
+    AND t.call IS NULL AND t.form IS NULL AND t.asked_sha256 IS NULL;
+  RETURN FOUND;
+END $$;
+REVOKE ALL ON FUNCTION gatehouse_task_park(text, text, text, text, text, text, text, text, bigint)
+ FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION gatehouse_task_park(text, text, text, text, text, text, text, text, bigint)
+ TO gatehouse_node;
+";
+
+/// The hash that binds a parked task's call to the form its person is
+/// shown: the lowercase hex sha256 of `gatehouse-task-asked-1`, the
+/// call's canonical JSON and the form's (keys sorted at every level), each
+/// on a line of its own. The parking node records it with the two; a node
+/// that answers the task elsewhere recomputes it from the stored call and
+/// form and refuses a task where it differs.
+pub fn asked_sha256(call: Option<&serde_json::Value>, form: Option<&serde_json::Value>) -> String {
+    let text = |v: Option<&serde_json::Value>| {
+        v.map_or_else(|| "null".to_string(), |v| sorted(v).to_string())
+    };
+    let bytes = format!("gatehouse-task-asked-1\n{}\n{}", text(call), text(form));
+    crate::policy::snapshot::sha256_hex(bytes.as_bytes())
+}
+
+/// `v` with every object's keys in sorted order (whatever order the map
+/// type keeps): the JSON read back from a `jsonb` column hashes as written.
+fn sorted(v: &serde_json::Value) -> serde_json::Value {
+    use serde_json::Value;
+    match v {
+        Value::Object(m) => {
+            let mut keys: Vec<&String> = m.keys().collect();
+            keys.sort();
+            Value::Object(
+                keys.into_iter()
+                    .map(|k| (k.clone(), m.get(k).map_or(Value::Null, sorted)))
+                    .collect(),
+            )
+        }
+        Value::Array(a) => Value::Array(a.iter().map(sorted).collect()),
+        other => other.clone(),
+    }
+}
+
 /// A task's status, as the table holds it (the Tasks extension's names).
 pub mod status {
     /// Its turn runs.
@@ -61,7 +140,8 @@ pub mod status {
 /// One task as the fleet sees it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct TaskRow {
-    /// The node that runs it (or parked it).
+    /// The node that runs it (or parked it): the runner once another node
+    /// took it.
     pub node: String,
     /// The HTTP session it was created in, if any.
     pub session: Option<String>,
@@ -80,13 +160,19 @@ pub struct TaskRow {
     pub result: Option<serde_json::Value>,
     /// Whether a cancel reached another node than the runner.
     pub cancel_asked: bool,
+    /// As read: the [`asked_sha256`] the parking node recorded with the
+    /// call and the form (`None` before it parked, or under schema
+    /// version 5). Ignored when writing: [`TaskStore::put`] computes it.
+    pub asked_sha256: Option<String>,
 }
 
 /// A fleet's tasks.
 pub trait TaskStore: Send + Sync {
     /// Records task `id_sha256`'s state `row`, kept for `ttl` from now:
     /// created, or changed when `row.node` runs it and it is not
-    /// cancelled. Whether it was written.
+    /// cancelled. An input-required state records the call and the form,
+    /// once: only a working task that never parked takes them. Whether it
+    /// was written.
     fn put(&self, id_sha256: &str, row: &TaskRow, ttl: Duration) -> Result<bool, StateError>;
 
     /// The unexpired task `id_sha256`.
@@ -116,8 +202,11 @@ impl PgTasks {
     }
 }
 
-const COLUMNS: &str = "node, session, status, created_at, updated_at, call::text, form::text, \
-                       result::text, cancel_asked";
+/// The columns [`task_row`] reads; the node is the runner's, once
+/// another node took the task.
+const COLUMNS: &str = "coalesce(runner, node) AS node, session, status, created_at, updated_at, \
+                       call::text AS call, form::text AS form, result::text AS result, \
+                       cancel_asked, asked_sha256";
 
 fn task_row(r: &postgres::Row) -> TaskRow {
     let json = |i: usize| {
@@ -134,25 +223,49 @@ fn task_row(r: &postgres::Row) -> TaskRow {
         form: json(6),
         result: json(7),
         cancel_asked: r.get(8),
+        asked_sha256: r.get(9),
     }
 }
 
 impl TaskStore for PgTasks {
     fn put(&self, id_sha256: &str, row: &TaskRow, ttl: Duration) -> Result<bool, StateError> {
-        let text = |v: &Option<serde_json::Value>| v.as_ref().map(serde_json::Value::to_string);
-        let (call, form, result) = (text(&row.call), text(&row.form), text(&row.result));
         let ttl_ms = i64::try_from(ttl.as_millis()).unwrap_or(i64::MAX);
+        if row.status == status::INPUT_REQUIRED {
+            // The call and the form, with the hash that binds them, in the
+            // one write a node's role may make of them.
+            let text = |v: &Option<serde_json::Value>| v.as_ref().map(serde_json::Value::to_string);
+            let (call, form) = (text(&row.call), text(&row.form));
+            let asked = asked_sha256(row.call.as_ref(), row.form.as_ref());
+            return Ok(self.pg.with("cannot record the task", |c| {
+                c.query_one(
+                    "SELECT gatehouse_task_park($1, $2, $3, $4, $5, $6, $7, $8, $9)",
+                    &[
+                        &id_sha256,
+                        &row.node,
+                        &row.session,
+                        &row.created_at,
+                        &row.updated_at,
+                        &call,
+                        &form,
+                        &asked,
+                        &ttl_ms,
+                    ],
+                )
+                .map(|r| r.get::<_, bool>(0))
+            })?);
+        }
+        let result = row.result.as_ref().map(serde_json::Value::to_string);
         Ok(self.pg.with("cannot record the task", |c| {
             c.execute_typed(
                 "INSERT INTO tasks (id_sha256, node, session, status, created_at, updated_at, \
-                   call, form, result, expires_at) \
-                 VALUES ($1, $2, $3, $4, $5, $6, ($7::text)::jsonb, ($8::text)::jsonb, \
-                   ($9::text)::jsonb, now() + make_interval(secs => $10::bigint / 1000.0)) \
+                   result, expires_at) \
+                 VALUES ($1, $2, $3, $4, $5, $6, ($7::text)::jsonb, \
+                   now() + make_interval(secs => $8::bigint / 1000.0)) \
                  ON CONFLICT (id_sha256) DO UPDATE SET status = excluded.status, \
-                   updated_at = excluded.updated_at, call = excluded.call, \
-                   form = excluded.form, result = excluded.result, \
+                   updated_at = excluded.updated_at, result = excluded.result, \
                    expires_at = excluded.expires_at \
-                 WHERE tasks.node = excluded.node AND tasks.status <> 'cancelled'",
+                 WHERE coalesce(tasks.runner, tasks.node) = excluded.node \
+                   AND tasks.status <> 'cancelled'",
                 &[
                     (&id_sha256, Type::TEXT),
                     (&row.node, Type::TEXT),
@@ -160,8 +273,6 @@ impl TaskStore for PgTasks {
                     (&row.status, Type::TEXT),
                     (&row.created_at, Type::TEXT),
                     (&row.updated_at, Type::TEXT),
-                    (&call, Type::TEXT),
-                    (&form, Type::TEXT),
                     (&result, Type::TEXT),
                     (&ttl_ms, Type::INT8),
                 ],
@@ -186,7 +297,7 @@ impl TaskStore for PgTasks {
             // The row as it was: a sub-select sees it before the update.
             Ok(c.query_opt(
                 &format!(
-                    "UPDATE tasks SET node = $2, status = 'working', form = NULL \
+                    "UPDATE tasks SET runner = $2, status = 'working' \
                      FROM (SELECT {COLUMNS} FROM tasks WHERE id_sha256 = $1 FOR UPDATE) AS was \
                      WHERE tasks.id_sha256 = $1 AND tasks.status = 'input_required' \
                        AND tasks.expires_at > now() \

@@ -45,7 +45,7 @@ fn fleet_migrate_creates_the_shared_schema_and_a_node_refuses_a_version_it_does_
         m.expect(0);
         assert_eq!(
             m.json_lines()[0],
-            json!({"database": "postgresql", "path": db.url, "version": 5}),
+            json!({"database": "postgresql", "path": db.url, "version": 6}),
             "{m:#?}"
         );
     }
@@ -67,7 +67,7 @@ fn fleet_migrate_creates_the_shared_schema_and_a_node_refuses_a_version_it_does_
     )
     .unwrap();
     let refusal = format!(
-        "postgresql at `{}`: its schema version is 7; this gatehouse knows versions up to 5",
+        "postgresql at `{}`: its schema version is 7; this gatehouse knows versions up to 6",
         db.url
     );
     run().expect_err(1, &[&refusal]);
@@ -201,10 +201,11 @@ fn fleet_grants_live_in_the_database_and_not_in_the_state_directory() {
     );
 }
 
-/// The node role may record grants but not revoke them, and may not
-/// touch the schema version; the approver role may revoke.
+/// The node role may not revoke grants, and may not touch the schema
+/// version; the approver role may revoke (and add, where the node role
+/// may not: security round 3, item 5).
 #[test]
-fn fleet_a_node_s_role_records_grants_but_cannot_revoke_them() {
+fn fleet_a_node_s_role_cannot_revoke_grants_and_the_approver_s_role_can() {
     let db = Database::migrated();
     let node = Env {
         database_url: Some(as_role(&db.url, "gatehouse_node")),
@@ -214,13 +215,147 @@ fn fleet_a_node_s_role_records_grants_but_cannot_revoke_them() {
         database_url: Some(as_role(&db.url, "gatehouse_approver")),
         ..Env::bare()
     };
-    let id = add(&node, "/srv/data/**", &[]);
+    let id = add(&approver, "/srv/data/**", &[]);
     node.run(&["grants", "revoke", &id])
         .expect_err(1, &["permission denied for table grants"]);
     assert_eq!(node.run(&["grants", "list"]).json_lines().len(), 1);
     approver.run(&["grants", "revoke", &id]).expect(0);
     assert!(node.run(&["grants", "list"]).json_lines().is_empty());
     node.run(&["migrate"]).expect_err(1, &["permission denied"]);
+}
+
+/// The SQLSTATE of `sql` run through `client` (`None`: it succeeded).
+fn sqlstate(client: &mut postgres::Client, sql: &str) -> Option<postgres::error::SqlState> {
+    client
+        .batch_execute(sql)
+        .err()
+        .and_then(|e| e.code().cloned())
+}
+
+/// security round 3, item 5: a node's role records a grant only as the
+/// grant of an answer. A bare `INSERT INTO grants`, a longer expiry set
+/// on a grant, and `grants add` through a node's url are refused
+/// (SQLSTATE 42501, permission denied). A person's "allow and remember"
+/// (one hour) given to a node's server is recorded by
+/// `gatehouse_remember`: the answer (its turn, item, lifetime and the
+/// role that gave it) in `node_answers`, and the grant, tied to it, with
+/// the answer's item and lifetime. When the owner turns node answers off
+/// (`node_answers` = 0), the next such answer is refused too, and nothing
+/// is written.
+///
+/// Positive controls: the approver's role inserts a grant with the same
+/// SQL; the remembered answer's grant answers the next call, with no one
+/// asked.
+#[test]
+fn fleet_a_node_s_role_records_a_grant_only_as_the_grant_of_an_answer() {
+    use postgres::error::SqlState;
+    let db = Database::migrated();
+    let node = as_env(&db, "gatehouse_node");
+    let mut as_node =
+        postgres::Client::connect(&as_role(&db.url, "gatehouse_node"), postgres::NoTls).unwrap();
+    let mut as_approver =
+        postgres::Client::connect(&as_role(&db.url, "gatehouse_approver"), postgres::NoTls)
+            .unwrap();
+    let insert = "INSERT INTO grants (channel, sender_id, capability, target, granted_at) \
+                  VALUES ('cli', 'tester', 'fs:write', '/srv/**', '2026-12-07T00:00:00Z')";
+    assert_eq!(
+        sqlstate(&mut as_node, insert),
+        Some(SqlState::INSUFFICIENT_PRIVILEGE)
+    );
+    assert_eq!(sqlstate(&mut as_approver, insert), None);
+    assert_eq!(
+        sqlstate(&mut as_node, "UPDATE grants SET expires_at = NULL"),
+        Some(SqlState::INSUFFICIENT_PRIVILEGE)
+    );
+    node.run(&[
+        "grants",
+        "add",
+        "--channel",
+        "cli",
+        "--sender",
+        "tester",
+        "fs:write",
+        "/srv/x/**",
+    ])
+    .expect_err(1, &["permission denied for table grants"]);
+    db.client().batch_execute("DELETE FROM grants").unwrap();
+
+    // A remembered answer given to a node's server.
+    let ws = node.mkdir("ws");
+    node.mkdir("ws/out");
+    let ex = executors(&node);
+    let server_args = args(&ws, &ex, "Supervised");
+    let mut server = Client::start(&node, &server_args, true);
+    let mut asked = 0;
+    let mut remember = |_: &Value| {
+        asked += 1;
+        json!({"action": "accept",
+               "content": {"decision": "allow_and_remember", "expires_in": "1h"}})
+    };
+    let write = |name: &str| json!({"path": format!("out/{name}.txt"), "content": name});
+    let r = server.call("write-file", write("r1"), &mut remember);
+    assert_eq!(r["isError"], false, "{r:#}");
+    assert!(ws.join("out/r1.txt").exists());
+    let r = server.call("write-file", write("r2"), &mut remember);
+    assert_eq!(r["isError"], false, "{r:#}");
+    assert!(ws.join("out/r2.txt").exists());
+    assert_eq!(asked, 1, "the remembered answer answers the next call");
+    let mut owner = db.client();
+    let rows = owner
+        .query(
+            "SELECT g.capability, g.target, a.role::text, a.turn, a.capability, a.target, \
+             a.expires_in_secs, a.grant_id = g.id, \
+             extract(epoch FROM g.expires_at::timestamptz - g.granted_at::timestamptz)::bigint \
+             FROM grants g JOIN node_answers a ON a.id = g.answer",
+            &[],
+        )
+        .unwrap();
+    assert_eq!(rows.len(), 1);
+    let r = &rows[0];
+    let target = format!("{}/out/**", s(&ws));
+    assert_eq!(r.get::<_, String>(0), "fs:write");
+    assert_eq!(r.get::<_, String>(1), target);
+    assert_eq!(r.get::<_, String>(2), "gatehouse_node");
+    assert!(r.get::<_, String>(3).len() > 8, "the answer names its turn");
+    assert_eq!(r.get::<_, String>(4), "fs:write");
+    assert_eq!(r.get::<_, String>(5), target);
+    assert_eq!(r.get::<_, Option<i64>>(6), Some(3600));
+    assert!(r.get::<_, bool>(7));
+    assert_eq!(r.get::<_, i64>(8), 3600);
+
+    // The owner turns answers given to a node off.
+    owner
+        .batch_execute(
+            "UPDATE gatehouse_meta SET value = 0 WHERE key = 'node_answers'; \
+             DELETE FROM grants; DELETE FROM node_answers",
+        )
+        .unwrap();
+    std::thread::sleep(BOUND);
+    let r = server.call(
+        "write-file",
+        write("r3"),
+        &mut |_: &Value| json!({"action": "accept", "content": {"decision": "allow_and_remember"}}),
+    );
+    assert_eq!(r["isError"], true, "{r:#}");
+    assert!(
+        r.to_string()
+            .contains("this fleet takes no remembered answer given to a node"),
+        "{r:#}"
+    );
+    assert!(!ws.join("out/r3.txt").exists());
+    assert_eq!(
+        sqlstate(
+            &mut as_node,
+            "SELECT gatehouse_remember('t', 'cli', 'tester', 'fs:write', '/srv/**', NULL, NULL)"
+        ),
+        Some(SqlState::INSUFFICIENT_PRIVILEGE)
+    );
+    let n: i64 = owner
+        .query_one("SELECT count(*) FROM grants", &[])
+        .unwrap()
+        .get(0);
+    assert_eq!(n, 0);
+    assert_eq!(server.finish(), 0);
 }
 
 /// Turns a database's connections off (`false`: the node cannot reach it
@@ -767,7 +902,7 @@ fn fleet_migrate_upgrades_an_older_schema_which_a_node_refuses_until_then() {
     write().expect_err(
         1,
         &[&format!(
-            "postgresql at `{}`: its schema version is 1; this gatehouse needs version 5: run `gatehouse migrate` with an owner's url",
+            "postgresql at `{}`: its schema version is 1; this gatehouse needs version 6: run `gatehouse migrate` with an owner's url",
             db.url
         )],
     );
@@ -776,7 +911,7 @@ fn fleet_migrate_upgrades_an_older_schema_which_a_node_refuses_until_then() {
     m.expect(0);
     assert_eq!(
         m.json_lines()[0],
-        json!({"database": "postgresql", "path": db.url, "version": 5})
+        json!({"database": "postgresql", "path": db.url, "version": 6})
     );
     let memory: Option<String> = db
         .client()
@@ -862,7 +997,7 @@ fn fleet_migrate_from_version_3_keeps_the_index_and_the_chain_goes_on() {
         .map(|r| (r.get(0), r.get(1), r.get::<_, i64>(2) as u64, r.get(3)))
         .collect();
     assert_eq!(old, before);
-    assert_eq!(pg.migrate().unwrap(), (3, 5));
+    assert_eq!(pg.migrate().unwrap(), (3, 6));
     let triggers: i64 = c
         .query_one(
             "SELECT count(*) FROM pg_trigger WHERE tgrelid = 'audit_chain'::regclass",
@@ -922,12 +1057,14 @@ fn fleet_a_turn_is_looked_up_through_the_chains_turn_index_from_schema_version_5
     assert_eq!(pg.migrate_to(4).unwrap(), (0, 4));
     let before = plan(&mut c);
     assert!(!before.contains("audit_chain_turn"), "{before}");
-    assert_eq!(pg.migrate().unwrap(), (4, 5));
+    assert_eq!(pg.migrate_to(5).unwrap(), (4, 5));
     let after = plan(&mut c);
     assert!(
         after.contains("Bitmap Index Scan on audit_chain_turn"),
         "{after}"
     );
+    // This build's nodes need the newest version.
+    assert_eq!(pg.migrate().unwrap().0, 5);
     // The lookup still finds what a node recorded: node B is told which
     // node holds the journal of a turn A ran.
     let (a, b) = (Env::on(&db), Env::on(&db));

@@ -514,3 +514,118 @@ fn a_turn_whose_audit_record_cannot_be_committed_is_not_acknowledged() {
         "kept"
     );
 }
+
+/// The owner's connection to the fleet's database of `env`.
+fn owner(env: &Env) -> postgres::Client {
+    postgres::Client::connect(env.database_url.as_ref().unwrap(), postgres::NoTls).unwrap()
+}
+
+/// security round 3, item 6: every stored column of a fleet's audit
+/// chain is bound, so `history verify` finds an edit of any of them. On
+/// five real turns, one turn's record (the `write-file` turn, which a
+/// node indexed with its name and operation count) has each column edited
+/// in turn by the table's owner: `node`, `operations`, `body`, `turn`,
+/// `time`, `kind`, `prev`, `hash` and `format`. Each edit makes verify
+/// exit 2 naming that record as edited; it is undone before the next.
+///
+/// Positive control: the untouched chain verifies (exit 0), and again
+/// after each edit is undone.
+#[test]
+fn fleet_verify_finds_an_edit_of_every_column_of_a_chain_record() {
+    let db = Database::migrated();
+    let env = Env::on(&db);
+    let turns = five_turns(&env);
+    assert_whole(&env, 5, 1, 5);
+    let mut c = owner(&env);
+    let (node, operations, format): (Option<String>, Option<i64>, Option<i16>) = c
+        .query_one(
+            "SELECT node, operations, format FROM audit_chain WHERE seq = 3",
+            &[],
+        )
+        .map(|r| (r.get(0), r.get(1), r.get(2)))
+        .unwrap();
+    assert!(node.is_some(), "the turn is indexed with its node");
+    assert!(operations.is_some(), "and its operation count");
+    assert_eq!(format, Some(2));
+    c.batch_execute("CREATE TABLE kept AS SELECT * FROM audit_chain WHERE seq = 3")
+        .unwrap();
+    for (column, edit, named) in [
+        ("node", "'elsewhere'", turns[2].as_str()),
+        ("operations", "operations + 7", turns[2].as_str()),
+        ("body", "body || ' '", turns[2].as_str()),
+        ("turn", "'t-forged'", "t-forged"),
+        ("time", "'2020-01-01T00:00:00Z'", turns[2].as_str()),
+        ("kind", "'denial'", turns[2].as_str()),
+        ("prev", "repeat('a', 64)", turns[2].as_str()),
+        ("hash", "repeat('b', 64)", turns[2].as_str()),
+        ("format", "1", turns[2].as_str()),
+        ("format", "NULL", turns[2].as_str()),
+    ] {
+        c.batch_execute(&format!(
+            "UPDATE audit_chain SET {column} = {edit} WHERE seq = 3"
+        ))
+        .unwrap();
+        assert_broken(&env, 3, named, "edited");
+        c.batch_execute(&format!(
+            "UPDATE audit_chain SET {column} = k.{column} FROM kept k WHERE audit_chain.seq = 3"
+        ))
+        .unwrap();
+        assert_whole(&env, 5, 1, 5);
+    }
+}
+
+/// security round 3, item 6: records written before the chain hashed its
+/// node and operation count (format 1, schema version 5) keep verifying
+/// after `migrate`, and the records after them are of format 2. Two
+/// records are written as a version-5 node wrote them (linked by
+/// `link_hash`, indexed with a node and a count); after the upgrade a
+/// turn appends a third, and the chain is whole. An edit of the new
+/// record's node exits 2.
+///
+/// Positive control: the chain verifies whole before the upgrade's
+/// record and after it.
+#[test]
+fn fleet_records_of_the_old_hash_format_still_verify_after_migrate() {
+    let db = Database::new();
+    let pg = gatehouse::state::pg::Pg::new(&db.url).unwrap();
+    assert_eq!(pg.migrate_to(5).unwrap(), (0, 5));
+    let env = Env::on(&db);
+    let mut c = owner(&env);
+    let mut prev = gatehouse::state::GENESIS.to_string();
+    for (seq, turn) in [(1i64, "t-old-1"), (2, "t-old-2")] {
+        let time = format!("2026-12-06T10:00:0{seq}Z");
+        let body = json!({"turn": turn, "executor": "hello", "actor": "main",
+                          "level": "Supervised", "started_at": time, "status": "ok",
+                          "undo": "none", "decisions": []})
+        .to_string();
+        let hash = gatehouse::state::link_hash(&prev, "turn", turn, &time, &body);
+        c.execute(
+            "INSERT INTO audit_chain (seq, kind, turn, time, body, prev, hash, node, operations) \
+             VALUES ($1, 'turn', $2, $3, $4, $5, $6, 'old-node', 0)",
+            &[&seq, &turn, &time, &body, &prev, &hash],
+        )
+        .unwrap();
+        prev = hash;
+    }
+    assert_eq!(pg.migrate().unwrap(), (5, 6));
+    assert_whole(&env, 2, 1, 2);
+    let ws = env.mkdir("ws");
+    run_json(&env, &guest("hello"), &ws, "Supervised", "{}", &[])
+        .0
+        .expect(0);
+    assert_whole(&env, 3, 1, 3);
+    let formats: Vec<Option<i16>> = c
+        .query("SELECT format FROM audit_chain ORDER BY seq", &[])
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    assert_eq!(formats, [None, None, Some(2)]);
+    let turn: String = c
+        .query_one("SELECT turn FROM audit_chain WHERE seq = 3", &[])
+        .unwrap()
+        .get(0);
+    c.batch_execute("UPDATE audit_chain SET node = 'elsewhere' WHERE seq = 3")
+        .unwrap();
+    assert_broken(&env, 3, &turn, "edited");
+}

@@ -1424,3 +1424,235 @@ async fn mcp_fleet_a_task_is_followed_answered_and_cancelled_through_another_nod
     queued.expect(0);
     assert!(queued.json_lines().is_empty(), "{queued:#?}");
 }
+
+/// Runs `statements` through a connection to `url`, each on its own, on a
+/// thread of its own (the sync client starts a runtime, which it may not
+/// inside the test's): each one's SQLSTATE (`None`: it succeeded) and the
+/// rows it changed.
+fn run_sql(url: &str, statements: &[&str]) -> Vec<(Option<postgres::error::SqlState>, u64)> {
+    let url = url.to_string();
+    let statements: Vec<String> = statements.iter().map(|s| s.to_string()).collect();
+    std::thread::spawn(move || {
+        let mut c = postgres::Client::connect(&url, postgres::NoTls).unwrap();
+        statements
+            .iter()
+            .map(|sql| match c.execute(sql.as_str(), &[]) {
+                Ok(n) => (None, n),
+                Err(e) => (e.code().cloned(), 0),
+            })
+            .collect()
+    })
+    .join()
+    .unwrap()
+}
+
+/// `allow once`, as a task's input responses.
+fn allow_once_responses() -> rmcp::model::InputResponses {
+    let mut responses = rmcp::model::InputResponses::new();
+    responses.insert(
+        "approval".to_string(),
+        json!({"action": "accept", "content": {"decision": "allow_once"}}),
+    );
+    responses
+}
+
+/// security round 3, item 5: the fleet's node role cannot rewrite what a
+/// person's task approval runs. Two servers on one database, both logged
+/// in as the node role: a `write-file` task of `out/benign.txt` parks on
+/// A, and its form is read through B. The node role then tries the
+/// recipe, rewriting the stored call to `out/evil.txt`, and the form, the
+/// session, the owning node and the hash that binds call and form: each
+/// is refused with SQLSTATE 42501. The person's "allow once" through B
+/// writes `out/benign.txt`, and `out/evil.txt` never exists.
+///
+/// Positive control: the node role still changes what a node must (the
+/// task's `updated_at`, its cancel mark), and the answer through B runs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mcp_fleet_the_node_role_cannot_rewrite_the_call_a_task_s_approval_runs() {
+    use postgres::error::SqlState;
+    let db = std::thread::spawn(crate::support::pg::Database::migrated)
+        .join()
+        .unwrap();
+    let node_url = crate::support::pg::as_role(&db.url, "gatehouse_node");
+    let env = Env {
+        database_url: Some(node_url.clone()),
+        ..Env::bare()
+    };
+    let (ws, ex) = setup(&env);
+    let mut person = Person::new(false);
+    person.tasks = true;
+    let a = stdio_2026(&env, &args(&ws, &ex, "Supervised"), &person).await;
+    let b = stdio_2026(&env, &args(&ws, &ex, "Supervised"), &person).await;
+    let id = task_of(
+        &a,
+        "write-file",
+        json!({"path": "out/benign.txt", "content": "by a task"}),
+    )
+    .await;
+    task_reaching(&a, &id, "input_required").await;
+    let shown = task_reaching(&b, &id, "input_required").await;
+    let message = shown["inputRequests"]["approval"]["params"]["message"]
+        .as_str()
+        .unwrap();
+    assert!(message.contains("out/benign.txt"), "{shown:#}");
+
+    let changed = run_sql(
+        &node_url,
+        &[
+            "UPDATE tasks SET call = jsonb_set(call, '{arguments,path}', '\"out/evil.txt\"')",
+            "UPDATE tasks SET form = jsonb_set(form, '{message}', '\"out/evil.txt\"')",
+            "UPDATE tasks SET session = 'another'",
+            "UPDATE tasks SET node = 'another'",
+            "UPDATE tasks SET asked_sha256 = repeat('0', 64)",
+            "UPDATE tasks SET updated_at = updated_at, cancel_asked = false",
+        ],
+    );
+    for (i, (code, _)) in changed[..5].iter().enumerate() {
+        assert_eq!(
+            code.as_ref(),
+            Some(&SqlState::INSUFFICIENT_PRIVILEGE),
+            "statement {i}: {changed:?}"
+        );
+    }
+    assert_eq!(changed[5], (None, 1), "{changed:?}");
+
+    b.peer()
+        .update_task(rmcp::model::UpdateTaskParams::new(
+            &id,
+            allow_once_responses(),
+        ))
+        .await
+        .unwrap();
+    let done = task_reaching(&b, &id, "completed").await;
+    assert_eq!(done["result"]["isError"], false, "{done:#}");
+    assert_eq!(
+        std::fs::read(ws.join("out/benign.txt")).unwrap(),
+        b"by a task"
+    );
+    assert!(!ws.join("out/evil.txt").exists());
+    a.cancel().await.unwrap();
+    b.cancel().await.unwrap();
+}
+
+/// security round 3, item 5: a task answered on another node runs only
+/// the call bound to the form its person was shown. Whoever can still
+/// change a task's row (here the owner) rewrites the stored call of a
+/// `write-file` task of `out/benign.txt` to `out/evil.txt`: B refuses the
+/// answer before taking the task, since the hash the parking node
+/// recorded no longer matches the call and the form, and nothing is
+/// written. The same rewrite of the call (its arguments and the scope it
+/// names) with the hash recomputed, a row forged whole: B's fresh
+/// question is not the form the person was shown, so the answer is not
+/// applied (the approval is queued) and nothing is written.
+///
+/// Positive control: node A, whose parked turn is its own, still runs
+/// the first task as asked (`out/benign.txt`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mcp_fleet_a_task_runs_on_another_node_only_the_call_bound_to_the_form_shown() {
+    let db = std::thread::spawn(crate::support::pg::Database::migrated)
+        .join()
+        .unwrap();
+    let env = Env::on(&db);
+    let (ws, ex) = setup(&env);
+    let mut person = Person::new(false);
+    person.tasks = true;
+    let a = stdio_2026(&env, &args(&ws, &ex, "Supervised"), &person).await;
+    let b = stdio_2026(&env, &args(&ws, &ex, "Supervised"), &person).await;
+    let hash = |id: &str| gatehouse::policy::snapshot::sha256_hex(id.as_bytes());
+
+    let id = task_of(
+        &a,
+        "write-file",
+        json!({"path": "out/benign.txt", "content": "by a task"}),
+    )
+    .await;
+    task_reaching(&b, &id, "input_required").await;
+    let rewrite = format!(
+        "UPDATE tasks SET call = jsonb_set(call, '{{arguments,path}}', '\"out/evil.txt\"') \
+         WHERE id_sha256 = '{}'",
+        hash(&id)
+    );
+    assert_eq!(run_sql(&db.url, &[rewrite.as_str()]), [(None, 1)]);
+    let refused = b
+        .peer()
+        .update_task(rmcp::model::UpdateTaskParams::new(
+            &id,
+            allow_once_responses(),
+        ))
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(
+        refused.contains(&format!(
+            "task `{id}`: the fleet's record of its call does not match the question asked"
+        )),
+        "{refused}"
+    );
+    task_reaching(&b, &id, "input_required").await;
+    assert!(!ws.join("out/evil.txt").exists());
+    assert!(!ws.join("out/benign.txt").exists());
+    a.peer()
+        .update_task(rmcp::model::UpdateTaskParams::new(
+            &id,
+            allow_once_responses(),
+        ))
+        .await
+        .unwrap();
+    let done = task_reaching(&a, &id, "completed").await;
+    assert_eq!(done["result"]["isError"], false, "{done:#}");
+    assert_eq!(
+        std::fs::read(ws.join("out/benign.txt")).unwrap(),
+        b"by a task"
+    );
+    assert!(!ws.join("out/evil.txt").exists());
+
+    // Forged whole: the call says evil (its arguments and its scope), the
+    // hash agrees, the form still says benign.
+    let id = task_of(
+        &a,
+        "write-file",
+        json!({"path": "out/benign2.txt", "content": "by a task"}),
+    )
+    .await;
+    task_reaching(&b, &id, "input_required").await;
+    let url = db.url.clone();
+    let key = hash(&id);
+    std::thread::spawn(move || {
+        let mut c = postgres::Client::connect(&url, postgres::NoTls).unwrap();
+        let row = c
+            .query_one(
+                "SELECT call::text, form::text FROM tasks WHERE id_sha256 = $1",
+                &[&key],
+            )
+            .unwrap();
+        let call: String = row.get(0);
+        let form: Value = serde_json::from_str(row.get::<_, &str>(1)).unwrap();
+        assert!(call.contains("benign2"), "{call}");
+        let call: Value = serde_json::from_str(&call.replace("benign2", "evil2")).unwrap();
+        let asked = gatehouse::state::tasks::asked_sha256(Some(&call), Some(&form));
+        c.execute(
+            "UPDATE tasks SET call = ($1::text)::jsonb, asked_sha256 = $2 WHERE id_sha256 = $3",
+            &[&call.to_string(), &asked, &key],
+        )
+        .unwrap();
+    })
+    .join()
+    .unwrap();
+    b.peer()
+        .update_task(rmcp::model::UpdateTaskParams::new(
+            &id,
+            allow_once_responses(),
+        ))
+        .await
+        .unwrap();
+    let done = task_reaching(&b, &id, "completed").await;
+    assert_eq!(done["result"]["isError"], true, "{done:#}");
+    assert_eq!(
+        done["result"]["structuredContent"]["code"], "APPROVAL_REQUIRED",
+        "{done:#}"
+    );
+    assert!(!ws.join("out/evil2.txt").exists());
+    assert!(!ws.join("out/benign2.txt").exists());
+    a.cancel().await.unwrap();
+    b.cancel().await.unwrap();
+}
