@@ -770,7 +770,7 @@ impl http_body::Body for Counted {
                     }
                     let n = frame.data_ref().map_or(0, |d| d.len() as u64);
                     this.seen += n;
-                    let total = self
+                    let total = this
                         .shared
                         .bytes
                         .fetch_add(n, std::sync::atomic::Ordering::SeqCst)
@@ -825,7 +825,7 @@ impl http_body::Body for Counted {
                     // Whatever the redactor still holds is not the value
                     // (a whole one would have been replaced): it is the
                     // body's last bytes. The count is final here.
-                    let held = self
+                    let held = this
                         .redactor
                         .as_mut()
                         .map(redact::Redactor::body_end)
@@ -841,7 +841,7 @@ impl http_body::Body for Counted {
                     if Pin::new(&mut this.deadline).poll(cx).is_ready() {
                         return Poll::Ready(Some(Err(this.past_deadline())));
                     }
-                    let idle = self
+                    let idle = this
                         .between
                         .as_mut()
                         .is_some_and(|(_, alarm)| Pin::new(alarm).poll(cx).is_ready());
