@@ -14,8 +14,8 @@
 //! percent-decoded once, with `.` and `..` segments refused; the default
 //! port made explicit. Anything that cannot be put in that form is refused.
 
-use std::fmt;
 use core::net::IpAddr;
+use std::fmt;
 
 use serde::{Deserialize, Serialize};
 

@@ -249,28 +249,29 @@ fn server(pki: &Pki, redirect_to: Option<String>) -> Server {
                                 let full = |b: String| -> Body {
                                     Full::new(Bytes::from(b)).boxed_unsync()
                                 };
-                                let response: hyper::Response<Body> = if path.starts_with("/v1/echo") {
-                                    echo(&headers, &path)
-                                } else if path.starts_with("/big") {
-                                    hyper::Response::new(full("x".repeat(2 << 20)))
-                                } else if path.starts_with("/trickle") {
-                                    hyper::Response::new(
-                                        Trickle(Box::pin(tokio::time::sleep(
-                                            std::time::Duration::ZERO,
-                                        )))
-                                        .boxed_unsync(),
-                                    )
-                                } else if path.contains("/redirect") {
-                                    hyper::Response::builder()
-                                        .status(302)
-                                        .header("location", redirect_to.unwrap_or_default())
-                                        .body(full(String::new()))
-                                        .unwrap()
-                                } else if method == "POST" {
-                                    hyper::Response::new(full(format!("got: {body}")))
-                                } else {
-                                    hyper::Response::new(full("ok".into()))
-                                };
+                                let response: hyper::Response<Body> =
+                                    if path.starts_with("/v1/echo") {
+                                        echo(&headers, &path)
+                                    } else if path.starts_with("/big") {
+                                        hyper::Response::new(full("x".repeat(2 << 20)))
+                                    } else if path.starts_with("/trickle") {
+                                        hyper::Response::new(
+                                            Trickle(Box::pin(tokio::time::sleep(
+                                                std::time::Duration::ZERO,
+                                            )))
+                                            .boxed_unsync(),
+                                        )
+                                    } else if path.contains("/redirect") {
+                                        hyper::Response::builder()
+                                            .status(302)
+                                            .header("location", redirect_to.unwrap_or_default())
+                                            .body(full(String::new()))
+                                            .unwrap()
+                                    } else if method == "POST" {
+                                        hyper::Response::new(full(format!("got: {body}")))
+                                    } else {
+                                        hyper::Response::new(full("ok".into()))
+                                    };
                                 Ok::<_, Infallible>(response)
                             }
                         },
@@ -981,7 +982,16 @@ fn fetch_with_token(env: &Env, m: &Path, input: Value) -> Value {
     let out = env
         .command()
         .env("GATEHOUSE_TEST_API_TOKEN", CANARY)
-        .args(["--json", "run", s(m), "--workspace", s(&ws), "--level", "Full", "--input"])
+        .args([
+            "--json",
+            "run",
+            s(m),
+            "--workspace",
+            s(&ws),
+            "--level",
+            "Full",
+            "--input",
+        ])
         .arg(input.to_string())
         .output()
         .unwrap();
@@ -1132,7 +1142,10 @@ fn a_credential_streamed_in_tiny_pieces_is_still_replaced() {
             "{size}: {body}"
         );
         assert!(body.contains("x-mine: not-a-secret-42\n"), "{size}: {body}");
-        assert!(body.starts_with("accept-encoding: identity\n"), "{size}: {body}");
+        assert!(
+            body.starts_with("accept-encoding: identity\n"),
+            "{size}: {body}"
+        );
         // Body twice, `x-echo-auth` once.
         let line = http_lines(&env).pop().unwrap();
         assert_eq!(line["redacted"], 3, "{size}: {line:#}");
@@ -1160,7 +1173,10 @@ fn without_a_provider_a_reflected_header_comes_back_unchanged() {
     let out = output(&v);
     assert_eq!(out["status"], 200, "{v:#}");
     let body = out["body"].as_str().unwrap();
-    assert!(body.contains("authorization: Bearer guest-made\n"), "{body}");
+    assert!(
+        body.contains("authorization: Bearer guest-made\n"),
+        "{body}"
+    );
     assert!(body.contains("x-mine: not-a-secret-42\n"), "{body}");
     assert!(!body.contains(MARKER), "{body}");
     assert_eq!(out["headers"]["x-echo-auth"], "Bearer guest-made");

@@ -890,9 +890,10 @@ pub mod redact {
         let (&first, rest) = needle.split_first()?;
         let mut from = 0;
         while hay.len() - from >= needle.len() {
-            let at = from + hay[from..=hay.len() - needle.len()]
-                .iter()
-                .position(|&b| b == first)?;
+            let at = from
+                + hay[from..=hay.len() - needle.len()]
+                    .iter()
+                    .position(|&b| b == first)?;
             if hay[at + 1..at + needle.len()] == *rest {
                 return Some(at);
             }
@@ -1080,7 +1081,11 @@ pub mod redact {
         fn every_occurrence_goes_in_any_chunking() {
             let cases: Vec<(Vec<u8>, Vec<u8>, u64)> = vec![
                 (b"no value here".to_vec(), b"no value here".to_vec(), 0),
-                ([b"a: ", SECRET, b"\n"].concat(), marked(&[b"a: ", b"\n"]), 1),
+                (
+                    [b"a: ", SECRET, b"\n"].concat(),
+                    marked(&[b"a: ", b"\n"]),
+                    1,
+                ),
                 // At the very end, and at the very start.
                 ([b"x", SECRET].concat(), marked(&[b"x", b""]), 1),
                 ([SECRET, b"x"].concat(), marked(&[b"", b"x"]), 1),
@@ -1093,7 +1098,11 @@ pub mod redact {
                     1,
                 ),
                 // A prefix at the end that is not the value comes back.
-                (b"tail s3cr3t-s3cr3t".to_vec(), b"tail s3cr3t-s3cr3t".to_vec(), 0),
+                (
+                    b"tail s3cr3t-s3cr3t".to_vec(),
+                    b"tail s3cr3t-s3cr3t".to_vec(),
+                    0,
+                ),
             ];
             for (body, want, count) in &cases {
                 for size in [1, 2, 3, 5, 7, 64] {
@@ -1121,7 +1130,10 @@ pub mod redact {
         fn header_values_and_names_lose_the_value() {
             let mut r = Redactor::new(b"AbC-123").unwrap();
             let mut map = HeaderMap::new();
-            map.insert("x-echo", HeaderValue::from_static("Bearer AbC-123, AbC-123"));
+            map.insert(
+                "x-echo",
+                HeaderValue::from_static("Bearer AbC-123, AbC-123"),
+            );
             map.append("x-abc-123-seen", HeaderValue::from_static("1"));
             map.append("x-abc-123-seen", HeaderValue::from_static("2"));
             map.insert("content-length", HeaderValue::from_static("10"));

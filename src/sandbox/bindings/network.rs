@@ -713,10 +713,7 @@ mod tests {
         );
         assert!(!wild.permits(at(LOCAL4, 8080)));
         // Control: the name itself granted, beside the wildcard.
-        let named = Sites::with_resolver(
-            pats(&["*.corp.test:8080", "loop.corp.test:9090"]),
-            fixed,
-        );
+        let named = Sites::with_resolver(pats(&["*.corp.test:8080", "loop.corp.test:9090"]), fixed);
         assert_eq!(named.lookup("loop.corp.test").unwrap(), vec![LOCAL4]);
         // On the port of the pattern that names it, not the wildcard's.
         assert!(named.permits(at(LOCAL4, 9090)));
