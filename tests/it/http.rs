@@ -99,6 +99,8 @@ struct Pieces {
     data: Bytes,
     size: usize,
     pause: Pin<Box<tokio::time::Sleep>>,
+    /// Sent after the last piece.
+    trailers: Option<hyper::HeaderMap>,
 }
 
 impl http_body::Body for Pieces {
@@ -109,7 +111,11 @@ impl http_body::Body for Pieces {
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<http_body::Frame<Bytes>, Infallible>>> {
         if self.data.is_empty() {
-            return Poll::Ready(None);
+            return Poll::Ready(
+                self.trailers
+                    .take()
+                    .map(|t| Ok(http_body::Frame::trailers(t))),
+            );
         }
         match self.pause.as_mut().poll(cx) {
             Poll::Ready(()) => {
@@ -128,8 +134,9 @@ impl http_body::Body for Pieces {
 /// (sorted by name) in the body, the `authorization` and `x-mine` headers
 /// again as `x-echo-auth` and `x-echo-mine`, and with `tail` in the query
 /// the `authorization` value once more as the body's very last bytes.
-/// `chunk=N` in the query sends the body N bytes at a time; `gzip` labels
-/// it `Content-Encoding: gzip`.
+/// `chunk=N` in the query sends the body N bytes at a time, and with it
+/// `trailers` sends the `authorization` value in an `x-echo-auth` trailer;
+/// `gzip` labels the body `Content-Encoding: gzip`.
 fn echo(headers: &BTreeMap<String, String>, path: &str) -> hyper::Response<Body> {
     let mut text: String = headers.iter().map(|(k, v)| format!("{k}: {v}\n")).collect();
     let query = path.split_once('?').map_or("", |(_, q)| q);
@@ -142,16 +149,34 @@ fn echo(headers: &BTreeMap<String, String>, path: &str) -> hyper::Response<Body>
         .split('&')
         .find_map(|p| p.strip_prefix("chunk="))
         .map(|n| n.parse::<usize>().unwrap());
+    let trailers = query.split('&').any(|p| p == "trailers").then(|| {
+        let mut t = hyper::HeaderMap::new();
+        t.insert(
+            "x-echo-auth",
+            hyper::header::HeaderValue::from_str(&auth).unwrap(),
+        );
+        t
+    });
+    let declared = trailers.is_some();
     let body: Body = match chunk {
         Some(size) => Pieces {
             data: Bytes::from(text),
             size,
             pause: Box::pin(tokio::time::sleep(std::time::Duration::ZERO)),
+            trailers,
         }
         .boxed_unsync(),
         None => Full::new(Bytes::from(text)).boxed_unsync(),
     };
     let mut response = hyper::Response::new(body);
+    if declared {
+        // hyper sends only the trailers the response declares (and only
+        // to a request with `TE: trailers`).
+        response.headers_mut().insert(
+            "trailer",
+            hyper::header::HeaderValue::from_static("x-echo-auth"),
+        );
+    }
     if query.split('&').any(|p| p == "gzip") {
         // Claimed, not done: the host must not hand it on either way.
         response.headers_mut().insert(
@@ -1110,7 +1135,8 @@ fn a_reflected_credential_reaches_the_guest_only_as_the_marker() {
 /// security round 3, item 3: the body matcher holds a value split across
 /// frames: a server that streams the reflection 1 byte and 3 bytes at a
 /// time, with the value straddling frame boundaries and once more as the
-/// stream's very last bytes, gives the guest the marker each time.
+/// stream's very last bytes, then in a trailer, gives the guest the
+/// marker each time.
 ///
 /// Positive control: the bytes around each value come back intact, the
 /// body otherwise as the server sent it.
@@ -1125,8 +1151,8 @@ fn a_credential_streamed_in_tiny_pieces_is_still_replaced() {
             &env,
             &m,
             json!({
-                "url": format!("https://localhost:{p}/v1/echo?chunk={size}&tail"),
-                "headers": {"x-mine": "not-a-secret-42"},
+                "url": format!("https://localhost:{p}/v1/echo?chunk={size}&tail&trailers"),
+                "headers": {"x-mine": "not-a-secret-42", "te": "trailers"},
             }),
         );
         let out = output(&v);
@@ -1146,9 +1172,15 @@ fn a_credential_streamed_in_tiny_pieces_is_still_replaced() {
             body.starts_with("accept-encoding: identity\n"),
             "{size}: {body}"
         );
-        // Body twice, `x-echo-auth` once.
+        // After the body, the trailers: cleaned too.
+        assert_eq!(
+            out["trailers"],
+            json!({"x-echo-auth": format!("Bearer {MARKER}")}),
+            "{size}: {out:#}"
+        );
+        // Body twice, `x-echo-auth` in the head and in the trailers.
         let line = http_lines(&env).pop().unwrap();
-        assert_eq!(line["redacted"], 3, "{size}: {line:#}");
+        assert_eq!(line["redacted"], 4, "{size}: {line:#}");
         assert!(line["error"].is_null(), "{size}: {line:#}");
     }
 }
@@ -1166,8 +1198,12 @@ fn without_a_provider_a_reflected_header_comes_back_unchanged() {
         &env,
         &m,
         json!({
-            "url": format!("https://localhost:{p}/v1/echo?chunk=3"),
-            "headers": {"x-mine": "not-a-secret-42", "authorization": "Bearer guest-made"},
+            "url": format!("https://localhost:{p}/v1/echo?chunk=3&trailers"),
+            "headers": {
+                "x-mine": "not-a-secret-42",
+                "authorization": "Bearer guest-made",
+                "te": "trailers",
+            },
         }),
     );
     let out = output(&v);
@@ -1181,7 +1217,10 @@ fn without_a_provider_a_reflected_header_comes_back_unchanged() {
     assert!(!body.contains(MARKER), "{body}");
     assert_eq!(out["headers"]["x-echo-auth"], "Bearer guest-made");
     assert_eq!(out["headers"]["x-echo-mine"], "not-a-secret-42");
+    assert_eq!(out["trailers"], json!({"x-echo-auth": "Bearer guest-made"}));
+    // The trailers ended the body: the line says it was read to its end.
     let line = http_lines(&env).pop().unwrap();
+    assert!(line["error"].is_null(), "{line:#}");
     assert!(line.get("provider").is_none(), "{line:#}");
     assert!(line.get("redacted").is_none(), "{line:#}");
 }

@@ -787,6 +787,11 @@ impl http_body::Body for Counted {
                         )))));
                     }
                     let Some(redactor) = this.redactor.as_mut() else {
+                        // Trailers end the body: the reader asks for
+                        // nothing after them, so the line is written now.
+                        if frame.is_trailers() {
+                            this.finish(None);
+                        }
                         return Poll::Ready(Some(Ok(frame)));
                     };
                     let frame = match frame.into_data() {
@@ -801,9 +806,14 @@ impl http_body::Body for Counted {
                             Ok(mut trailers) => {
                                 // The body is over: what was held back
                                 // goes first, then the trailers, cleaned.
+                                // The count is final, and the reader asks
+                                // for nothing after the trailers: the line
+                                // is written now.
                                 let held = redactor.body_end();
                                 redactor.headers(&mut trailers);
                                 this.queued.push(http_body::Frame::trailers(trailers));
+                                this.finish(None);
+                                this.ended = true;
                                 if held.is_empty() {
                                     continue;
                                 }
