@@ -933,8 +933,12 @@ pub mod redact {
         Some((out, n))
     }
 
-    /// How many times `needle` is in `hay`, ignoring ASCII case.
+    /// How many times `needle` (not empty: zero otherwise) is in `hay`,
+    /// ignoring ASCII case.
     fn count_ignoring_case(hay: &[u8], needle: &[u8]) -> u64 {
+        if needle.is_empty() {
+            return 0;
+        }
         let mut n = 0;
         let mut i = 0;
         while i + needle.len() <= hay.len() {
