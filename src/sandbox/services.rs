@@ -132,7 +132,8 @@ pub struct CommandEnd {
 pub struct ResponseEnd {
     /// The response's status.
     pub status: u16,
-    /// The body's bytes the guest read.
+    /// The body's bytes the guest read, as the server sent them (before
+    /// any replacement of a provider's value).
     pub bytes: u64,
     /// From the request to the response's head.
     pub first_byte_ms: f64,
