@@ -39,8 +39,9 @@ pub(super) struct RawProvider {
 pub struct NetworkConfig {
     /// `ca_file`: PEM certificates trusted besides the webpki roots.
     pub ca_file: Option<PathBuf>,
-    /// `resolve`: names the sender answers with these addresses instead of
-    /// asking the system resolver (the addresses are vetted all the same).
+    /// `resolve`: names the sender, and the `wasi:sockets` lookup, answer
+    /// with these addresses instead of asking the system resolver (the
+    /// addresses are vetted all the same).
     pub resolve: BTreeMap<String, Vec<IpAddr>>,
 }
 

@@ -382,6 +382,9 @@ mod sorted {
         if let Some(p) = &entry.provider {
             top.text("provider", p);
         }
+        if let Some(n) = end.and_then(|e| e.redacted) {
+            top.value("redacted", &n);
+        }
         let request = top.key("request");
         let mut r = Object::open(request);
         match &entry.request {
@@ -550,6 +553,7 @@ mod tests {
             first_byte_ms: 0.1 + 0.2,
             duration_ms: 12.0,
             error: error.map(str::to_string),
+            redacted: error.map(|_| 3),
         };
         let cases = [
             RunDecision {

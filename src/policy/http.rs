@@ -14,6 +14,7 @@
 //! percent-decoded once, with `.` and `..` segments refused; the default
 //! port made explicit. Anything that cannot be put in that form is refused.
 
+use core::net::IpAddr;
 use std::fmt;
 
 use serde::{Deserialize, Serialize};
@@ -487,34 +488,59 @@ fn canonical_path(path: &str) -> Result<String, ()> {
     Ok(decoded)
 }
 
+/// The methods never sent, whatever a grant's `methods` says: a server
+/// that honours `TRACE` answers with the request itself, the credential
+/// a provider added included; `CONNECT` asks the server to open a tunnel
+/// to somewhere the policy never decided.
+pub const NEVER_SENT: [&str; 2] = ["TRACE", "CONNECT"];
+
+/// Whether `rule` allows `req`: `Ok` when it does, `Err` with the reason
+/// when it covers the site but not the method, `Ok(false)` when it does
+/// not cover the site.
+fn rule_allows(rule: &HttpRule, req: &HttpRequest) -> Result<bool, String> {
+    let site_ok = match &rule.site {
+        SitePattern::Host(h) => {
+            req.scheme == Scheme::Https
+                && h.port().unwrap_or(443) == req.port
+                && h.matches_host(&req.host)
+        }
+        SitePattern::Url(u) => u.covers_request(req),
+    };
+    if !site_ok {
+        return Ok(false);
+    }
+    match &rule.methods {
+        Some(methods) if !methods.iter().any(|m| m.eq_ignore_ascii_case(&req.method)) => {
+            Err(format!(
+                "`{}` is not one of the methods granted on `{}` ({})",
+                req.method,
+                rule.site,
+                methods.join(", ")
+            ))
+        }
+        _ => Ok(true),
+    }
+}
+
 /// Whether the request is allowed by one of `rules`: the index of the
-/// first rule that allows it, or why none does.
+/// first rule that allows it, or why none does. `TRACE` and `CONNECT`
+/// ([`NEVER_SENT`]) are refused whatever the rules say.
 pub fn decide_request(rules: &[HttpRule], req: &HttpRequest) -> Result<usize, String> {
+    // `req.method` is uppercase: `trace` is refused as `TRACE` is.
+    if NEVER_SENT.contains(&req.method.as_str()) {
+        return Err(format!(
+            "`{}` is never sent, whatever `methods` grants: a server may answer it with the request, credentials included",
+            req.method
+        ));
+    }
     let mut why = None;
     for (i, rule) in rules.iter().enumerate() {
-        let site_ok = match &rule.site {
-            SitePattern::Host(h) => {
-                req.scheme == Scheme::Https
-                    && h.port().unwrap_or(443) == req.port
-                    && h.matches_host(&req.host)
+        match rule_allows(rule, req) {
+            Ok(true) => return Ok(i),
+            Ok(false) => {}
+            Err(reason) => {
+                why.get_or_insert(reason);
             }
-            SitePattern::Url(u) => u.covers_request(req),
-        };
-        if !site_ok {
-            continue;
-        }
-        match &rule.methods {
-            Some(methods) if !methods.iter().any(|m| m.eq_ignore_ascii_case(&req.method)) => {
-                why.get_or_insert_with(|| {
-                    format!(
-                        "`{}` is not one of the methods granted on `{}` ({})",
-                        req.method,
-                        rule.site,
-                        methods.join(", ")
-                    )
-                });
-            }
-            _ => return Ok(i),
         }
     }
     Err(why.unwrap_or_else(|| {
@@ -525,6 +551,67 @@ pub fn decide_request(rules: &[HttpRule], req: &HttpRequest) -> Result<usize, St
             req.path
         )
     }))
+}
+
+/// Whether every rule that allows `req` names its host only through a
+/// wildcard (`*.example.com`): then [`may_connect`] keeps it from the
+/// special ranges. One rule that names the host or its address itself is
+/// enough to lift that, as it is for sockets.
+pub fn wildcard_only(rules: &[HttpRule], req: &HttpRequest) -> bool {
+    !rules.iter().any(|rule| {
+        rule_allows(rule, req) == Ok(true)
+            && !is_wildcard(match &rule.site {
+                SitePattern::Host(h) => h,
+                SitePattern::Url(u) => u.host(),
+            })
+    })
+}
+
+/// Whether `pattern` matches names it does not spell out (`*.example.com`).
+pub fn is_wildcard(pattern: &HostPattern) -> bool {
+    pattern.host().starts_with("*.")
+}
+
+/// Whether `ip` is in a range a wildcard may not reach: loopback,
+/// private, link-local (cloud metadata among them), unique-local, shared
+/// (CGNAT), `0.0.0.0/8`, unspecified, multicast, broadcast, reserved, and
+/// NAT64's `64:ff9b::/96`. IPv4-mapped IPv6 addresses count as their IPv4
+/// form.
+pub fn special_address(ip: IpAddr) -> bool {
+    match ip.to_canonical() {
+        IpAddr::V4(v4) => {
+            let o = v4.octets();
+            v4.is_loopback()
+                || v4.is_private()
+                || v4.is_link_local()
+                || v4.is_multicast()
+                || v4.is_broadcast()
+                || v4.is_unspecified()
+                || o[0] == 0
+                || (o[0] == 100 && (o[1] & 0xc0) == 64)
+                || (o[0] == 192 && o[1] == 0 && o[2] == 0)
+                || o[0] >= 240
+        }
+        IpAddr::V6(v6) => {
+            let s = v6.segments();
+            v6.is_loopback()
+                || v6.is_unspecified()
+                || v6.is_multicast()
+                || (s[0] & 0xfe00) == 0xfc00
+                || (s[0] & 0xffc0) == 0xfe80
+                || (s[0] == 0x64 && s[1] == 0xff9b && s[2..6] == [0, 0, 0, 0])
+        }
+    }
+}
+
+/// Whether a connection may be made to `ip`, an address a granted name
+/// resolved to. The one rule of `wasi:http` and `wasi:sockets`: a name
+/// matched only through a wildcard (`wildcard_only`) never reaches the
+/// special ranges ([`special_address`]), since a wildcard grants names,
+/// not whatever a name under it is made to resolve to; a grant that names
+/// the host (or the address) itself reaches what it resolves to.
+pub fn may_connect(wildcard_only: bool, ip: IpAddr) -> bool {
+    !wildcard_only || !special_address(ip)
 }
 
 #[cfg(test)]
@@ -622,5 +709,63 @@ mod tests {
         assert!(!v1.covers("https://api.example.com/**"));
         assert!(UrlPattern::parse("ftp://x").is_err());
         assert!(UrlPattern::parse("https://u@x").is_err());
+    }
+
+    /// security round 3, item 3: `TRACE` and `CONNECT` are refused in any
+    /// case, whatever `methods` grants (a server may echo the request with
+    /// the credential a provider added).
+    ///
+    /// Positive control: the same rules allow `GET` and a granted `PATCH`.
+    #[test]
+    fn trace_and_connect_are_never_allowed() {
+        let any = [rule("https://api.example.com/v1/**", None)];
+        let listed = [rule(
+            "https://api.example.com/v1/**",
+            Some(&["TRACE", "CONNECT", "PATCH"]),
+        )];
+        for rules in [&any[..], &listed[..]] {
+            for m in ["TRACE", "trace", "TrAcE", "CONNECT", "connect"] {
+                let r = req(m, "https://api.example.com/v1/x").unwrap();
+                let why = decide_request(rules, &r).unwrap_err();
+                assert!(why.contains("is never sent"), "{m}: {why}");
+            }
+            assert!(allowed(rules, "PATCH", "https://api.example.com/v1/x"));
+        }
+        assert!(allowed(&any, "GET", "https://api.example.com/v1/x"));
+    }
+
+    /// security round 3, item 4: the one connect rule of `wasi:http` and
+    /// `wasi:sockets`: through a wildcard only, no special address; a
+    /// rule that names the host lifts it.
+    ///
+    /// Positive control: a public address is reached through the wildcard.
+    #[test]
+    fn a_wildcard_alone_never_reaches_a_special_address() {
+        let wild = [rule("*.corp.test", None)];
+        let both = [rule("*.corp.test", None), rule("api.corp.test", None)];
+        let r = req("GET", "https://api.corp.test/").unwrap();
+        assert!(wildcard_only(&wild, &r));
+        assert!(!wildcard_only(&both, &r));
+        let url = [rule("https://*.corp.test/**", None)];
+        assert!(wildcard_only(&url, &r));
+        for ip in [
+            "127.0.0.1",
+            "::1",
+            "10.0.0.1",
+            "172.16.0.1",
+            "192.168.0.1",
+            "169.254.169.254",
+            "fd00:ec2::254",
+            "fe80::1",
+            "::ffff:127.0.0.1",
+            "100.64.0.1",
+            "0.0.0.0",
+        ] {
+            let ip: IpAddr = ip.parse().unwrap();
+            assert!(!may_connect(true, ip), "{ip}");
+            assert!(may_connect(false, ip), "{ip}");
+        }
+        assert!(may_connect(true, "203.0.113.9".parse().unwrap()));
+        assert!(may_connect(true, "2001:db8::1".parse().unwrap()));
     }
 }

@@ -132,7 +132,8 @@ pub struct CommandEnd {
 pub struct ResponseEnd {
     /// The response's status.
     pub status: u16,
-    /// The body's bytes the guest read.
+    /// The body's bytes the guest read, as the server sent them (before
+    /// any replacement of a provider's value).
     pub bytes: u64,
     /// From the request to the response's head.
     pub first_byte_ms: f64,
@@ -140,6 +141,11 @@ pub struct ResponseEnd {
     pub duration_ms: f64,
     /// Why the body ended early, if it did.
     pub error: Option<String>,
+    /// On a request that carried a provider's credential: how many times
+    /// the host replaced the provider's value in the response's headers
+    /// and body before the guest read them. `None` on any other request.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub redacted: Option<u64>,
 }
 
 /// The policy's answer for a command line, bound to one actor.
@@ -325,7 +331,8 @@ pub struct HttpClient {
     /// `[network] ca_file`.
     pub tls: Arc<rustls::ClientConfig>,
     /// `[network] resolve`: names answered with these addresses instead of
-    /// the system resolver's (the addresses are vetted all the same).
+    /// the system resolver's (the addresses are vetted all the same), by
+    /// the sender and by the `wasi:sockets` lookup alike.
     pub resolve: std::collections::BTreeMap<String, Vec<std::net::IpAddr>>,
 }
 

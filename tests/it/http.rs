@@ -16,7 +16,7 @@ use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
 use serde_json::{json, Value};
 
-use crate::support::guests::{component, output, run_json};
+use crate::support::guests::{component, manifest, output, run_json};
 use crate::support::{s, Env};
 
 /// One request a test server received.
@@ -93,11 +93,113 @@ impl http_body::Body for Trickle {
     }
 }
 
+/// A body sent `size` bytes at a time, a millisecond apart, so that each
+/// piece reaches the client as a frame of its own.
+struct Pieces {
+    data: Bytes,
+    size: usize,
+    pause: Pin<Box<tokio::time::Sleep>>,
+    /// Sent after the last piece.
+    trailers: Option<hyper::HeaderMap>,
+}
+
+impl http_body::Body for Pieces {
+    type Data = Bytes;
+    type Error = Infallible;
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<http_body::Frame<Bytes>, Infallible>>> {
+        if self.data.is_empty() {
+            return Poll::Ready(
+                self.trailers
+                    .take()
+                    .map(|t| Ok(http_body::Frame::trailers(t))),
+            );
+        }
+        match self.pause.as_mut().poll(cx) {
+            Poll::Ready(()) => {
+                let next = tokio::time::Instant::now() + std::time::Duration::from_millis(1);
+                self.pause.as_mut().reset(next);
+                let n = self.size.min(self.data.len());
+                let piece = self.data.split_to(n);
+                Poll::Ready(Some(Ok(http_body::Frame::data(piece))))
+            }
+            Poll::Pending => Poll::Pending,
+        }
+    }
+}
+
+/// What `/v1/echo` answers: every request header as `name: value` lines
+/// (sorted by name) in the body, the `authorization` and `x-mine` headers
+/// again as `x-echo-auth` and `x-echo-mine`, and with `tail` in the query
+/// the `authorization` value once more as the body's very last bytes.
+/// `chunk=N` in the query sends the body N bytes at a time, and with it
+/// `trailers` sends the `authorization` value in an `x-echo-auth` trailer;
+/// `gzip` labels the body `Content-Encoding: gzip`.
+fn echo(headers: &BTreeMap<String, String>, path: &str) -> hyper::Response<Body> {
+    let mut text: String = headers.iter().map(|(k, v)| format!("{k}: {v}\n")).collect();
+    let query = path.split_once('?').map_or("", |(_, q)| q);
+    let auth = headers.get("authorization").cloned().unwrap_or_default();
+    if query.split('&').any(|p| p == "tail") {
+        text.push_str("the end: ");
+        text.push_str(&auth);
+    }
+    let chunk = query
+        .split('&')
+        .find_map(|p| p.strip_prefix("chunk="))
+        .map(|n| n.parse::<usize>().unwrap());
+    let trailers = query.split('&').any(|p| p == "trailers").then(|| {
+        let mut t = hyper::HeaderMap::new();
+        t.insert(
+            "x-echo-auth",
+            hyper::header::HeaderValue::from_str(&auth).unwrap(),
+        );
+        t
+    });
+    let declared = trailers.is_some();
+    let body: Body = match chunk {
+        Some(size) => Pieces {
+            data: Bytes::from(text),
+            size,
+            pause: Box::pin(tokio::time::sleep(std::time::Duration::ZERO)),
+            trailers,
+        }
+        .boxed_unsync(),
+        None => Full::new(Bytes::from(text)).boxed_unsync(),
+    };
+    let mut response = hyper::Response::new(body);
+    if declared {
+        // hyper sends only the trailers the response declares (and only
+        // to a request with `TE: trailers`).
+        response.headers_mut().insert(
+            "trailer",
+            hyper::header::HeaderValue::from_static("x-echo-auth"),
+        );
+    }
+    if query.split('&').any(|p| p == "gzip") {
+        // Claimed, not done: the host must not hand it on either way.
+        response.headers_mut().insert(
+            "content-encoding",
+            hyper::header::HeaderValue::from_static("gzip"),
+        );
+    }
+    for (from, to) in [("authorization", "x-echo-auth"), ("x-mine", "x-echo-mine")] {
+        if let Some(v) = headers.get(from) {
+            response
+                .headers_mut()
+                .insert(to, hyper::header::HeaderValue::from_str(v).unwrap());
+        }
+    }
+    response
+}
+
 type Body = http_body_util::combinators::UnsyncBoxBody<Bytes, Infallible>;
 
 /// Starts a server: `/big` answers 2 MiB, `/trickle` a byte every 200 ms,
-/// `/redirect` a 302 to `redirect_to`, anything else `ok` (a POST: `got:
-/// BODY`). Every request is recorded.
+/// `/redirect` a 302 to `redirect_to`, `/v1/echo` the request's headers
+/// ([`echo`]), anything else `ok` (a POST: `got: BODY`). Every request is
+/// recorded.
 fn server(pki: &Pki, redirect_to: Option<String>) -> Server {
     let seen: Arc<Mutex<Vec<Seen>>> = Arc::default();
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
@@ -146,7 +248,7 @@ fn server(pki: &Pki, redirect_to: Option<String>) -> Server {
                                     .uri()
                                     .path_and_query()
                                     .map_or("/".to_string(), |p| p.as_str().to_string());
-                                let headers = req
+                                let headers: BTreeMap<String, String> = req
                                     .headers()
                                     .iter()
                                     .map(|(k, v)| {
@@ -166,32 +268,35 @@ fn server(pki: &Pki, redirect_to: Option<String>) -> Server {
                                 record.lock().unwrap().push(Seen {
                                     method: method.clone(),
                                     path: path.clone(),
-                                    headers,
+                                    headers: headers.clone(),
                                     body: body.clone(),
                                 });
                                 let full = |b: String| -> Body {
                                     Full::new(Bytes::from(b)).boxed_unsync()
                                 };
-                                let response: hyper::Response<Body> = if path.starts_with("/big") {
-                                    hyper::Response::new(full("x".repeat(2 << 20)))
-                                } else if path.starts_with("/trickle") {
-                                    hyper::Response::new(
-                                        Trickle(Box::pin(tokio::time::sleep(
-                                            std::time::Duration::ZERO,
-                                        )))
-                                        .boxed_unsync(),
-                                    )
-                                } else if path.contains("/redirect") {
-                                    hyper::Response::builder()
-                                        .status(302)
-                                        .header("location", redirect_to.unwrap_or_default())
-                                        .body(full(String::new()))
-                                        .unwrap()
-                                } else if method == "POST" {
-                                    hyper::Response::new(full(format!("got: {body}")))
-                                } else {
-                                    hyper::Response::new(full("ok".into()))
-                                };
+                                let response: hyper::Response<Body> =
+                                    if path.starts_with("/v1/echo") {
+                                        echo(&headers, &path)
+                                    } else if path.starts_with("/big") {
+                                        hyper::Response::new(full("x".repeat(2 << 20)))
+                                    } else if path.starts_with("/trickle") {
+                                        hyper::Response::new(
+                                            Trickle(Box::pin(tokio::time::sleep(
+                                                std::time::Duration::ZERO,
+                                            )))
+                                            .boxed_unsync(),
+                                        )
+                                    } else if path.contains("/redirect") {
+                                        hyper::Response::builder()
+                                            .status(302)
+                                            .header("location", redirect_to.unwrap_or_default())
+                                            .body(full(String::new()))
+                                            .unwrap()
+                                    } else if method == "POST" {
+                                        hyper::Response::new(full(format!("got: {body}")))
+                                    } else {
+                                        hyper::Response::new(full("ok".into()))
+                                    };
                                 Ok::<_, Infallible>(response)
                             }
                         },
@@ -403,6 +508,36 @@ fn dot_segments_and_userinfo_are_refused_before_matching() {
     assert!(srv.seen().is_empty(), "{:#?}", srv.seen());
 }
 
+/// A plain HTTP server on 127.0.0.1 answering every connection `200 ok`:
+/// its port, and how many connections it accepted.
+fn plain_server() -> (u16, Arc<std::sync::atomic::AtomicUsize>) {
+    let server = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = server.local_addr().unwrap().port();
+    let count: Arc<std::sync::atomic::AtomicUsize> = Arc::default();
+    let seen = count.clone();
+    std::thread::spawn(move || {
+        use std::io::{Read, Write};
+        for mut c in server.incoming().flatten() {
+            seen.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            let mut buf = [0u8; 1024];
+            let _ = c.read(&mut buf);
+            let _ =
+                c.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok");
+        }
+    });
+    (port, count)
+}
+
+/// A wildcard grant (`*.test:PORT`) does not reach a name under it that
+/// resolves to loopback, through `wasi:http` (`DestinationIpProhibited`)
+/// nor, security round 3, item 4, through `wasi:sockets`: the stock
+/// `fetch-socket` guest is answered no address for the name, cannot
+/// connect to the loopback address it would have got, and the service
+/// sees no connection. Both interfaces ask the one rule
+/// (`policy::http::may_connect`).
+///
+/// Positive control: the name granted itself (`api.test:PORT`) reaches
+/// what it resolves to, 127.0.0.1, through either interface.
 #[test]
 fn a_wildcard_grant_does_not_reach_a_name_that_resolves_to_loopback() {
     let pki = pki();
@@ -437,6 +572,50 @@ fn a_wildcard_grant_does_not_reach_a_name_that_resolves_to_loopback() {
     run.expect(0);
     assert_eq!(output(&v)["status"], 200, "{v:#}");
     assert_eq!(srv.seen().len(), 1);
+    // The same through sockets: a plain service on loopback only.
+    let (plain, connections) = plain_server();
+    let socket = component("fetch-socket");
+    let wild = manifest(
+        &env,
+        "fetch-socket-wild",
+        &socket,
+        &[("network:sites", Some(&format!("*.test:{plain}")))],
+    );
+    let ws = env.mkdir("ws");
+    for input in [
+        json!({"url": format!("http://api.test:{plain}/")}),
+        // The address the name would have given, written by the guest.
+        json!({"addr": format!("127.0.0.1:{plain}")}),
+    ] {
+        let (run, v) = run_json(&env, &wild, &ws, "Full", &input.to_string(), &[]);
+        run.expect(1);
+        let failed = v["run"]["result"]["error"]["failed"].as_str().unwrap();
+        let (target, why) = match input.get("url") {
+            Some(_) => (
+                format!("api.test:{plain}"),
+                "failed to lookup address information",
+            ),
+            None => (format!("127.0.0.1:{plain}"), "Permission denied"),
+        };
+        assert!(
+            failed.starts_with(&format!("connect `{target}`: ")),
+            "{failed}"
+        );
+        assert!(failed.contains(why), "{failed}");
+    }
+    assert_eq!(connections.load(std::sync::atomic::Ordering::SeqCst), 0);
+    // Control: the name itself granted connects to loopback.
+    let named = manifest(
+        &env,
+        "fetch-socket-named",
+        &socket,
+        &[("network:sites", Some(&format!("api.test:{plain}")))],
+    );
+    let input = json!({"url": format!("http://api.test:{plain}/")}).to_string();
+    let (run, v) = run_json(&env, &named, &ws, "Full", &input, &[]);
+    run.expect(0);
+    assert_eq!(output(&v), json!({"status": 200, "body": "ok"}), "{v:#}");
+    assert_eq!(connections.load(std::sync::atomic::Ordering::SeqCst), 1);
 }
 
 #[test]
@@ -795,4 +974,253 @@ fn a_long_lived_host_sends_a_provider_s_value_as_its_file_is_now() {
     let outcome = host.run(TurnRequest::new("fetch", "main", &input), &NoOne);
     assert!(outcome.is_ok(), "{:?}", outcome.end);
     assert_eq!(srv.seen().len(), 3);
+}
+
+/// What the host puts where a provider's value was in a response.
+const MARKER: &str = "[gatehouse:redacted]";
+
+/// An environment with provider `api` on `https://localhost:PORT/v1` (its
+/// value read from `GATEHOUSE_TEST_API_TOKEN`), and a `fetch` manifest
+/// granted `https://localhost:PORT/v1/**` with no `methods`: the guide's
+/// own example. With `provider` false, the same without `provider:access`.
+fn provider_setup(pki: &Pki, port: u16, provider: bool) -> (Env, std::path::PathBuf) {
+    let env = env_with(
+        pki,
+        &format!(
+            "[providers.api]\nbase_url = \"https://localhost:{port}/v1\"\nvalue_env = \"GATEHOUSE_TEST_API_TOKEN\"\n"
+        ),
+    );
+    let providers: &[&str] = if provider { &["api"] } else { &[] };
+    let m = fetch_manifest(
+        &env,
+        &[(&format!("https://localhost:{port}/v1/**"), None)],
+        providers,
+    );
+    (env, m)
+}
+
+/// Runs `fetch` with the provider's value `CANARY` in the host's
+/// environment; asserts the value is nowhere in what the run printed, and
+/// returns its last line.
+fn fetch_with_token(env: &Env, m: &Path, input: Value) -> Value {
+    let ws = env.mkdir("ws");
+    let out = env
+        .command()
+        .env("GATEHOUSE_TEST_API_TOKEN", CANARY)
+        .args([
+            "--json",
+            "run",
+            s(m),
+            "--workspace",
+            s(&ws),
+            "--level",
+            "Full",
+            "--input",
+        ])
+        .arg(input.to_string())
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(!stdout.contains(CANARY), "{stdout}");
+    assert!(!String::from_utf8_lossy(&out.stderr).contains(CANARY));
+    serde_json::from_str(stdout.lines().last().unwrap()).unwrap()
+}
+
+/// security round 3, item 3: `TRACE` and `CONNECT` are never sent, even
+/// under a grant with no `methods` and a provider whose credential the
+/// host would add: refused with `NETWORK_NOT_GRANTED` before a byte
+/// leaves (a server that honours `TRACE` would echo the credential).
+///
+/// Positive control: a `GET` on the same URL is sent, with the credential.
+#[test]
+fn trace_and_connect_are_never_sent_whatever_the_grant() {
+    let pki = pki();
+    let srv = server(&pki, None);
+    let p = srv.port;
+    let (env, m) = provider_setup(&pki, p, true);
+    let url = format!("https://localhost:{p}/v1/x");
+    for method in ["TRACE", "trace", "CONNECT"] {
+        let before = http_lines(&env).len();
+        let v = fetch_with_token(&env, &m, json!({"url": url, "method": method}));
+        assert_eq!(
+            output(&v),
+            json!({"error": "HttpRequestDenied"}),
+            "{method}: {v:#}"
+        );
+        let lines = http_lines(&env);
+        assert_eq!(lines.len(), before + 1, "{method}: {lines:#?}");
+        let line = &lines[before];
+        assert_eq!(line["decision"]["code"], "NETWORK_NOT_GRANTED", "{line:#}");
+        assert!(
+            line["decision"]["reason"]
+                .as_str()
+                .unwrap()
+                .contains("is never sent"),
+            "{line:#}"
+        );
+        assert!(srv.seen().is_empty(), "{method}: {:#?}", srv.seen());
+    }
+    // Control: the grant sends a GET, with the credential.
+    let v = fetch_with_token(&env, &m, json!({"url": url}));
+    assert_eq!(output(&v)["status"], 200, "{v:#}");
+    let seen = srv.seen();
+    assert_eq!(seen.len(), 1, "{seen:#?}");
+    assert_eq!(seen[0].method, "GET");
+    assert_eq!(seen[0].headers["authorization"], format!("Bearer {CANARY}"));
+}
+
+/// security round 3, item 3: a server that reflects the request's headers
+/// into the body and into a response header hands the guest the marker,
+/// never the provider's value: not in its output, not in its linear
+/// memory; the audit line counts each replacement.
+///
+/// Positive control: the server did get the value (the reflection would
+/// have carried it), and a header of the guest's own that is reflected
+/// comes back unchanged beside the marker.
+#[test]
+fn a_reflected_credential_reaches_the_guest_only_as_the_marker() {
+    let pki = pki();
+    let srv = server(&pki, None);
+    let p = srv.port;
+    let (env, m) = provider_setup(&pki, p, true);
+    let v = fetch_with_token(
+        &env,
+        &m,
+        json!({
+            "url": format!("https://localhost:{p}/v1/echo"),
+            "headers": {"x-mine": "not-a-secret-42"},
+            "scan_xor": xor_hex(CANARY),
+        }),
+    );
+    let out = output(&v);
+    assert_eq!(out["status"], 200, "{v:#}");
+    // The server saw the credential: what it echoed held it.
+    assert_eq!(
+        srv.seen()[0].headers["authorization"],
+        format!("Bearer {CANARY}")
+    );
+    let body = out["body"].as_str().unwrap();
+    assert!(!body.contains(CANARY), "{body}");
+    assert!(
+        body.contains(&format!("authorization: Bearer {MARKER}\n")),
+        "{body}"
+    );
+    assert!(body.contains("x-mine: not-a-secret-42\n"), "{body}");
+    assert_eq!(out["headers"]["x-echo-auth"], format!("Bearer {MARKER}"));
+    assert_eq!(out["headers"]["x-echo-mine"], "not-a-secret-42");
+    // The body's length changed: no `content-length` tells the old one.
+    assert!(out["headers"].get("content-length").is_none(), "{out:#}");
+    assert_eq!(out["scan"], json!({"env": 0, "memory": 0}), "{out:#}");
+    // One in the body, one in `x-echo-auth`.
+    let line = http_lines(&env).pop().unwrap();
+    assert_eq!(line["provider"], "api", "{line:#}");
+    assert_eq!(line["redacted"], 2, "{line:#}");
+    // A body that comes encoded cannot be searched: the guest gets none.
+    let v = fetch_with_token(
+        &env,
+        &m,
+        json!({"url": format!("https://localhost:{p}/v1/echo?gzip")}),
+    );
+    assert_eq!(output(&v), json!({"error": "HttpProtocolError"}), "{v:#}");
+    let line = http_lines(&env).pop().unwrap();
+    assert!(
+        line["error"]
+            .as_str()
+            .unwrap()
+            .contains("`content-encoding: gzip`"),
+        "{line:#}"
+    );
+}
+
+/// security round 3, item 3: the body matcher holds a value split across
+/// frames: a server that streams the reflection 1 byte and 3 bytes at a
+/// time, with the value straddling frame boundaries and once more as the
+/// stream's very last bytes, then in a trailer, gives the guest the
+/// marker each time.
+///
+/// Positive control: the bytes around each value come back intact, the
+/// body otherwise as the server sent it.
+#[test]
+fn a_credential_streamed_in_tiny_pieces_is_still_replaced() {
+    let pki = pki();
+    let srv = server(&pki, None);
+    let p = srv.port;
+    let (env, m) = provider_setup(&pki, p, true);
+    for size in [1, 3] {
+        let v = fetch_with_token(
+            &env,
+            &m,
+            json!({
+                "url": format!("https://localhost:{p}/v1/echo?chunk={size}&tail&trailers"),
+                "headers": {"x-mine": "not-a-secret-42", "te": "trailers"},
+            }),
+        );
+        let out = output(&v);
+        assert_eq!(out["status"], 200, "{size}: {v:#}");
+        let body = out["body"].as_str().unwrap();
+        assert!(!body.contains(CANARY), "{size}: {body}");
+        assert!(
+            body.contains(&format!("authorization: Bearer {MARKER}\n")),
+            "{size}: {body}"
+        );
+        assert!(
+            body.ends_with(&format!("\nthe end: Bearer {MARKER}")),
+            "{size}: {body}"
+        );
+        assert!(body.contains("x-mine: not-a-secret-42\n"), "{size}: {body}");
+        assert!(
+            body.starts_with("accept-encoding: identity\n"),
+            "{size}: {body}"
+        );
+        // After the body, the trailers: cleaned too.
+        assert_eq!(
+            out["trailers"],
+            json!({"x-echo-auth": format!("Bearer {MARKER}")}),
+            "{size}: {out:#}"
+        );
+        // Body twice, `x-echo-auth` in the head and in the trailers.
+        let line = http_lines(&env).pop().unwrap();
+        assert_eq!(line["redacted"], 4, "{size}: {line:#}");
+        assert!(line["error"].is_null(), "{size}: {line:#}");
+    }
+}
+
+/// security round 3, item 3 (control): without a provider, nothing is
+/// replaced: a reflected header of the guest's comes back unchanged, and
+/// the audit line has no `redacted` count (the host did not scan).
+#[test]
+fn without_a_provider_a_reflected_header_comes_back_unchanged() {
+    let pki = pki();
+    let srv = server(&pki, None);
+    let p = srv.port;
+    let (env, m) = provider_setup(&pki, p, false);
+    let v = fetch_with_token(
+        &env,
+        &m,
+        json!({
+            "url": format!("https://localhost:{p}/v1/echo?chunk=3&trailers"),
+            "headers": {
+                "x-mine": "not-a-secret-42",
+                "authorization": "Bearer guest-made",
+                "te": "trailers",
+            },
+        }),
+    );
+    let out = output(&v);
+    assert_eq!(out["status"], 200, "{v:#}");
+    let body = out["body"].as_str().unwrap();
+    assert!(
+        body.contains("authorization: Bearer guest-made\n"),
+        "{body}"
+    );
+    assert!(body.contains("x-mine: not-a-secret-42\n"), "{body}");
+    assert!(!body.contains(MARKER), "{body}");
+    assert_eq!(out["headers"]["x-echo-auth"], "Bearer guest-made");
+    assert_eq!(out["headers"]["x-echo-mine"], "not-a-secret-42");
+    assert_eq!(out["trailers"], json!({"x-echo-auth": "Bearer guest-made"}));
+    // The trailers ended the body: the line says it was read to its end.
+    let line = http_lines(&env).pop().unwrap();
+    assert!(line["error"].is_null(), "{line:#}");
+    assert!(line.get("provider").is_none(), "{line:#}");
+    assert!(line.get("redacted").is_none(), "{line:#}");
 }

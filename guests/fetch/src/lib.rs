@@ -2,7 +2,7 @@
 //! "method": "GET", "headers": {"name": "value"}, "body": "…"}` (method,
 //! headers and body optional) → one request through
 //! `wasi:http/outgoing-handler` → `{"status": N, "headers": {…}, "body":
-//! "…"}`.
+//! "…"}`, with `"trailers": {…}` when the response had any.
 //!
 //! The URL's path and query are sent exactly as written, with no
 //! normalization, so that the host's rules are what a test exercises. A
@@ -19,7 +19,7 @@ use serde::Deserialize;
 use serde_json::json;
 use wasi::http::outgoing_handler;
 use wasi::http::types::{
-    ErrorCode, Fields, Method, OutgoingBody, OutgoingRequest, RequestOptions, Scheme,
+    ErrorCode, Fields, IncomingBody, Method, OutgoingBody, OutgoingRequest, RequestOptions, Scheme,
 };
 
 guest_common::impl_from_fail!();
@@ -237,14 +237,26 @@ fn once(req: &Request) -> Result<(String, bool), Error> {
                 }
             }
         }
-        Ok((
-            guest_common::to_output(&json!({
-                "status": status,
-                "headers": got,
-                "body": String::from_utf8_lossy(&bytes),
-            }))?,
-            false,
-        ))
+        // The trailers, if the server sent any: the stream goes first (it
+        // is the body's child), then the body gives them.
+        drop(stream);
+        let future = IncomingBody::finish(incoming);
+        future.subscribe().block();
+        let mut trailers = BTreeMap::new();
+        if let Some(Ok(Ok(Some(fields)))) = future.get() {
+            for (k, v) in fields.entries() {
+                trailers.insert(k, String::from_utf8_lossy(&v).into_owned());
+            }
+        }
+        let mut out = json!({
+            "status": status,
+            "headers": got,
+            "body": String::from_utf8_lossy(&bytes),
+        });
+        if !trailers.is_empty() {
+            out["trailers"] = json!(trailers);
+        }
+        Ok((guest_common::to_output(&out)?, false))
     }
 }
 

@@ -6,8 +6,9 @@
 //! ([`crate::policy::http`]) against the turn's rules. A denied request
 //! reaches the guest as `HttpRequestDenied`. An allowed one is resolved
 //! once, each address vetted (loopback, private, link-local, metadata and
-//! the other special ranges only when the rule names the host or the
-//! address itself, not through a wildcard), and the connection made to the
+//! the other special ranges only when a rule names the host or the
+//! address itself, not through a wildcard: [`may_connect`], which the
+//! sockets layer asks too), and the connection made to the
 //! address that was checked: there is no second lookup. TLS is rustls with
 //! the host's roots. Redirects are never followed by the host. The turn's
 //! requests and response bytes are capped, and every wait ends with the
@@ -16,7 +17,10 @@
 //! A provider's credential (`provider:access`) is added by the host to
 //! requests under the provider's base URL only, replacing a header of the
 //! same name the guest set; the value is never in the guest, the audit or
-//! any report. Every request gets one audit line, allowed or denied:
+//! any report. The response to such a request reaches the guest with every
+//! occurrence of the value replaced ([`redact`]), so a server that echoes
+//! the request does not hand it over; `TRACE` and `CONNECT` are never sent
+//! at all. Every request gets one audit line, allowed or denied:
 //! method, scheme, host, port and path, the query only as its sha256 and
 //! length, never headers or bodies.
 
@@ -37,7 +41,9 @@ use wasmtime_wasi_http::{
 };
 
 use super::{Prepare, PrepareError, Unit};
-use crate::policy::http::{decide_request, HttpRequest, HttpRule, Scheme, SitePattern, UrlPattern};
+use crate::policy::http::{
+    decide_request, may_connect, wildcard_only, HttpRequest, HttpRule, Scheme, UrlPattern,
+};
 use crate::policy::snapshot::sha256_hex;
 use crate::policy::DenyCode;
 use crate::sandbox::alarm::{timeout, Alarm};
@@ -339,13 +345,13 @@ impl WasiHttpHooks for Hooks {
             .iter()
             .find(|p| p.bases.iter().any(|b| b.covers_request(&req)));
         let line = Line::of(&req, provider.map(|p| p.part.name.as_str()));
-        let rule = match decide_request(&self.rules, &req) {
-            Ok(i) => &self.rules[i],
+        match decide_request(&self.rules, &req) {
+            Ok(_) => {}
             Err(reason) => {
                 line.denied(&*shared.audit, DenyCode::NetworkNotGranted, &reason);
                 return refuse(HttpError::HttpRequestDenied);
             }
-        };
+        }
         let n = shared
             .requests
             .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
@@ -355,6 +361,9 @@ impl WasiHttpHooks for Hooks {
             shared.hit(DenyCode::LimitHttpRequests, reason);
             return refuse(HttpError::HttpRequestDenied);
         }
+        // Set only on a request that carries a credential: every other
+        // response goes to the guest as the server sent it, untouched.
+        let mut redactor = None;
         if let Some(p) = provider {
             let value = match &p.value {
                 Ok(v) => v,
@@ -385,20 +394,41 @@ impl WasiHttpHooks for Hooks {
             let headers = request.headers_mut();
             headers.remove(&name);
             headers.insert(name, header);
+            // The response is scanned for the value as sent: a compressed
+            // one (which the guest could ask for) would hide it.
+            headers.insert(
+                http::header::ACCEPT_ENCODING,
+                http::HeaderValue::from_static("identity"),
+            );
+            redactor = redact::Redactor::new(value.as_bytes());
         }
         // A wildcard rule covers names, never what they resolve to in the
-        // special ranges; a rule on the name or the address itself does.
-        let explicit = match &rule.site {
-            SitePattern::Host(h) => !h.host().starts_with("*."),
-            SitePattern::Url(u) => !u.host().host().starts_with("*."),
-        };
+        // special ranges; a rule on the name or the address itself does
+        // (the sockets layer asks the same `may_connect`).
+        let through_wildcard = wildcard_only(&self.rules, &req);
         let client = self.client.clone();
         Box::new(async move {
-            let sent = send(&client, request, &req, explicit, options, &shared).await;
+            let sent = send(&client, request, &req, through_wildcard, options, &shared).await;
             match sent {
-                Ok((response, io)) => {
+                Ok((mut response, io)) => {
                     let status = response.status().as_u16();
                     let first_byte_ms = started.elapsed().as_secs_f64() * 1e3;
+                    if let Some(r) = redactor.as_mut() {
+                        if let Err(why) = r.response_head(response.headers_mut()) {
+                            line.allowed(
+                                &*shared.audit,
+                                ResponseEnd {
+                                    status,
+                                    bytes: 0,
+                                    first_byte_ms,
+                                    duration_ms: started.elapsed().as_secs_f64() * 1e3,
+                                    error: Some(why),
+                                    redacted: Some(r.count()),
+                                },
+                            );
+                            return Err(HttpError::HttpProtocolError);
+                        }
+                    }
                     let response = response.map(|body| {
                         Counted {
                             body,
@@ -409,6 +439,9 @@ impl WasiHttpHooks for Hooks {
                             shared: shared.clone(),
                             seen: 0,
                             line: Some((line, status, started, first_byte_ms)),
+                            redactor,
+                            queued: Vec::new(),
+                            ended: false,
                         }
                         .boxed_unsync()
                     });
@@ -429,34 +462,6 @@ impl WasiHttpHooks for Hooks {
     }
 }
 
-/// Whether `ip` is in a range a wildcard rule may not reach.
-pub fn special(ip: IpAddr) -> bool {
-    match ip.to_canonical() {
-        IpAddr::V4(v4) => {
-            let o = v4.octets();
-            v4.is_loopback()
-                || v4.is_private()
-                || v4.is_link_local()
-                || v4.is_multicast()
-                || v4.is_broadcast()
-                || v4.is_unspecified()
-                || o[0] == 0
-                || (o[0] == 100 && (o[1] & 0xc0) == 64)
-                || (o[0] == 192 && o[1] == 0 && o[2] == 0)
-                || o[0] >= 240
-        }
-        IpAddr::V6(v6) => {
-            let s = v6.segments();
-            v6.is_loopback()
-                || v6.is_unspecified()
-                || v6.is_multicast()
-                || (s[0] & 0xfe00) == 0xfc00
-                || (s[0] & 0xffc0) == 0xfe80
-                || (s[0] == 0x64 && s[1] == 0xff9b && s[2..6] == [0, 0, 0, 0])
-        }
-    }
-}
-
 type SendError = (DenyCode, String, HttpError);
 
 /// Resolves, vets, connects to the vetted address, and sends.
@@ -464,7 +469,7 @@ async fn send(
     client: &HttpClient,
     mut request: http::Request<wasmtime_wasi_http::WasiBody>,
     req: &HttpRequest,
-    explicit: bool,
+    wildcard_only: bool,
     options: Option<RequestOptions>,
     shared: &Shared,
 ) -> Result<
@@ -493,7 +498,7 @@ async fn send(
     let vetted: Vec<SocketAddr> = addrs
         .iter()
         .copied()
-        .filter(|a| explicit || !special(a.ip()))
+        .filter(|a| may_connect(wildcard_only, a.ip()))
         .collect();
     if vetted.is_empty() {
         return Err(failed(
@@ -689,6 +694,15 @@ struct Counted {
     /// The line, the status, when the request started and when its
     /// headers came (taken when written).
     line: Option<(Line, u16, Instant, f64)>,
+    /// On a request that carried a provider's credential: what takes the
+    /// value out of the body and the trailers.
+    redactor: Option<redact::Redactor>,
+    /// Frames to hand out before the body is polled again, last first
+    /// (the bytes the redactor held back, then the trailers that followed
+    /// them).
+    queued: Vec<http_body::Frame<Bytes>>,
+    /// The body ended, and its line was written: only `queued` is left.
+    ended: bool,
 }
 
 impl Counted {
@@ -702,6 +716,7 @@ impl Counted {
                     first_byte_ms,
                     duration_ms: started.elapsed().as_secs_f64() * 1e3,
                     error: error.map(str::to_string),
+                    redacted: self.redactor.as_ref().map(redact::Redactor::count),
                 },
             );
         }
@@ -734,57 +749,434 @@ impl http_body::Body for Counted {
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<http_body::Frame<Bytes>, HttpError>>> {
-        if Instant::now() >= self.shared.deadline {
-            return Poll::Ready(Some(Err(self.past_deadline())));
+        let this = &mut *self;
+        // A loop only for the redactor: a frame it holds back whole (a
+        // possible start of the value) is no frame for the guest, and the
+        // body is polled again at once.
+        loop {
+            if let Some(frame) = this.queued.pop() {
+                return Poll::Ready(Some(Ok(frame)));
+            }
+            if this.ended {
+                return Poll::Ready(None);
+            }
+            if Instant::now() >= this.shared.deadline {
+                return Poll::Ready(Some(Err(this.past_deadline())));
+            }
+            match Pin::new(&mut this.body).poll_frame(cx) {
+                Poll::Ready(Some(Ok(frame))) => {
+                    if let Some((gap, alarm)) = this.between.as_mut() {
+                        alarm.reset(Instant::now() + *gap);
+                    }
+                    let n = frame.data_ref().map_or(0, |d| d.len() as u64);
+                    this.seen += n;
+                    let total = this
+                        .shared
+                        .bytes
+                        .fetch_add(n, std::sync::atomic::Ordering::SeqCst)
+                        + n;
+                    if total > this.shared.max_bytes {
+                        let detail = format!(
+                            "the turn's HTTP responses passed {} bytes",
+                            this.shared.max_bytes
+                        );
+                        this.shared.hit(DenyCode::LimitHttpResponse, detail);
+                        this.finish(Some("the response passed the turn's cap"));
+                        return Poll::Ready(Some(Err(HttpError::HttpResponseBodySize(Some(
+                            this.shared.max_bytes,
+                        )))));
+                    }
+                    let Some(redactor) = this.redactor.as_mut() else {
+                        // Trailers end the body: the reader asks for
+                        // nothing after them, so the line is written now.
+                        if frame.is_trailers() {
+                            this.finish(None);
+                        }
+                        return Poll::Ready(Some(Ok(frame)));
+                    };
+                    let frame = match frame.into_data() {
+                        Ok(data) => {
+                            let out = redactor.body(data);
+                            if out.is_empty() {
+                                continue;
+                            }
+                            http_body::Frame::data(out)
+                        }
+                        Err(frame) => match frame.into_trailers() {
+                            Ok(mut trailers) => {
+                                // The body is over: what was held back
+                                // goes first, then the trailers, cleaned.
+                                // The count is final, and the reader asks
+                                // for nothing after the trailers: the line
+                                // is written now.
+                                let held = redactor.body_end();
+                                redactor.headers(&mut trailers);
+                                this.queued.push(http_body::Frame::trailers(trailers));
+                                this.finish(None);
+                                this.ended = true;
+                                if held.is_empty() {
+                                    continue;
+                                }
+                                http_body::Frame::data(held)
+                            }
+                            // A frame that is neither (none exists in
+                            // http-body 1): passed on as it is.
+                            Err(frame) => frame,
+                        },
+                    };
+                    return Poll::Ready(Some(Ok(frame)));
+                }
+                Poll::Ready(Some(Err(e))) => {
+                    let e = HttpError::from(e);
+                    this.finish(Some(&e.to_string()));
+                    return Poll::Ready(Some(Err(e)));
+                }
+                Poll::Ready(None) => {
+                    // Whatever the redactor still holds is not the value
+                    // (a whole one would have been replaced): it is the
+                    // body's last bytes. The count is final here.
+                    let held = this
+                        .redactor
+                        .as_mut()
+                        .map(redact::Redactor::body_end)
+                        .unwrap_or_default();
+                    this.finish(None);
+                    this.ended = true;
+                    if held.is_empty() {
+                        return Poll::Ready(None);
+                    }
+                    return Poll::Ready(Some(Ok(http_body::Frame::data(held))));
+                }
+                Poll::Pending => {
+                    if Pin::new(&mut this.deadline).poll(cx).is_ready() {
+                        return Poll::Ready(Some(Err(this.past_deadline())));
+                    }
+                    let idle = this
+                        .between
+                        .as_mut()
+                        .is_some_and(|(_, alarm)| Pin::new(alarm).poll(cx).is_ready());
+                    if idle {
+                        // The guest's own timeout: its error, not a limit.
+                        this.finish(Some("no byte within the between-bytes timeout"));
+                        return Poll::Ready(Some(Err(HttpError::ConnectionReadTimeout)));
+                    }
+                    return Poll::Pending;
+                }
+            }
         }
-        match Pin::new(&mut self.body).poll_frame(cx) {
-            Poll::Ready(Some(Ok(frame))) => {
-                if let Some((gap, alarm)) = self.between.as_mut() {
-                    alarm.reset(Instant::now() + *gap);
+    }
+}
+
+/// Takes a provider's value out of the response to a request that carried
+/// it, before the guest reads a byte: a server that echoes the request (a
+/// debug endpoint, an error page) would otherwise hand the guest the
+/// credential the host added.
+///
+/// Every occurrence of the value itself, not only the header line it was
+/// sent in, is replaced by [`redact::MARKER`]. A header whose name holds it
+/// (names arrive lowercased, so compared ignoring ASCII case) is dropped.
+/// The body is matched as a stream: bytes that could begin the value are
+/// held back until the next frame says whether they do, so a value split
+/// across frames (or the body's end) is still found. Only the value as
+/// sent is found: a server that transforms it (base64, a hash, a slice, a
+/// compression it applies unasked) is not matched.
+pub mod redact {
+    use bytes::Bytes;
+    use http::{HeaderMap, HeaderValue};
+
+    /// What replaces the value, in the body and in header values.
+    pub const MARKER: &[u8] = b"[gatehouse:redacted]";
+
+    /// The matcher of one response.
+    pub struct Redactor {
+        value: Box<[u8]>,
+        /// A tail of the body so far that is a proper prefix of the value.
+        held: Vec<u8>,
+        count: u64,
+    }
+
+    /// The first position of `needle` (not empty) in `hay`.
+    fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
+        let (&first, rest) = needle.split_first()?;
+        let mut from = 0;
+        while hay.len() - from >= needle.len() {
+            let at = from
+                + hay[from..=hay.len() - needle.len()]
+                    .iter()
+                    .position(|&b| b == first)?;
+            if hay[at + 1..at + needle.len()] == *rest {
+                return Some(at);
+            }
+            from = at + 1;
+        }
+        None
+    }
+
+    /// `hay` with every occurrence of `needle` replaced by [`MARKER`], and
+    /// how many there were; `None` (and no copy) when there is none.
+    fn replace(hay: &[u8], needle: &[u8]) -> Option<(Vec<u8>, u64)> {
+        let mut at = find(hay, needle)?;
+        let mut out = Vec::with_capacity(hay.len());
+        let mut from = 0;
+        let mut n = 0;
+        loop {
+            out.extend_from_slice(&hay[from..from + at]);
+            out.extend_from_slice(MARKER);
+            n += 1;
+            from += at + needle.len();
+            match find(&hay[from..], needle) {
+                Some(next) => at = next,
+                None => break,
+            }
+        }
+        out.extend_from_slice(&hay[from..]);
+        Some((out, n))
+    }
+
+    /// How many times `needle` (not empty: zero otherwise) is in `hay`,
+    /// ignoring ASCII case.
+    fn count_ignoring_case(hay: &[u8], needle: &[u8]) -> u64 {
+        if needle.is_empty() {
+            return 0;
+        }
+        let mut n = 0;
+        let mut i = 0;
+        while i + needle.len() <= hay.len() {
+            if hay[i..i + needle.len()].eq_ignore_ascii_case(needle) {
+                n += 1;
+                i += needle.len();
+            } else {
+                i += 1;
+            }
+        }
+        n
+    }
+
+    impl Redactor {
+        /// The matcher of `value`; `None` for an empty value (which is
+        /// nothing to hide, and would match everywhere).
+        pub fn new(value: &[u8]) -> Option<Redactor> {
+            (!value.is_empty()).then(|| Redactor {
+                value: value.into(),
+                held: Vec::new(),
+                count: 0,
+            })
+        }
+
+        /// How many occurrences were replaced so far.
+        pub fn count(&self) -> u64 {
+            self.count
+        }
+
+        /// Cleans a header or trailer map in place.
+        pub fn headers(&mut self, map: &mut HeaderMap) {
+            let named: Vec<http::HeaderName> = map
+                .keys()
+                .filter(|k| count_ignoring_case(k.as_str().as_bytes(), &self.value) > 0)
+                .cloned()
+                .collect();
+            for name in named {
+                let lines = map.get_all(&name).iter().count() as u64;
+                self.count += lines * count_ignoring_case(name.as_str().as_bytes(), &self.value);
+                map.remove(&name);
+            }
+            for v in map.values_mut() {
+                if let Some((clean, n)) = replace(v.as_bytes(), &self.value) {
+                    // The marker is visible ASCII, and what it replaced
+                    // was a run of a valid value's bytes: still valid.
+                    // Should it not be, the value goes whole.
+                    *v = HeaderValue::from_bytes(&clean)
+                        .unwrap_or_else(|_| HeaderValue::from_static("[gatehouse:redacted]"));
+                    self.count += n;
                 }
-                let n = frame.data_ref().map_or(0, |d| d.len() as u64);
-                self.seen += n;
-                let total = self
-                    .shared
-                    .bytes
-                    .fetch_add(n, std::sync::atomic::Ordering::SeqCst)
-                    + n;
-                if total > self.shared.max_bytes {
-                    let detail = format!(
-                        "the turn's HTTP responses passed {} bytes",
-                        self.shared.max_bytes
+            }
+        }
+
+        /// The response's head, before the guest sees it: its headers
+        /// cleaned, and `Content-Length` removed (the body's length changes
+        /// with each replacement). An encoded body (`Content-Encoding`, or a
+        /// transfer coding other than `chunked`) cannot be searched for the
+        /// value, and is refused with the reason.
+        pub fn response_head(&mut self, map: &mut HeaderMap) -> Result<(), String> {
+            self.headers(map);
+            map.remove(http::header::CONTENT_LENGTH);
+            for (name, allowed) in [
+                (http::header::CONTENT_ENCODING, "identity"),
+                (http::header::TRANSFER_ENCODING, "chunked"),
+            ] {
+                for v in map.get_all(&name) {
+                    let encoded = v
+                        .as_bytes()
+                        .split(|&b| b == b',')
+                        .map(<[u8]>::trim_ascii)
+                        .any(|c| !c.is_empty() && !c.eq_ignore_ascii_case(allowed.as_bytes()));
+                    if encoded {
+                        return Err(format!(
+                            "the response to a request that carried a provider's credential has `{}: {}`: the host cannot look for the credential in an encoded body, and does not hand it to the guest",
+                            name,
+                            String::from_utf8_lossy(v.as_bytes())
+                        ));
+                    }
+                }
+            }
+            Ok(())
+        }
+
+        /// The next piece of the body, cleaned: what can go to the guest
+        /// now (empty when all of it may still begin the value).
+        pub fn body(&mut self, data: Bytes) -> Bytes {
+            let joined = if self.held.is_empty() {
+                data
+            } else {
+                let mut v = std::mem::take(&mut self.held);
+                v.extend_from_slice(&data);
+                Bytes::from(v)
+            };
+            let n = self.value.len();
+            // Allocated only at the first occurrence: a body without the
+            // value goes on as the same buffer.
+            let mut out: Option<Vec<u8>> = None;
+            let mut from = 0;
+            while let Some(at) = find(&joined[from..], &self.value) {
+                let o = out.get_or_insert_with(|| Vec::with_capacity(joined.len()));
+                o.extend_from_slice(&joined[from..from + at]);
+                o.extend_from_slice(MARKER);
+                self.count += 1;
+                from += at + n;
+            }
+            // The longest tail that is a proper prefix of the value waits
+            // for the next frame.
+            let tail = &joined[from..];
+            let keep = (1..n.min(tail.len() + 1))
+                .rev()
+                .find(|&k| tail.ends_with(&self.value[..k]))
+                .unwrap_or(0);
+            let end = joined.len() - keep;
+            self.held.extend_from_slice(&joined[end..]);
+            match out {
+                None => joined.slice(..end),
+                Some(mut o) => {
+                    o.extend_from_slice(&joined[from..end]);
+                    Bytes::from(o)
+                }
+            }
+        }
+
+        /// The body ended: what was held back, which is not the value (a
+        /// whole one would have been replaced).
+        pub fn body_end(&mut self) -> Bytes {
+            Bytes::from(std::mem::take(&mut self.held))
+        }
+    }
+
+    #[cfg(test)]
+    mod tests {
+        use super::*;
+
+        const SECRET: &[u8] = b"s3cr3t-s3cr3t-x";
+
+        /// Feeds `body` in chunks of `size` and returns what the guest
+        /// gets and the count.
+        fn stream(body: &[u8], size: usize) -> (Vec<u8>, u64) {
+            let mut r = Redactor::new(SECRET).unwrap();
+            let mut out = Vec::new();
+            for c in body.chunks(size) {
+                out.extend_from_slice(&r.body(Bytes::copy_from_slice(c)));
+            }
+            out.extend_from_slice(&r.body_end());
+            (out, r.count())
+        }
+
+        fn marked(parts: &[&[u8]]) -> Vec<u8> {
+            parts.join(MARKER)
+        }
+
+        #[test]
+        fn every_occurrence_goes_in_any_chunking() {
+            let cases: Vec<(Vec<u8>, Vec<u8>, u64)> = vec![
+                (b"no value here".to_vec(), b"no value here".to_vec(), 0),
+                (
+                    [b"a: ", SECRET, b"\n"].concat(),
+                    marked(&[b"a: ", b"\n"]),
+                    1,
+                ),
+                // At the very end, and at the very start.
+                ([b"x", SECRET].concat(), marked(&[b"x", b""]), 1),
+                ([SECRET, b"x"].concat(), marked(&[b"", b"x"]), 1),
+                (SECRET.to_vec(), MARKER.to_vec(), 1),
+                // Back to back, and overlapping a false start.
+                ([SECRET, SECRET].concat(), marked(&[b"", b"", b""]), 2),
+                (
+                    [b"s3cr3t-", SECRET, b"s3cr3t"].concat(),
+                    marked(&[b"s3cr3t-", b"s3cr3t"]),
+                    1,
+                ),
+                // A prefix at the end that is not the value comes back.
+                (
+                    b"tail s3cr3t-s3cr3t".to_vec(),
+                    b"tail s3cr3t-s3cr3t".to_vec(),
+                    0,
+                ),
+            ];
+            for (body, want, count) in &cases {
+                for size in [1, 2, 3, 5, 7, 64] {
+                    let (got, n) = stream(body, size);
+                    assert_eq!(
+                        String::from_utf8_lossy(&got),
+                        String::from_utf8_lossy(want),
+                        "chunks of {size}"
                     );
-                    self.shared.hit(DenyCode::LimitHttpResponse, detail);
-                    self.finish(Some("the response passed the turn's cap"));
-                    return Poll::Ready(Some(Err(HttpError::HttpResponseBodySize(Some(
-                        self.shared.max_bytes,
-                    )))));
+                    assert_eq!(n, *count, "chunks of {size}");
                 }
-                Poll::Ready(Some(Ok(frame)))
             }
-            Poll::Ready(Some(Err(e))) => {
-                let e = HttpError::from(e);
-                self.finish(Some(&e.to_string()));
-                Poll::Ready(Some(Err(e)))
-            }
-            Poll::Ready(None) => {
-                self.finish(None);
-                Poll::Ready(None)
-            }
-            Poll::Pending => {
-                if Pin::new(&mut self.deadline).poll(cx).is_ready() {
-                    return Poll::Ready(Some(Err(self.past_deadline())));
-                }
-                let idle = self
-                    .between
-                    .as_mut()
-                    .is_some_and(|(_, alarm)| Pin::new(alarm).poll(cx).is_ready());
-                if idle {
-                    // The guest's own timeout: its error, not a limit.
-                    self.finish(Some("no byte within the between-bytes timeout"));
-                    return Poll::Ready(Some(Err(HttpError::ConnectionReadTimeout)));
-                }
-                Poll::Pending
+        }
+
+        #[test]
+        fn a_body_without_the_value_is_passed_as_the_same_buffer() {
+            let mut r = Redactor::new(SECRET).unwrap();
+            let data = Bytes::from_static(b"plain text");
+            let out = r.body(data.clone());
+            assert_eq!(out.as_ptr(), data.as_ptr());
+            assert_eq!(out, data);
+        }
+
+        #[test]
+        fn header_values_and_names_lose_the_value() {
+            let mut r = Redactor::new(b"AbC-123").unwrap();
+            let mut map = HeaderMap::new();
+            map.insert(
+                "x-echo",
+                HeaderValue::from_static("Bearer AbC-123, AbC-123"),
+            );
+            map.append("x-abc-123-seen", HeaderValue::from_static("1"));
+            map.append("x-abc-123-seen", HeaderValue::from_static("2"));
+            map.insert("content-length", HeaderValue::from_static("10"));
+            map.insert("x-other", HeaderValue::from_static("abc-123"));
+            r.response_head(&mut map).unwrap();
+            assert_eq!(
+                map["x-echo"],
+                "Bearer [gatehouse:redacted], [gatehouse:redacted]"
+            );
+            assert!(!map.contains_key("x-abc-123-seen"));
+            assert!(!map.contains_key("content-length"));
+            // Values are matched exactly: another case is another string.
+            assert_eq!(map["x-other"], "abc-123");
+            assert_eq!(r.count(), 4);
+            assert!(Redactor::new(b"").is_none());
+        }
+
+        #[test]
+        fn an_encoded_body_is_refused() {
+            for (name, value, ok) in [
+                ("content-encoding", "gzip", false),
+                ("content-encoding", "identity", true),
+                ("transfer-encoding", "chunked", true),
+                ("transfer-encoding", "gzip, chunked", false),
+            ] {
+                let mut r = Redactor::new(SECRET).unwrap();
+                let mut map = HeaderMap::new();
+                map.insert(name, HeaderValue::from_static(value));
+                assert_eq!(r.response_head(&mut map).is_ok(), ok, "{name}: {value}");
             }
         }
     }

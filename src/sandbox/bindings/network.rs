@@ -8,8 +8,11 @@
 //! - `wasi:sockets/ip-name-lookup` is gatehouse's own host, not
 //!   wasmtime-wasi's: wasmtime-wasi's lookup is all-or-nothing
 //!   (`allow_ip_name_lookup`) and has no per-name hook. Ours answers a name
-//!   only if a granted pattern names it, asks the host resolver only then,
-//!   and records every address it hands out in an [`AllowSet`].
+//!   only if a granted pattern names it, asks the host resolver only then
+//!   (or `[network] resolve`, as the HTTP sender does), and records every
+//!   address it hands out in an [`AllowSet`]. A name matched only through
+//!   a wildcard is never handed, nor allowed, a special address (the HTTP
+//!   sender's rule, [`may_connect`]).
 //! - The rest of `wasi:sockets` is wasmtime-wasi's, linked interface by
 //!   interface, with a `socket_addr_check` that admits a TCP connect only to
 //!   an `(address, port)` in that [`AllowSet`].
@@ -32,6 +35,7 @@ use wasmtime_wasi::p2::{DynPollable, Network, Pollable};
 use wasmtime_wasi::sockets::{SocketAddrUse, WasiSockets};
 
 use super::{Prepare, PrepareError, Unit};
+use crate::policy::http::{is_wildcard, may_connect};
 use crate::policy::target::{is_host_name, parse_ip};
 use crate::policy::HostPattern;
 use crate::sandbox::HostState;
@@ -193,6 +197,10 @@ fn host_matches(pattern: &HostPattern, name: &str, _ip: Option<IpAddr>) -> bool 
     pattern.matches_host(name)
 }
 
+/// Names the host answers itself (`[network] resolve`), shared with the
+/// HTTP sender: both interfaces see a name resolve to the same addresses.
+type Pinned = Arc<crate::sandbox::services::HttpClient>;
+
 /// The `network:sites` state of one run: the granted patterns and the
 /// addresses handed out so far.
 pub struct Sites {
@@ -201,6 +209,7 @@ pub struct Sites {
     /// every connect.
     allowed: Arc<Mutex<AllowSet>>,
     resolver: Resolver,
+    pinned: Option<Pinned>,
 }
 
 impl Sites {
@@ -208,6 +217,13 @@ impl Sites {
     /// granted IP literals already allowed.
     pub fn new(hosts: &[HostPattern]) -> Sites {
         Sites::with_resolver(hosts.to_vec(), system_resolver)
+    }
+
+    /// The same sites, answering the names of `[network] resolve` with
+    /// its addresses first, as the HTTP sender does.
+    pub fn pinned(mut self, client: Pinned) -> Sites {
+        self.pinned = Some(client);
+        self
     }
 
     fn with_resolver(patterns: Vec<HostPattern>, resolver: Resolver) -> Sites {
@@ -223,6 +239,7 @@ impl Sites {
             patterns,
             allowed: Arc::new(Mutex::new(set)),
             resolver,
+            pinned: None,
         }
     }
 
@@ -238,9 +255,12 @@ impl Sites {
     /// This is the only place a guest's name reaches the host resolver, and
     /// only after the name matched a grant: an ungranted name is
     /// `name-unresolvable` without any query (so it cannot be used to leak
-    /// data through DNS). The addresses a granted name resolves to are
-    /// trusted as the resolver gives them, including private or loopback
-    /// ones: granting a name grants whatever it resolves to.
+    /// data through DNS). A pattern that names the host itself grants
+    /// whatever it resolves to, private or loopback included; one that
+    /// matched it only through a wildcard never grants an address in the
+    /// special ranges ([`may_connect`], the rule the HTTP sender applies
+    /// too). The guest is answered only the addresses it may connect to:
+    /// none left is `name-unresolvable` ("no suitable address").
     pub fn lookup(&self, name: &str) -> Result<Vec<IpAddr>, ErrorCode> {
         self.lookup_until(name, None)
     }
@@ -258,19 +278,27 @@ impl Sites {
         if ip.is_none() && !is_host_name(&name) {
             return Err(ErrorCode::InvalidArgument);
         }
-        let ports: Vec<Option<u16>> = self
+        // Each matching pattern's port, and whether it matched only
+        // through a wildcard.
+        let ports: Vec<(Option<u16>, bool)> = self
             .patterns
             .iter()
             .filter(|p| host_matches(p, &name, ip))
-            .map(HostPattern::port)
+            .map(|p| (p.port(), is_wildcard(p)))
             .collect();
         if ports.is_empty() {
             return Err(ErrorCode::NameUnresolvable);
         }
-        let resolved = match ip {
+        let pinned = self
+            .pinned
+            .as_ref()
+            .and_then(|c| c.resolve.get(&name))
+            .cloned();
+        let resolved = match (ip, pinned) {
             // As WASI specifies: an address is returned as-is, unresolved.
-            Some(ip) => vec![ip],
-            None => match deadline {
+            (Some(ip), _) => vec![ip],
+            (None, Some(pinned)) => pinned,
+            (None, None) => match deadline {
                 None => (self.resolver)(&name).map_err(|_| ErrorCode::NameUnresolvable)?,
                 Some(deadline) => {
                     let (resolver, query) = (self.resolver, name.clone());
@@ -290,9 +318,11 @@ impl Sites {
             },
         };
         // getaddrinfo repeats an address per socket type; keep the first.
+        // Only the addresses some matching pattern may reach.
         let mut addrs: Vec<IpAddr> = Vec::new();
         for ip in resolved.into_iter().map(|ip| ip.to_canonical()) {
-            if !addrs.contains(&ip) {
+            let reachable = ports.iter().any(|(_, wild)| may_connect(*wild, ip));
+            if reachable && !addrs.contains(&ip) {
                 addrs.push(ip);
             }
         }
@@ -306,8 +336,10 @@ impl Sites {
             .lock()
             .map_err(|_| ErrorCode::PermanentResolverFailure)?;
         for ip in &addrs {
-            for port in &ports {
-                set.insert(*ip, *port);
+            for (port, wild) in &ports {
+                if may_connect(*wild, *ip) {
+                    set.insert(*ip, *port);
+                }
             }
         }
         Ok(addrs)
@@ -473,6 +505,7 @@ impl Unit for NetworkSites {
         if !sites.granted() {
             return Ok(sites);
         }
+        let sites = sites.pinned(cx.services.http.clone());
         // wasmtime-wasi's own lookup stays off: ours is linked in its
         // place, and this flag would only matter to wasmtime-wasi's.
         cx.wasi
@@ -533,8 +566,21 @@ mod tests {
             // and one IPv4-mapped IPv6 address.
             "localhost" => Ok(vec![LOCAL4, LOCAL4, LOCAL6, LOCAL6]),
             "a.example.com" => Ok(vec![IpAddr::V6(
-                Ipv4Addr::new(10, 0, 0, 7).to_ipv6_mapped(),
+                Ipv4Addr::new(203, 0, 113, 7).to_ipv6_mapped(),
             )]),
+            // One public address, then the special ranges a wildcard may
+            // not reach.
+            "mixed.corp.test" | "mixed.example.com" => Ok(vec![
+                "203.0.113.9".parse().unwrap(),
+                LOCAL4,
+                LOCAL6,
+                "10.1.2.3".parse().unwrap(),
+                "169.254.169.254".parse().unwrap(),
+                "fd00:ec2::254".parse().unwrap(),
+                "fe80::1".parse().unwrap(),
+                IpAddr::V6(Ipv4Addr::new(192, 168, 1, 1).to_ipv6_mapped()),
+            ]),
+            "loop.corp.test" => Ok(vec![LOCAL4]),
             _ => Err(std::io::Error::other("no such name")),
         }
     }
@@ -633,15 +679,48 @@ mod tests {
         assert!(!sites.permits(at("127.0.0.2".parse().unwrap(), 8080)));
         // A pattern without a port allows every port of what it resolved;
         // IPv4-mapped results are recorded (and checked) as IPv4.
-        let ten: IpAddr = "10.0.0.7".parse().unwrap();
-        assert!(!sites.permits(at(ten, 443)));
-        assert_eq!(sites.lookup("a.example.com").unwrap(), vec![ten]);
-        assert!(sites.permits(at(ten, 443)));
-        assert!(sites.permits(at(ten, 1)));
+        let public: IpAddr = "203.0.113.7".parse().unwrap();
+        assert!(!sites.permits(at(public, 443)));
+        assert_eq!(sites.lookup("a.example.com").unwrap(), vec![public]);
+        assert!(sites.permits(at(public, 443)));
+        assert!(sites.permits(at(public, 1)));
         assert!(sites.permits(at(
-            IpAddr::V6(Ipv4Addr::new(10, 0, 0, 7).to_ipv6_mapped()),
+            IpAddr::V6(Ipv4Addr::new(203, 0, 113, 7).to_ipv6_mapped()),
             2
         )));
+    }
+
+    /// security round 3, item 4: a name matched only through a wildcard
+    /// is answered, and allowed, only its addresses outside loopback,
+    /// private, link-local (metadata), unique-local and the other special
+    /// ranges; a name with none left is unresolvable.
+    ///
+    /// Positive control: the same name granted by name connects to every
+    /// address it resolves to, loopback included.
+    #[test]
+    fn a_wildcard_match_never_allows_a_special_address() {
+        let public: IpAddr = "203.0.113.9".parse().unwrap();
+        let wild = Sites::with_resolver(pats(&["*.corp.test:8080"]), fixed);
+        assert_eq!(wild.lookup("mixed.corp.test").unwrap(), vec![public]);
+        assert!(wild.permits(at(public, 8080)));
+        for (ip, _) in wild.allowed.lock().unwrap().entries.iter() {
+            assert_eq!(*ip, public);
+        }
+        assert!(!wild.permits(at(LOCAL4, 8080)));
+        assert_eq!(
+            wild.lookup("loop.corp.test").unwrap_err(),
+            ErrorCode::NameUnresolvable
+        );
+        assert!(!wild.permits(at(LOCAL4, 8080)));
+        // Control: the name itself granted, beside the wildcard.
+        let named = Sites::with_resolver(pats(&["*.corp.test:8080", "loop.corp.test:9090"]), fixed);
+        assert_eq!(named.lookup("loop.corp.test").unwrap(), vec![LOCAL4]);
+        // On the port of the pattern that names it, not the wildcard's.
+        assert!(named.permits(at(LOCAL4, 9090)));
+        assert!(!named.permits(at(LOCAL4, 8080)));
+        let all = Sites::with_resolver(pats(&["mixed.corp.test"]), fixed);
+        assert_eq!(all.lookup("mixed.corp.test").unwrap().len(), 8);
+        assert!(all.permits(at("169.254.169.254".parse().unwrap(), 80)));
     }
 
     #[test]
