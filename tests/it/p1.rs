@@ -162,8 +162,9 @@ fn an_assemblyscript_program_reads_three_granted_variables() {
 /// bytes, one empty iovec or none at all (the adapter answered an empty
 /// write with success before looking at the descriptor; `wasmtime run`
 /// says `EBADF`, and a public WASI test suite checks `fd_write(-31337)`
-/// with no iovec). The control: the same empty writes to stdout and
-/// stderr, which the program has, succeed (`00`).
+/// with no iovec); so is an `fd_read` with no iovec. The control: the
+/// same empty calls on stdout and stderr, which the program has, succeed
+/// (`00`).
 #[test]
 fn fd_write_to_any_descriptor_the_program_never_had_returns_ebadf() {
     let env = Env::new();
@@ -176,9 +177,9 @@ fn fd_write_to_any_descriptor_the_program_never_had_returns_ebadf() {
     let (code, stdout, stderr) = run(&env, &m, &[], &[]);
     let never_had = (3..=16).chain([99, 1000, 65535, 65536, i32::MAX, i32::MIN, -31337, -2, -1]);
     let mut expected: String = never_had
-        .map(|fd| format!("fd_write({fd}) = 08 08 08\n"))
+        .map(|fd| format!("fd_write({fd}) = 08 08 08 08\n"))
         .collect();
-    expected.push_str("fd_write(1) = -- 00 00\nfd_write(2) = -- 00 00\n");
+    expected.push_str("fd_write(1) = -- 00 00 00\nfd_write(2) = -- 00 00 00\n");
     // Nothing reached stdout or stderr but the program's own lines.
     assert_eq!(
         (code, String::from_utf8_lossy(&stdout).as_ref()),

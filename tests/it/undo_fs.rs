@@ -644,15 +644,15 @@ fn symlink_at_refuses_targets_that_leave_the_preopen() {
 }
 
 /// One request of `twin` (`fs-cmd` or `fs-cmd-p1`) in its own turn: the
-/// exit status and the JSON line the guest printed.
-fn twin_request(env: &Env, twin: &str, ws: &Path, request: Value) -> (i32, Value) {
+/// exit status, the JSON line the guest printed, and the turn.
+fn twin_request(env: &Env, twin: &str, ws: &Path, request: Value) -> (i32, Value, String) {
     let (run, v) = run_json(env, &guest(twin), ws, "Full", &request.to_string(), &[]);
-    let code = run.code;
     let line = v["run"]["result"]["output"]
         .as_str()
         .or_else(|| v["run"]["stdout"].as_str())
         .unwrap_or_else(|| panic!("no guest output in {v:#}"));
-    (code, serde_json::from_str(line.trim()).unwrap())
+    let turn = v["turn"].as_str().unwrap_or_default().to_string();
+    (run.code, serde_json::from_str(line.trim()).unwrap(), turn)
 }
 
 /// security round 3, item 7, through both WASI worlds (`fs-cmd`, a
@@ -664,9 +664,10 @@ fn twin_request(env: &Env, twin: &str, ws: &Path, request: Value) -> (i32, Value
 /// to `out/l`), not alone, not as a hard link; and a link whose `..`
 /// follows a name (`out/x -> s/..`, with `out/s -> .`, is `out`'s parent)
 /// is not made. Each is `EPERM` to the guest, and no link on disk leads
-/// out. The controls: links that stay inside (`ok -> file.txt`,
-/// `up -> ../sib.txt`) are made, and once `passwd` is gone the directory
-/// moves to `out/l` with them, where `ok` still reads the file.
+/// out. The controls: `passwd` renamed within its own directory; links
+/// that stay inside (`ok -> file.txt`, `up -> ../sib.txt`) are made, and
+/// once `passwd` is gone the directory moves to `out/l` with them, where
+/// `ok` still reads the file.
 #[test]
 fn a_rename_may_not_move_a_link_to_where_its_target_climbs_out() {
     const EPERM: &str = "Operation not permitted (os error 63)";
@@ -675,14 +676,24 @@ fn a_rename_may_not_move_a_link_to_where_its_target_climbs_out() {
         let ws = env.mkdir("ws");
         env.write("ws/out/a/b/c/l/file.txt", "inside\n");
         let deep = "out/a/b/c/l";
-        let ok = |(code, line): (i32, Value)| {
+        let ok = |(code, line, _): (i32, Value, String)| {
             assert_eq!(code, 0, "{twin}: {line:#}");
         };
-        let refused = |(code, line): (i32, Value), what: &str| {
+        // Refused by the layer, with the reason it gives, and nothing else.
+        let refused = |(code, line, turn): (i32, Value, String), what: &str, operation: &str| {
             assert_eq!(
                 (code, line["error"].as_str().unwrap_or_default()),
                 (1, format!("{what}: {EPERM}").as_str()),
                 "{twin}: {line:#}"
+            );
+            let denied = decisions(&env, &turn);
+            assert_eq!(denied.len(), 1, "{twin}: {denied:#?}");
+            assert_eq!(denied[0]["request"]["operation"], operation, "{twin}");
+            assert_eq!(denied[0]["decision"]["code"], "TARGET_MISMATCH", "{twin}");
+            let reason = denied[0]["decision"]["reason"].as_str().unwrap();
+            assert!(
+                reason.contains("out of its preopened directory"),
+                "{reason}"
             );
         };
         let req = |r: Value| twin_request(&env, twin, &ws, r);
@@ -692,19 +703,27 @@ fn a_rename_may_not_move_a_link_to_where_its_target_climbs_out() {
         refused(
             req(json!({"op": "rename", "path": deep, "to": "out/l"})),
             &format!("rename `{deep}` to `out/l`"),
+            "rename-at",
         );
         refused(
             req(json!({"op": "rename", "path": format!("{deep}/passwd"), "to": "out/passwd"})),
             &format!("rename `{deep}/passwd` to `out/passwd`"),
+            "rename-at",
         );
         refused(
             req(json!({"op": "link", "path": format!("{deep}/passwd"), "to": "out/passwd"})),
             &format!("link `{deep}/passwd` to `out/passwd`"),
+            "link-at",
         );
+        // Within its own directory a link's `..` lead where they led.
+        ok(req(
+            json!({"op": "rename", "path": format!("{deep}/passwd"), "to": format!("{deep}/pw")}),
+        ));
         ok(req(json!({"op": "symlink", "path": "out/s", "to": "."})));
         refused(
             req(json!({"op": "symlink", "path": "out/x", "to": "s/.."})),
             "symlink `out/x` to `s/..`",
+            "symlink-at",
         );
         // The controls.
         ok(req(
@@ -713,11 +732,9 @@ fn a_rename_may_not_move_a_link_to_where_its_target_climbs_out() {
         ok(req(
             json!({"op": "symlink", "path": format!("{deep}/up"), "to": "../sib.txt"}),
         ));
-        ok(req(
-            json!({"op": "delete", "path": format!("{deep}/passwd")}),
-        ));
+        ok(req(json!({"op": "delete", "path": format!("{deep}/pw")})));
         ok(req(json!({"op": "rename", "path": deep, "to": "out/l"})));
-        let (code, line) = req(json!({"op": "read", "path": "out/l/ok"}));
+        let (code, line, _) = req(json!({"op": "read", "path": "out/l/ok"}));
         assert_eq!((code, &line["content"]), (0, &json!("inside\n")), "{twin}");
         // On disk: exactly the links that stay inside.
         let mut links = Vec::new();

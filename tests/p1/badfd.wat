@@ -2,16 +2,17 @@
 ;; the errno each `fd_write` returned (two digits), one line per
 ;; descriptor, then goes on:
 ;;
-;;   fd_write(FD) = A B C
+;;   fd_write(FD) = A B C D
 ;;
 ;; A: one iovec of 5 bytes; B: one iovec of 0 bytes; C: no iovec at all
-;; (`iovs_len` 0). `08` is EBADF. The descriptors: 3 to 16, 99, 1000,
+;; (`iovs_len` 0); D: `fd_read` with no iovec. `08` is EBADF. The descriptors: 3 to 16, 99, 1000,
 ;; 65535, 65536, i32::MAX, i32::MIN, -31337 (the value of a public WASI
 ;; test suite's `fd_write` test), -2 and -1 (u32::MAX), printed as signed
-;; i32s. Then, as controls, the descriptors it has: 1 and 2, with the two
-;; empty writes only (`A` is `--`), which succeed (`00`).
+;; i32s. Then, as controls, the descriptors it has: 1 and 2, with the
+;; empty calls only (`A` is `--`), which succeed (`00`).
 (module
   (import "wasi_snapshot_preview1" "fd_write" (func $fd_write (param i32 i32 i32 i32) (result i32)))
+  (import "wasi_snapshot_preview1" "fd_read" (func $fd_read (param i32 i32 i32 i32) (result i32)))
   (memory (export "memory") 1)
   ;; 0: the line being built (global $len bytes); 256: an iovec;
   ;; 264: nwritten; 300: scratch for digits
@@ -73,6 +74,8 @@
     (call $errno (call $write (local.get $fd) (i32.const 1) (i32.const 0)))
     (call $put (i32.const 32))
     (call $errno (call $write (local.get $fd) (i32.const 0) (i32.const 0)))
+    (call $put (i32.const 32))
+    (call $errno (call $fd_read (local.get $fd) (i32.const 256) (i32.const 0) (i32.const 264)))
     (call $put (i32.const 10))
     ;; The line, to stdout; a failure there ends the program.
     (i32.store (i32.const 256) (i32.const 0))

@@ -1145,10 +1145,11 @@ mod tests {
             import_names(&bytes),
             [
                 "wasi_snapshot_preview1.fd_write",
+                "wasi_snapshot_preview1.fd_read",
                 "wasi_snapshot_preview1.fd_fdstat_get"
             ]
         );
-        // `$put`, the module's first function (1), is named at 2.
+        // `$put`, the module's first function (2), is named at 3.
         let mut names = Vec::new();
         for payload in Parser::new(0).parse_all(&bytes) {
             if let Payload::CustomSection(c) = payload.unwrap() {
@@ -1164,7 +1165,14 @@ mod tests {
                 }
             }
         }
-        assert_eq!(names[..2], [(0, "fd_write".into()), (2, "put".into())]);
+        assert_eq!(
+            names[..3],
+            [
+                (0, "fd_write".into()),
+                (1, "fd_read".into()),
+                (3, "put".into())
+            ]
+        );
         // The control: `fd_fdstat_get` already imported, nothing appended.
         let mut module = Module::new();
         let mut types = TypeSection::new();
