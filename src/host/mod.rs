@@ -77,7 +77,9 @@ pub use gate::{Pending, Step};
 pub use grants::GrantBook;
 // What `own_turns` and `undo_own` answer with.
 pub use crate::state::parked::{Claim, ParkedRow, ParkedStore};
-pub use crate::state::tasks::{status as task_status, TaskRow, TaskStore};
+pub use crate::state::tasks::{
+    asked_sha256 as task_asked_sha256, status as task_status, TaskRow, TaskStore,
+};
 pub use crate::undo::{HistoryError, TurnSummary, UndoReport, UndoStatus};
 pub use queue::{
     current_uid, ApprovalQueue, QueueAnswer, QueueEntry, QueueError, MAX_PENDING_PER_ACTOR,

@@ -695,9 +695,7 @@ impl Server {
             .clone()
             .and_then(|f| serde_json::from_value::<ElicitRequestParams>(f).ok());
         let bound = row.asked_sha256.as_deref()
-            == Some(
-                crate::state::tasks::asked_sha256(row.call.as_ref(), row.form.as_ref()).as_str(),
-            );
+            == Some(crate::host::task_asked_sha256(row.call.as_ref(), row.form.as_ref()).as_str());
         let Some(form) = form.filter(|_| bound) else {
             tracing::warn!("task `{id}`: its record does not bind its call to the form asked");
             return Err(ErrorData::invalid_params(
