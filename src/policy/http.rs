@@ -575,33 +575,49 @@ pub fn is_wildcard(pattern: &HostPattern) -> bool {
 /// Whether `ip` is in a range a wildcard may not reach: loopback,
 /// private, link-local (cloud metadata among them), unique-local, shared
 /// (CGNAT), `0.0.0.0/8`, unspecified, multicast, broadcast, reserved, and
-/// NAT64's `64:ff9b::/96`. IPv4-mapped IPv6 addresses count as their IPv4
-/// form.
+/// NAT64's `64:ff9b::/96` and `64:ff9b:1::/48`. IPv6 forms that carry an
+/// IPv4 address count as it where the kernel or a relay would reach it:
+/// IPv4-mapped (`::ffff:a.b.c.d`) and 6to4 (`2002:AABB:CCDD::/48`) as
+/// their IPv4 address; IPv4-compatible (`::a.b.c.d`, deprecated), Teredo
+/// (`2001::/32`), the discard prefix (`100::/64`) and site-local
+/// (`fec0::/10`, deprecated) are special whole (security round 3, after
+/// item 4).
 pub fn special_address(ip: IpAddr) -> bool {
     match ip.to_canonical() {
-        IpAddr::V4(v4) => {
-            let o = v4.octets();
-            v4.is_loopback()
-                || v4.is_private()
-                || v4.is_link_local()
-                || v4.is_multicast()
-                || v4.is_broadcast()
-                || v4.is_unspecified()
-                || o[0] == 0
-                || (o[0] == 100 && (o[1] & 0xc0) == 64)
-                || (o[0] == 192 && o[1] == 0 && o[2] == 0)
-                || o[0] >= 240
-        }
+        IpAddr::V4(v4) => special_v4(v4),
         IpAddr::V6(v6) => {
             let s = v6.segments();
+            let o = v6.octets();
             v6.is_loopback()
                 || v6.is_unspecified()
                 || v6.is_multicast()
                 || (s[0] & 0xfe00) == 0xfc00
                 || (s[0] & 0xffc0) == 0xfe80
+                || (s[0] & 0xffc0) == 0xfec0
                 || (s[0] == 0x64 && s[1] == 0xff9b && s[2..6] == [0, 0, 0, 0])
+                || (s[0] == 0x64 && s[1] == 0xff9b && s[2] == 1)
+                || s[..6] == [0, 0, 0, 0, 0, 0]
+                || (s[0] == 0x2001 && s[1] == 0)
+                || s[..4] == [0x100, 0, 0, 0]
+                || (s[0] == 0x2002
+                    && special_v4(std::net::Ipv4Addr::new(o[2], o[3], o[4], o[5])))
         }
     }
+}
+
+/// [`special_address`] for IPv4.
+fn special_v4(v4: std::net::Ipv4Addr) -> bool {
+    let o = v4.octets();
+    v4.is_loopback()
+        || v4.is_private()
+        || v4.is_link_local()
+        || v4.is_multicast()
+        || v4.is_broadcast()
+        || v4.is_unspecified()
+        || o[0] == 0
+        || (o[0] == 100 && (o[1] & 0xc0) == 64)
+        || (o[0] == 192 && o[1] == 0 && o[2] == 0)
+        || o[0] >= 240
 }
 
 /// Whether a connection may be made to `ip`, an address a granted name
@@ -767,5 +783,33 @@ mod tests {
         }
         assert!(may_connect(true, "203.0.113.9".parse().unwrap()));
         assert!(may_connect(true, "2001:db8::1".parse().unwrap()));
+    }
+
+    /// IPv6 forms that carry an IPv4 address, or that tunnel, are judged
+    /// as what they reach: a wildcard may not reach loopback as
+    /// `::127.0.0.1`, `2002:7f00:1::1` (6to4), Teredo, NAT64's local-use
+    /// prefix, the discard prefix or site-local; a public address in 6to4
+    /// is still reached (the control).
+    #[test]
+    fn ipv6_forms_of_a_special_ipv4_address_are_special() {
+        for ip in [
+            "::127.0.0.1",
+            "::a9fe:a9fe",
+            "2002:7f00:1::1",
+            "2002:a9fe:a9fe::",
+            "2001:0:4136:e378::1",
+            "64:ff9b:1::7f00:1",
+            "64:ff9b::7f00:1",
+            "100::1",
+            "fec0::1",
+        ] {
+            let ip: IpAddr = ip.parse().unwrap();
+            assert!(special_address(ip), "{ip}");
+            assert!(!may_connect(true, ip), "{ip}");
+        }
+        for ip in ["2002:cb00:7109::1", "2001:4860::8888", "2606:4700::1111"] {
+            let ip: IpAddr = ip.parse().unwrap();
+            assert!(!special_address(ip), "{ip}");
+        }
     }
 }
