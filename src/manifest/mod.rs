@@ -326,6 +326,18 @@ impl Manifest {
                 {
                     return Err(invalid(&field, format!("`{bad}` is not an HTTP method")));
                 }
+                // The host never sends them (security round 3, item 3): a
+                // manifest that lists one asks for what no turn can do.
+                if let Some(never) = methods.iter().find(|m| {
+                    crate::policy::http::NEVER_SENT
+                        .iter()
+                        .any(|n| m.eq_ignore_ascii_case(n))
+                }) {
+                    return Err(invalid(
+                        &field,
+                        format!("`{never}` is never sent: gatehouse refuses `TRACE` and `CONNECT` whatever `methods` says"),
+                    ));
+                }
             }
             capabilities.push(ManifestCapability {
                 capability,

@@ -831,3 +831,22 @@ fn a_command_executor_is_refused_for_each_missing_piece() {
         );
     }
 }
+
+/// security round 3, item 3: `TRACE` and `CONNECT` are never sent, so a
+/// manifest that lists one (in any case) is invalid and says why; `GET`
+/// is the control.
+#[test]
+fn trace_and_connect_in_methods_are_refused_with_the_reason() {
+    let site = |method: &str| {
+        with(&format!(
+            "\n[[capabilities]]\nname = \"network:sites\"\ntarget = \"https://api.example.com/**\"\nmethods = [\"GET\", \"{method}\"]\n"
+        ))
+    };
+    for method in ["TRACE", "connect"] {
+        assert_eq!(
+            err(&site(method)),
+            format!("`guests/x/executor.toml`: field `capabilities[0].methods`: `{method}` is never sent: gatehouse refuses `TRACE` and `CONNECT` whatever `methods` says")
+        );
+    }
+    assert!(parse(&site("POST")).is_ok());
+}
