@@ -178,294 +178,10 @@ impl Manifest {
     /// directory. Nothing is read from disk.
     pub fn parse(path: &Path, text: &str) -> Result<Manifest, ManifestError> {
         let raw: RawManifest = toml::from_str(text).map_err(|e| syntax_error(path, text, &e))?;
-        let file = path.display().to_string();
-        let invalid = |field: &str, reason: String| ManifestError::Invalid {
-            file: file.clone(),
-            field: field.to_string(),
+        validate(path, raw).map_err(|(field, reason)| ManifestError::Invalid {
+            file: path.display().to_string(),
+            field,
             reason,
-        };
-
-        if !is_valid_name(&raw.name) {
-            return Err(invalid(
-                "name",
-                format!(
-                    "invalid executor name `{}`: it must match `[a-z0-9][a-z0-9_-]{{0,63}}`",
-                    raw.name
-                ),
-            ));
-        }
-
-        let (component, command) = match (&raw.component, raw.command) {
-            (Some(_), Some(_)) => {
-                return Err(invalid(
-                    "command",
-                    "`command` and `component` exclude each other: an executor is one or the other"
-                        .to_string(),
-                ))
-            }
-            (None, None) => {
-                return Err(invalid(
-                    "component",
-                    "required (or `command`, for an executor that runs a host command)".to_string(),
-                ))
-            }
-            (Some(c), None) if c.is_empty() => {
-                return Err(invalid("component", "it is empty".to_string()))
-            }
-            (Some(c), None) => {
-                let dir = path.parent().unwrap_or(Path::new(""));
-                // `join` keeps an absolute component as it is.
-                (dir.join(c), Vec::new())
-            }
-            (None, Some(argv)) => {
-                let Some(program) = argv.first() else {
-                    return Err(invalid(
-                        "command",
-                        "it is empty: it must name a program".to_string(),
-                    ));
-                };
-                if program.is_empty()
-                    || program.chars().any(|c| c.is_whitespace() || c.is_control())
-                {
-                    return Err(invalid(
-                        "command[0]",
-                        format!(
-                            "invalid program `{}`: it must be a non-empty program name or path without whitespace",
-                            crate::util::printable(program)
-                        ),
-                    ));
-                }
-                if let Some((i, a)) = argv
-                    .iter()
-                    .enumerate()
-                    .find(|(_, a)| a.chars().any(|c| c.is_control()))
-                {
-                    return Err(invalid(
-                        &format!("command[{i}]"),
-                        format!("`{}` holds a control character", crate::util::printable(a)),
-                    ));
-                }
-                if raw.sha256.is_some() {
-                    return Err(invalid(
-                        "sha256",
-                        "only a component can be pinned; a command executor has no component"
-                            .to_string(),
-                    ));
-                }
-                (PathBuf::new(), argv)
-            }
-        };
-
-        if let Some(digest) = &raw.sha256 {
-            if !is_sha256_hex(digest) {
-                return Err(invalid(
-                    "sha256",
-                    format!("`{digest}` is not 64 lowercase hex digits"),
-                ));
-            }
-        }
-
-        let mut capabilities = Vec::with_capacity(raw.capabilities.len());
-        for (i, cap) in raw.capabilities.into_iter().enumerate() {
-            let Some(capability) = Capability::from_name(&cap.name) else {
-                return Err(invalid(
-                    &format!("capabilities[{i}].name"),
-                    format!("unknown capability `{}`", cap.name),
-                ));
-            };
-            let field = format!("capabilities[{i}].target");
-            let kind = capability.target_kind();
-            match (kind, &cap.target) {
-                (TargetKind::None, None) => {}
-                (TargetKind::None, Some(value)) => {
-                    return Err(invalid(
-                        &field,
-                        format!("`{capability}` takes no target, got `{value}`"),
-                    ))
-                }
-                (kind, None) => {
-                    return Err(invalid(
-                        &field,
-                        format!("`{capability}` needs a target of kind `{}`", kind.as_str()),
-                    ))
-                }
-                (TargetKind::PathGlob, Some(value)) => {
-                    target::parse_path_target(value).map_err(|why| invalid(&field, why))?;
-                }
-                (kind, Some(value)) => {
-                    target::check_other_target(kind, value).map_err(|why| invalid(&field, why))?;
-                }
-            }
-            if let Some(mount) = &cap.mount {
-                let field = format!("capabilities[{i}].mount");
-                if !matches!(capability, Capability::FsRead | Capability::FsWrite) {
-                    return Err(invalid(
-                        &field,
-                        format!("`mount` names a directory in the guest: only `fs:read` and `fs:write` have one, not `{capability}`"),
-                    ));
-                }
-                target::check_mount(mount).map_err(|why| invalid(&field, why))?;
-            }
-            if let Some(methods) = &cap.methods {
-                let field = format!("capabilities[{i}].methods");
-                if capability != Capability::NetworkSites {
-                    return Err(invalid(
-                        &field,
-                        format!("`methods` are HTTP methods: only `network:sites` has them, not `{capability}`"),
-                    ));
-                }
-                if methods.is_empty() {
-                    return Err(invalid(
-                        &field,
-                        "an empty list allows no request; leave `methods` out to allow any".into(),
-                    ));
-                }
-                if let Some(bad) = methods
-                    .iter()
-                    .find(|m| m.is_empty() || !m.bytes().all(|b| b.is_ascii_alphabetic()))
-                {
-                    return Err(invalid(&field, format!("`{bad}` is not an HTTP method")));
-                }
-                // The host never sends them (security round 3, item 3): a
-                // manifest that lists one asks for what no turn can do.
-                if let Some(never) = methods.iter().find(|m| {
-                    crate::policy::http::NEVER_SENT
-                        .iter()
-                        .any(|n| m.eq_ignore_ascii_case(n))
-                }) {
-                    return Err(invalid(
-                        &field,
-                        format!("`{never}` is never sent: gatehouse refuses `TRACE` and `CONNECT` whatever `methods` says"),
-                    ));
-                }
-            }
-            capabilities.push(ManifestCapability {
-                capability,
-                target: cap.target,
-                mount: cap.mount,
-                methods: cap
-                    .methods
-                    .map(|m| m.iter().map(|x| x.to_ascii_uppercase()).collect()),
-            });
-        }
-        target::check_mounts_agree(&capabilities)
-            .map_err(|(i, why)| invalid(&format!("capabilities[{i}].mount"), why))?;
-        target::check_guest_names_distinct(&capabilities)
-            .map_err(|(i, why)| invalid(&format!("capabilities[{i}]"), why))?;
-        let declares = |c: Capability| capabilities.iter().any(|d| d.capability == c);
-
-        let tools = match (declares(Capability::CodeExec), raw.tools) {
-            (true, Some(tools)) if !tools.is_empty() => tools,
-            (true, _) => {
-                return Err(invalid(
-                    "tools",
-                    "`code:exec` is declared, so `tools` must list at least one tool".to_string(),
-                ))
-            }
-            (false, Some(_)) => {
-                return Err(invalid(
-                    "tools",
-                    "`tools` is only allowed when `code:exec` is declared".to_string(),
-                ))
-            }
-            (false, None) => Vec::new(),
-        };
-        for (i, tool) in tools.iter().enumerate() {
-            if tool.is_empty() || tool.chars().any(|c| c.is_whitespace() || c.is_control()) {
-                return Err(invalid(
-                    &format!("tools[{i}]"),
-                    format!("invalid tool `{tool}`: it must be a non-empty program name or path without whitespace"),
-                ));
-            }
-        }
-
-        match (raw.revertible, &raw.reverse_pattern) {
-            (false, None) => {}
-            (false, Some(pattern)) => {
-                return Err(invalid(
-                    "reverse_pattern",
-                    format!("`{pattern}` is set but `revertible` is false"),
-                ))
-            }
-            (true, None) => {
-                return Err(invalid(
-                    "reverse_pattern",
-                    format!("required when `revertible = true`; one of {}", catalogue()),
-                ))
-            }
-            (true, Some(pattern)) => {
-                if !REVERSE_PATTERNS.contains(&pattern.as_str()) {
-                    return Err(invalid(
-                        "reverse_pattern",
-                        format!(
-                            "unknown reverse pattern `{pattern}`; one of {}",
-                            catalogue()
-                        ),
-                    ));
-                }
-                // A pattern reverses operations of some capabilities only;
-                // an executor that declares none of them claims an undo it
-                // cannot have (issue 27, point 9).
-                let needs: &[Capability] = match pattern.as_str() {
-                    "delete_memory_by_id" => &[Capability::MemoryWrite],
-                    "restore_blob_backup" => &[Capability::FsWrite, Capability::MemoryWrite],
-                    // swap_src_dst, delete_created_dirs, delete_created_paths
-                    _ => &[Capability::FsWrite],
-                };
-                if !needs.iter().any(|c| declares(*c)) {
-                    let names: Vec<String> = needs.iter().map(|c| format!("`{c}`")).collect();
-                    return Err(invalid(
-                        "reverse_pattern",
-                        format!(
-                            "`{pattern}` reverses what {} does, and the executor declares none of it",
-                            names.join(" or ")
-                        ),
-                    ));
-                }
-            }
-        }
-
-        if let Some(program) = command.first() {
-            let name = crate::policy::command::basename(program);
-            let exec_on_it = capabilities
-                .iter()
-                .any(|c| c.capability == Capability::CodeExec && c.target.as_deref() == Some(name));
-            if !exec_on_it {
-                return Err(invalid(
-                    "capabilities",
-                    format!("a command executor must declare `code:exec` with target `{name}`, the program it runs"),
-                ));
-            }
-            if !tools.iter().any(|t| t == name || t == program) {
-                return Err(invalid(
-                    "tools",
-                    format!("`{name}`, the program of `command`, must be listed"),
-                ));
-            }
-        }
-
-        let input_schema = match raw.input_schema {
-            None => None,
-            Some(table) => {
-                let schema = toml_to_json(toml::Value::Table(table), "input_schema")
-                    .map_err(|(field, reason)| invalid(&field, reason))?;
-                schema::check(&schema).map_err(|(field, reason)| invalid(&field, reason))?;
-                Some(schema)
-            }
-        };
-
-        Ok(Manifest {
-            path: path.to_path_buf(),
-            name: raw.name,
-            description: raw.description,
-            component,
-            command,
-            sha256: raw.sha256,
-            revertible: raw.revertible,
-            reverse_pattern: raw.reverse_pattern,
-            tools,
-            input_schema,
-            capabilities,
         })
     }
 
@@ -601,6 +317,340 @@ pub(crate) fn syntax_error(path: &Path, text: &str, err: &toml::de::Error) -> Ma
 }
 
 /// Whether `span` is the whole document, give or take surrounding blanks.
+/// A field that fails its check, and why: (`field`, `reason`).
+type Bad = (String, String);
+
+fn bad(field: &str, reason: impl Into<String>) -> Bad {
+    (field.to_string(), reason.into())
+}
+
+/// The validator: each part of the manifest checked by one function, in
+/// the order a reader of the file meets them; the first failure names
+/// its field.
+fn validate(path: &Path, raw: RawManifest) -> Result<Manifest, Bad> {
+    if !is_valid_name(&raw.name) {
+        return Err(bad(
+            "name",
+            format!(
+                "invalid executor name `{}`: it must match `[a-z0-9][a-z0-9_-]{{0,63}}`",
+                raw.name
+            ),
+        ));
+    }
+    let (component, command) = what_runs(path, raw.component.as_deref(), raw.command)?;
+    if !command.is_empty() && raw.sha256.is_some() {
+        return Err(bad(
+            "sha256",
+            "only a component can be pinned; a command executor has no component",
+        ));
+    }
+    if let Some(digest) = raw.sha256.as_deref().filter(|d| !is_sha256_hex(d)) {
+        return Err(bad(
+            "sha256",
+            format!("`{digest}` is not 64 lowercase hex digits"),
+        ));
+    }
+    let capabilities = raw
+        .capabilities
+        .into_iter()
+        .enumerate()
+        .map(|(i, cap)| capability(i, cap))
+        .collect::<Result<Vec<_>, Bad>>()?;
+    target::check_mounts_agree(&capabilities)
+        .map_err(|(i, why)| (format!("capabilities[{i}].mount"), why))?;
+    target::check_guest_names_distinct(&capabilities)
+        .map_err(|(i, why)| (format!("capabilities[{i}]"), why))?;
+    let declares = |c: Capability| capabilities.iter().any(|d| d.capability == c);
+    let tools = tools(declares(Capability::CodeExec), raw.tools)?;
+    check_reverse(raw.revertible, raw.reverse_pattern.as_deref(), &declares)?;
+    check_command_declared(&command, &capabilities, &tools)?;
+    let input_schema = match raw.input_schema {
+        None => None,
+        Some(table) => {
+            let schema = toml_to_json(toml::Value::Table(table), "input_schema")?;
+            schema::check(&schema)?;
+            Some(schema)
+        }
+    };
+    Ok(Manifest {
+        path: path.to_path_buf(),
+        name: raw.name,
+        description: raw.description,
+        component,
+        command,
+        sha256: raw.sha256,
+        revertible: raw.revertible,
+        reverse_pattern: raw.reverse_pattern,
+        tools,
+        input_schema,
+        capabilities,
+    })
+}
+
+/// What the executor runs: its component (resolved against the
+/// manifest's directory) or its command line, exactly one of them.
+fn what_runs(
+    path: &Path,
+    component: Option<&str>,
+    command: Option<Vec<String>>,
+) -> Result<(PathBuf, Vec<String>), Bad> {
+    match (component, command) {
+        (Some(_), Some(_)) => Err(bad(
+            "command",
+            "`command` and `component` exclude each other: an executor is one or the other",
+        )),
+        (None, None) => Err(bad(
+            "component",
+            "required (or `command`, for an executor that runs a host command)",
+        )),
+        (Some(""), None) => Err(bad("component", "it is empty")),
+        (Some(c), None) => {
+            let dir = path.parent().unwrap_or(Path::new(""));
+            // `join` keeps an absolute component as it is.
+            Ok((dir.join(c), Vec::new()))
+        }
+        (None, Some(argv)) => {
+            check_command(&argv)?;
+            Ok((PathBuf::new(), argv))
+        }
+    }
+}
+
+/// A command line: a program without whitespace, no control character
+/// in any argument.
+fn check_command(argv: &[String]) -> Result<(), Bad> {
+    let Some(program) = argv.first() else {
+        return Err(bad("command", "it is empty: it must name a program"));
+    };
+    if program.is_empty() || program.chars().any(|c| c.is_whitespace() || c.is_control()) {
+        return Err(bad(
+            "command[0]",
+            format!(
+                "invalid program `{}`: it must be a non-empty program name or path without whitespace",
+                crate::util::printable(program)
+            ),
+        ));
+    }
+    if let Some((i, a)) = argv
+        .iter()
+        .enumerate()
+        .find(|(_, a)| a.chars().any(|c| c.is_control()))
+    {
+        return Err(bad(
+            &format!("command[{i}]"),
+            format!("`{}` holds a control character", crate::util::printable(a)),
+        ));
+    }
+    Ok(())
+}
+
+/// `capabilities[i]`: a known name, a target of its kind, and a mount and
+/// methods only where the capability has them.
+fn capability(i: usize, cap: RawCapability) -> Result<ManifestCapability, Bad> {
+    let Some(capability) = Capability::from_name(&cap.name) else {
+        return Err(bad(
+            &format!("capabilities[{i}].name"),
+            format!("unknown capability `{}`", cap.name),
+        ));
+    };
+    let field = format!("capabilities[{i}].target");
+    match (capability.target_kind(), &cap.target) {
+        (TargetKind::None, None) => {}
+        (TargetKind::None, Some(value)) => {
+            return Err(bad(
+                &field,
+                format!("`{capability}` takes no target, got `{value}`"),
+            ))
+        }
+        (kind, None) => {
+            return Err(bad(
+                &field,
+                format!("`{capability}` needs a target of kind `{}`", kind.as_str()),
+            ))
+        }
+        (TargetKind::PathGlob, Some(value)) => {
+            target::parse_path_target(value).map_err(|why| (field.clone(), why))?;
+        }
+        (kind, Some(value)) => {
+            target::check_other_target(kind, value).map_err(|why| (field.clone(), why))?;
+        }
+    }
+    if let Some(mount) = &cap.mount {
+        let field = format!("capabilities[{i}].mount");
+        if !matches!(capability, Capability::FsRead | Capability::FsWrite) {
+            return Err(bad(
+                &field,
+                format!("`mount` names a directory in the guest: only `fs:read` and `fs:write` have one, not `{capability}`"),
+            ));
+        }
+        target::check_mount(mount).map_err(|why| (field, why))?;
+    }
+    if let Some(methods) = &cap.methods {
+        check_methods(&format!("capabilities[{i}].methods"), capability, methods)?;
+    }
+    Ok(ManifestCapability {
+        capability,
+        target: cap.target,
+        mount: cap.mount,
+        methods: cap
+            .methods
+            .map(|m| m.iter().map(|x| x.to_ascii_uppercase()).collect()),
+    })
+}
+
+/// `methods` of a `network:sites` grant: HTTP methods, at least one, and
+/// none the host never sends.
+fn check_methods(field: &str, capability: Capability, methods: &[String]) -> Result<(), Bad> {
+    if capability != Capability::NetworkSites {
+        return Err(bad(
+            field,
+            format!(
+                "`methods` are HTTP methods: only `network:sites` has them, not `{capability}`"
+            ),
+        ));
+    }
+    if methods.is_empty() {
+        return Err(bad(
+            field,
+            "an empty list allows no request; leave `methods` out to allow any",
+        ));
+    }
+    if let Some(m) = methods
+        .iter()
+        .find(|m| m.is_empty() || !m.bytes().all(|b| b.is_ascii_alphabetic()))
+    {
+        return Err(bad(field, format!("`{m}` is not an HTTP method")));
+    }
+    // The host never sends them (security round 3, item 3): a manifest
+    // that lists one asks for what no turn can do.
+    if let Some(never) = methods.iter().find(|m| {
+        crate::policy::http::NEVER_SENT
+            .iter()
+            .any(|n| m.eq_ignore_ascii_case(n))
+    }) {
+        return Err(bad(
+            field,
+            format!("`{never}` is never sent: gatehouse refuses `TRACE` and `CONNECT` whatever `methods` says"),
+        ));
+    }
+    Ok(())
+}
+
+/// `tools`: listed (at least one) exactly when `code:exec` is declared,
+/// each a program name or path without whitespace.
+fn tools(declares_exec: bool, tools: Option<Vec<String>>) -> Result<Vec<String>, Bad> {
+    let tools = match (declares_exec, tools) {
+        (true, Some(tools)) if !tools.is_empty() => tools,
+        (true, _) => {
+            return Err(bad(
+                "tools",
+                "`code:exec` is declared, so `tools` must list at least one tool",
+            ))
+        }
+        (false, Some(_)) => {
+            return Err(bad(
+                "tools",
+                "`tools` is only allowed when `code:exec` is declared",
+            ))
+        }
+        (false, None) => Vec::new(),
+    };
+    if let Some((i, tool)) = tools
+        .iter()
+        .enumerate()
+        .find(|(_, t)| t.is_empty() || t.chars().any(|c| c.is_whitespace() || c.is_control()))
+    {
+        return Err(bad(
+            &format!("tools[{i}]"),
+            format!("invalid tool `{tool}`: it must be a non-empty program name or path without whitespace"),
+        ));
+    }
+    Ok(tools)
+}
+
+/// `revertible` and `reverse_pattern`: a catalogued pattern exactly when
+/// revertible, and one that reverses something the executor declares.
+fn check_reverse(
+    revertible: bool,
+    pattern: Option<&str>,
+    declares: &dyn Fn(Capability) -> bool,
+) -> Result<(), Bad> {
+    let pattern = match (revertible, pattern) {
+        (false, None) => return Ok(()),
+        (false, Some(pattern)) => {
+            return Err(bad(
+                "reverse_pattern",
+                format!("`{pattern}` is set but `revertible` is false"),
+            ))
+        }
+        (true, None) => {
+            return Err(bad(
+                "reverse_pattern",
+                format!("required when `revertible = true`; one of {}", catalogue()),
+            ))
+        }
+        (true, Some(pattern)) => pattern,
+    };
+    if !REVERSE_PATTERNS.contains(&pattern) {
+        return Err(bad(
+            "reverse_pattern",
+            format!(
+                "unknown reverse pattern `{pattern}`; one of {}",
+                catalogue()
+            ),
+        ));
+    }
+    // A pattern reverses operations of some capabilities only; an
+    // executor that declares none of them claims an undo it cannot have
+    // (issue 27, point 9).
+    let needs: &[Capability] = match pattern {
+        "delete_memory_by_id" => &[Capability::MemoryWrite],
+        "restore_blob_backup" => &[Capability::FsWrite, Capability::MemoryWrite],
+        // swap_src_dst, delete_created_dirs, delete_created_paths
+        _ => &[Capability::FsWrite],
+    };
+    if !needs.iter().any(|c| declares(*c)) {
+        let names: Vec<String> = needs.iter().map(|c| format!("`{c}`")).collect();
+        return Err(bad(
+            "reverse_pattern",
+            format!(
+                "`{pattern}` reverses what {} does, and the executor declares none of it",
+                names.join(" or ")
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// A command executor declares `code:exec` on its program and lists it
+/// among its tools.
+fn check_command_declared(
+    command: &[String],
+    capabilities: &[ManifestCapability],
+    tools: &[String],
+) -> Result<(), Bad> {
+    let Some(program) = command.first() else {
+        return Ok(());
+    };
+    let name = crate::policy::command::basename(program);
+    let exec_on_it = capabilities
+        .iter()
+        .any(|c| c.capability == Capability::CodeExec && c.target.as_deref() == Some(name));
+    if !exec_on_it {
+        return Err(bad(
+            "capabilities",
+            format!("a command executor must declare `code:exec` with target `{name}`, the program it runs"),
+        ));
+    }
+    if !tools.iter().any(|t| t == name || t == program) {
+        return Err(bad(
+            "tools",
+            format!("`{name}`, the program of `command`, must be listed"),
+        ));
+    }
+    Ok(())
+}
+
 fn covers_document(text: &str, span: &std::ops::Range<usize>) -> bool {
     let blank = |s: Option<&str>| s.is_some_and(|s| s.trim().is_empty());
     blank(text.get(..span.start)) && blank(text.get(span.end..))
