@@ -599,8 +599,7 @@ pub fn special_address(ip: IpAddr) -> bool {
                 || s[..6] == [0, 0, 0, 0, 0, 0]
                 || (s[0] == 0x2001 && s[1] == 0)
                 || s[..4] == [0x100, 0, 0, 0]
-                || (s[0] == 0x2002
-                    && special_v4(std::net::Ipv4Addr::new(o[2], o[3], o[4], o[5])))
+                || (s[0] == 0x2002 && special_v4(std::net::Ipv4Addr::new(o[2], o[3], o[4], o[5])))
         }
     }
 }
