@@ -147,7 +147,7 @@ impl ServeTool {
     }
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RawLimits {
     journal_mib: Option<u64>,
@@ -292,6 +292,283 @@ pub struct Places {
     pub state: Vec<PathBuf>,
 }
 
+/// A field of `gatehouse.toml` that fails its check: one that does not
+/// parse as what it holds, or one whose value is not allowed.
+enum Bad {
+    /// [`ConfigError::Unparsed`].
+    Unparsed(&'static str, Box<dyn std::error::Error + Send + Sync>),
+    /// [`ConfigError::Invalid`]: the field and why.
+    Invalid(String, String),
+}
+
+impl Bad {
+    fn invalid(field: impl Into<String>, message: impl Into<String>) -> Bad {
+        Bad::Invalid(field.into(), message.into())
+    }
+
+    /// The error of the file at `path`.
+    fn at(self, path: &Path) -> ConfigError {
+        match self {
+            Bad::Unparsed(field, source) => ConfigError::Unparsed {
+                path: path.to_path_buf(),
+                field,
+                source,
+            },
+            Bad::Invalid(field, message) => ConfigError::Invalid {
+                path: path.to_path_buf(),
+                field,
+                message,
+            },
+        }
+    }
+}
+
+impl From<(String, String)> for Bad {
+    fn from((field, message): (String, String)) -> Bad {
+        Bad::Invalid(field, message)
+    }
+}
+
+/// The validator: each part of the file checked by one function, in the
+/// order of the table below; the first failure names its field.
+fn validate(path: &Path, raw: RawConfig, home: Option<&Path>) -> Result<HostConfig, Bad> {
+    let (level, max_level) = levels(raw.level.as_deref(), raw.max_level.as_deref())?;
+    let on_degraded = match raw.isolation.and_then(|i| i.on_degraded) {
+        None => OnDegraded::default(),
+        Some(v) => v
+            .parse::<OnDegraded>()
+            .map_err(|e| Bad::Unparsed("isolation.on_degraded", e.into()))?,
+    };
+    let limits = raw.limits.unwrap_or_default();
+    let memory_keys = bounded("limits.memory_keys", limits.memory_keys, 1_000_000, "")?;
+    let http_requests = bounded("limits.http_requests", limits.http_requests, 1_000_000, "")?;
+    let http_response_bytes = bounded(
+        "limits.http_response_mib",
+        limits.http_response_mib,
+        1 << 20,
+        " (MiB)",
+    )?
+    .map(|mib| mib << 20);
+    let here = path.parent().unwrap_or(Path::new("/")).to_path_buf();
+    let network = network::network(raw.network, &here)?;
+    let providers = network::providers(raw.providers, &here)?;
+    let journal_bytes =
+        bounded("limits.journal_mib", limits.journal_mib, 1 << 20, " (MiB)")?.map(|mib| mib << 20);
+    let serve_tools = serve_tools(raw.serve.map(|s| s.tools).unwrap_or_default())?;
+    let database_url = database_url(raw.state.and_then(|s| s.database_url))?;
+    let engine = raw.engine.unwrap_or_default();
+    if engine.guard_bytes.is_some_and(|g| g > 1 << 32) {
+        return Err(Bad::invalid(
+            "engine.guard_bytes",
+            "at most 4294967296 (4 GiB)",
+        ));
+    }
+    let base = path.parent().map(Path::to_path_buf).unwrap_or_default();
+    let base = if base.as_os_str().is_empty() {
+        PathBuf::from(".")
+    } else {
+        base
+    };
+    let executor_dirs = raw
+        .executor_dirs
+        .iter()
+        .enumerate()
+        .map(|(i, d)| {
+            absolutize(d, &base, home).map_err(|m| Bad::invalid(format!("executor_dirs[{i}]"), m))
+        })
+        .collect::<Result<Vec<_>, Bad>>()?;
+    if raw.actors.is_empty() {
+        return Err(Bad::invalid("actors", "at least one actor must be defined"));
+    }
+    let actors = raw
+        .actors
+        .iter()
+        .map(|(name, a)| Ok((name.clone(), actor(name, a, &raw.actors, &base, home)?)))
+        .collect::<Result<BTreeMap<_, _>, Bad>>()?;
+    Ok(HostConfig {
+        source: Some(path.to_path_buf()),
+        level,
+        max_level,
+        executor_dirs,
+        actors,
+        on_degraded,
+        engine,
+        journal_bytes,
+        memory_keys,
+        http_requests,
+        http_response_bytes,
+        network,
+        providers,
+        serve_tools,
+        database_url,
+        places: Places::default(),
+    })
+}
+
+/// `level` (default `Supervised`) and `max_level`, which the level may
+/// not pass.
+fn levels(level: Option<&str>, max_level: Option<&str>) -> Result<(Level, Option<Level>), Bad> {
+    let level = match level {
+        None => Level::Supervised,
+        Some(l) => l
+            .parse::<Level>()
+            .map_err(|e| Bad::Unparsed("level", e.into()))?,
+    };
+    let max_level = match max_level {
+        None => None,
+        Some(l) => Some(
+            l.parse::<Level>()
+                .map_err(|e| Bad::Unparsed("max_level", e.into()))?,
+        ),
+    };
+    if let Some(max) = max_level.filter(|max| level > *max) {
+        return Err(Bad::invalid(
+            "level",
+            format!("`{level}` is above `max_level` `{max}`"),
+        ));
+    }
+    Ok((level, max_level))
+}
+
+/// A limit of `[limits]`, between 1 and `max` when given.
+fn bounded(field: &str, value: Option<u64>, max: u64, unit: &str) -> Result<Option<u64>, Bad> {
+    match value {
+        Some(n) if !(1..=max).contains(&n) => {
+            Err(Bad::invalid(field, format!("between 1 and {max}{unit}")))
+        }
+        other => Ok(other),
+    }
+}
+
+/// `[serve] tools`: gatehouse's own tools, each once.
+fn serve_tools(names: Vec<String>) -> Result<Vec<ServeTool>, Bad> {
+    let mut out = Vec::new();
+    for (i, t) in names.iter().enumerate() {
+        let tool = match t.as_str() {
+            "history" => ServeTool::History,
+            "undo" => ServeTool::Undo,
+            other => {
+                return Err(Bad::invalid(
+                    format!("serve.tools[{i}]"),
+                    format!("`{other}` is not a tool gatehouse serves (history, undo)"),
+                ))
+            }
+        };
+        if !out.contains(&tool) {
+            out.push(tool);
+        }
+    }
+    Ok(out)
+}
+
+/// `[state] database_url`: a PostgreSQL URL (its password never in the
+/// message).
+fn database_url(url: Option<String>) -> Result<Option<String>, Bad> {
+    match url {
+        Some(url) if !(url.starts_with("postgres://") || url.starts_with("postgresql://")) => {
+            Err(Bad::invalid(
+                "state.database_url",
+                format!(
+                    "`{}` is not a postgresql url (`postgres://user@host:port/database`)",
+                    crate::util::redact_url(&url)
+                ),
+            ))
+        }
+        other => Ok(other),
+    }
+}
+
+/// `[actors.NAME]`: a valid name, an identity, lists of names without
+/// whitespace, defined delegates, no private memory scope, and workspace
+/// roots made absolute.
+fn actor(
+    name: &str,
+    a: &RawActor,
+    all: &BTreeMap<String, RawActor>,
+    base: &Path,
+    home: Option<&Path>,
+) -> Result<ActorConfig, Bad> {
+    let f = |field: &str| format!("actors.{name}.{field}");
+    if !valid_name(name) {
+        return Err(Bad::invalid(
+            format!("actors.{name}"),
+            format!("`{name}` is not a valid actor name (lowercase letters, digits, `-`, `_`)"),
+        ));
+    }
+    let channel = a.channel.clone().unwrap_or_else(|| "cli".into());
+    let sender = a.sender.clone().unwrap_or_else(|| name.to_string());
+    if channel.is_empty() || sender.is_empty() {
+        return Err(Bad::invalid(
+            f("channel"),
+            "channel and sender must not be empty",
+        ));
+    }
+    for (field, list) in [
+        ("skills", &a.skills),
+        ("subagents", &a.subagents),
+        ("mcp_servers", &a.mcp_servers),
+        ("delegates_to", &a.delegates_to),
+        ("memory", &a.memory),
+        ("tools", &a.tools),
+    ] {
+        if let Some((i, v)) = list
+            .iter()
+            .enumerate()
+            .find(|(_, v)| v.is_empty() || v.chars().any(|c| c.is_whitespace() || c.is_control()))
+        {
+            return Err(Bad::invalid(
+                format!("{}[{i}]", f(field)),
+                format!("`{v}` is empty or contains whitespace"),
+            ));
+        }
+    }
+    if let Some((i, t)) = a
+        .delegates_to
+        .iter()
+        .enumerate()
+        .find(|(_, t)| !all.contains_key(*t))
+    {
+        return Err(Bad::invalid(
+            format!("{}[{i}]", f("delegates_to")),
+            format!("`{t}` is not a defined actor"),
+        ));
+    }
+    if let Some((i, s)) = a
+        .memory
+        .iter()
+        .enumerate()
+        .find(|(_, s)| s.starts_with("private:"))
+    {
+        return Err(Bad::invalid(
+            format!("{}[{i}]", f("memory")),
+            format!("`{s}`: private scopes cannot be granted (each actor has its own implicitly)"),
+        ));
+    }
+    let workspaces = match &a.workspaces {
+        None => None,
+        Some(list) => Some(
+            list.iter()
+                .enumerate()
+                .map(|(i, w)| {
+                    absolutize(&w.path, base, home)
+                        .map(|p| (p.display().to_string(), w.mode))
+                        .map_err(|m| Bad::invalid(format!("{}[{i}].path", f("workspaces")), m))
+                })
+                .collect::<Result<Vec<_>, Bad>>()?,
+        ),
+    };
+    Ok(ActorConfig {
+        identity: Identity::new(channel, sender),
+        skills: a.skills.clone(),
+        subagents: a.subagents.clone(),
+        mcp_servers: a.mcp_servers.clone(),
+        delegates_to: a.delegates_to.clone(),
+        memory: a.memory.clone(),
+        tools: a.tools.clone(),
+        workspaces,
+    })
+}
+
 fn valid_name(name: &str) -> bool {
     let mut bytes = name.bytes();
     matches!(bytes.next(), Some(b) if b.is_ascii_lowercase() || b.is_ascii_digit())
@@ -416,239 +693,7 @@ impl HostConfig {
             path: path.to_path_buf(),
             message: lower(e.message()) + &line_of(text, e.span()),
         })?;
-        let unparsed = |field, source| ConfigError::Unparsed {
-            path: path.to_path_buf(),
-            field,
-            source,
-        };
-        let invalid = |field: String, message: String| ConfigError::Invalid {
-            path: path.to_path_buf(),
-            field,
-            message,
-        };
-        let level = match raw.level {
-            None => Level::Supervised,
-            Some(l) => l
-                .parse::<Level>()
-                .map_err(|e| unparsed("level", e.into()))?,
-        };
-        let max_level = match raw.max_level {
-            None => None,
-            Some(l) => Some(
-                l.parse::<Level>()
-                    .map_err(|e| unparsed("max_level", e.into()))?,
-            ),
-        };
-        if let Some(max) = max_level.filter(|max| level > *max) {
-            return Err(invalid(
-                "level".into(),
-                format!("`{level}` is above `max_level` `{max}`"),
-            ));
-        }
-        let on_degraded = match raw.isolation.and_then(|i| i.on_degraded) {
-            None => OnDegraded::default(),
-            Some(v) => v
-                .parse::<OnDegraded>()
-                .map_err(|e| unparsed("isolation.on_degraded", e.into()))?,
-        };
-        let memory_keys = match raw.limits.as_ref().and_then(|l| l.memory_keys) {
-            None => None,
-            Some(n) if (1..=1_000_000).contains(&n) => Some(n),
-            Some(_) => {
-                return Err(invalid(
-                    "limits.memory_keys".into(),
-                    "between 1 and 1000000".into(),
-                ))
-            }
-        };
-        let http_requests = match raw.limits.as_ref().and_then(|l| l.http_requests) {
-            None => None,
-            Some(n) if (1..=1_000_000).contains(&n) => Some(n),
-            Some(_) => {
-                return Err(invalid(
-                    "limits.http_requests".into(),
-                    "between 1 and 1000000".into(),
-                ))
-            }
-        };
-        let http_response_bytes = match raw.limits.as_ref().and_then(|l| l.http_response_mib) {
-            None => None,
-            Some(mib) if (1..=1 << 20).contains(&mib) => Some(mib << 20),
-            Some(_) => {
-                return Err(invalid(
-                    "limits.http_response_mib".into(),
-                    "between 1 and 1048576 (MiB)".into(),
-                ))
-            }
-        };
-        let here = path.parent().unwrap_or(Path::new("/")).to_path_buf();
-        let network = network::network(raw.network, &here).map_err(|(f, m)| invalid(f, m))?;
-        let providers = network::providers(raw.providers, &here).map_err(|(f, m)| invalid(f, m))?;
-        let journal_bytes = match raw.limits.and_then(|l| l.journal_mib) {
-            None => None,
-            Some(mib) if (1..=1 << 20).contains(&mib) => Some(mib << 20),
-            Some(_) => {
-                return Err(invalid(
-                    "limits.journal_mib".into(),
-                    "between 1 and 1048576 (MiB)".into(),
-                ))
-            }
-        };
-        let mut serve_tools = Vec::new();
-        for (i, t) in raw
-            .serve
-            .map(|s| s.tools)
-            .unwrap_or_default()
-            .iter()
-            .enumerate()
-        {
-            let tool = match t.as_str() {
-                "history" => ServeTool::History,
-                "undo" => ServeTool::Undo,
-                other => {
-                    return Err(invalid(
-                        format!("serve.tools[{i}]"),
-                        format!("`{other}` is not a tool gatehouse serves (history, undo)"),
-                    ))
-                }
-            };
-            if !serve_tools.contains(&tool) {
-                serve_tools.push(tool);
-            }
-        }
-        let database_url = raw.state.and_then(|s| s.database_url);
-        if let Some(url) = &database_url {
-            if !(url.starts_with("postgres://") || url.starts_with("postgresql://")) {
-                return Err(invalid(
-                    "state.database_url".into(),
-                    format!(
-                        "`{}` is not a postgresql url (`postgres://user@host:port/database`)",
-                        crate::util::redact_url(url)
-                    ),
-                ));
-            }
-        }
-        let engine = raw.engine.unwrap_or_default();
-        if engine.guard_bytes.is_some_and(|g| g > 1 << 32) {
-            return Err(invalid(
-                "engine.guard_bytes".into(),
-                "at most 4294967296 (4 GiB)".into(),
-            ));
-        }
-        let base = path.parent().map(Path::to_path_buf).unwrap_or_default();
-        let base = if base.as_os_str().is_empty() {
-            PathBuf::from(".")
-        } else {
-            base
-        };
-        let mut executor_dirs = Vec::new();
-        for (i, d) in raw.executor_dirs.iter().enumerate() {
-            let p = absolutize(d, &base, home)
-                .map_err(|m| invalid(format!("executor_dirs[{i}]"), m))?;
-            executor_dirs.push(p);
-        }
-        if raw.actors.is_empty() {
-            return Err(invalid(
-                "actors".into(),
-                "at least one actor must be defined".into(),
-            ));
-        }
-        let mut actors = BTreeMap::new();
-        for (name, a) in &raw.actors {
-            let f = |field: &str| format!("actors.{name}.{field}");
-            if !valid_name(name) {
-                return Err(invalid(
-                    format!("actors.{name}"),
-                    format!(
-                        "`{name}` is not a valid actor name (lowercase letters, digits, `-`, `_`)"
-                    ),
-                ));
-            }
-            let channel = a.channel.clone().unwrap_or_else(|| "cli".into());
-            let sender = a.sender.clone().unwrap_or_else(|| name.clone());
-            if channel.is_empty() || sender.is_empty() {
-                return Err(invalid(
-                    f("channel"),
-                    "channel and sender must not be empty".into(),
-                ));
-            }
-            for (field, list) in [
-                ("skills", &a.skills),
-                ("subagents", &a.subagents),
-                ("mcp_servers", &a.mcp_servers),
-                ("delegates_to", &a.delegates_to),
-                ("memory", &a.memory),
-                ("tools", &a.tools),
-            ] {
-                for (i, v) in list.iter().enumerate() {
-                    if v.is_empty() || v.chars().any(|c| c.is_whitespace() || c.is_control()) {
-                        return Err(invalid(
-                            format!("{}[{i}]", f(field)),
-                            format!("`{v}` is empty or contains whitespace"),
-                        ));
-                    }
-                }
-            }
-            for (i, t) in a.delegates_to.iter().enumerate() {
-                if !raw.actors.contains_key(t) {
-                    return Err(invalid(
-                        format!("{}[{i}]", f("delegates_to")),
-                        format!("`{t}` is not a defined actor"),
-                    ));
-                }
-            }
-            for (i, s) in a.memory.iter().enumerate() {
-                if s.starts_with("private:") {
-                    return Err(invalid(
-                        format!("{}[{i}]", f("memory")),
-                        format!("`{s}`: private scopes cannot be granted (each actor has its own implicitly)"),
-                    ));
-                }
-            }
-            let workspaces = match &a.workspaces {
-                None => None,
-                Some(list) => {
-                    let mut out = Vec::new();
-                    for (i, w) in list.iter().enumerate() {
-                        let p = absolutize(&w.path, &base, home)
-                            .map_err(|m| invalid(format!("{}[{i}].path", f("workspaces")), m))?;
-                        out.push((p.display().to_string(), w.mode));
-                    }
-                    Some(out)
-                }
-            };
-            actors.insert(
-                name.clone(),
-                ActorConfig {
-                    identity: Identity::new(channel, sender),
-                    skills: a.skills.clone(),
-                    subagents: a.subagents.clone(),
-                    mcp_servers: a.mcp_servers.clone(),
-                    delegates_to: a.delegates_to.clone(),
-                    memory: a.memory.clone(),
-                    tools: a.tools.clone(),
-                    workspaces,
-                },
-            );
-        }
-        Ok(HostConfig {
-            source: Some(path.to_path_buf()),
-            level,
-            max_level,
-            executor_dirs,
-            actors,
-            on_degraded,
-            engine,
-            journal_bytes,
-            memory_keys,
-            http_requests,
-            http_response_bytes,
-            network,
-            providers,
-            serve_tools,
-            database_url,
-            places: Places::default(),
-        })
+        validate(path, raw, home).map_err(|bad| bad.at(path))
     }
 
     /// The actors as the policy sees them for a turn in `turn_workspace`
