@@ -63,13 +63,13 @@ fn bare_wasm(path: &Path) -> Result<Manifest, Failure> {
     if !name.starts_with(|c: char| c.is_ascii_alphanumeric()) {
         name = format!("wasm{name}").chars().take(64).collect();
     }
-    let text = format!(
-        "name = {}\ndescription = \"a bare module: compute:pure only\"\ncomponent = {}\n\n[[capabilities]]\nname = \"compute:pure\"\n",
-        toml::Value::String(name),
-        toml::Value::String(absolute.display().to_string())
-    );
     let manifest_path = absolute.with_extension("wasm.toml");
-    Ok(Manifest::parse(&manifest_path, &text)?)
+    Ok(Manifest::bare(
+        &manifest_path,
+        name,
+        "a bare module: compute:pure only",
+        &absolute,
+    )?)
 }
 
 /// The host of one `gatehouse run`: the configuration, the executor named

@@ -185,6 +185,39 @@ impl Manifest {
         })
     }
 
+    /// A bare component as an executor: named `name`, with `compute:pure`
+    /// only (`gatehouse run FILE.wasm`), validated as the manifest file at
+    /// `path` holding the same would be. `component` should be absolute.
+    pub fn bare(
+        path: &Path,
+        name: String,
+        description: &str,
+        component: &Path,
+    ) -> Result<Manifest, ManifestError> {
+        let raw = RawManifest {
+            name,
+            description: Some(description.to_string()),
+            component: Some(component.display().to_string()),
+            command: None,
+            sha256: None,
+            revertible: false,
+            reverse_pattern: None,
+            tools: None,
+            input_schema: None,
+            capabilities: vec![RawCapability {
+                name: Capability::ComputePure.as_str().to_string(),
+                target: None,
+                mount: None,
+                methods: None,
+            }],
+        };
+        validate(path, raw).map_err(|(field, reason)| ManifestError::Invalid {
+            file: path.display().to_string(),
+            field,
+            reason,
+        })
+    }
+
     /// Hex sha256 of the component file; if `sha256` is pinned and differs ->
     /// [`ManifestError::DigestMismatch`] whose message contains
     /// `DIGEST_MISMATCH`. Missing component file ->
