@@ -14,7 +14,7 @@
 //! percent-decoded once, with `.` and `..` segments refused; the default
 //! port made explicit. Anything that cannot be put in that form is refused.
 
-use core::net::IpAddr;
+use core::net::{IpAddr, Ipv4Addr};
 use std::fmt;
 
 use serde::{Deserialize, Serialize};
@@ -599,13 +599,13 @@ pub fn special_address(ip: IpAddr) -> bool {
                 || s[..6] == [0, 0, 0, 0, 0, 0]
                 || (s[0] == 0x2001 && s[1] == 0)
                 || s[..4] == [0x100, 0, 0, 0]
-                || (s[0] == 0x2002 && special_v4(std::net::Ipv4Addr::new(o[2], o[3], o[4], o[5])))
+                || (s[0] == 0x2002 && special_v4(Ipv4Addr::new(o[2], o[3], o[4], o[5])))
         }
     }
 }
 
 /// [`special_address`] for IPv4.
-fn special_v4(v4: std::net::Ipv4Addr) -> bool {
+fn special_v4(v4: Ipv4Addr) -> bool {
     let o = v4.octets();
     v4.is_loopback()
         || v4.is_private()
