@@ -4,56 +4,12 @@
 //! fleet's database URL; a `--level` above the configuration's
 //! `max_level` is refused.
 
-use std::path::Path;
-
 use serde_json::{json, Value};
 
-use crate::support::guests::{component, manifest, output, run_json};
-use crate::support::{s, Env, Run};
+use crate::support::guests::{component, manifest, output, run_json, run_json_with_vars};
+use crate::support::{s, Env};
 
 const CANARY: &str = "gh-secret-canary-5b1d0c";
-
-/// `gatehouse run --json` of `manifest` at `level` with `vars` set, in
-/// workspace `ws`: the run and its JSON report.
-fn run_with_vars(
-    env: &Env,
-    manifest: &Path,
-    ws: &Path,
-    level: &str,
-    input: &str,
-    vars: &[(&str, &str)],
-) -> (Run, Value) {
-    let mut cmd = env.command();
-    for (k, v) in vars {
-        cmd.env(k, v);
-    }
-    let out = cmd
-        .args([
-            "--json",
-            "run",
-            s(manifest),
-            "--workspace",
-            s(ws),
-            "--level",
-            level,
-            "--input",
-            input,
-        ])
-        .output()
-        .unwrap();
-    let run = Run {
-        code: out.status.code().unwrap(),
-        stdout: String::from_utf8(out.stdout).unwrap(),
-        stderr: String::from_utf8(out.stderr).unwrap(),
-    };
-    let v = run
-        .stdout
-        .lines()
-        .last()
-        .and_then(|l| serde_json::from_str(l).ok())
-        .unwrap_or(Value::Null);
-    (run, v)
-}
 
 /// The configuration of the recipes: level Full, a provider whose value
 /// is in `API_TOKEN`, another whose value is in a file beside the
@@ -101,7 +57,7 @@ fn env_read_of_a_provider_s_value_env_or_a_gatehouse_variable_is_refused_before_
             .copied()
             .filter(|(k, _)| *k != "GATEHOUSE_DATABASE_URL")
             .collect();
-        let (run, v) = run_with_vars(&env, &m, &ws, "Full", &input, &vars);
+        let (run, v) = run_json_with_vars(&env, &m, &ws, "Full", &input, &[], &vars);
         run.expect(2);
         assert_eq!(v["code"], "SECRET_ENV_DENIED", "{v:#}");
         assert!(
@@ -133,12 +89,13 @@ fn env_read_of_a_provider_s_value_env_or_a_gatehouse_variable_is_refused_before_
         &component("env"),
         &[("env:read", Some("OTHER_VAR"))],
     );
-    let (run, v) = run_with_vars(
+    let (run, v) = run_json_with_vars(
         &env,
         &m,
         &ws,
         "Full",
         r#"{"names":["OTHER_VAR","API_TOKEN"]}"#,
+        &[],
         &vars[..1]
             .iter()
             .chain(&vars[2..])

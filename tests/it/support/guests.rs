@@ -61,6 +61,19 @@ pub(crate) fn run_json(
     input: &str,
     extra: &[&str],
 ) -> (Run, serde_json::Value) {
+    run_json_with_vars(env, manifest, ws, level, input, extra, &[])
+}
+
+/// [`run_json`] with `vars` set in the command's environment.
+pub(crate) fn run_json_with_vars(
+    env: &Env,
+    manifest: &Path,
+    ws: &Path,
+    level: &str,
+    input: &str,
+    extra: &[&str],
+    vars: &[(&str, &str)],
+) -> (Run, serde_json::Value) {
     let mut args = vec![
         "--json",
         "run",
@@ -73,7 +86,19 @@ pub(crate) fn run_json(
         input,
     ];
     args.extend_from_slice(extra);
-    let run = env.run(&args);
+    let mut cmd = env.command();
+    for (k, v) in vars {
+        cmd.env(k, v);
+    }
+    let out = cmd.args(&args).output().expect("run gatehouse");
+    let run = Run {
+        code: out
+            .status
+            .code()
+            .expect("exit code (not killed by a signal)"),
+        stdout: String::from_utf8(out.stdout).expect("utf-8 stdout"),
+        stderr: String::from_utf8(out.stderr).expect("utf-8 stderr"),
+    };
     let v = run
         .stdout
         .lines()
