@@ -99,30 +99,13 @@ GRANT EXECUTE ON FUNCTION gatehouse_task_park(text, text, text, text, text, text
 /// that answers the task elsewhere recomputes it from the stored call and
 /// form and refuses a task where it differs.
 pub fn asked_sha256(call: Option<&serde_json::Value>, form: Option<&serde_json::Value>) -> String {
-    let text = |v: Option<&serde_json::Value>| {
-        v.map_or_else(|| "null".to_string(), |v| sorted(v).to_string())
-    };
-    let bytes = format!("gatehouse-task-asked-1\n{}\n{}", text(call), text(form));
-    crate::policy::snapshot::sha256_hex(bytes.as_bytes())
-}
-
-/// `v` with every object's keys in sorted order (whatever order the map
-/// type keeps): the JSON read back from a `jsonb` column hashes as written.
-fn sorted(v: &serde_json::Value) -> serde_json::Value {
-    use serde_json::Value;
-    match v {
-        Value::Object(m) => {
-            let mut keys: Vec<&String> = m.keys().collect();
-            keys.sort();
-            Value::Object(
-                keys.into_iter()
-                    .map(|k| (k.clone(), m.get(k).map_or(Value::Null, sorted)))
-                    .collect(),
-            )
-        }
-        Value::Array(a) => Value::Array(a.iter().map(sorted).collect()),
-        other => other.clone(),
-    }
+    use crate::policy::snapshot::{canonical_json, sha256_hex};
+    let bytes = format!(
+        "gatehouse-task-asked-1\n{}\n{}",
+        canonical_json(&call),
+        canonical_json(&form)
+    );
+    sha256_hex(bytes.as_bytes())
 }
 
 /// A task's status, as the table holds it (the Tasks extension's names).
@@ -325,5 +308,27 @@ impl TaskStore for PgTasks {
             .as_ref()
             .map(task_row))
         })?)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::asked_sha256;
+
+    /// The hash is of the call's and the form's content, not of how a
+    /// `jsonb` column orders their keys when they are read back; a change
+    /// of a single value changes it.
+    #[test]
+    fn the_asked_hash_ignores_key_order_and_sees_every_value() {
+        let parse = |t: &str| serde_json::from_str::<serde_json::Value>(t).unwrap();
+        let call = parse(r#"{"name":"write-file","arguments":{"path":"out/a.txt","mode":1}}"#);
+        let reordered = parse(r#"{"arguments":{"mode":1,"path":"out/a.txt"},"name":"write-file"}"#);
+        let form = parse(r#"{"message":"allow?","items":[{"b":1,"a":2}]}"#);
+        let h = asked_sha256(Some(&call), Some(&form));
+        assert_eq!(h, asked_sha256(Some(&reordered), Some(&form)));
+        assert_eq!(h.len(), 64);
+        let evil = parse(r#"{"name":"write-file","arguments":{"path":"out/b.txt","mode":1}}"#);
+        assert_ne!(h, asked_sha256(Some(&evil), Some(&form)));
+        assert_ne!(h, asked_sha256(Some(&call), None));
     }
 }
