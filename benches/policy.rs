@@ -8,7 +8,7 @@
 use std::hint::black_box;
 use std::time::Instant;
 
-use gatehouse::grants::{GrantStore, NewGrant};
+use gatehouse::state::grants::{GrantStore, NewGrant};
 
 /// The time of the benchmarked decisions (no grant here expires).
 const NOW: UtcTime = UtcTime(1_800_000_000);

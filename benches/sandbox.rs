@@ -21,10 +21,10 @@ use std::time::Instant;
 
 use common::tuned_engine;
 use gatehouse::config::{HostConfig, StatePaths};
-use gatehouse::host::grants::{now_utc, NewGrant};
-use gatehouse::host::{EngineKind, GrantBook, Host, HostOptions, NoOne, TurnRequest};
+use gatehouse::host::{EngineKind, Host, HostOptions, NoOne, TurnRequest};
 use gatehouse::manifest::Manifest;
 use gatehouse::policy::Identity;
+use gatehouse::state::grants::{now_utc, NewGrant};
 use wasmtime::component::{Component, InstancePre, Linker, ResourceTable, Val};
 use wasmtime::{Config, Engine, Store};
 use wasmtime_wasi::{WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
@@ -86,19 +86,21 @@ const READ_INPUT: &str = r#"{"path":"a.txt"}"#;
 /// Records the grant the `read-file` turns run under: `fs:read` on the
 /// whole `workspace`, remembered for the bench's identity. Whether it was.
 fn grant_workspace_read(state: &StatePaths, workspace: &str) -> bool {
-    GrantBook::new(state)
-        .and_then(|book| {
-            book.record(
-                &NewGrant {
-                    identity: Identity::new("cli", "bench"),
-                    capability: "fs:read".into(),
-                    target: format!("{workspace}/**"),
-                    expires_at: None,
-                    granted_by: Some("bench".into()),
-                },
-                now_utc(),
-            )
-        })
+    let Ok(stores) = gatehouse::state::Stores::new(state) else {
+        return false;
+    };
+    stores
+        .grants
+        .record(
+            &NewGrant {
+                identity: Identity::new("cli", "bench"),
+                capability: "fs:read".into(),
+                target: format!("{workspace}/**"),
+                expires_at: None,
+                granted_by: Some("bench".into()),
+            },
+            now_utc(),
+        )
         .is_ok()
 }
 

@@ -5,7 +5,6 @@
 //! Every top-level module:
 //!
 //! - [`policy`] — the pure gate: registry, matrix, requests, `decide`.
-//! - [`grants`] — the SQLite grant store and `effective_outcome`.
 //! - [`manifest`] — `executor.toml` and its validator.
 //! - [`config`] — `gatehouse.toml`, actors, path resolution, file watches.
 //! - [`snapshot`] — `policy.json`: prepare and verify.
@@ -16,9 +15,9 @@
 //!   the isolation report.
 //! - [`exec`] — the OS sandbox of `code:exec`: a host command as a
 //!   confined child (Landlock, seccomp, rlimits, timeout, capped output).
-//! - [`memory`] — the memory store behind `gatehouse:executor/memory`.
-//! - [`state`] — the shared state of a host and its backends: the
-//!   hash-chained audit (`<state>/audit-chain.jsonl`) behind one trait.
+//! - [`state`] — what a host keeps beyond one turn, each kind one trait
+//!   with its SQLite and PostgreSQL implementations: grants, approvals,
+//!   memory, the hash-chained audit, a fleet's tasks and history index.
 //! - [`undo`] — turn history, the write-ahead journal, undo and pruning.
 //! - [`terminal`] — the controlling terminal: prompts, escaped guest text,
 //!   answers read under a deadline.
@@ -38,10 +37,8 @@ pub mod authoring;
 pub mod config;
 pub mod conformance;
 pub mod exec;
-pub mod grants;
 pub mod host;
 pub mod manifest;
-pub mod memory;
 pub mod policy;
 pub mod sandbox;
 pub mod serve;

@@ -1,8 +1,10 @@
 //! `gatehouse approvals`: the pending-approval queue, answered by the
 //! person.
 
-use gatehouse::host::grants::{now_utc, remember_for};
-use gatehouse::host::{ApprovalQueue, QueueAnswer, QueueEntry, QueueError};
+use gatehouse::host::{QueueAnswer, QueueEntry, QueueError};
+use gatehouse::state::approvals::ApprovalBackend;
+use gatehouse::state::grants::{now_utc, remember_for};
+use gatehouse::state::Stores;
 use gatehouse::util::printable;
 
 use super::args::ApprovalsCmd;
@@ -15,7 +17,7 @@ impl From<QueueError> for Failure {
 }
 
 pub fn run(ctx: &Context, cmd: ApprovalsCmd) -> CmdResult {
-    let queue = ApprovalQueue::new(&ctx.state);
+    let queue = Stores::new(&ctx.state)?.approvals;
     // A fleet's queue: the database's roles separate who may answer.
     let fleet = ctx.state.database_url.is_some();
     let now = now_utc();
@@ -44,7 +46,7 @@ pub fn run(ctx: &Context, cmd: ApprovalsCmd) -> CmdResult {
             Ok(Exit::Ok)
         }
         ApprovalsCmd::Deny { id, yes } => {
-            let entry = pending_entry(&queue, &id)?;
+            let entry = pending_entry(&*queue, &id)?;
             confirm_by_a_person(&entry, yes, fleet, "deny it?")?;
             let e = queue.answer(&id, QueueAnswer::Deny, ctx.env.login.as_deref(), now)?;
             out_json(&e);
@@ -65,7 +67,7 @@ pub fn run(ctx: &Context, cmd: ApprovalsCmd) -> CmdResult {
             } else {
                 QueueAnswer::Once
             };
-            let entry = pending_entry(&queue, &id)?;
+            let entry = pending_entry(&*queue, &id)?;
             confirm_by_a_person(
                 &entry,
                 yes,
@@ -84,7 +86,7 @@ pub fn run(ctx: &Context, cmd: ApprovalsCmd) -> CmdResult {
 }
 
 /// The entry `id`, still waiting for an answer.
-fn pending_entry(queue: &ApprovalQueue, id: &str) -> Result<QueueEntry, Failure> {
+fn pending_entry(queue: &dyn ApprovalBackend, id: &str) -> Result<QueueEntry, Failure> {
     let entry = queue
         .get(id)?
         .ok_or_else(|| Failure::from(QueueError::NoSuchEntry(id.to_string())))?;

@@ -5,14 +5,15 @@ use std::path::{Path, PathBuf};
 use serde_json::json;
 
 use gatehouse::config::resolve_glob;
-use gatehouse::host::grants::{now_utc, parse_duration, GrantError, NewGrant};
-use gatehouse::host::{GrantBook, Host};
+use gatehouse::host::Host;
 use gatehouse::manifest::{Manifest, ManifestError};
 use gatehouse::policy::{
     check_target, matrix, Capability, DenyCode, Identity, Level, Outcome, Snapshot, UtcTime,
     REGISTRY,
 };
 use gatehouse::snapshot::{self, SnapshotError};
+use gatehouse::state::grants::{effective, now_utc, parse_duration, GrantError, NewGrant};
+use gatehouse::state::Stores;
 use gatehouse::tier3;
 
 use super::args::{
@@ -172,11 +173,10 @@ fn check(ctx: &Context, args: CheckArgs) -> CmdResult {
     };
     if let (Some(identity), Some(target)) = (&identity, canonical.as_ref().or(args.target.as_ref()))
     {
-        let book = GrantBook::new(&ctx.state)?;
-        if let Some(e) = book.effective(level, cap, Some(target), identity, now_utc())? {
-            outcome = e.outcome;
-            grant_id = e.grant_id;
-        }
+        let grants = Stores::new(&ctx.state)?.grants;
+        let e = effective(&*grants, level, cap, Some(target), identity, now_utc())?;
+        outcome = e.outcome;
+        grant_id = e.grant_id;
     }
     if ctx.json {
         out_json(&json!({
@@ -292,7 +292,7 @@ fn grants(ctx: &Context, cmd: GrantsCmd) -> CmdResult {
     match cmd {
         GrantsCmd::Add(args) => grant_add(ctx, args),
         GrantsCmd::List { all } => {
-            for g in GrantBook::new(&ctx.state)?.list(all, now_utc())? {
+            for g in Stores::new(&ctx.state)?.grants.list(all, now_utc())? {
                 out_json(&g);
             }
             Ok(Exit::Ok)
@@ -302,7 +302,7 @@ fn grants(ctx: &Context, cmd: GrantsCmd) -> CmdResult {
 }
 
 fn grant_revoke(ctx: &Context, args: GrantRevokeArgs) -> CmdResult {
-    let book = GrantBook::new(&ctx.state)?;
+    let book = Stores::new(&ctx.state)?.grants;
     let g = match (args.channel, args.sender, args.what.as_slice()) {
         (None, None, [id]) => {
             let id: i64 = id
@@ -370,7 +370,7 @@ fn grant_add(ctx: &Context, args: GrantAddArgs) -> CmdResult {
         granted_by: args.granted_by.or_else(|| ctx.env.login.clone()),
     };
     // Validated before any file is created: a refused grant leaves no state.
-    let g = GrantBook::new(&ctx.state)?.record(&new, now)?;
+    let g = Stores::new(&ctx.state)?.grants.record(&new, now)?;
     out_json(&g);
     Ok(Exit::Ok)
 }
@@ -627,7 +627,8 @@ fn names<'a>(it: impl Iterator<Item = &'a String>) -> String {
 /// `gatehouse migrate`: every state database created or brought to the
 /// schema this build knows, one line each.
 fn migrate(ctx: &Context) -> CmdResult {
-    let migrated = gatehouse::host::schema::migrate(&ctx.state).map_err(super::host::failure)?;
+    let migrated =
+        gatehouse::state::migrate(&ctx.state).map_err(|e| super::host::failure(e.into()))?;
     for m in &migrated {
         if ctx.json {
             out_json(m);

@@ -5,13 +5,13 @@ use std::path::{Path, PathBuf};
 use serde_json::json;
 
 use gatehouse::config::{HostConfig, StatePaths};
-use gatehouse::host::grants::{now_utc, NewGrant};
 use gatehouse::host::{
-    ApprovalRequest, Approver, Choice, GrantBook, GuestResult, Host, NoOne, TurnEnd, TurnOutcome,
-    TurnRequest,
+    ApprovalRequest, Approver, Choice, GuestResult, Host, NoOne, TurnEnd, TurnOutcome, TurnRequest,
 };
 use gatehouse::policy::DenyCode;
 use gatehouse::policy::{Decision, Identity, Level};
+use gatehouse::state::grants::{now_utc, NewGrant};
+use gatehouse::state::Stores;
 use gatehouse::tier3;
 
 use super::host::HostFlags;
@@ -69,7 +69,7 @@ pub fn run(ctx: &Context) -> CmdResult {
     out(format!("state     {}", state.state_dir.display()));
     out("");
 
-    let book = GrantBook::new(&state)?;
+    let book = Stores::new(&state)?.grants;
     let host = |level: Option<Level>| demo_host(&config, &state, &workspace, &[], level);
     let target = format!("{workspace}/out/**");
     let write_req =

@@ -1,7 +1,7 @@
 //! `gatehouse history` and `gatehouse undo`.
 
 use gatehouse::state::pg::SharedError;
-use gatehouse::state::StateError;
+use gatehouse::state::{StateError, Stores};
 use gatehouse::undo::{History, HistoryError, UndoStatus};
 
 use super::args::{HistoryArgs, HistoryCmd, UndoArgs};
@@ -36,7 +36,7 @@ impl From<SharedError> for Failure {
 
 /// `gatehouse history verify`: the audit chain recomputed.
 fn verify(ctx: &Context) -> CmdResult {
-    let store = gatehouse::state::audit_backend(&ctx.state)?;
+    let store = Stores::new(&ctx.state)?.audit;
     let (checkpoint, rows) = store.rows()?;
     match gatehouse::state::verify(checkpoint.as_ref(), &rows) {
         Ok(whole) => {
@@ -78,7 +78,7 @@ fn verify(ctx: &Context) -> CmdResult {
 /// This node's history: its directory, its audit log, and a fleet's
 /// index when the state is a database.
 fn history_of(ctx: &Context) -> Result<History, Failure> {
-    let index = gatehouse::state::turn_index(&ctx.state)?;
+    let index = Stores::new(&ctx.state)?.fleet.map(|f| f.index);
     Ok(History::new(&ctx.state.history_dir)
         .with_audit_log(&ctx.state.state_dir.join("audit.jsonl"))
         .with_index(index))
@@ -143,7 +143,7 @@ pub fn undo(ctx: &Context, args: UndoArgs) -> CmdResult {
             )
         })?,
     };
-    let memory = gatehouse::state::memory_backend(&ctx.state)?;
+    let memory = Stores::new(&ctx.state)?.memory;
     let report = h.undo(&turn, args.dry_run, &*memory)?;
     if ctx.json {
         out_json(&report);
@@ -177,12 +177,12 @@ pub fn undo(ctx: &Context, args: UndoArgs) -> CmdResult {
 }
 
 fn prune(ctx: &Context, older_than: &str, dry_run: bool) -> CmdResult {
-    let secs = gatehouse::host::grants::parse_duration(older_than)
+    let secs = gatehouse::state::grants::parse_duration(older_than)
         .map_err(|e| Failure::invalid(format!("--older-than: {e}")))?;
-    let cutoff = gatehouse::host::grants::now_utc().plus_seconds(-secs);
+    let cutoff = gatehouse::state::grants::now_utc().plus_seconds(-secs);
     let audit = ctx.state.state_dir.join("audit.jsonl");
     let denials = ctx.state.state_dir.join("denials.jsonl");
-    let chain = gatehouse::state::audit_backend(&ctx.state)?;
+    let chain = Stores::new(&ctx.state)?.audit;
     let report = gatehouse::undo::prune(
         &ctx.state.history_dir,
         &[
@@ -195,7 +195,7 @@ fn prune(ctx: &Context, older_than: &str, dry_run: bool) -> CmdResult {
     )?;
     // A fleet's index forgets the turns pruned (every node's that
     // finished before the cutoff: the owner prunes for the fleet).
-    if let Some(index) = gatehouse::state::turn_index(&ctx.state)? {
+    if let Some(index) = Stores::new(&ctx.state)?.fleet.map(|f| f.index) {
         index.prune_before(&cutoff.to_string(), dry_run)?;
     }
     if ctx.json {

@@ -2,11 +2,11 @@
 
 use std::time::Duration;
 
-use gatehouse::host::grants::parse_duration;
 use gatehouse::host::{Host, Limits};
 use gatehouse::serve::{
     serve_http, serve_token, HttpOptions, ServeError, ServeHttpError, ServeOptions, Server,
 };
+use gatehouse::state::grants::parse_duration;
 
 use super::args::ServeArgs;
 use super::commands::{gather_manifests, parse_level};

@@ -39,7 +39,7 @@ pub struct ApprovalRequest {
 pub struct Shown {
     /// The component's sha256 (a command executor: of its argv).
     pub executor_sha256: String,
-    /// The first [`super::queue::INPUT_SHOWN`] bytes of the input.
+    /// The first [`crate::state::approvals::INPUT_SHOWN`] bytes of the input.
     pub input: String,
     /// The input's full size, in bytes.
     pub input_bytes: usize,
@@ -48,7 +48,7 @@ pub struct Shown {
     pub argv: Vec<String>,
     /// The files the argv's words name, with their sha256, which the approval is bound to.
     #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub files: Vec<super::queue::FileArg>,
+    pub files: Vec<crate::state::approvals::FileArg>,
     /// The command lines (argv) a component's guest runs under a
     /// `code:exec` allowed once that this approval lets it run: "once"
     /// covers the command lines shown, no other.
@@ -200,7 +200,7 @@ fn remember_how_long(tty: &mut Tty) -> Choice {
         let Ok(Some(line)) = tty.read_line(None) else {
             return Choice::Queue;
         };
-        match crate::grants::remember_for(&line) {
+        match crate::state::grants::remember_for(&line) {
             Ok(secs) => {
                 return Choice::Remember {
                     expires_in_secs: secs.and_then(|s| u64::try_from(s).ok()),
@@ -278,5 +278,20 @@ impl Approver for TerminalApprover {
             }
         }
         answers
+    }
+}
+
+impl crate::state::approvals::QueueEntry {
+    /// What the entry shows of the turn it allows, as the approval that
+    /// queued it showed it.
+    pub fn shown(&self) -> Shown {
+        Shown {
+            executor_sha256: self.executor_sha256.clone(),
+            input: self.input_preview.clone(),
+            input_bytes: self.input_bytes,
+            argv: self.argv.clone(),
+            files: self.files.clone(),
+            commands: self.commands.clone(),
+        }
     }
 }

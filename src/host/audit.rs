@@ -623,7 +623,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let steps = [step("hello", "granted"), step("hello", "granted again")];
         let cache = EncodedSteps::default();
-        let t = crate::grants::now_utc();
+        let t = crate::state::grants::now_utc();
         let plain = record(dir.path(), "t1", &steps, None, t);
         let first = record(dir.path(), "t1", &steps, Some(&cache), t);
         let cached = record(dir.path(), "t1", &steps, Some(&cache), t);

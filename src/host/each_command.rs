@@ -14,18 +14,17 @@
 use std::sync::Arc;
 
 use super::gate::Pending;
-use super::queue::{self, ApprovalQueue, TurnKey};
 use super::{ApprovalRequest, ApproverRef, Choice, Shown, TurnRequest};
-use crate::config::StatePaths;
-use crate::grants::now_utc;
 use crate::policy::Capability;
 use crate::sandbox::services::{CommandApproval, CommandApproved};
+use crate::state::approvals::{self as queue, ApprovalBackend, TurnKey};
+use crate::state::grants::now_utc;
 use crate::util::chain;
 
 /// The [`CommandApproval`] of one top-level turn.
 pub(super) struct EachCommand {
-    /// Where the queue is, when the host keeps one.
-    pub queue: Option<StatePaths>,
+    /// The pending-approval queue, when the host keeps one.
+    pub queue: Option<std::sync::Arc<dyn ApprovalBackend>>,
     /// What a queued answer is matched on.
     pub key: TurnKey,
     pub turn: String,
@@ -76,16 +75,16 @@ impl CommandApproval for EachCommand {
                 Some(Choice::Queue) | None => {}
             }
         }
-        let Some(state) = &self.queue else {
+        let Some(queue) = &self.queue else {
             return CommandApproved::NoOne;
         };
         let mut key = self.key.clone();
         key.commands = approved.to_vec();
         key.commands.push(argv.to_vec());
-        match ApprovalQueue::new(state).enqueue(
+        match queue.enqueue(
             &self.turn,
             &key,
-            &self.once,
+            &super::gate::queued(&self.once),
             &self.request.input,
             now_utc(),
         ) {
@@ -115,7 +114,7 @@ pub(super) fn for_turn(
         return None;
     }
     Some(Arc::new(EachCommand {
-        queue: inner.approval_queue.then(|| inner.state.clone()),
+        queue: inner.approval_queue.then(|| inner.stores.approvals.clone()),
         key: inner.turn_key(request),
         turn: turn.to_string(),
         request: request.clone(),

@@ -177,3 +177,20 @@ pub(crate) fn gate(input: TurnInput<'_>) -> Gate {
         plan: Box::new(plan),
     }
 }
+
+impl From<&Pending> for crate::state::approvals::QueuedItem {
+    fn from(p: &Pending) -> crate::state::approvals::QueuedItem {
+        crate::state::approvals::QueuedItem {
+            capability: p.capability,
+            target: p.target.clone(),
+            critical: p.critical,
+            rememberable: p.rememberable,
+            reason: p.reason.clone(),
+        }
+    }
+}
+
+/// What `pending` needs, as the approval queue keeps it.
+pub(super) fn queued(pending: &[Pending]) -> Vec<crate::state::approvals::QueuedItem> {
+    pending.iter().map(Into::into).collect()
+}

@@ -37,14 +37,11 @@ pub mod approver;
 pub mod audit;
 mod each_command;
 pub(crate) mod gate;
-pub mod grants;
 mod needs;
 mod nested;
 mod own;
 mod pipeline;
-pub mod queue;
 mod roots;
-pub mod schema;
 mod turn;
 
 use std::path::PathBuf;
@@ -53,7 +50,6 @@ use std::sync::{Arc, OnceLock, RwLock};
 use serde::Serialize;
 
 use crate::config::{HostConfig, StatePaths};
-use crate::grants::{now_utc, GrantError};
 use crate::manifest::Manifest;
 use crate::policy::{Capability, DenyCode, Level, Snapshot};
 pub use crate::sandbox::{EngineKind, EngineProfile};
@@ -61,6 +57,7 @@ use crate::sandbox::{
     Sandbox, DEFAULT_HTTP_REQUESTS, DEFAULT_HTTP_RESPONSE_BYTES, DEFAULT_JOURNAL_BYTES,
     DEFAULT_MEMORY_KEYS,
 };
+use crate::state::grants::{now_utc, GrantError};
 use crate::util::watch::{WatchKey, Watcher};
 // The sandbox's types a caller of the host handles: it needs nothing else
 // from the sandbox.
@@ -74,16 +71,18 @@ use crate::undo::AppendLog;
 pub use approver::{ApprovalRequest, Approver, Choice, NoOne, Scripted, Shown, TerminalApprover};
 pub use audit::{DenialRecord, Hashes, MAX_TURN_AUDIT_BYTES};
 pub use gate::{Pending, Step};
-pub use grants::GrantBook;
 // What `own_turns` and `undo_own` answer with.
+pub use crate::state::approvals::{
+    current_uid, QueueAnswer, QueueEntry, QueueError, MAX_PENDING_PER_ACTOR,
+};
 pub use crate::state::parked::{Claim, ParkedRow, ParkedStore};
 pub use crate::state::tasks::{
     asked_sha256 as task_asked_sha256, status as task_status, TaskRow, TaskStore,
 };
 pub use crate::undo::{HistoryError, TurnSummary, UndoReport, UndoStatus};
-pub use queue::{
-    current_uid, ApprovalQueue, QueueAnswer, QueueEntry, QueueError, MAX_PENDING_PER_ACTOR,
-};
+// What a person's answer remembers, for the callers that ask (MCP's forms).
+pub use crate::state::grants::{remember_for, DEFAULT_REMEMBER_SECS};
+pub use crate::state::Stores;
 
 /// Why a host could not be opened or could not keep its state.
 #[derive(Debug, thiserror::Error)]
@@ -110,7 +109,7 @@ pub enum HostError {
     /// The memory database could not be opened, or its schema is newer
     /// than this build knows.
     #[error(transparent)]
-    Memory(#[from] crate::memory::MemoryError),
+    Memory(#[from] crate::state::memory::MemoryError),
     /// A fleet's shared database could not be used.
     #[error(transparent)]
     Shared(#[from] crate::state::pg::SharedError),
@@ -496,8 +495,6 @@ struct Inner {
     http: Arc<crate::sandbox::services::HttpClient>,
     /// `[providers.NAME]`, shared with delegated turns.
     providers: Arc<[crate::config::ProviderDef]>,
-    /// `<state>/memory.db`, opened at the first run that uses it.
-    memory: Arc<dyn crate::memory::MemoryBackend>,
     state: StatePaths,
     workspace: String,
     home: Option<PathBuf>,
@@ -538,23 +535,25 @@ struct Inner {
     sandbox: OnceLock<Result<Arc<Sandbox>, Arc<wasmtime::Error>>>,
     audit_log: Arc<AppendLog>,
     denials_log: Arc<AppendLog>,
-    /// Where the grants live (the state directory's file, or the fleet's
-    /// database).
-    grants: Arc<dyn crate::state::grants::GrantBackend>,
+    /// Every store of the state (grants, approvals, memory, the audit
+    /// chain, a fleet's index, parked turns and tasks), chosen once.
+    stores: Stores,
     /// The shared grants' version the snapshot was built at (`None`: the
     /// grants are a file, watched through `grants_stamp`).
     grants_generation: std::sync::Mutex<Option<u64>>,
-    /// The hash-chained audit: every record of the two logs above, and
-    /// one per turn that wrote (`<state>/audit-chain.jsonl`, opened at the first
-    /// record).
-    chain: Arc<dyn crate::state::AuditStore>,
-    /// A fleet's history index and this node's name in it (`None` on the
-    /// embedded backend).
-    index: Option<(Arc<dyn crate::state::history::TurnIndex>, String)>,
-    /// A fleet's parked MCP turns (`None` on the embedded backend).
-    parked: Option<Arc<dyn crate::state::parked::ParkedStore>>,
-    /// A fleet's MCP tasks (`None` on the embedded backend).
-    tasks: Option<Arc<dyn crate::state::tasks::TaskStore>>,
+}
+
+impl From<crate::state::OpenError> for HostError {
+    fn from(e: crate::state::OpenError) -> HostError {
+        use crate::state::OpenError;
+        match e {
+            OpenError::Shared(e) => e.into(),
+            OpenError::Grants(e) => e.into(),
+            OpenError::Queue(e) => e.into(),
+            OpenError::Memory(e) => e.into(),
+            OpenError::Audit(e) => e.into(),
+        }
+    }
 }
 
 /// The HTTP sender's client of `[network]`: the webpki roots and those
@@ -645,11 +644,8 @@ impl Host {
         // The grants' backend, and the refusal of a shared database this
         // build does not know (unreachable, not migrated, newer), before
         // anything else.
-        if let Some(url) = &options.state.database_url {
-            crate::state::pg::Pg::shared(url)?.check()?;
-        }
-        let grants = crate::state::grant_backend(&options.state)?;
-        let grants_generation = match grants.generation() {
+        let stores = Stores::open(&options.state)?;
+        let grants_generation = match stores.grants.generation() {
             Some(g) => Some(g?),
             None => None,
         };
@@ -666,15 +662,8 @@ impl Host {
             .and_then(|w| w.watch(&turn::grants_paths(&options.state).each()));
         let stamp = turn::grants_stamp(&options.state);
         let denials_log = AppendLog::new(&options.state.state_dir.join("denials.jsonl"));
-        // The audit chain: the fleet's database's, else `audit-chain.jsonl`.
-        let chain = crate::state::audit_backend(&options.state)?;
-        let memory = crate::state::memory_backend(&options.state)?;
-        let parked = crate::state::parked_store(&options.state)?;
-        let tasks = crate::state::task_store(&options.state)?;
-        let index = crate::state::turn_index(&options.state)?
-            .map(|index| (index, options.state.node_name()));
         let snap = build_snapshot(
-            &*grants,
+            &*stores.grants,
             &options.config,
             &options.state,
             &options.manifests,
@@ -683,13 +672,9 @@ impl Host {
             options.level,
         )?;
         let http = Arc::new(http_client(&options.config.network)?);
-        // A database a newer build wrote is refused now, not at the turn
-        // that first needs it.
-        schema::check(&options.state)?;
         let inner = Inner {
             http,
             providers: options.config.providers.clone().into(),
-            memory,
             on_degraded: options.on_degraded.unwrap_or(options.config.on_degraded),
             config: options.config,
             state: options.state,
@@ -705,7 +690,7 @@ impl Host {
             snapshot: RwLock::new(Arc::new(Frozen::new(snap))),
             grants_stamp: std::sync::Mutex::new(stamp),
             grants_generation: std::sync::Mutex::new(grants_generation),
-            grants,
+            stores,
             watcher,
             grants_key,
             write_roots: Arc::default(),
@@ -713,10 +698,6 @@ impl Host {
             sandbox: OnceLock::new(),
             audit_log,
             denials_log,
-            chain,
-            index,
-            parked,
-            tasks,
         };
         Ok(Host {
             inner: Arc::new(inner),
@@ -756,20 +737,16 @@ impl Host {
     /// A fleet's parked MCP turns and this node's name, for a server
     /// whose retries may reach any node; `None` on the embedded backend.
     pub fn fleet_parked(&self) -> Option<(Arc<dyn ParkedStore>, String)> {
-        self.inner
-            .parked
-            .clone()
-            .map(|p| (p, self.inner.state.node_name()))
+        let fleet = self.inner.stores.fleet.as_ref()?;
+        Some((fleet.parked.clone(), fleet.node.clone()))
     }
 
     /// A fleet's MCP tasks and this node's name, for a server whose
     /// `tasks/*` requests may reach any node; `None` on the embedded
     /// backend.
     pub fn fleet_tasks(&self) -> Option<(Arc<dyn TaskStore>, String)> {
-        self.inner
-            .tasks
-            .clone()
-            .map(|t| (t, self.inner.state.node_name()))
+        let fleet = self.inner.stores.fleet.as_ref()?;
+        Some((fleet.tasks.clone(), fleet.node.clone()))
     }
 
     /// The executors this host knows.
@@ -878,9 +855,9 @@ impl Host {
             .answered(&parked.request, &parked.turn, given, None)
     }
 
-    /// The pending-approval queue of this host's state directory.
-    pub fn queue(&self) -> ApprovalQueue {
-        ApprovalQueue::new(&self.inner.state)
+    /// The stores of this host's state.
+    pub fn stores(&self) -> &Stores {
+        &self.inner.stores
     }
 }
 

@@ -29,7 +29,7 @@ pub(super) struct Scope {
     pub providers: Arc<[ProviderDef]>,
     pub http: Arc<HttpClient>,
     pub on_degraded: OnDegraded,
-    pub memory: Arc<dyn crate::memory::MemoryBackend>,
+    pub memory: Arc<dyn crate::state::memory::MemoryBackend>,
     pub frozen: Arc<Frozen>,
     pub sandbox: Arc<Sandbox>,
     pub audit: Arc<TurnAudit>,
@@ -51,7 +51,7 @@ pub(super) struct Base<'a> {
     /// file it says is unchanged is not looked at again.
     pub watcher: Option<&'a crate::util::watch::Watcher>,
     pub providers: &'a [ProviderDef],
-    pub memory: Arc<dyn crate::memory::MemoryBackend>,
+    pub memory: Arc<dyn crate::state::memory::MemoryBackend>,
     pub frozen: &'a Arc<Frozen>,
     pub audit: &'a Arc<TurnAudit>,
     pub request: &'a TurnRequest,
@@ -286,7 +286,11 @@ impl CommandScreen for ActorScreen {
                 command: Some(command.to_string()),
             },
         );
-        match decide(&self.frozen.snapshot, &request, crate::grants::now_utc()) {
+        match decide(
+            &self.frozen.snapshot,
+            &request,
+            crate::state::grants::now_utc(),
+        ) {
             Decision::Allow { .. } => Ok(()),
             Decision::Deny { code, reason } => Err((code, reason)),
             Decision::ApprovalRequired { reason, .. } => Err((DenyCode::ApprovalRequired, reason)),
@@ -325,7 +329,7 @@ impl NestedTurn for Nested {
             .min(u64::try_from(left.as_millis()).unwrap_or(u64::MAX))
             .max(1);
         let turn = format!("{}.{executor}", scope.turn);
-        let now = crate::grants::now_utc();
+        let now = crate::state::grants::now_utc();
         // `ACTOR/EXECUTOR` delegates to ACTOR, as the policy's `delegation`
         // kind decides; a bare `EXECUTOR` runs as the caller's own actor.
         let (actor, name) = match executor.split_once('/') {

@@ -27,7 +27,7 @@ impl Host {
     fn history(&self) -> History {
         History::new(&self.inner.state.history_dir)
             .with_audit_log(&self.inner.state.state_dir.join("audit.jsonl"))
-            .with_index(self.inner.index.as_ref().map(|(index, _)| index.clone()))
+            .with_index(self.inner.stores.fleet.as_ref().map(|f| f.index.clone()))
     }
 
     /// The newest `limit` turns `actor` ran, oldest first.
@@ -72,6 +72,6 @@ impl Host {
             .write_roots
             .enter(vec![PathBuf::from("/")], cancel)
             .ok_or_else(|| HistoryError::Cancelled(turn.to_string()))?;
-        history.undo(turn, dry_run, &*self.inner.memory)
+        history.undo(turn, dry_run, &*self.inner.stores.memory)
     }
 }

@@ -17,7 +17,6 @@ use super::{
     nested, Answer, Frozen, Inner, Pending, Phase, Step, TurnEnd, TurnOutcome, TurnRequest,
 };
 use crate::config::ProviderDef;
-use crate::grants::now_utc;
 use crate::manifest::Manifest;
 use crate::policy::{Capability, DenyCode, UtcTime};
 use crate::sandbox::services::HttpClient;
@@ -25,6 +24,7 @@ use crate::sandbox::{
     execute, GuestResult, IsolationReport, OnDegraded, Plan, RunError, RunReport, Runnable,
     Sandbox, Stopped,
 };
+use crate::state::grants::now_utc;
 use crate::undo::{TurnJournal, TurnRecord, TurnStatus, UndoState};
 use crate::util::chain;
 
@@ -189,7 +189,7 @@ struct Within<'k> {
     /// nested turn: what it looks at, it looks at itself).
     watcher: Option<&'k crate::util::watch::Watcher>,
     on_degraded: OnDegraded,
-    memory: &'k Arc<dyn crate::memory::MemoryBackend>,
+    memory: &'k Arc<dyn crate::state::memory::MemoryBackend>,
     /// The host's write-root lock, which every turn enters.
     write_roots: &'k Arc<WriteRoots>,
     /// The write roots the turn's callers hold: a callee may use what
@@ -378,7 +378,7 @@ impl Kind<'_> {
                 http: &inner.http,
                 watcher: inner.watcher.as_deref(),
                 on_degraded: inner.on_degraded,
-                memory: &inner.memory,
+                memory: &inner.stores.memory,
                 write_roots: &inner.write_roots,
                 callers_roots: &[],
                 left: None,
@@ -439,9 +439,9 @@ impl Kind<'_> {
             },
             Some(inner.audit_log.clone()),
         )
-        .with_chain(inner.chain.clone());
-        let journal = match &inner.index {
-            Some((_, node)) => journal.on_node(node),
+        .with_chain(inner.stores.audit.clone());
+        let journal = match &inner.stores.fleet {
+            Some(fleet) => journal.on_node(&fleet.node),
             None => journal,
         };
         let audit = Arc::new(TurnAudit::new(

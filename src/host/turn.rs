@@ -8,16 +8,16 @@ use std::sync::Arc;
 
 use super::gate::Gate;
 use super::pipeline::{Ended, Kind, Turn};
-use super::queue::{self, ApprovalQueue, TurnKey, Verdict};
 use super::{
     build_snapshot, Answer, ApprovalRequest, Choice, DenialRecord, Frozen, HostError, Inner,
     Pending, TurnEnd, TurnOutcome, TurnRequest,
 };
-use crate::grants::{now_utc, NewGrant};
 use crate::manifest::Manifest;
 use crate::policy::snapshot::sha256_hex;
 use crate::policy::DenyCode;
 use crate::sandbox::{EngineProfile, Limits, Sandbox};
+use crate::state::approvals::{self as queue, TurnKey, Verdict};
+use crate::state::grants::{now_utc, NewGrant};
 use crate::state::KIND_DENIAL;
 use crate::util::chain;
 
@@ -91,7 +91,7 @@ impl Inner {
     /// (`STATE_UNAVAILABLE`) rather than decided on grants that may have
     /// been revoked meanwhile.
     pub(super) fn reread_grants(&self) -> Result<(), String> {
-        if let Some(generation) = self.grants.generation() {
+        if let Some(generation) = self.stores.grants.generation() {
             // No grants file to watch, but the watch also carries the
             // components': read it once for this turn, as below.
             if let Some(watcher) = &self.watcher {
@@ -118,7 +118,7 @@ impl Inner {
     /// which needs the same database, refuses the turn then.
     fn reread_shared_grants(
         &self,
-        generation: Result<u64, crate::grants::GrantError>,
+        generation: Result<u64, crate::state::grants::GrantError>,
     ) -> Result<(), String> {
         let now = generation.map_err(|e| format!("cannot read the grants: {}", chain(&e)))?;
         let mut seen = crate::util::lock(&self.grants_generation);
@@ -163,7 +163,7 @@ impl Inner {
         // a change at the next turn.
         let stamp = grants_stamp(&self.state);
         let mut snap = build_snapshot(
-            &*self.grants,
+            &*self.stores.grants,
             &self.config,
             &self.state,
             &self.manifests,
@@ -299,14 +299,18 @@ impl Inner {
             return None;
         }
         let key = self.turn_key(request);
-        let verdict =
-            match ApprovalQueue::new(&self.state).take(id, &key, &approval.pending, now_utc()) {
-                Ok(v) => v?,
-                Err(e) => {
-                    tracing::warn!("turn `{id}`: cannot read the approval queue: {}", chain(&e));
-                    return None;
-                }
-            };
+        let verdict = match self.stores.approvals.take(
+            id,
+            &key,
+            &super::gate::queued(&approval.pending),
+            now_utc(),
+        ) {
+            Ok(v) => v?,
+            Err(e) => {
+                tracing::warn!("turn `{id}`: cannot read the approval queue: {}", chain(&e));
+                return None;
+            }
+        };
         match verdict {
             Verdict::Allowed {
                 id: entry,
@@ -345,8 +349,13 @@ impl Inner {
             return None;
         }
         let key = self.turn_key(request);
-        match ApprovalQueue::new(&self.state).enqueue(id, &key, pending, &request.input, now_utc())
-        {
+        match self.stores.approvals.enqueue(
+            id,
+            &key,
+            &super::gate::queued(pending),
+            &request.input,
+            now_utc(),
+        ) {
             Ok(entry) => Some(entry.id),
             Err(e) => {
                 tracing::warn!("turn `{id}`: cannot queue the approval: {}", chain(&e));
@@ -557,7 +566,7 @@ impl Inner {
         let now = now_utc();
         // The answer and its grant together: on a fleet's database a
         // node's role records a grant only as the grant of an answer.
-        let grant = self.grants.remember(
+        let grant = self.stores.grants.remember(
             &NewGrant {
                 identity,
                 capability: p.capability.as_str().into(),
@@ -620,7 +629,7 @@ impl Inner {
                     );
                 }
                 let time = line.time.to_string();
-                if let Err(e) = self.chain.append(KIND_DENIAL, t.id, &time, &body) {
+                if let Err(e) = self.stores.audit.append(KIND_DENIAL, t.id, &time, &body) {
                     tracing::warn!(
                         "turn `{}`: the denial was not recorded in the audit chain: {}",
                         t.id,

@@ -1,6 +1,6 @@
 //! Grants as the core sees them, and the pure part of `effective_outcome`.
 //!
-//! The SQLite store (`crate::grants`) reads rows and passes the active ones
+//! The SQLite store (`crate::state::grants`) reads rows and passes the active ones
 //! in; the rule that combines the matrix with them lives here, once.
 
 use serde::{Deserialize, Serialize};

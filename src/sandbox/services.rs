@@ -280,7 +280,7 @@ impl CancelHandle {
 pub struct RunServices {
     /// The host's memory database (`<state>/memory.db`), for a plan that
     /// grants memory: the run cannot name another.
-    pub memory: Arc<dyn crate::memory::MemoryBackend>,
+    pub memory: Arc<dyn crate::state::memory::MemoryBackend>,
     /// How deep in delegated calls this run is (0 for a turn).
     pub depth: u32,
     /// Where mutations are journaled for undo (`None`: not journaled).

@@ -63,7 +63,7 @@ impl Server {
                             .get("expires_in")
                             .and_then(Value::as_str)
                             .unwrap_or_default();
-                        match crate::host::grants::remember_for(answer) {
+                        match crate::host::remember_for(answer) {
                             Ok(secs) => Choice::Remember {
                                 expires_in_secs: secs.and_then(|s| u64::try_from(s).ok()),
                             },

@@ -92,9 +92,9 @@ pub enum SharedError {
     },
 }
 
-impl From<SharedError> for crate::grants::GrantError {
+impl From<SharedError> for crate::state::grants::GrantError {
     fn from(e: SharedError) -> Self {
-        crate::grants::GrantError::Shared(Box::new(e))
+        crate::state::grants::GrantError::Shared(Box::new(e))
     }
 }
 

@@ -28,9 +28,9 @@ pub use journal::{
 };
 pub use prune::{prune, LogKind, PruneReport};
 
-use crate::memory::MemoryBackend;
 use crate::policy::snapshot::sha256_hex;
 use crate::state::history::TurnIndex;
+use crate::state::memory::MemoryBackend;
 
 /// What happened to one operation on undo.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -399,7 +399,7 @@ fn reverse_memory(
     op: &Operation,
     dry_run: bool,
 ) -> (UndoStatus, String) {
-    let act = |f: &dyn Fn() -> Result<(), crate::memory::MemoryError>, what: String| {
+    let act = |f: &dyn Fn() -> Result<(), crate::state::memory::MemoryError>, what: String| {
         if dry_run {
             return (UndoStatus::WouldDo, what);
         }

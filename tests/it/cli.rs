@@ -1589,7 +1589,8 @@ fn an_old_grants_database_with_duplicates_is_merged_on_open() {
     let env = Env::bare();
     std::fs::create_dir_all(env.state_dir()).unwrap();
     let conn = rusqlite::Connection::open(env.grants_db()).unwrap();
-    conn.execute_batch(gatehouse::grants::SCHEMA).unwrap();
+    conn.execute_batch(gatehouse::state::grants::sqlite::SCHEMA)
+        .unwrap();
     for (target, expires, revoked) in [
         ("/a/**", Some("2100-01-01T00:00:00Z"), None),
         ("/a/**", Some("2200-01-01T00:00:00Z"), None),
@@ -1633,7 +1634,7 @@ fn an_old_grants_database_with_duplicates_is_merged_on_open() {
     let version: i64 = conn
         .query_row("PRAGMA user_version", [], |r| r.get(0))
         .unwrap();
-    assert_eq!(version, gatehouse::grants::SCHEMA_VERSION);
+    assert_eq!(version, gatehouse::state::grants::SCHEMA_VERSION);
     // A version this build does not know is refused, naming it.
     conn.execute_batch("PRAGMA user_version = 99").unwrap();
     drop(conn);

@@ -7,10 +7,10 @@
 use std::path::Path;
 
 use gatehouse::config::{ActorConfig, HostConfig};
-use gatehouse::host::grants::{now_utc, NewGrant};
-use gatehouse::host::{GrantBook, Host, HostOptions, NoOne, TurnEnd, TurnOutcome, TurnRequest};
+use gatehouse::host::{Host, HostOptions, NoOne, TurnEnd, TurnOutcome, TurnRequest};
 use gatehouse::manifest::Manifest;
 use gatehouse::policy::{Identity, Level};
+use gatehouse::state::grants::{now_utc, NewGrant};
 
 use crate::support::guests::guest;
 use crate::support::Env;
@@ -129,7 +129,12 @@ fn nested_decisions(env: &Env, outcome: &TurnOutcome, callee: &str) -> Vec<serde
         .collect()
 }
 
-fn grant(book: &GrantBook, sender: &str, capability: &str, target: &str) -> i64 {
+fn grant(
+    book: &dyn gatehouse::state::grants::GrantBackend,
+    sender: &str,
+    capability: &str,
+    target: &str,
+) -> i64 {
     book.record(
         &NewGrant {
             identity: Identity::new("cli", sender),
@@ -169,12 +174,14 @@ fn a_delegation_to_an_actor_in_delegates_to_runs_the_callee_as_that_actor() {
         &["worker"],
         &["write-file"],
     );
-    let book = GrantBook::new(&env.state_paths()).unwrap();
+    let book = gatehouse::state::Stores::new(&env.state_paths())
+        .unwrap()
+        .grants;
     // The caller's own `delegate:call` on each callee, for `main`.
-    grant(&book, "tester", "delegate:call", "worker/write-file");
-    grant(&book, "tester", "delegate:call", "write-file");
+    grant(&*book, "tester", "delegate:call", "worker/write-file");
+    grant(&*book, "tester", "delegate:call", "write-file");
     let out = format!("{}/out/**", ws.canonicalize().unwrap().display());
-    let worker_grant = grant(&book, "worker", "fs:write", &out);
+    let worker_grant = grant(&*book, "worker", "fs:write", &out);
 
     let outcome = call(
         &h,

@@ -208,14 +208,18 @@ fn the_scripted_approver_is_asked_once_for_two_capabilities() {
     assert_eq!(choices, ["allow_once", "allow_and_remember"]);
     let grant = outcome.approvals[1].grant.expect("a grant id");
     // The grant is recorded with its expiry, for the actor's identity.
-    let store = gatehouse::state::grant_backend(&env.state_paths()).unwrap();
-    let grants = store.list(false, gatehouse::grants::now_utc()).unwrap();
+    let store = gatehouse::state::Stores::new(&env.state_paths())
+        .unwrap()
+        .grants;
+    let grants = store
+        .list(false, gatehouse::state::grants::now_utc())
+        .unwrap();
     assert_eq!(grants.len(), 1);
     assert_eq!(grants[0].id, grant);
     assert_eq!(grants[0].capability, "memory:write");
     assert_eq!(grants[0].target, "notes");
     let expires = grants[0].expires_at.expect("an expiry");
-    let now = gatehouse::grants::now_utc();
+    let now = gatehouse::state::grants::now_utc();
     assert!(expires > now.plus_seconds(3500) && expires <= now.plus_seconds(3600));
     // The audit of the turn records the answers and the grant.
     let dir = env.state_dir().join("history").join(&outcome.turn);
@@ -648,9 +652,11 @@ fn a_grant_is_matched_on_the_canonical_target_at_every_turn() {
         std::fs::read_to_string(ws.join("private/d.txt")).unwrap(),
         "private/d.txt"
     );
-    let store = gatehouse::state::grant_backend(&env.state_paths()).unwrap();
+    let store = gatehouse::state::Stores::new(&env.state_paths())
+        .unwrap()
+        .grants;
     let targets: Vec<(i64, String)> = store
-        .list(false, gatehouse::grants::now_utc())
+        .list(false, gatehouse::state::grants::now_utc())
         .unwrap()
         .into_iter()
         .map(|g| (g.id, g.target))
@@ -839,18 +845,18 @@ fn a_component_changed_under_a_running_host_is_seen_at_the_next_turn() {
 /// Records a grant of `fs:write` on `target` for the tests' identity
 /// (`cli`/`tester`), as another connection would.
 fn record_write_grant(
-    book: &gatehouse::host::GrantBook,
+    book: &dyn gatehouse::state::grants::GrantBackend,
     target: &str,
-) -> gatehouse::host::grants::Grant {
+) -> gatehouse::policy::Grant {
     record_write_grant_until(book, target, None)
 }
 
 fn record_write_grant_until(
-    book: &gatehouse::host::GrantBook,
+    book: &dyn gatehouse::state::grants::GrantBackend,
     target: &str,
     expires_at: Option<gatehouse::policy::UtcTime>,
-) -> gatehouse::host::grants::Grant {
-    use gatehouse::host::grants::{now_utc, NewGrant};
+) -> gatehouse::policy::Grant {
+    use gatehouse::state::grants::{now_utc, NewGrant};
     book.record(
         &NewGrant {
             identity: gatehouse::policy::Identity::new("cli", "tester"),
@@ -870,19 +876,20 @@ fn record_write_grant_until(
 /// however fast it follows.
 #[test]
 fn a_grant_recorded_or_revoked_by_another_connection_applies_at_the_next_turn() {
-    use gatehouse::host::grants::now_utc;
-    use gatehouse::host::GrantBook;
+    use gatehouse::state::grants::now_utc;
     let env = Env::new();
     let ws = env.mkdir("ws");
     env.mkdir("ws/out");
     let h = host(&env, &ws, &["write-file"], Some(Level::Supervised));
-    let book = GrantBook::new(&env.state_paths()).unwrap();
+    let book = gatehouse::state::Stores::new(&env.state_paths())
+        .unwrap()
+        .grants;
     let target = format!("{}/out/**", ws.canonicalize().unwrap().display());
     for n in 0..3 {
         let input = format!(r#"{{"path":"out/{n}.txt","content":"x"}}"#);
         let turn = || h.run(TurnRequest::new("write-file", "main", &input), &NoOne);
         assert_eq!(turn().code(), Some(DenyCode::ApprovalRequired));
-        let grant = record_write_grant(&book, &target);
+        let grant = record_write_grant(&*book, &target);
         let ran = turn();
         assert!(ran.is_ok(), "{:?}", ran.end);
         assert!(ws.join(format!("out/{n}.txt")).exists());
@@ -899,8 +906,8 @@ fn a_grant_recorded_or_revoked_by_another_connection_applies_at_the_next_turn() 
 /// which then asks again (`APPROVAL_REQUIRED`) and writes nothing.
 #[test]
 fn a_grant_revoked_while_a_turn_waits_for_its_approval_no_longer_covers_it() {
-    use gatehouse::host::grants::now_utc;
-    use gatehouse::host::{Begun, GrantBook};
+    use gatehouse::host::Begun;
+    use gatehouse::state::grants::now_utc;
     let env = Env::new();
     let ws = env.mkdir("ws");
     env.mkdir("ws/out");
@@ -913,9 +920,11 @@ fn a_grant_revoked_while_a_turn_waits_for_its_approval_no_longer_covers_it() {
     );
     let manifest = Manifest::load(&env.write("manifests/w.toml", &text)).unwrap();
     let h = host_of(&env, &ws, vec![manifest], Some(Level::Supervised));
-    let book = GrantBook::new(&env.state_paths()).unwrap();
+    let book = gatehouse::state::Stores::new(&env.state_paths())
+        .unwrap()
+        .grants;
     let root = ws.canonicalize().unwrap();
-    let grant = record_write_grant(&book, &format!("{}/out/**", root.display()));
+    let grant = record_write_grant(&*book, &format!("{}/out/**", root.display()));
     let input = r#"{"path":"out/a.txt","content":"x"}"#;
     let Begun::Parked(parked) = h.begin(TurnRequest::new("write-file", "main", input)) else {
         panic!("the turn should wait for an approval");
@@ -1007,16 +1016,17 @@ fn a_component_replaced_while_a_turn_waits_for_its_approval_is_seen_when_it_resu
 /// Positive control: the first turn, before the expiry, ran on the grant.
 #[test]
 fn an_expired_grant_stops_covering_turns_in_a_long_lived_host() {
-    use gatehouse::host::grants::now_utc;
-    use gatehouse::host::GrantBook;
     use gatehouse::policy::UtcTime;
+    use gatehouse::state::grants::now_utc;
     let env = Env::new();
     let ws = env.mkdir("ws");
     env.mkdir("ws/out");
-    let book = GrantBook::new(&env.state_paths()).unwrap();
+    let book = gatehouse::state::Stores::new(&env.state_paths())
+        .unwrap()
+        .grants;
     let target = format!("{}/out/**", ws.canonicalize().unwrap().display());
     let expires = UtcTime(now_utc().0 + 5);
-    let grant = record_write_grant_until(&book, &target, Some(expires));
+    let grant = record_write_grant_until(&*book, &target, Some(expires));
     let h = host(&env, &ws, &["write-file"], Some(Level::Supervised));
     let turn = |n: u32| {
         let input = format!(r#"{{"path":"out/{n}.txt","content":"x"}}"#);
@@ -1365,7 +1375,7 @@ fn tier3_fails_a_case_whose_expected_code_is_swapped_and_names_it() {
         Some(Level::ReadOnly) => read_only.decide_json(r),
         _ => host.decide_json(r),
     };
-    let now = gatehouse::grants::now_utc();
+    let now = gatehouse::state::grants::now_utc();
     // Positive control: the table as it is passes whole.
     let all = check(&snapshot, cases.clone(), now, &second);
     assert_eq!(
@@ -1409,7 +1419,12 @@ fn tier3_fails_a_case_when_the_host_path_disagrees() {
     // `capability.denied` case (ReadOnly) is then not denied by the host,
     // and the case fails although the pure path gives its code.
     let second = |r: &serde_json::Value, _: Option<Level>| host.decide_json(r);
-    let results = check(&snapshot, cases, gatehouse::grants::now_utc(), &second);
+    let results = check(
+        &snapshot,
+        cases,
+        gatehouse::state::grants::now_utc(),
+        &second,
+    );
     assert_eq!(
         Summary::of(&results).line(),
         "tier 3: 23 passed, 1 failed, 0 skipped"

@@ -1107,13 +1107,13 @@ fn remember_on_a_terminal_asks_for_how_long() {
         ("r\n2h\n", Some(2 * 3600)),
         (
             "r\nsoon\n\n",
-            Some(gatehouse::grants::DEFAULT_REMEMBER_SECS),
+            Some(gatehouse::state::grants::DEFAULT_REMEMBER_SECS),
         ),
         ("r\nforever\n", None),
     ] {
         let env = Env::new();
         let ws = env.mkdir("ws");
-        let before = gatehouse::grants::now_utc();
+        let before = gatehouse::state::grants::now_utc();
         let run = run_on_a_terminal(&env, &m, &ws, answers);
         assert_eq!(run.code, 0, "{run:#?}");
         assert!(

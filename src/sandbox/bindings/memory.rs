@@ -13,10 +13,10 @@ use wasmtime::component::{HasData, Linker};
 use super::wit::gatehouse::executor::memory;
 use super::wit::gatehouse::executor::types::{Denial, Error};
 use super::{Prepare, PrepareError, Unit};
-use crate::memory::{MemoryBackend, MemoryError};
 use crate::policy::snapshot::sha256_hex;
 use crate::policy::DenyCode;
 use crate::sandbox::HostState;
+use crate::state::memory::{MemoryBackend, MemoryError};
 use crate::undo::{Operation, TurnJournal};
 
 /// The memory namespace a turn may use, and how (neither read nor write,

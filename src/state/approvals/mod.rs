@@ -2,7 +2,7 @@
 //! [`ApprovalBackend`], with the embedded SQLite file
 //! ([`sqlite::SqliteApprovals`], the default, `<state>/approvals.db`) and
 //! a fleet's PostgreSQL ([`pg::PgApprovals`]). The host's callers use it
-//! through [`crate::host::ApprovalQueue`].
+//! through [`super::Stores::approvals`].
 //!
 //! An entry records who asked (actor and identity), what ran (the
 //! executor and its digest), the exact set of (capability, canonical
@@ -19,9 +19,9 @@ use std::path::PathBuf;
 use serde::Serialize;
 
 use super::pg::SharedError;
-use crate::grants::{GrantError, NewGrant};
 use crate::policy::snapshot::{canonical_json, sha256_hex};
 use crate::policy::{Capability, Identity, UtcTime};
+use crate::state::grants::{GrantError, NewGrant};
 
 /// How long an entry waits for an answer, and how long an answer waits for
 /// its turn: 24 hours from when it was queued.
@@ -458,7 +458,7 @@ pub fn remembered(
         .collect();
     // Every grant validated before the first is recorded.
     for n in &news {
-        crate::grants::GrantStore::validate(n, now)?;
+        crate::state::grants::GrantStore::validate(n, now)?;
     }
     Ok(news)
 }

@@ -101,7 +101,7 @@ impl SqliteApprovals {
         // the schema is set up under the write lock, retried while busy.
         let (conn, made) = crate::util::sqlite::open_versioned(
             &self.path,
-            crate::grants::BUSY_TIMEOUT,
+            crate::state::grants::BUSY_TIMEOUT,
             SCHEMA,
             SCHEMA_VERSION,
             |tx| {
@@ -491,5 +491,133 @@ fn json_column<T: serde::de::DeserializeOwned + Default>(
         Some(t) => serde_json::from_str(&t).map_err(|e| {
             rusqlite::Error::FromSqlConversionFailure(i, rusqlite::types::Type::Text, Box::new(e))
         }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::policy::{Capability, Identity};
+    use crate::state::approvals::{args_sha256, ENTRY_TTL_SECS};
+
+    fn pending(cap: Capability, target: &str) -> QueuedItem {
+        QueuedItem {
+            capability: cap,
+            target: Some(target.into()),
+            critical: cap.critical(),
+            rememberable: cap.default_approval() != crate::policy::ApprovalClass::Always,
+            reason: "why".into(),
+        }
+    }
+
+    fn key() -> TurnKey {
+        TurnKey {
+            argv: Vec::new(),
+            files: Vec::new(),
+            commands: Vec::new(),
+            actor: "main".into(),
+            identity: Some(Identity::new("cli", "tester")),
+            executor: "write-file".into(),
+            executor_sha256: "e".repeat(64),
+            input_sha256: "i".repeat(64),
+            args_sha256: args_sha256(&[]),
+            definition_hash: "d".repeat(64),
+            policy_hash: "p".repeat(64),
+        }
+    }
+
+    #[test]
+    fn an_allow_is_consumed_once_and_only_by_an_exact_match() {
+        let dir = tempfile::tempdir().unwrap();
+        let state = StatePaths::under(dir.path(), None, None);
+        let q = SqliteApprovals::new(&state);
+        let now = UtcTime(1_000_000);
+        let p = vec![pending(Capability::FsWrite, "/w/out/**")];
+        assert_eq!(q.take("t0", &key(), &p, now).unwrap(), None);
+        assert!(!state.approvals_db.exists(), "taking created the database");
+        let e = q.enqueue("t1", &key(), &p, "{}", now).unwrap();
+        assert_eq!(e.expires_at, UtcTime(1_000_000 + 86_400));
+        // Not answered yet: nothing to take.
+        assert_eq!(q.take("t2", &key(), &p, now).unwrap(), None);
+        q.answer(&e.id, QueueAnswer::Once, Some("alice"), now)
+            .unwrap();
+        // Another input, another scope, another policy: no match.
+        let mut other = key();
+        other.input_sha256 = "x".repeat(64);
+        assert_eq!(q.take("t3", &other, &p, now).unwrap(), None);
+        let mut other = key();
+        other.policy_hash = "x".repeat(64);
+        assert_eq!(q.take("t3", &other, &p, now).unwrap(), None);
+        let wider = vec![
+            pending(Capability::FsWrite, "/w/out/**"),
+            pending(Capability::EnvRead, "HOME"),
+        ];
+        assert_eq!(q.take("t3", &key(), &wider, now).unwrap(), None);
+        // Expired: no match.
+        assert_eq!(
+            q.take("t3", &key(), &p, now.plus_seconds(86_400)).unwrap(),
+            None
+        );
+        assert_eq!(
+            q.take("t4", &key(), &p, now).unwrap(),
+            Some(Verdict::Allowed {
+                id: e.id.clone(),
+                commands: Vec::new()
+            })
+        );
+        assert_eq!(q.take("t5", &key(), &p, now).unwrap(), None);
+        let got = q.get(&e.id).unwrap().unwrap();
+        assert_eq!(got.status, "consumed");
+        assert_eq!(got.consumed_by.as_deref(), Some("t4"));
+        assert_eq!(got.answered_by.as_deref(), Some("alice"));
+        assert!(q.list(false, now).unwrap().is_empty());
+        assert_eq!(q.list(true, now).unwrap().len(), 1);
+    }
+
+    #[test]
+    fn always_class_is_never_remembered_and_an_answer_is_given_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let state = StatePaths::under(dir.path(), None, None);
+        let q = SqliteApprovals::new(&state);
+        let now = UtcTime(1_000_000);
+        let p = vec![pending(Capability::CodeExec, "cat")];
+        let e = q.enqueue("t1", &key(), &p, "{}", now).unwrap();
+        let r = q.answer(
+            &e.id,
+            QueueAnswer::Remember {
+                expires_in_secs: None,
+            },
+            None,
+            now,
+        );
+        assert!(
+            matches!(
+                r,
+                Err(QueueError::NotRememberable {
+                    capability: Capability::CodeExec,
+                    ..
+                })
+            ),
+            "{r:?}"
+        );
+        assert!(!state.grants_db.exists(), "a grant was written");
+        q.answer(&e.id, QueueAnswer::Deny, None, now).unwrap();
+        assert!(matches!(
+            q.answer(&e.id, QueueAnswer::Once, None, now),
+            Err(QueueError::AlreadyAnswered { .. })
+        ));
+        assert_eq!(
+            q.take("t2", &key(), &p, now).unwrap(),
+            Some(Verdict::Denied(e.id.clone()))
+        );
+        // Expired entries cannot be answered and are pruned by the next one.
+        let late = q.enqueue("t3", &key(), &p, "{}", now).unwrap();
+        let then = now.plus_seconds(ENTRY_TTL_SECS);
+        assert!(matches!(
+            q.answer(&late.id, QueueAnswer::Once, None, then),
+            Err(QueueError::Expired { .. })
+        ));
+        q.enqueue("t4", &key(), &p, "{}", then).unwrap();
+        assert!(q.get(&late.id).unwrap().is_none());
     }
 }

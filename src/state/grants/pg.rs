@@ -1,32 +1,15 @@
-//! Where the grants live: [`GrantBackend`], with the embedded SQLite file
-//! ([`SqliteGrants`], the default) and a fleet's PostgreSQL
-//! ([`PgGrants`]).
-//!
-//! Both keep one unrevoked grant per (channel, sender, capability,
-//! target), validate before writing ([`crate::grants::GrantStore::validate`])
-//! and leave the rule that combines grants with the matrix to
-//! [`crate::policy::effective_outcome`].
-//!
-//! A host must see a change made anywhere before its next decision.
-//! SQLite's change is seen on the file (the host stats or watches it); a
-//! PostgreSQL change bumps `gatehouse_meta.grants_version` in the same
-//! transaction and notifies `gatehouse_grants`. A listener thread per
-//! host ([`Listener`]) takes the notification, and polls the version every
-//! [`POLL`] besides; while it has not answered for [`FRESH`], each turn
-//! reads the version itself. So a change committed at time T is seen by
-//! every decision that starts after T + [`FRESH`] plus one round trip, and
-//! usually within a millisecond.
+//! A fleet's grants in PostgreSQL: [`PgGrants`] and its change
+//! [`Listener`].
 
-use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
 
 use postgres::fallible_iterator::FallibleIterator;
 
-use super::pg::{Pg, SharedError};
-use crate::grants::{GrantError, GrantStore, NewGrant};
-use crate::policy::{Capability, Effective, Grant, Identity, Level, UtcTime};
+use super::{GrantBackend, GrantError, NewGrant, COLUMNS};
+use crate::policy::{Capability, Grant, Identity, UtcTime};
+use crate::state::pg::{Pg, SharedError};
 
 /// How often the listener asks for the grants' version when no
 /// notification came.
@@ -35,151 +18,6 @@ pub const POLL: Duration = Duration::from_millis(50);
 /// How long a listener's last answer counts: past it a turn reads the
 /// version itself.
 pub const FRESH: Duration = Duration::from_millis(60);
-
-/// The grants of one state: read, recorded and revoked.
-pub trait GrantBackend: Send + Sync {
-    /// Records `new` at `now` (validated first; the tuple's existing
-    /// grant is returned, with the later expiry, if there is one).
-    ///
-    /// # Security
-    /// A grant turns `approval_required` into `allowed` for its identity
-    /// and target until it expires or is revoked.
-    fn record(&self, new: &NewGrant, now: UtcTime) -> Result<Grant, GrantError>;
-    /// Records the grant of an "allow and remember" answer a person gave
-    /// to this host in turn `turn`: `new`'s identity, capability and
-    /// target, for `expires_in_secs` from now (`None`: forever; `new`'s
-    /// own expiry says the same as of `now`).
-    ///
-    /// # Security
-    /// On PostgreSQL a node's role may not write `grants` (schema version
-    /// 6): the database records the answer and the grant it makes,
-    /// together and from its own clock (`gatehouse_remember`, [`SCHEMA_6`]).
-    fn remember(
-        &self,
-        new: &NewGrant,
-        turn: &str,
-        expires_in_secs: Option<u64>,
-        now: UtcTime,
-    ) -> Result<Grant, GrantError> {
-        let _ = (turn, expires_in_secs);
-        self.record(new, now)
-    }
-    /// Revokes grant `id`; `None` when there is no grants store at all.
-    fn revoke(&self, id: i64, now: UtcTime) -> Result<Option<Grant>, GrantError>;
-    /// Revokes the unrevoked grant of `identity` on `capability` and
-    /// `target` (canonical); `None` when there is none.
-    fn revoke_tuple(
-        &self,
-        identity: &Identity,
-        capability: &str,
-        target: &str,
-        now: UtcTime,
-    ) -> Result<Option<Grant>, GrantError>;
-    /// The grants in force at `now`, by id (with `all`, every one).
-    fn list(&self, all: bool, now: UtcTime) -> Result<Vec<Grant>, GrantError>;
-    /// The unrevoked grants of `identity` on `capability`, by id (expiry
-    /// is the caller's to judge, at its decision's time).
-    fn unrevoked_for(
-        &self,
-        identity: &Identity,
-        capability: Capability,
-    ) -> Result<Vec<Grant>, GrantError>;
-    /// A number that moves whenever the grants changed anywhere, when the
-    /// backend has one; `None`: watch the file instead (SQLite).
-    fn generation(&self) -> Option<Result<u64, GrantError>> {
-        None
-    }
-}
-
-/// The matrix and the grants' answer for one capability on `target` for
-/// `identity` at `level`, now.
-pub fn effective(
-    backend: &dyn GrantBackend,
-    level: Level,
-    capability: Capability,
-    target: Option<&str>,
-    identity: &Identity,
-    now: UtcTime,
-) -> Result<Effective, GrantError> {
-    let rows = if crate::grants::grants_can_lift(level, capability) {
-        backend.unrevoked_for(identity, capability)?
-    } else {
-        Vec::new()
-    };
-    Ok(crate::policy::effective_outcome(
-        level,
-        capability,
-        target,
-        identity,
-        rows.iter().filter(|g| g.is_active(now)),
-    ))
-}
-
-/// The embedded default: `grants.db`, one connection per call. Reading
-/// never creates the file: a store that does not exist holds no grants.
-pub struct SqliteGrants {
-    path: PathBuf,
-}
-
-impl SqliteGrants {
-    /// The grants database at `path` (nothing is opened yet).
-    pub fn new(path: PathBuf) -> SqliteGrants {
-        SqliteGrants { path }
-    }
-
-    fn existing(&self) -> Result<Option<GrantStore>, GrantError> {
-        if self.path.exists() {
-            GrantStore::open(&self.path).map(Some)
-        } else {
-            Ok(None)
-        }
-    }
-}
-
-impl GrantBackend for SqliteGrants {
-    fn record(&self, new: &NewGrant, now: UtcTime) -> Result<Grant, GrantError> {
-        GrantStore::validate(new, now)?;
-        GrantStore::open(&self.path)?.record(new, now)
-    }
-
-    fn revoke(&self, id: i64, now: UtcTime) -> Result<Option<Grant>, GrantError> {
-        match self.existing()? {
-            Some(store) => store.revoke(id, now).map(Some),
-            None => Ok(None),
-        }
-    }
-
-    fn revoke_tuple(
-        &self,
-        identity: &Identity,
-        capability: &str,
-        target: &str,
-        now: UtcTime,
-    ) -> Result<Option<Grant>, GrantError> {
-        match self.existing()? {
-            Some(store) => store.revoke_tuple(identity, capability, target, now),
-            None => Ok(None),
-        }
-    }
-
-    fn list(&self, all: bool, now: UtcTime) -> Result<Vec<Grant>, GrantError> {
-        match self.existing()? {
-            Some(store) => store.list(all, now),
-            None => Ok(Vec::new()),
-        }
-    }
-
-    fn unrevoked_for(
-        &self,
-        identity: &Identity,
-        capability: Capability,
-    ) -> Result<Vec<Grant>, GrantError> {
-        match self.existing()? {
-            Some(store) => Ok(store.unrevoked_for(identity, capability)?.to_vec()),
-            None => Ok(Vec::new()),
-        }
-    }
-}
 
 /// The PostgreSQL schema of the grants (part of version 1): the table of
 /// the SQLite store, one unrevoked grant per tuple, and the statement
@@ -295,8 +133,6 @@ GRANT EXECUTE ON FUNCTION gatehouse_remember(text, text, text, text, text, bigin
  TO gatehouse_node, gatehouse_approver;
 "#;
 
-use crate::grants::COLUMNS;
-
 /// A fleet's grants, in PostgreSQL.
 pub struct PgGrants {
     pg: Arc<Pg>,
@@ -365,7 +201,7 @@ impl PgGrants {
 impl GrantBackend for PgGrants {
     fn record(&self, new: &NewGrant, now: UtcTime) -> Result<Grant, GrantError> {
         self.pg.note_grant_write();
-        let (capability, pattern) = crate::grants::validated(new, now)?;
+        let (capability, pattern) = crate::state::grants::validated(new, now)?;
         let (channel, sender) = (&new.identity.channel, &new.identity.sender_id);
         let (cap, target) = (capability.as_str(), pattern.as_str());
         let granted_at = now.to_string();
@@ -422,7 +258,7 @@ impl GrantBackend for PgGrants {
         now: UtcTime,
     ) -> Result<Grant, GrantError> {
         self.pg.note_grant_write();
-        let (capability, pattern) = crate::grants::validated(new, now)?;
+        let (capability, pattern) = crate::state::grants::validated(new, now)?;
         let (cap, target) = (capability.as_str(), pattern.as_str());
         let secs = expires_in_secs.map(|s| i64::try_from(s).unwrap_or(i64::MAX));
         let row = self.pg.with("cannot record the remembered answer", |c| {

@@ -1,7 +1,7 @@
 //! The memory store in a fleet's PostgreSQL: every node's actors share
 //! one `memory` table, with the scope rules and caps of the embedded
 //! store (the binding checks the grant and the cap; the store checks keys
-//! and values the same way, [`crate::memory::check_key`]).
+//! and values the same way, [`super::check_key`]).
 //!
 //! A write is one transaction that first takes a transaction-scoped
 //! advisory lock on its scope: the previous value and the scope's key
@@ -10,9 +10,8 @@
 
 use std::sync::Arc;
 
-use crate::memory::{check_key, check_value, MemoryBackend, MemoryError};
-
-use super::pg::{Pg, SharedError};
+use super::{check_key, check_value, MemoryBackend, MemoryError};
+use crate::state::pg::{Pg, SharedError};
 
 /// The memory table (schema version 2). The node role reads and writes
 /// it; the approver has nothing to do with it.

@@ -1,4 +1,5 @@
 use super::*;
+use crate::policy::{Level, Outcome};
 
 const T0: &str = "2026-01-01T00:00:00Z";
 

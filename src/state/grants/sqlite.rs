@@ -19,21 +19,14 @@
 //! The store does not authenticate identities: separating users is the job
 //! of whoever supplies the [`Identity`].
 
-mod clock;
-mod error;
-
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use rusqlite::{params, Connection, ErrorCode, OptionalExtension};
 
-pub use clock::{now_utc, parse_duration, remember_for, DEFAULT_REMEMBER_SECS};
-pub use error::{GrantError, WrongSchema};
+use super::{grants_can_lift, validated, GrantBackend, GrantError, NewGrant, WrongSchema, COLUMNS};
 
-use crate::policy::{
-    matrix, ApprovalClass, Capability, Effective, Grant, Identity, Level, Outcome, TargetKind,
-    TargetPattern, UtcTime,
-};
+use crate::policy::{Capability, Effective, Grant, Identity, Level, UtcTime};
 
 /// The schema of the `grants` table, exactly as `metnos-policy.txt` §4.1
 /// defines it.
@@ -75,27 +68,6 @@ PRAGMA user_version = 1;
 
 /// How long a statement waits for another connection's lock.
 pub const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
-
-/// The `grants` table's columns, in the order rows are decoded (the
-/// PostgreSQL store's table has the same).
-pub(crate) const COLUMNS: &str =
-    "id, channel, sender_id, capability, target, granted_at, expires_at, granted_by, revoked_at";
-
-/// A grant to record: everything but the id and the times the store sets.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct NewGrant {
-    /// Who the grant is for; both parts must be non-empty.
-    pub identity: Identity,
-    /// A registry name such as `fs:write`.
-    pub capability: String,
-    /// A pattern of the capability's target kind (`/home/a/notes/**`,
-    /// `example.com:443`, `HOME`).
-    pub target: String,
-    /// When the grant stops applying; `None` means until revoked.
-    pub expires_at: Option<UtcTime>,
-    /// Free text naming who approved it, for the record.
-    pub granted_by: Option<String>,
-}
 
 /// The grant store: one SQLite file and one owned connection to it.
 ///
@@ -347,18 +319,15 @@ impl GrantStore {
         }
     }
 
-    /// Revokes the one unrevoked grant of `identity` on `capability` and
-    /// `target` (as stored: canonical) at `now`; `Ok(None)` when there is
-    /// none.
-    pub fn revoke_tuple(
+    /// The id of the one unrevoked grant of `identity` on `capability` and
+    /// `target` (as stored: canonical), if there is one.
+    fn unrevoked_id(
         &self,
         identity: &Identity,
         capability: &str,
         target: &str,
-        now: UtcTime,
-    ) -> Result<Option<Grant>, GrantError> {
-        let id: Option<i64> = self
-            .conn
+    ) -> Result<Option<i64>, GrantError> {
+        self.conn
             .prepare_cached(
                 "SELECT id FROM grants WHERE revoked_at IS NULL AND channel = ?1 \
                  AND sender_id = ?2 AND capability = ?3 AND target = ?4",
@@ -370,11 +339,7 @@ impl GrantStore {
                 )
                 .optional()
             })
-            .map_err(|e| self.err(e))?;
-        match id {
-            Some(id) => self.revoke(id, now).map(Some),
-            None => Ok(None),
-        }
+            .map_err(|e| self.err(e))
     }
 
     /// Every grant ordered by id: all of them with `include_inactive`, else
@@ -538,44 +503,6 @@ impl GrantStore {
     }
 }
 
-/// Whether a grant could lift `capability` at `level`: only an
-/// `approval_required` cell of a capability that is not always-class.
-/// Where it cannot, the matrix alone decides and no grant is read.
-pub fn grants_can_lift(level: Level, capability: Capability) -> bool {
-    matrix(level, capability) == Outcome::ApprovalRequired
-        && capability.default_approval() != ApprovalClass::Always
-}
-
-/// The checks of [`GrantStore::record`]; returns the capability and the
-/// parsed target pattern.
-pub(crate) fn validated(
-    new: &NewGrant,
-    now: UtcTime,
-) -> Result<(Capability, TargetPattern), GrantError> {
-    let capability: Capability = new.capability.parse()?;
-    if capability.default_approval() == ApprovalClass::Always {
-        return Err(GrantError::AlwaysClass(capability));
-    }
-    let kind = capability.target_kind();
-    if kind == TargetKind::None {
-        return Err(GrantError::NoTarget(capability));
-    }
-    let pattern = TargetPattern::parse(kind, &new.target)
-        .map_err(|source| GrantError::BadTarget { capability, source })?;
-    if new.identity.channel.is_empty() {
-        return Err(GrantError::EmptyIdentity("channel"));
-    }
-    if new.identity.sender_id.is_empty() {
-        return Err(GrantError::EmptyIdentity("sender id"));
-    }
-    if let Some(expires_at) = new.expires_at {
-        if expires_at <= now {
-            return Err(GrantError::ExpiryNotInFuture { expires_at, now });
-        }
-    }
-    Ok((capability, pattern))
-}
-
 fn sqlite_error(path: &Path, e: rusqlite::Error) -> GrantError {
     match &e {
         rusqlite::Error::SqliteFailure(f, _) if f.code == ErrorCode::NotADatabase => {
@@ -590,5 +517,75 @@ fn sqlite_error(path: &Path, e: rusqlite::Error) -> GrantError {
     }
 }
 
+/// The embedded default: `grants.db`, one connection per call. Reading
+/// never creates the file: a store that does not exist holds no grants.
+pub struct SqliteGrants {
+    path: PathBuf,
+}
+
+impl SqliteGrants {
+    /// The grants database at `path` (nothing is opened yet).
+    pub fn new(path: PathBuf) -> SqliteGrants {
+        SqliteGrants { path }
+    }
+
+    fn existing(&self) -> Result<Option<GrantStore>, GrantError> {
+        if self.path.exists() {
+            GrantStore::open(&self.path).map(Some)
+        } else {
+            Ok(None)
+        }
+    }
+}
+
+impl GrantBackend for SqliteGrants {
+    fn record(&self, new: &NewGrant, now: UtcTime) -> Result<Grant, GrantError> {
+        GrantStore::validate(new, now)?;
+        GrantStore::open(&self.path)?.record(new, now)
+    }
+
+    fn revoke(&self, id: i64, now: UtcTime) -> Result<Option<Grant>, GrantError> {
+        match self.existing()? {
+            Some(store) => store.revoke(id, now).map(Some),
+            None => Ok(None),
+        }
+    }
+
+    fn revoke_tuple(
+        &self,
+        identity: &Identity,
+        capability: &str,
+        target: &str,
+        now: UtcTime,
+    ) -> Result<Option<Grant>, GrantError> {
+        match self.existing()? {
+            Some(store) => match store.unrevoked_id(identity, capability, target)? {
+                Some(id) => store.revoke(id, now).map(Some),
+                None => Ok(None),
+            },
+            None => Ok(None),
+        }
+    }
+
+    fn list(&self, all: bool, now: UtcTime) -> Result<Vec<Grant>, GrantError> {
+        match self.existing()? {
+            Some(store) => store.list(all, now),
+            None => Ok(Vec::new()),
+        }
+    }
+
+    fn unrevoked_for(
+        &self,
+        identity: &Identity,
+        capability: Capability,
+    ) -> Result<Vec<Grant>, GrantError> {
+        match self.existing()? {
+            Some(store) => Ok(store.unrevoked_for(identity, capability)?.to_vec()),
+            None => Ok(Vec::new()),
+        }
+    }
+}
+
 #[cfg(test)]
+#[path = "tests.rs"]
 mod tests;
