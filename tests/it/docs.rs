@@ -15,6 +15,8 @@
 //!   from one machine and one run to the next.
 //! - Every test the book or the README names as `FILE::FUNCTION` (a module
 //!   of `tests/it`, then a function of it) exists.
+//! - The layout page (`docs/src/internals/layout.md`) names every folder
+//!   and file directly under `src/`, and every path it names exists.
 //! - The README links only inside the repository, and no relative link of
 //!   the docs is broken.
 //!
@@ -703,4 +705,91 @@ fn the_help_names_every_environment_variable_the_binary_reads() {
         "not in `gatehouse --help`: {missing:#?}"
     );
     assert!(found >= 5, "only {found} variables found");
+}
+
+/// The entries of the layout page's tree: the first word of each line that
+/// starts in the first column, with the text of its line and of the
+/// indented lines that continue it.
+fn layout_entries(text: &str) -> Vec<(String, String)> {
+    let block = text
+        .split("```")
+        .nth(1)
+        .unwrap_or_else(|| panic!("the layout page has no tree"));
+    let mut entries: Vec<(String, String)> = Vec::new();
+    for line in block.lines() {
+        if line.trim().is_empty() {
+            continue;
+        }
+        match entries.last_mut() {
+            Some((_, words)) if line.starts_with(' ') => {
+                words.push(' ');
+                words.push_str(line);
+            }
+            _ => {
+                let (head, words) = line.split_once(' ').unwrap_or((line, ""));
+                entries.push((head.to_string(), words.to_string()));
+            }
+        }
+    }
+    entries
+}
+
+/// Issue 44, item 5: the layout page cannot drift from the tree. Every
+/// folder and file directly under `src/` is an entry of the page; every
+/// entry exists; every `src/…` path the page names exists; and a file
+/// (`gate.rs`) or folder (`needs/`) that an entry of a `src/` folder names
+/// is in that folder. A module moved, added or removed fails this test
+/// until the page says so.
+#[test]
+fn the_layout_page_names_every_part_of_src() {
+    let rel = "docs/src/internals/layout.md";
+    let text = std::fs::read_to_string(page(rel)).unwrap();
+    let entries = layout_entries(&text);
+    let mut wrong = Vec::new();
+    for e in std::fs::read_dir(page("src")).unwrap() {
+        let e = e.unwrap();
+        let name = e.file_name().to_string_lossy().into_owned();
+        let slash = if e.path().is_dir() { "/" } else { "" };
+        let head = format!("src/{name}{slash}");
+        if !entries.iter().any(|(h, _)| *h == head) {
+            wrong.push(format!("{head} is not on the page"));
+        }
+    }
+    for (head, _) in &entries {
+        if !page(head).exists() {
+            wrong.push(format!("the entry {head} does not exist"));
+        }
+    }
+    let words = |text: &str| -> Vec<String> {
+        text.split(|c: char| c.is_whitespace() || "`(),;:".contains(c))
+            .map(|w| w.trim_end_matches(['.', '…']).to_string())
+            .filter(|w| !w.is_empty())
+            .collect()
+    };
+    for word in words(&text) {
+        if word.starts_with("src/") && !page(&word).exists() {
+            wrong.push(format!("{word} does not exist"));
+        }
+    }
+    let mut inner = 0;
+    for (head, text) in entries
+        .iter()
+        .filter(|(h, _)| h.starts_with("src/") && h.ends_with('/'))
+    {
+        for word in words(text) {
+            let name = word.trim_end_matches('/');
+            let plain = !name.is_empty()
+                && name
+                    .chars()
+                    .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || "_.-".contains(c));
+            if plain && (word.ends_with(".rs") || word.ends_with('/')) {
+                inner += 1;
+                if !page(head).join(&word).exists() {
+                    wrong.push(format!("{head}: {word} is not in it"));
+                }
+            }
+        }
+    }
+    assert!(wrong.is_empty(), "{rel} and the tree differ:\n{wrong:#?}");
+    assert!(inner > 30, "only {inner} files named inside the folders");
 }
