@@ -13,14 +13,17 @@ Exit codes:
   4  approval required
 
 Environment:
-  GATEHOUSE_CONFIG       configuration file (else --config, else gatehouse.toml in
-                         $XDG_CONFIG_HOME/gatehouse or ~/.config/gatehouse, else a safe default)
-  GATEHOUSE_STATE_DIR    state directory (default $XDG_STATE_HOME/gatehouse, else
-                         ~/.local/state/gatehouse)
-  GATEHOUSE_GRANTS_DB    grants database (default <state>/grants.db)
-  GATEHOUSE_HISTORY_DIR  turn history (default <state>/history)
-  GATEHOUSE_LOG          log through tracing to stderr at this level (error, warn, info,
-                         debug, trace, off; else RUST_LOG; default: warn)";
+  GATEHOUSE_CONFIG        configuration file when --config is not given (else gatehouse.toml in
+                          $XDG_CONFIG_HOME/gatehouse or ~/.config/gatehouse, else a safe default)
+  GATEHOUSE_STATE_DIR     state directory (default $XDG_STATE_HOME/gatehouse, else
+                          ~/.local/state/gatehouse)
+  GATEHOUSE_GRANTS_DB     grants database (default <state>/grants.db)
+  GATEHOUSE_HISTORY_DIR   turn history (default <state>/history)
+  GATEHOUSE_DATABASE_URL  a fleet's PostgreSQL, which then holds the shared state (overrides
+                          [state] database_url)
+  GATEHOUSE_NODE          this host's name in a fleet's history index (default: the host name)
+  GATEHOUSE_LOG           log through tracing to stderr at this level (error, warn, info,
+                          debug, trace, off; else RUST_LOG; default: warn)";
 
 /// Run executors as WebAssembly components in a sandbox built from a
 /// deny-by-default policy.
@@ -67,7 +70,7 @@ pub enum Command {
     Snapshot(SnapshotCmd),
     /// The deny-path suite: every deny code, exact, for the configured
     /// actors, each case asked of the policy and of the host (exit 0 only
-    /// when all 24 cases of each actor pass; a skip fails the run unless
+    /// when every case of each actor passes; a skip fails the run unless
     /// --allow-skips).
     Test(TestArgs),
     /// Per-actor commands: `agent test ACTOR --tier 3` is `test --tier 3
@@ -81,10 +84,10 @@ pub enum Command {
     /// report of the configured engine (`--json`: the document).
     Isolation,
     /// Create the state databases (grants, approvals, memory, audit) that are
-    /// missing, and bring each to the schema version this build knows; a
-    /// line per database with its version (`--json`: JSON Lines). A
-    /// database of a later version is refused (exit 1), and so is a host
-    /// started on one.
+    /// missing, or with a database URL a fleet's PostgreSQL schema, and
+    /// bring each to the schema version this build knows; a line per
+    /// database with its version (`--json`: JSON Lines). A database of a
+    /// later version is refused (exit 1), and so is a host started on one.
     Migrate,
     /// Proof, on this host, that the sandbox holds and is correct: every
     /// attack of the catalogue and every must-succeed program, each with
@@ -106,9 +109,11 @@ pub enum Command {
     /// dependencies (`DIR/executor.wit`, `DIR/deps/*.wit`) for wit-bindgen,
     /// wasm-tools, componentize-py or jco.
     Wit(WitArgs),
-    /// Write a new executor crate: Cargo.toml (pinned wit-bindgen),
-    /// Cargo.lock, src/lib.rs with `run` (src/main.rs with --command), the
-    /// WIT under wit/, executor.toml with compute:pure, a README.
+    /// Write a new executor that builds and runs as it is: a Rust crate
+    /// (Cargo.toml with a pinned wit-bindgen, Cargo.lock, src/lib.rs with
+    /// `run`, or src/main.rs with --command), or with --lang a Python or
+    /// JavaScript module and its build script; the WIT under wit/,
+    /// executor.toml with compute:pure, a README.
     New(NewArgs),
     /// The pending-approval queue: approvals asked where no one could
     /// answer (`run` without a terminal, an MCP client without
@@ -131,7 +136,7 @@ pub enum Command {
 pub enum PolicyCmd {
     /// Print the closed capability registry (JSON Lines).
     Registry,
-    /// Print the autonomy × capability matrix: 3 levels × 12 capabilities (JSON Lines).
+    /// Print the autonomy × capability matrix: the outcome of every capability at every level (JSON Lines).
     Table,
     /// Combine the matrix with grants for one capability; exit 0 allowed, 2 denied, 4 approval required.
     Check(CheckArgs),
