@@ -114,11 +114,14 @@ pub(super) fn for_turn(
         return None;
     }
     Some(Arc::new(EachCommand {
-        queue: inner.approval_queue.then(|| inner.stores.approvals.clone()),
+        queue: inner
+            .settings
+            .approval_queue
+            .then(|| inner.stores.approvals.clone()),
         key: inner.turn_key(request),
         turn: turn.to_string(),
         request: request.clone(),
-        workspace: inner.workspace.clone(),
+        workspace: inner.settings.workspace.clone(),
         once: once.to_vec(),
         approver: request.approver.clone(),
     }))

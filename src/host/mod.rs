@@ -489,13 +489,38 @@ pub struct Host {
     inner: Arc<Inner>,
 }
 
+/// What a [`Host`] holds: ten parts, each shared by every turn.
 struct Inner {
     config: HostConfig,
-    /// How HTTP requests connect (`[network]`), built once.
-    http: Arc<crate::sandbox::services::HttpClient>,
-    /// `[providers.NAME]`, shared with delegated turns.
-    providers: Arc<[crate::config::ProviderDef]>,
     state: StatePaths,
+    /// What the host was opened with, resolved once.
+    settings: Settings,
+    /// Every store of the state (grants, approvals, memory, the audit
+    /// chain, a fleet's index, parked turns and tasks), chosen once.
+    stores: Stores,
+    /// What the capabilities' host sides keep for the life of the
+    /// process, shared by every turn, delegated ones included.
+    runtimes: Runtimes,
+    /// The policy turns are decided against, and what says it is current.
+    policy: PolicyState,
+    /// Tells when the grants database or a component may have changed,
+    /// so that a turn need not `stat` them (a long-lived host only). Its
+    /// queue is read at the start of each turn (and of each resumed one),
+    /// and again just before any turn's run, delegated ones included; the
+    /// engine shares it.
+    watcher: Option<Arc<Watcher>>,
+    /// The engine, built (and its isolation probed) at the first turn that
+    /// gets past the policy and its approvals.
+    sandbox: OnceLock<Result<Arc<Sandbox>, Arc<wasmtime::Error>>>,
+    /// `audit.jsonl` and `denials.jsonl`.
+    logs: Logs,
+    /// The write roots of the turns running now: turns that may write the
+    /// same place run one after the other.
+    write_roots: Arc<roots::WriteRoots>,
+}
+
+/// [`HostOptions`] as a host keeps them (see there).
+struct Settings {
     workspace: String,
     home: Option<PathBuf>,
     level: Option<Level>,
@@ -506,6 +531,19 @@ struct Inner {
     granted_by: Option<String>,
     journaled: bool,
     approval_queue: bool,
+}
+
+/// What the capabilities' host sides keep for the life of the process.
+pub(crate) struct Runtimes {
+    /// How HTTP requests connect (`[network]`), built once.
+    pub http: Arc<crate::sandbox::services::HttpClient>,
+    /// `[providers.NAME]`, shared with delegated turns.
+    pub providers: Arc<[crate::config::ProviderDef]>,
+}
+
+/// The policy every turn is decided against, and what tells whether it
+/// is still current.
+struct PolicyState {
     /// The policy every turn is decided against, rebuilt when a grant is
     /// remembered.
     snapshot: RwLock<Arc<Frozen>>,
@@ -514,33 +552,24 @@ struct Inner {
     /// `grants revoke` or `add` by another process) rebuilds the snapshot
     /// first, so grants are read at each decision.
     grants_stamp: std::sync::Mutex<turn::GrantsStamp>,
-    /// Tells when the grants database or a component may have changed,
-    /// so that a turn need not `stat` them (a long-lived host only). Its
-    /// queue is read at the start of each turn (and of each resumed one),
-    /// and again just before any turn's run, delegated ones included; the
-    /// engine shares it.
-    watcher: Option<Arc<Watcher>>,
+    /// The shared grants' version the snapshot was built at (`None`: the
+    /// grants are a file, watched through `grants_stamp`).
+    grants_generation: std::sync::Mutex<Option<u64>>,
     /// The grants database's watch (`None`: its state directory cannot
     /// be watched, and every turn compares the stamp).
     grants_key: Option<WatchKey>,
-    /// The write roots of the turns running now: turns that may write the
-    /// same place run one after the other.
-    write_roots: Arc<roots::WriteRoots>,
     /// Set by [`Host::freeze_allow_set`]: the only grants turns may use
     /// (those of the verified snapshot); a rebuilt snapshot keeps those of
     /// them still in force, as they were frozen, and no other.
     allow_set: OnceLock<Vec<crate::policy::Grant>>,
-    /// The engine, built (and its isolation probed) at the first turn that
-    /// gets past the policy and its approvals.
-    sandbox: OnceLock<Result<Arc<Sandbox>, Arc<wasmtime::Error>>>,
-    audit_log: Arc<AppendLog>,
-    denials_log: Arc<AppendLog>,
-    /// Every store of the state (grants, approvals, memory, the audit
-    /// chain, a fleet's index, parked turns and tasks), chosen once.
-    stores: Stores,
-    /// The shared grants' version the snapshot was built at (`None`: the
-    /// grants are a file, watched through `grants_stamp`).
-    grants_generation: std::sync::Mutex<Option<u64>>,
+}
+
+/// The host's two append-only logs.
+struct Logs {
+    /// `audit.jsonl`: every turn's record.
+    audit: Arc<AppendLog>,
+    /// `denials.jsonl`: every refusal.
+    denials: Arc<AppendLog>,
 }
 
 impl From<crate::state::OpenError> for HostError {
@@ -673,31 +702,39 @@ impl Host {
         )?;
         let http = Arc::new(http_client(&options.config.network)?);
         let inner = Inner {
-            http,
-            providers: options.config.providers.clone().into(),
-            on_degraded: options.on_degraded.unwrap_or(options.config.on_degraded),
+            runtimes: Runtimes {
+                http,
+                providers: options.config.providers.clone().into(),
+            },
+            settings: Settings {
+                on_degraded: options.on_degraded.unwrap_or(options.config.on_degraded),
+                workspace: options.workspace,
+                home: options.home,
+                level: options.level,
+                manifests: Arc::new(options.manifests),
+                max_memory_bytes: options.max_memory_bytes,
+                engine: options.engine,
+                granted_by: options.granted_by,
+                journaled: options.journaled,
+                approval_queue: options.approval_queue,
+            },
             config: options.config,
             state: options.state,
-            workspace: options.workspace,
-            home: options.home,
-            level: options.level,
-            manifests: Arc::new(options.manifests),
-            max_memory_bytes: options.max_memory_bytes,
-            engine: options.engine,
-            granted_by: options.granted_by,
-            journaled: options.journaled,
-            approval_queue: options.approval_queue,
-            snapshot: RwLock::new(Arc::new(Frozen::new(snap))),
-            grants_stamp: std::sync::Mutex::new(stamp),
-            grants_generation: std::sync::Mutex::new(grants_generation),
+            policy: PolicyState {
+                snapshot: RwLock::new(Arc::new(Frozen::new(snap))),
+                grants_stamp: std::sync::Mutex::new(stamp),
+                grants_generation: std::sync::Mutex::new(grants_generation),
+                grants_key,
+                allow_set: OnceLock::new(),
+            },
             stores,
             watcher,
-            grants_key,
             write_roots: Arc::default(),
-            allow_set: OnceLock::new(),
             sandbox: OnceLock::new(),
-            audit_log,
-            denials_log,
+            logs: Logs {
+                audit: audit_log,
+                denials: denials_log,
+            },
         };
         Ok(Host {
             inner: Arc::new(inner),
@@ -712,7 +749,7 @@ impl Host {
     /// narrow. Calling it again changes nothing.
     pub fn freeze_allow_set(&self) {
         let grants = self.inner.frozen().snapshot.grants.clone();
-        let _ = self.inner.allow_set.set(grants);
+        let _ = self.inner.policy.allow_set.set(grants);
     }
 
     /// The snapshot turns are decided against now.
@@ -751,7 +788,7 @@ impl Host {
 
     /// The executors this host knows.
     pub fn manifests(&self) -> &[Manifest] {
-        &self.inner.manifests
+        &self.inner.settings.manifests
     }
 
     /// Whether the isolation probe ran (and the engine was built): not

@@ -373,11 +373,11 @@ impl Kind<'_> {
     fn within(&self) -> Within<'_> {
         match self {
             Kind::Top(inner) => Within {
-                manifests: &inner.manifests,
-                providers: &inner.providers,
-                http: &inner.http,
+                manifests: &inner.settings.manifests,
+                providers: &inner.runtimes.providers,
+                http: &inner.runtimes.http,
                 watcher: inner.watcher.as_deref(),
-                on_degraded: inner.on_degraded,
+                on_degraded: inner.settings.on_degraded,
                 memory: &inner.stores.memory,
                 write_roots: &inner.write_roots,
                 callers_roots: &[],
@@ -437,7 +437,7 @@ impl Kind<'_> {
                 undo: UndoState::None,
                 args: t.request.io.args.clone(),
             },
-            Some(inner.audit_log.clone()),
+            Some(inner.logs.audit.clone()),
         )
         .with_chain(inner.stores.audit.clone());
         let journal = match &inner.stores.fleet {
@@ -452,7 +452,7 @@ impl Kind<'_> {
         audit.record_turn_gate(&t.frozen.encoded, &t.decisions, &t.approvals);
         Records {
             audit,
-            journal: inner.journaled.then(|| journal.clone()),
+            journal: inner.settings.journaled.then(|| journal.clone()),
             own: Some(journal),
         }
     }

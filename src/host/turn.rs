@@ -76,7 +76,7 @@ struct Answered {
 
 impl Inner {
     pub(super) fn frozen(&self) -> Arc<Frozen> {
-        crate::util::read(&self.snapshot).clone()
+        crate::util::read(&self.policy.snapshot).clone()
     }
 
     /// Rebuilds the snapshot when the grants database changed since it
@@ -99,7 +99,7 @@ impl Inner {
             }
             return self.reread_shared_grants(generation);
         }
-        match (&self.watcher, self.grants_key) {
+        match (&self.watcher, self.policy.grants_key) {
             (Some(watcher), Some(key)) => {
                 watcher.check(key, || self.reread_grants_now());
             }
@@ -121,7 +121,7 @@ impl Inner {
         generation: Result<u64, crate::state::grants::GrantError>,
     ) -> Result<(), String> {
         let now = generation.map_err(|e| format!("cannot read the grants: {}", chain(&e)))?;
-        let mut seen = crate::util::lock(&self.grants_generation);
+        let mut seen = crate::util::lock(&self.policy.grants_generation);
         if *seen == Some(now) {
             return Ok(());
         }
@@ -147,7 +147,7 @@ impl Inner {
 
     fn reread_grants_now(&self) {
         let now = grants_stamp(&self.state);
-        let changed = match self.grants_stamp.lock() {
+        let changed = match self.policy.grants_stamp.lock() {
             Ok(s) => *s != now,
             Err(_) => true,
         };
@@ -166,12 +166,12 @@ impl Inner {
             &*self.stores.grants,
             &self.config,
             &self.state,
-            &self.manifests,
-            &self.workspace,
-            self.home.as_deref(),
-            self.level,
+            &self.settings.manifests,
+            &self.settings.workspace,
+            self.settings.home.as_deref(),
+            self.settings.level,
         )?;
-        if let Some(frozen) = self.allow_set.get() {
+        if let Some(frozen) = self.policy.allow_set.get() {
             // A frozen allow set only narrows: of its grants, those still
             // unrevoked (by id), each as it was frozen (a later expiry
             // recorded since does not lengthen it); nothing recorded since.
@@ -181,16 +181,18 @@ impl Inner {
                 .cloned()
                 .collect();
         }
-        *crate::util::write(&self.snapshot) = Arc::new(Frozen::new(snap));
-        *crate::util::lock(&self.grants_stamp) = stamp;
+        *crate::util::write(&self.policy.snapshot) = Arc::new(Frozen::new(snap));
+        *crate::util::lock(&self.policy.grants_stamp) = stamp;
         Ok(())
     }
 
     pub(super) fn profile(&self) -> EngineProfile {
         super::engine_profile(
             &self.config,
-            self.engine,
-            self.max_memory_bytes.max(Limits::default().memory_bytes),
+            self.settings.engine,
+            self.settings
+                .max_memory_bytes
+                .max(Limits::default().memory_bytes),
         )
     }
 
@@ -213,7 +215,7 @@ impl Inner {
     }
 
     pub(super) fn manifest(&self, name: &str) -> Option<&Manifest> {
-        self.manifests.iter().find(|m| m.name == name)
+        self.settings.manifests.iter().find(|m| m.name == name)
     }
 
     /// Finishes a turn with the answers `given`; never parks it again.
@@ -265,7 +267,7 @@ impl Inner {
             }
             _ => Vec::new(),
         };
-        let files = file_args(&argv, &self.workspace);
+        let files = file_args(&argv, &self.settings.workspace);
         TurnKey {
             argv,
             files,
@@ -295,7 +297,7 @@ impl Inner {
         id: &str,
         approval: &ApprovalRequest,
     ) -> Option<TurnOutcome> {
-        if !self.approval_queue {
+        if !self.settings.approval_queue {
             return None;
         }
         let key = self.turn_key(request);
@@ -345,7 +347,7 @@ impl Inner {
     /// `APPROVAL_REQUIRED`; the entry's id, or `None` (the queue is off or
     /// cannot be written, logged).
     fn enqueue(&self, request: &TurnRequest, id: &str, pending: &[Pending]) -> Option<String> {
-        if !self.approval_queue || pending.is_empty() {
+        if !self.settings.approval_queue || pending.is_empty() {
             return None;
         }
         let key = self.turn_key(request);
@@ -472,7 +474,7 @@ impl Inner {
                 manifest,
                 &super::gate::Once::default(),
                 now_utc(),
-                &self.providers,
+                &self.runtimes.providers,
             ),
             Gate::Denied { .. }
         )
@@ -485,7 +487,7 @@ impl Inner {
             manifest,
             &super::gate::Once::default(),
             now_utc(),
-            &self.providers,
+            &self.runtimes.providers,
         ) {
             Gate::Denied {
                 steps,
@@ -573,7 +575,7 @@ impl Inner {
                 target: p.target.clone().unwrap_or_default(),
                 expires_at: expires_in_secs
                     .map(|s| now.plus_seconds(i64::try_from(s).unwrap_or(i64::MAX))),
-                granted_by: self.granted_by.clone(),
+                granted_by: self.settings.granted_by.clone(),
             },
             turn,
             expires_in_secs,
@@ -621,7 +623,7 @@ impl Inner {
         // One encoding: the chain's body is the log's line, byte for byte.
         match serde_json::to_string(&line) {
             Ok(body) => {
-                if let Err(e) = self.denials_log.append_line(body.clone()) {
+                if let Err(e) = self.logs.denials.append_line(body.clone()) {
                     tracing::warn!(
                         "turn `{}`: the denial was not recorded: {}",
                         t.id,
