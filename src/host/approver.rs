@@ -14,7 +14,7 @@ use std::sync::Mutex;
 
 use serde::Serialize;
 
-pub use super::gate::Pending;
+pub use super::needs::Pending;
 
 /// What a turn asks approval for.
 #[derive(Debug, Clone, Serialize)]

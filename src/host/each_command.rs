@@ -13,7 +13,7 @@
 
 use std::sync::Arc;
 
-use super::gate::Pending;
+use super::needs::Pending;
 use super::{ApprovalRequest, ApproverRef, Choice, Shown, TurnRequest};
 use crate::policy::Capability;
 use crate::sandbox::services::{CommandApproval, CommandApproved};
@@ -84,7 +84,7 @@ impl CommandApproval for EachCommand {
         match queue.enqueue(
             &self.turn,
             &key,
-            &super::gate::queued(&self.once),
+            &super::needs::queued(&self.once),
             &self.request.input,
             now_utc(),
         ) {

@@ -35,23 +35,24 @@
 
 pub mod approver;
 pub mod audit;
+mod delegate;
 mod each_command;
 pub(crate) mod gate;
 mod needs;
-mod nested;
 mod own;
 mod pipeline;
+mod request;
 mod roots;
+mod runtimes;
+mod services;
 mod turn;
 
 use std::path::PathBuf;
 use std::sync::{Arc, OnceLock, RwLock};
 
-use serde::Serialize;
-
 use crate::config::{HostConfig, StatePaths};
 use crate::manifest::Manifest;
-use crate::policy::{Capability, DenyCode, Level, Snapshot};
+use crate::policy::{Level, Snapshot};
 pub use crate::sandbox::{EngineKind, EngineProfile};
 use crate::sandbox::{
     Sandbox, DEFAULT_HTTP_REQUESTS, DEFAULT_HTTP_RESPONSE_BYTES, DEFAULT_JOURNAL_BYTES,
@@ -70,7 +71,11 @@ use crate::undo::AppendLog;
 
 pub use approver::{ApprovalRequest, Approver, Choice, NoOne, Scripted, Shown, TerminalApprover};
 pub use audit::{DenialRecord, Hashes, MAX_TURN_AUDIT_BYTES};
-pub use gate::{Pending, Step};
+pub use needs::{Pending, Step};
+pub use request::{
+    new_turn_id, Answer, ApproverRef, Begun, Parked, Phase, ProgressRef, TurnEnd, TurnOutcome,
+    TurnRequest,
+};
 // What `own_turns` and `undo_own` answer with.
 pub use crate::state::approvals::{
     current_uid, QueueAnswer, QueueEntry, QueueError, MAX_PENDING_PER_ACTOR,
@@ -228,261 +233,6 @@ impl HostOptions {
     }
 }
 
-/// One turn: actor A asks to run executor E on an input.
-#[derive(Debug, Clone)]
-pub struct TurnRequest {
-    /// The executor to run, by name.
-    pub executor: String,
-    /// The actor asking, by name.
-    pub actor: String,
-    /// The input: `run`'s argument, or a command's stdin.
-    pub input: String,
-    /// The sandbox's limits for this turn (default [`Limits::default`]).
-    pub limits: Limits,
-    /// Cancels the turn from another thread: it ends like a deadline,
-    /// with `TURN_CANCELLED`.
-    pub cancel: CancelHandle,
-    /// A command's arguments (recorded in the audit) and standard streams;
-    /// by default no arguments, stdin the input, output kept.
-    pub io: RunIo,
-    /// Who answers the guest's `human:ask` questions (default `None`: the
-    /// person at the controlling terminal, if any).
-    pub asker: Option<AskerRef>,
-    /// Told each [`Phase`] a top-level turn reaches (default `None`); a
-    /// delegated call's turn reports none of its own.
-    pub progress: Option<ProgressRef>,
-    /// Who is asked, while the guest runs, about each command line of a
-    /// `code:exec` a person allowed once (default `None`: nobody then; the
-    /// command line waits in the pending-approval queue when the host
-    /// keeps one, and is refused with `APPROVAL_REQUIRED`). The run's
-    /// deadline keeps running while the person is asked.
-    pub approver: Option<ApproverRef>,
-}
-
-/// A shared [`Approver`], as a request carries it.
-#[derive(Clone)]
-pub struct ApproverRef(pub Arc<dyn Approver>);
-
-impl std::fmt::Debug for ApproverRef {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("ApproverRef")
-    }
-}
-
-/// A phase of a turn, as [`TurnRequest::progress`] is told it: in this
-/// order, each at most once per [`Host::begin`] or [`Host::resume`] (a
-/// resumed turn is decided again).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-pub enum Phase {
-    /// The policy decided: the turn may run, or needs an approval.
-    Decided,
-    /// It waits for a person's answer (told by whoever asks: the host
-    /// parks the turn and returns).
-    WaitingForApproval,
-    /// Its guest is about to run.
-    Running,
-    /// It ended (told by whoever delivers the outcome).
-    Done,
-}
-
-impl Phase {
-    /// Its name in messages: `decided`, `waiting for approval`, `running`,
-    /// `done`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Phase::Decided => "decided",
-            Phase::WaitingForApproval => "waiting for approval",
-            Phase::Running => "running",
-            Phase::Done => "done",
-        }
-    }
-
-    /// Its place in the order, from 1 (`decided`) to [`Phase::COUNT`].
-    pub fn ordinal(self) -> u32 {
-        self as u32 + 1
-    }
-
-    /// How many phases there are.
-    pub const COUNT: u32 = 4;
-}
-
-/// Who is told a turn's phases: called on the turn's own thread, so it
-/// must return quickly (queue the phase, do not send it).
-#[derive(Clone)]
-pub struct ProgressRef(pub Arc<dyn Fn(Phase) + Send + Sync>);
-
-impl std::fmt::Debug for ProgressRef {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("ProgressRef")
-    }
-}
-
-impl TurnRequest {
-    /// Tells the request's progress, if anyone listens, that the turn
-    /// reached `phase`.
-    pub(crate) fn reached(&self, phase: Phase) {
-        if let Some(p) = &self.progress {
-            (p.0)(phase);
-        }
-    }
-
-    /// A request by `actor` to run `executor` on `input`, with the default
-    /// limits and a fresh cancel handle.
-    pub fn new(
-        executor: impl Into<String>,
-        actor: impl Into<String>,
-        input: impl Into<String>,
-    ) -> TurnRequest {
-        TurnRequest {
-            executor: executor.into(),
-            actor: actor.into(),
-            input: input.into(),
-            limits: Limits::default(),
-            cancel: CancelHandle::new(),
-            io: RunIo::default(),
-            asker: None,
-            progress: None,
-            approver: None,
-        }
-    }
-}
-
-/// An approval answer, as the outcome and the audit record it.
-#[derive(Debug, Clone, Serialize)]
-pub struct Answer {
-    /// The capability answered.
-    pub capability: Capability,
-    /// Its canonical target, if it takes one.
-    pub target: Option<String>,
-    /// The choice as the audit records it (`allow_once`, `allow_and_remember`, `deny`,
-    /// `queue`).
-    pub choice: &'static str,
-    /// The grant "allow and remember" recorded.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub grant: Option<i64>,
-    /// The pending approval (`gatehouse approvals allow`) the answer was
-    /// given in.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub queued: Option<String>,
-}
-
-/// How a turn ended.
-#[derive(Debug, Serialize)]
-#[serde(tag = "end", rename_all = "snake_case")]
-pub enum TurnEnd {
-    /// Ended before any guest code ran; one line in `denials.jsonl`.
-    Refused {
-        /// Which rule refused it.
-        code: DenyCode,
-        /// The refusal in words.
-        reason: String,
-    },
-    /// The guest ran and returned (ok or its own error).
-    Ran {
-        /// The guest's result, output and counters.
-        run: Box<RunReport>,
-    },
-    /// The guest started but was stopped: a limit, a trap, a cancel.
-    Stopped {
-        /// The limit code (or `TURN_CANCELLED`) that stopped it; `None` for anything else,
-        /// such as a trap.
-        code: Option<DenyCode>,
-        /// What stopped it, in words.
-        message: String,
-        /// What the guest wrote until it was stopped.
-        #[serde(skip_serializing_if = "Option::is_none")]
-        run: Option<Box<RunReport>>,
-    },
-    /// The request cannot be run as given (an unknown executor, an
-    /// unreadable component); nothing was recorded.
-    Invalid {
-        /// What is wrong with the request.
-        message: String,
-    },
-    /// The host failed (engine, history).
-    Failed {
-        /// What failed.
-        message: String,
-    },
-}
-
-/// Everything a caller learns of a turn.
-#[derive(Debug, Serialize)]
-pub struct TurnOutcome {
-    /// The turn's id (its history directory's name).
-    pub turn: String,
-    /// The executor that was asked for.
-    pub executor: String,
-    /// The actor that asked.
-    pub actor: String,
-    /// The autonomy level the turn was decided at.
-    pub level: &'static str,
-    /// Every question asked of the policy, in order, with its answer.
-    pub decisions: Vec<Step>,
-    /// The approval answers the turn was given.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub approvals: Vec<Answer>,
-    /// What still needs an approval (`APPROVAL_REQUIRED`).
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub pending: Vec<Pending>,
-    /// The pending-approval queue entry the turn left (`APPROVAL_REQUIRED`
-    /// with the queue on) or was answered by.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub pending_id: Option<String>,
-    /// The limits the turn ran under.
-    pub limits: Limits,
-    /// The isolation report; absent when the turn ended before the probe
-    /// (a policy denial never probes).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub isolation: Option<Arc<IsolationReport>>,
-    /// How the turn ended.
-    #[serde(flatten)]
-    pub end: TurnEnd,
-}
-
-impl TurnOutcome {
-    /// The deny or limit code the turn ended with, if any.
-    pub fn code(&self) -> Option<DenyCode> {
-        match &self.end {
-            TurnEnd::Refused { code, .. } => Some(*code),
-            TurnEnd::Stopped { code, .. } => *code,
-            _ => None,
-        }
-    }
-
-    /// Whether the guest ran and returned `ok`.
-    pub fn is_ok(&self) -> bool {
-        matches!(&self.end, TurnEnd::Ran { run } if matches!(run.result, GuestResult::Ok { .. }))
-    }
-}
-
-/// A turn parked while its approvals are asked elsewhere (by elicitation,
-/// or through the pending queue): [`Host::resume`] finishes it.
-#[derive(Debug)]
-pub struct Parked {
-    request: TurnRequest,
-    turn: String,
-    /// The question to put to the person.
-    pub approval: ApprovalRequest,
-}
-
-impl Parked {
-    /// Who is told the phases of the rest of the turn (when it is resumed
-    /// by another call than the one that began it).
-    pub fn report_progress_to(&mut self, progress: Option<ProgressRef>) {
-        self.request.progress = progress;
-    }
-}
-
-/// What [`Host::begin`] got to.
-#[derive(Debug)]
-pub enum Begun {
-    /// The turn ended (denied, or run because nothing needed approval).
-    Done(Box<TurnOutcome>),
-    /// It waits for answers to `approval`.
-    Parked(Box<Parked>),
-}
-
 /// The host. Cheap to clone (one shared state).
 #[derive(Clone)]
 pub struct Host {
@@ -500,7 +250,7 @@ struct Inner {
     stores: Stores,
     /// What the capabilities' host sides keep for the life of the
     /// process, shared by every turn, delegated ones included.
-    runtimes: Runtimes,
+    runtimes: Arc<runtimes::Runtimes>,
     /// The policy turns are decided against, and what says it is current.
     policy: PolicyState,
     /// Tells when the grants database or a component may have changed,
@@ -524,21 +274,12 @@ struct Settings {
     workspace: String,
     home: Option<PathBuf>,
     level: Option<Level>,
-    manifests: Arc<Vec<Manifest>>,
     on_degraded: OnDegraded,
     max_memory_bytes: usize,
     engine: EngineKind,
     granted_by: Option<String>,
     journaled: bool,
     approval_queue: bool,
-}
-
-/// What the capabilities' host sides keep for the life of the process.
-pub(crate) struct Runtimes {
-    /// How HTTP requests connect (`[network]`), built once.
-    pub http: Arc<crate::sandbox::services::HttpClient>,
-    /// `[providers.NAME]`, shared with delegated turns.
-    pub providers: Arc<[crate::config::ProviderDef]>,
 }
 
 /// The policy every turn is decided against, and what tells whether it
@@ -583,32 +324,6 @@ impl From<crate::state::OpenError> for HostError {
             OpenError::Audit(e) => e.into(),
         }
     }
-}
-
-/// The HTTP sender's client of `[network]`: the webpki roots and those
-/// of `ca_file`, and the pinned names.
-fn http_client(
-    network: &crate::config::NetworkConfig,
-) -> Result<crate::sandbox::services::HttpClient, HostError> {
-    use rustls::pki_types::pem::PemObject;
-    let mut extra = Vec::new();
-    if let Some(path) = &network.ca_file {
-        let bad = |source: CaFileError| NetworkError::CaFile {
-            path: path.clone(),
-            source,
-        };
-        let pem = std::fs::read(path).map_err(|e| bad(CaFileError::Read(e.into())))?;
-        for cert in rustls::pki_types::CertificateDer::pem_slice_iter(&pem) {
-            extra.push(cert.map_err(|e| bad(CaFileError::Pem(e)))?);
-        }
-        if extra.is_empty() {
-            return Err(bad(CaFileError::Empty).into());
-        }
-    }
-    Ok(
-        crate::sandbox::services::HttpClient::new(extra, network.resolve.clone())
-            .map_err(NetworkError::from)?,
-    )
 }
 
 /// A snapshot with its hashes, computed once.
@@ -700,18 +415,19 @@ impl Host {
             options.home.as_deref(),
             options.level,
         )?;
-        let http = Arc::new(http_client(&options.config.network)?);
+        let runtimes = Arc::new(runtimes::Runtimes::open(
+            &options.config.network,
+            &options.config.providers,
+            options.manifests,
+            stores.memory.clone(),
+        )?);
         let inner = Inner {
-            runtimes: Runtimes {
-                http,
-                providers: options.config.providers.clone().into(),
-            },
+            runtimes,
             settings: Settings {
                 on_degraded: options.on_degraded.unwrap_or(options.config.on_degraded),
                 workspace: options.workspace,
                 home: options.home,
                 level: options.level,
-                manifests: Arc::new(options.manifests),
                 max_memory_bytes: options.max_memory_bytes,
                 engine: options.engine,
                 granted_by: options.granted_by,
@@ -788,7 +504,7 @@ impl Host {
 
     /// The executors this host knows.
     pub fn manifests(&self) -> &[Manifest] {
-        &self.inner.settings.manifests
+        &self.inner.runtimes.manifests
     }
 
     /// Whether the isolation probe ran (and the engine was built): not
@@ -949,26 +665,4 @@ pub(crate) fn engine_profile(
         kind,
         max_memory,
     )
-}
-
-/// A new turn id: UTC time and a per-process counter with the pid.
-pub fn new_turn_id(now: crate::policy::UtcTime) -> String {
-    use std::fmt::Write as _;
-    use std::sync::atomic::{AtomicU32, Ordering};
-    static SEQ: AtomicU32 = AtomicU32::new(0);
-    // One `getpid` per process, not per turn.
-    static PID: OnceLock<u32> = OnceLock::new();
-    let mut id = String::with_capacity(40);
-    match now.to_ascii() {
-        Some(ascii) => id.extend(
-            ascii
-                .iter()
-                .filter(|b| b.is_ascii_digit())
-                .map(|&b| char::from(b)),
-        ),
-        None => id.extend(now.to_string().chars().filter(char::is_ascii_digit)),
-    }
-    let pid = *PID.get_or_init(std::process::id);
-    let _ = write!(id, "-{pid}-{}", SEQ.fetch_add(1, Ordering::Relaxed));
-    id
 }

@@ -3,7 +3,7 @@
 //! function ([`Kind::pipeline`]); what differs by kind is said step by
 //! step in [`Kind`]'s documentation. Before it, a top-level turn takes its
 //! answers ([`super::turn`]) and a nested one its delegation decision
-//! ([`super::nested`]); after it, each answers with the end in its own
+//! ([`super::delegate`]); after it, each answers with the end in its own
 //! way.
 
 use std::path::PathBuf;
@@ -11,15 +11,14 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::audit::TurnAudit;
-use super::gate::{gate, Gate, Once, TurnInput};
+use super::gate::{gate, Gate, TurnInput};
+use super::needs::Once;
 use super::roots::{Waited, WriteRoots};
-use super::{
-    nested, Answer, Frozen, Inner, Pending, Phase, Step, TurnEnd, TurnOutcome, TurnRequest,
-};
+use super::runtimes::Runtimes;
+use super::{Answer, Frozen, Inner, Pending, Phase, Step, TurnEnd, TurnOutcome, TurnRequest};
 use crate::config::ProviderDef;
 use crate::manifest::Manifest;
 use crate::policy::{Capability, DenyCode, UtcTime};
-use crate::sandbox::services::HttpClient;
 use crate::sandbox::{
     execute, GuestResult, IsolationReport, OnDegraded, Plan, RunError, RunReport, Runnable,
     Sandbox, Stopped,
@@ -103,7 +102,7 @@ impl<'a> Turn<'a> {
 /// 1. **The gate** ([`Turn::gate`]): as the request's actor, under its
 ///    limits. *Top-level:* with the approvals given. *Nested:* with none,
 ///    as the actor the call runs as (its caller decided `ACTOR/EXECUTOR`
-///    first, see [`nested`]).
+///    first, see [`super::delegate`]).
 /// 2. **The gate's audit.** *Top-level:* in the turn's own audit, once
 ///    it is opened at step 6 (a turn refused before that writes only its
 ///    denial line). *Nested:* in the caller's audit at once, whatever the
@@ -122,7 +121,7 @@ impl<'a> Turn<'a> {
 /// 6. **Its journal and audit.** *Top-level:* its own, opened now with
 ///    the gate's lines and the answers, and finished at the end.
 ///    *Nested:* its caller's.
-/// 7. **The services** ([`nested::services`]), at the kind's depth (0 for
+/// 7. **The services** ([`Kind::services`]), at the kind's depth (0 for
 ///    a top-level turn).
 /// 8. **The run**, after the component watch is read: the component is
 ///    looked at as it is now, perhaps long after the turn began.
@@ -145,7 +144,7 @@ pub(super) enum Kind<'a> {
 pub(super) struct Call<'a> {
     /// What the caller's services are bound to: its engine, audit, write
     /// roots and the roots it holds.
-    pub scope: &'a nested::Scope,
+    pub scope: &'a Scope,
     /// The callee as the caller named it (`EXECUTOR` or `ACTOR/EXECUTOR`),
     /// which the reasons of what ends it name.
     pub callee: &'a str,
@@ -178,38 +177,33 @@ pub(super) enum Ended {
     Ran(TurnEnd),
 }
 
-/// What a turn runs within: its host's engine-side state (a top-level
-/// turn) or its caller's (a nested one).
-struct Within<'k> {
-    manifests: &'k Arc<Vec<Manifest>>,
-    /// `[providers.NAME]`, and how HTTP requests connect.
-    providers: &'k Arc<[ProviderDef]>,
-    http: &'k Arc<HttpClient>,
-    /// The host's watch, read at a top-level turn's start (`None` for a
-    /// nested turn: what it looks at, it looks at itself).
-    watcher: Option<&'k crate::util::watch::Watcher>,
-    on_degraded: OnDegraded,
-    memory: &'k Arc<dyn crate::state::memory::MemoryBackend>,
-    /// The host's write-root lock, which every turn enters.
-    write_roots: &'k Arc<WriteRoots>,
-    /// The write roots the turn's callers hold: a callee may use what
-    /// lies within them without waiting for itself.
-    callers_roots: &'k [PathBuf],
-    /// What is left of the caller's deadline: when the wait for write
-    /// roots ends (two calls that wait on each other's roots end there,
-    /// not never). `None`: a top-level turn waits as long as it takes.
-    left: Option<Duration>,
-    /// 0 for a top-level turn.
-    depth: u32,
+/// What the services of one turn (and its nested turns) are bound to.
+#[derive(Clone)]
+pub(super) struct Scope {
+    /// The host's runtimes, which a delegated turn shares.
+    pub runtimes: Arc<Runtimes>,
+    pub on_degraded: OnDegraded,
+    pub frozen: Arc<Frozen>,
+    pub sandbox: Arc<Sandbox>,
+    pub audit: Arc<TurnAudit>,
+    pub request: TurnRequest,
+    /// The id of the turn these services run (`<caller>.<callee>` when
+    /// nested).
+    pub turn: String,
+    /// The host's write-root lock, which a delegated turn enters too.
+    pub write_roots: Arc<WriteRoots>,
+    /// The write roots this turn and its callers hold: a callee may use
+    /// what lies within them without waiting for itself.
+    pub held: Vec<PathBuf>,
 }
 
 /// A turn's audit and journals (see [`Kind::records`]).
-struct Records {
-    audit: Arc<TurnAudit>,
+pub(super) struct Records {
+    pub(super) audit: Arc<TurnAudit>,
     /// The turn's own journal, ended with its run: a top-level turn's.
     own: Option<TurnJournal>,
     /// Where the run's mutations are journaled.
-    journal: Option<TurnJournal>,
+    pub(super) journal: Option<TurnJournal>,
 }
 
 impl Kind<'_> {
@@ -222,7 +216,12 @@ impl Kind<'_> {
         approved_once: &Once,
         now: UtcTime,
     ) -> Ended {
-        let answer = t.gate(manifest, approved_once, now, self.within().providers);
+        let answer = t.gate(
+            manifest,
+            approved_once,
+            now,
+            &self.runtimes().http.providers,
+        );
         if let Kind::Nested(call) = self {
             let (Gate::Denied { steps, .. }
             | Gate::ApprovalRequired { steps, .. }
@@ -258,10 +257,9 @@ impl Kind<'_> {
             Ok(s) => s,
             Err(message) => return Ended::Failed(message),
         };
-        let within = self.within();
         let isolation = sandbox.isolation_shared();
         let needs: Vec<Capability> = plan.allowed().iter().map(|a| a.capability).collect();
-        let refusal = isolation.refusal(within.on_degraded, &needs);
+        let refusal = isolation.refusal(self.on_degraded(), &needs);
         t.isolation = Some(isolation);
         if let Some(reason) = refusal {
             return Ended::Refused {
@@ -277,11 +275,11 @@ impl Kind<'_> {
             return cancelled();
         }
         // One writer per place at a time (see `super::roots`).
-        let held = match within.write_roots.enter_within(
+        let held = match self.write_roots().enter_within(
             plan.write_roots(),
-            within.callers_roots,
+            self.callers_roots(),
             &t.request.cancel,
-            within.left.map(|left| Instant::now() + left),
+            self.left().map(|left| Instant::now() + left),
         ) {
             Ok(held) => held,
             Err(Waited::Cancelled) => return cancelled(),
@@ -294,54 +292,27 @@ impl Kind<'_> {
             }
         };
         let records = self.records(t);
-        let services = nested::services(
-            nested::Base {
-                http: within.http,
-                watcher: within.watcher,
-                providers: within.providers,
-                memory: within.memory.clone(),
-                frozen: &t.frozen,
-                audit: &records.audit,
-                request: t.request,
-                commands: match self {
-                    Kind::Top(inner) => super::each_command::for_turn(
-                        inner,
-                        &plan,
-                        t.id,
-                        t.request,
-                        &approved_once.items,
-                    ),
-                    Kind::Nested(_) => None,
-                },
-            },
-            &plan,
-            within.depth,
-            records.journal.clone(),
-            || nested::Scope {
-                manifests: within.manifests.clone(),
-                providers: within.providers.clone(),
-                http: within.http.clone(),
-                on_degraded: within.on_degraded,
-                memory: within.memory.clone(),
-                frozen: t.frozen.clone(),
-                sandbox: sandbox.clone(),
-                audit: records.audit.clone(),
-                request: t.request.clone(),
-                turn: t.id.to_string(),
-                write_roots: within.write_roots.clone(),
-                held: within
-                    .callers_roots
-                    .iter()
-                    .chain(held.roots())
-                    .cloned()
-                    .collect(),
-            },
-        );
+        let services = self.services(t, &plan, &records, approved_once, || Scope {
+            runtimes: self.runtimes().clone(),
+            on_degraded: self.on_degraded(),
+            frozen: t.frozen.clone(),
+            sandbox: sandbox.clone(),
+            audit: records.audit.clone(),
+            request: t.request.clone(),
+            turn: t.id.to_string(),
+            write_roots: self.write_roots().clone(),
+            held: self
+                .callers_roots()
+                .iter()
+                .chain(held.roots())
+                .cloned()
+                .collect(),
+        });
         // Perhaps long after the turn began (a wait for write roots, a call
         // late in its caller's run): the component is looked at as it is
         // now. A top-level turn that did not wait read the watch when it
         // began, a moment ago: one `read(2)` per turn is enough.
-        if held.waited() || within.depth > 0 {
+        if held.waited() || self.depth() > 0 {
             sandbox.drain_watch();
         }
         t.request.reached(Phase::Running);
@@ -369,33 +340,64 @@ impl Kind<'_> {
         }
     }
 
-    /// What the turn runs within: its host's, or its caller's.
-    fn within(&self) -> Within<'_> {
+    /// The capabilities' runtimes: its host's, which a nested turn
+    /// shares.
+    pub(super) fn runtimes(&self) -> &Arc<Runtimes> {
         match self {
-            Kind::Top(inner) => Within {
-                manifests: &inner.settings.manifests,
-                providers: &inner.runtimes.providers,
-                http: &inner.runtimes.http,
-                watcher: inner.watcher.as_deref(),
-                on_degraded: inner.settings.on_degraded,
-                memory: &inner.stores.memory,
-                write_roots: &inner.write_roots,
-                callers_roots: &[],
-                left: None,
-                depth: 0,
-            },
-            Kind::Nested(call) => Within {
-                manifests: &call.scope.manifests,
-                providers: &call.scope.providers,
-                http: &call.scope.http,
-                watcher: None,
-                on_degraded: call.scope.on_degraded,
-                memory: &call.scope.memory,
-                write_roots: &call.scope.write_roots,
-                callers_roots: &call.scope.held,
-                left: Some(call.left),
-                depth: call.depth,
-            },
+            Kind::Top(inner) => &inner.runtimes,
+            Kind::Nested(call) => &call.scope.runtimes,
+        }
+    }
+
+    /// What a degraded isolation refuses: its host's setting.
+    fn on_degraded(&self) -> OnDegraded {
+        match self {
+            Kind::Top(inner) => inner.settings.on_degraded,
+            Kind::Nested(call) => call.scope.on_degraded,
+        }
+    }
+
+    /// The host's write-root lock, which every turn enters.
+    fn write_roots(&self) -> &Arc<WriteRoots> {
+        match self {
+            Kind::Top(inner) => &inner.write_roots,
+            Kind::Nested(call) => &call.scope.write_roots,
+        }
+    }
+
+    /// The write roots the turn's callers hold: a callee may use what lies
+    /// within them without waiting for itself.
+    fn callers_roots(&self) -> &[PathBuf] {
+        match self {
+            Kind::Top(_) => &[],
+            Kind::Nested(call) => &call.scope.held,
+        }
+    }
+
+    /// What is left of the caller's deadline: when the wait for write
+    /// roots ends (two calls that wait on each other's roots end there,
+    /// not never). `None`: a top-level turn waits as long as it takes.
+    fn left(&self) -> Option<Duration> {
+        match self {
+            Kind::Top(_) => None,
+            Kind::Nested(call) => Some(call.left),
+        }
+    }
+
+    /// How deep in delegated calls the turn is: 0 for a top-level turn.
+    pub(super) fn depth(&self) -> u32 {
+        match self {
+            Kind::Top(_) => 0,
+            Kind::Nested(call) => call.depth,
+        }
+    }
+
+    /// The host's watch, read at a top-level turn's start (`None` for a
+    /// nested turn: what it looks at, it looks at itself).
+    pub(super) fn watcher(&self) -> Option<&crate::util::watch::Watcher> {
+        match self {
+            Kind::Top(inner) => inner.watcher.as_deref(),
+            Kind::Nested(_) => None,
         }
     }
 

@@ -70,7 +70,7 @@ pub(super) struct Taken {
 /// What the answers given so far allow.
 #[derive(Default)]
 struct Answered {
-    once: super::gate::Once,
+    once: super::needs::Once,
     refused: Option<Pending>,
 }
 
@@ -166,7 +166,7 @@ impl Inner {
             &*self.stores.grants,
             &self.config,
             &self.state,
-            &self.settings.manifests,
+            &self.runtimes.manifests,
             &self.settings.workspace,
             self.settings.home.as_deref(),
             self.settings.level,
@@ -215,7 +215,7 @@ impl Inner {
     }
 
     pub(super) fn manifest(&self, name: &str) -> Option<&Manifest> {
-        self.settings.manifests.iter().find(|m| m.name == name)
+        self.runtimes.manifests.iter().find(|m| m.name == name)
     }
 
     /// Finishes a turn with the answers `given`; never parks it again.
@@ -304,7 +304,7 @@ impl Inner {
         let verdict = match self.stores.approvals.take(
             id,
             &key,
-            &super::gate::queued(&approval.pending),
+            &super::needs::queued(&approval.pending),
             now_utc(),
         ) {
             Ok(v) => v?,
@@ -354,7 +354,7 @@ impl Inner {
         match self.stores.approvals.enqueue(
             id,
             &key,
-            &super::gate::queued(pending),
+            &super::needs::queued(pending),
             &request.input,
             now_utc(),
         ) {
@@ -472,9 +472,9 @@ impl Inner {
         matches!(
             t.gate(
                 manifest,
-                &super::gate::Once::default(),
+                &super::needs::Once::default(),
                 now_utc(),
-                &self.runtimes.providers,
+                &self.runtimes.http.providers,
             ),
             Gate::Denied { .. }
         )
@@ -485,9 +485,9 @@ impl Inner {
         let manifest = self.manifest(&request.executor)?;
         match t.gate(
             manifest,
-            &super::gate::Once::default(),
+            &super::needs::Once::default(),
             now_utc(),
-            &self.runtimes.providers,
+            &self.runtimes.http.providers,
         ) {
             Gate::Denied {
                 steps,

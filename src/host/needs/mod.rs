@@ -7,6 +7,7 @@
 //! ([`crate::sandbox::Parts`]). I/O a question needs (resolving a path)
 //! happens here, before `decide`, and its result is passed in.
 
+mod asked;
 mod exec;
 mod fs;
 mod memory;
@@ -18,7 +19,8 @@ use crate::policy::{
 };
 use crate::sandbox::{Allowed, Parts};
 
-use super::gate::{Pending, Step};
+pub(super) use asked::queued;
+pub use asked::{Once, Pending, Step};
 
 pub(super) use fs::finish;
 
@@ -44,7 +46,7 @@ pub(super) struct Asking<'a> {
     pub actor: &'a str,
     pub now: UtcTime,
     /// Approvals given once, for this turn only.
-    pub approved_once: &'a super::gate::Once,
+    pub approved_once: &'a Once,
     pub steps: Vec<Step>,
     pub pending: Vec<Pending>,
     pub allowed: Vec<Allowed>,
