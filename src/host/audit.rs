@@ -353,9 +353,32 @@ mod sorted {
         if let Some(end) = end {
             top.value("bytes", &end.bytes);
         }
-        let decision = top.key("decision");
-        let mut d = Object::open(decision);
-        match &entry.decision {
+        verdict(Object::open(top.key("decision")), &entry.decision);
+        if let Some(end) = end {
+            top.value("duration_ms", &end.duration_ms);
+            match &end.error {
+                Some(e) => top.text("error", e),
+                None => top.value("error", &()),
+            }
+            top.value("first_byte_ms", &end.first_byte_ms);
+        }
+        if let Some(p) = &entry.provider {
+            top.text("provider", p);
+        }
+        if let Some(n) = end.and_then(|e| e.redacted) {
+            top.value("redacted", &n);
+        }
+        http_request(Object::open(top.key("request")), &entry.request)?;
+        if let Some(end) = end {
+            top.value("status", &end.status);
+        }
+        top.close();
+        Some(out)
+    }
+
+    /// An HTTP line's `decision` object.
+    fn verdict(mut d: Object<'_>, verdict: &RunVerdict) {
+        match verdict {
             RunVerdict::Allow { reason } => {
                 d.text("decision", "allow");
                 if let Some(r) = reason {
@@ -371,23 +394,12 @@ mod sorted {
             }
         }
         d.close();
-        if let Some(end) = end {
-            top.value("duration_ms", &end.duration_ms);
-            match &end.error {
-                Some(e) => top.text("error", e),
-                None => top.value("error", &()),
-            }
-            top.value("first_byte_ms", &end.first_byte_ms);
-        }
-        if let Some(p) = &entry.provider {
-            top.text("provider", p);
-        }
-        if let Some(n) = end.and_then(|e| e.redacted) {
-            top.value("redacted", &n);
-        }
-        let request = top.key("request");
-        let mut r = Object::open(request);
-        match &entry.request {
+    }
+
+    /// An HTTP line's `request` object; `None` for a request that is not
+    /// HTTP.
+    fn http_request(mut r: Object<'_>, request: &RunRequest) -> Option<()> {
+        match request {
             RunRequest::Http {
                 method,
                 scheme,
@@ -417,11 +429,7 @@ mod sorted {
             _ => return None,
         }
         r.close();
-        if let Some(end) = end {
-            top.value("status", &end.status);
-        }
-        top.close();
-        Some(out)
+        Some(())
     }
 }
 

@@ -42,43 +42,7 @@ impl NestedTurn for Nested {
             .max(1);
         let turn = format!("{}.{executor}", scope.turn);
         let now = crate::state::grants::now_utc();
-        // `ACTOR/EXECUTOR` delegates to ACTOR, as the policy's `delegation`
-        // kind decides; a bare `EXECUTOR` runs as the caller's own actor.
-        let (actor, name) = match executor.split_once('/') {
-            Some((target, name)) => {
-                let request = Request::new(
-                    &scope.request.actor,
-                    RequestKind::Delegation {
-                        target: target.to_string(),
-                    },
-                );
-                let decision = decide(&scope.frozen.snapshot, &request, now);
-                let denied = match &decision {
-                    Decision::Allow { .. } => None,
-                    Decision::Deny { code, reason } => Some((*code, reason.clone())),
-                    Decision::ApprovalRequired { reason, .. } => {
-                        Some((DenyCode::ApprovalRequired, reason.clone()))
-                    }
-                };
-                scope.audit.record_nested_gate(
-                    &turn,
-                    &scope.frozen.tail(&scope.request.actor),
-                    &[Step {
-                        request,
-                        decision,
-                        approval: None,
-                    }],
-                );
-                if let Some((code, reason)) = denied {
-                    return Err(NestedError::Denied {
-                        code,
-                        reason: format!("`{executor}`: {reason}"),
-                    });
-                }
-                (target.to_string(), name)
-            }
-            None => (scope.request.actor.clone(), executor),
-        };
+        let (actor, name) = delegated(scope, executor, &turn, now)?;
         let Some(manifest) = scope.runtimes.manifests.iter().find(|m| m.name == name) else {
             return Err(NestedError::Denied {
                 code: DenyCode::UnknownRequest,
@@ -114,6 +78,53 @@ impl NestedTurn for Nested {
             kind.pipeline(&mut t, manifest, &super::needs::Once::default(), now),
         )
     }
+}
+
+/// The actor a call of `executor` runs as, and the executor's name:
+/// `ACTOR/EXECUTOR` delegates to ACTOR, as the policy's `delegation` kind
+/// decides (its step in the caller's audit, as turn `turn`); a bare
+/// `EXECUTOR` runs as the caller's own actor.
+fn delegated<'e>(
+    scope: &Scope,
+    executor: &'e str,
+    turn: &str,
+    now: crate::policy::UtcTime,
+) -> Result<(String, &'e str), NestedError> {
+    Ok(match executor.split_once('/') {
+        Some((target, name)) => {
+            let request = Request::new(
+                &scope.request.actor,
+                RequestKind::Delegation {
+                    target: target.to_string(),
+                },
+            );
+            let decision = decide(&scope.frozen.snapshot, &request, now);
+            let denied = match &decision {
+                Decision::Allow { .. } => None,
+                Decision::Deny { code, reason } => Some((*code, reason.clone())),
+                Decision::ApprovalRequired { reason, .. } => {
+                    Some((DenyCode::ApprovalRequired, reason.clone()))
+                }
+            };
+            scope.audit.record_nested_gate(
+                turn,
+                &scope.frozen.tail(&scope.request.actor),
+                &[Step {
+                    request,
+                    decision,
+                    approval: None,
+                }],
+            );
+            if let Some((code, reason)) = denied {
+                return Err(NestedError::Denied {
+                    code,
+                    reason: format!("`{executor}`: {reason}"),
+                });
+            }
+            (target.to_string(), name)
+        }
+        None => (scope.request.actor.clone(), executor),
+    })
 }
 
 /// What the caller's guest gets of a nested turn that ended `ended`: the

@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use super::audit::TurnAudit;
 use super::gate::{gate, Gate, TurnInput};
 use super::needs::Once;
-use super::roots::{Waited, WriteRoots};
+use super::roots::{Held, Waited, WriteRoots};
 use super::runtimes::Runtimes;
 use super::{Answer, Frozen, Inner, Pending, Phase, Step, TurnEnd, TurnOutcome, TurnRequest};
 use crate::config::ProviderDef;
@@ -216,80 +216,20 @@ impl Kind<'_> {
         approved_once: &Once,
         now: UtcTime,
     ) -> Ended {
-        let answer = t.gate(
-            manifest,
-            approved_once,
-            now,
-            &self.runtimes().http.providers,
-        );
-        if let Kind::Nested(call) = self {
-            let (Gate::Denied { steps, .. }
-            | Gate::ApprovalRequired { steps, .. }
-            | Gate::Ready { steps, .. }) = &answer;
-            // Its lines name the actor it is gated as, and its identity
-            // (a delegated callee's own calls run as its actor, not the
-            // turn's).
-            call.scope
-                .audit
-                .record_nested_gate(t.id, &t.frozen.tail(&t.request.actor), steps);
-        }
-        let plan = match answer {
-            Gate::Denied {
-                steps,
-                code,
-                reason,
-            } => {
-                t.decisions = steps;
-                return Ended::Refused { code, reason };
-            }
-            Gate::ApprovalRequired { steps, pending } => {
-                t.decisions = steps;
-                t.request.reached(Phase::Decided);
-                return Ended::Approval(pending);
-            }
-            Gate::Ready { steps, plan } => {
-                t.decisions = steps;
-                t.request.reached(Phase::Decided);
-                plan
-            }
+        let plan = match self.gated(t, manifest, approved_once, now) {
+            Ok(plan) => plan,
+            Err(ended) => return ended,
         };
         let sandbox = match self.sandbox() {
             Ok(s) => s,
             Err(message) => return Ended::Failed(message),
         };
-        let isolation = sandbox.isolation_shared();
-        let needs: Vec<Capability> = plan.allowed().iter().map(|a| a.capability).collect();
-        let refusal = isolation.refusal(self.on_degraded(), &needs);
-        t.isolation = Some(isolation);
-        if let Some(reason) = refusal {
-            return Ended::Refused {
-                code: DenyCode::IsolationDegraded,
-                reason,
-            };
+        if let Some(refused) = self.refused_by_isolation(t, &plan, &sandbox) {
+            return refused;
         }
-        let cancelled = || Ended::Refused {
-            code: DenyCode::TurnCancelled,
-            reason: self.said("the turn was cancelled before it started"),
-        };
-        if t.request.cancel.is_cancelled() {
-            return cancelled();
-        }
-        // One writer per place at a time (see `super::roots`).
-        let held = match self.write_roots().enter_within(
-            plan.write_roots(),
-            self.callers_roots(),
-            &t.request.cancel,
-            self.left().map(|left| Instant::now() + left),
-        ) {
+        let held = match self.enter(t, &plan) {
             Ok(held) => held,
-            Err(Waited::Cancelled) => return cancelled(),
-            Err(Waited::Deadline) => {
-                return Ended::Refused {
-                    code: DenyCode::LimitDeadline,
-                    reason: self
-                        .said("its deadline passed while another turn wrote where it would write"),
-                }
-            }
+            Err(refused) => return refused,
         };
         let records = self.records(t);
         let services = self.services(t, &plan, &records, approved_once, || Scope {
@@ -329,6 +269,101 @@ impl Kind<'_> {
             }
         }
         ended
+    }
+
+    /// Steps 1 to 3: the gate, its audit for a nested turn, and the end
+    /// of the pipeline when it refuses or an approval is needed; else the
+    /// plan.
+    fn gated(
+        &self,
+        t: &mut Turn<'_>,
+        manifest: &Manifest,
+        approved_once: &Once,
+        now: UtcTime,
+    ) -> Result<Box<Plan>, Ended> {
+        let answer = t.gate(
+            manifest,
+            approved_once,
+            now,
+            &self.runtimes().http.providers,
+        );
+        if let Kind::Nested(call) = self {
+            let (Gate::Denied { steps, .. }
+            | Gate::ApprovalRequired { steps, .. }
+            | Gate::Ready { steps, .. }) = &answer;
+            // Its lines name the actor it is gated as, and its identity
+            // (a delegated callee's own calls run as its actor, not the
+            // turn's).
+            call.scope
+                .audit
+                .record_nested_gate(t.id, &t.frozen.tail(&t.request.actor), steps);
+        }
+        match answer {
+            Gate::Denied {
+                steps,
+                code,
+                reason,
+            } => {
+                t.decisions = steps;
+                Err(Ended::Refused { code, reason })
+            }
+            Gate::ApprovalRequired { steps, pending } => {
+                t.decisions = steps;
+                t.request.reached(Phase::Decided);
+                Err(Ended::Approval(pending))
+            }
+            Gate::Ready { steps, plan } => {
+                t.decisions = steps;
+                t.request.reached(Phase::Decided);
+                Ok(plan)
+            }
+        }
+    }
+
+    /// Step 4: `ISOLATION_DEGRADED` when the engine's isolation is
+    /// degraded in a way the host's `on_degraded` refuses for what `plan`
+    /// needs. The turn keeps the isolation report either way.
+    fn refused_by_isolation(
+        &self,
+        t: &mut Turn<'_>,
+        plan: &Plan,
+        sandbox: &Sandbox,
+    ) -> Option<Ended> {
+        let isolation = sandbox.isolation_shared();
+        let needs: Vec<Capability> = plan.allowed().iter().map(|a| a.capability).collect();
+        let refusal = isolation.refusal(self.on_degraded(), &needs);
+        t.isolation = Some(isolation);
+        refusal.map(|reason| Ended::Refused {
+            code: DenyCode::IsolationDegraded,
+            reason,
+        })
+    }
+
+    /// Step 5: the cancel check, then the write roots `plan` may write,
+    /// one writer per place at a time (see `super::roots`).
+    fn enter(&self, t: &Turn<'_>, plan: &Plan) -> Result<Held<'_>, Ended> {
+        let cancelled = || Ended::Refused {
+            code: DenyCode::TurnCancelled,
+            reason: self.said("the turn was cancelled before it started"),
+        };
+        if t.request.cancel.is_cancelled() {
+            return Err(cancelled());
+        }
+        self.write_roots()
+            .enter_within(
+                plan.write_roots(),
+                self.callers_roots(),
+                &t.request.cancel,
+                self.left().map(|left| Instant::now() + left),
+            )
+            .map_err(|waited| match waited {
+                Waited::Cancelled => cancelled(),
+                Waited::Deadline => Ended::Refused {
+                    code: DenyCode::LimitDeadline,
+                    reason: self
+                        .said("its deadline passed while another turn wrote where it would write"),
+                },
+            })
     }
 
     /// The engine: a top-level turn's is built (and its isolation probed)

@@ -401,51 +401,10 @@ impl Inner {
         }
         match Kind::Top(self).pipeline(&mut t, manifest, &answered.once, now_utc()) {
             Ended::Approval(pending) if given.is_empty() => {
-                let key = self.turn_key(request);
-                Advance::Parked(Box::new(ApprovalRequest {
-                    turn: id.to_string(),
-                    executor: request.executor.clone(),
-                    actor: request.actor.clone(),
-                    pending,
-                    shown: super::Shown {
-                        executor_sha256: key.executor_sha256,
-                        input: queue::input_preview(&request.input),
-                        input_bytes: request.input.len(),
-                        argv: key.argv,
-                        files: key.files,
-                        commands: Vec::new(),
-                    },
-                }))
+                Advance::Parked(Box::new(self.question(request, id, pending)))
             }
             Ended::Approval(pending) => {
-                let what: Vec<String> = pending
-                    .iter()
-                    .map(|p| {
-                        format!(
-                            "`{}` on `{}`",
-                            p.capability,
-                            p.target.as_deref().unwrap_or("-")
-                        )
-                    })
-                    .collect();
-                let mut reason =
-                    format!("approval needed for {} and no one gave it", what.join(", "));
-                // The whole set the person was asked about goes to the
-                // queue: a retry of the same turn needs all of it again.
-                let asked: Vec<Pending> = given.iter().map(|(p, _)| p.clone()).collect();
-                t.pending_id = self.enqueue(request, id, &asked);
-                if let Some(entry) = &t.pending_id {
-                    reason.push_str(&format!(
-                        "; queued as pending approval `{entry}`, which a person can answer with `gatehouse approvals`"
-                    ));
-                }
-                t.pending = pending;
-                Advance::Done(Box::new(self.refuse(
-                    t,
-                    DenyCode::ApprovalRequired,
-                    reason,
-                    None,
-                )))
+                Advance::Done(Box::new(self.unanswered(t, request, id, &given, pending)))
             }
             Ended::Refused { code, reason } => {
                 Advance::Done(Box::new(self.refuse(t, code, reason, None)))
@@ -458,6 +417,58 @@ impl Inner {
             Ended::Failed(message) => Advance::Done(Box::new(t.end(TurnEnd::Failed { message }))),
             Ended::Ran(end) => Advance::Done(Box::new(t.end(end))),
         }
+    }
+
+    /// The question a turn that needs `pending` puts to the person.
+    fn question(&self, request: &TurnRequest, id: &str, pending: Vec<Pending>) -> ApprovalRequest {
+        let key = self.turn_key(request);
+        ApprovalRequest {
+            turn: id.to_string(),
+            executor: request.executor.clone(),
+            actor: request.actor.clone(),
+            pending,
+            shown: super::Shown {
+                executor_sha256: key.executor_sha256,
+                input: queue::input_preview(&request.input),
+                input_bytes: request.input.len(),
+                argv: key.argv,
+                files: key.files,
+                commands: Vec::new(),
+            },
+        }
+    }
+
+    /// The end of turn `t`, which still needs `pending` after the person
+    /// was asked about `given`: `APPROVAL_REQUIRED`, the whole set asked
+    /// about queued (a retry of the same turn needs all of it again).
+    fn unanswered(
+        &self,
+        mut t: Turn<'_>,
+        request: &TurnRequest,
+        id: &str,
+        given: &[(Pending, Choice)],
+        pending: Vec<Pending>,
+    ) -> TurnOutcome {
+        let what: Vec<String> = pending
+            .iter()
+            .map(|p| {
+                format!(
+                    "`{}` on `{}`",
+                    p.capability,
+                    p.target.as_deref().unwrap_or("-")
+                )
+            })
+            .collect();
+        let mut reason = format!("approval needed for {} and no one gave it", what.join(", "));
+        let asked: Vec<Pending> = given.iter().map(|(p, _)| p.clone()).collect();
+        t.pending_id = self.enqueue(request, id, &asked);
+        if let Some(entry) = &t.pending_id {
+            reason.push_str(&format!(
+                "; queued as pending approval `{entry}`, which a person can answer with `gatehouse approvals`"
+            ));
+        }
+        t.pending = pending;
+        self.refuse(t, DenyCode::ApprovalRequired, reason, None)
     }
 
     /// The turn's end when the gate denies it with no approvals given;

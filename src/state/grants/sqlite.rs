@@ -244,21 +244,7 @@ impl GrantStore {
             })
             .map_err(|e| self.err(e))?;
         if let Some(raw) = existing {
-            let old = self.decode(raw)?;
-            let later = match (old.expires_at, new.expires_at) {
-                (None, _) | (_, None) => None,
-                (Some(a), Some(b)) => Some(a.max(b)),
-            };
-            if later != old.expires_at {
-                self.conn
-                    .prepare_cached("UPDATE grants SET expires_at = ?1 WHERE id = ?2")
-                    .and_then(|mut st| st.execute(params![later.map(|t| t.to_string()), old.id]))
-                    .map_err(|e| self.err(e))?;
-            }
-            return Ok(Grant {
-                expires_at: later,
-                ..old
-            });
+            return self.lengthened(raw, new.expires_at);
         }
         let grant = Grant {
             id: 0,
@@ -299,6 +285,26 @@ impl GrantStore {
             Err(e) => return Err(self.err(e)),
         };
         Ok(Grant { id, ..grant })
+    }
+
+    /// The tuple's existing grant `raw`, its expiry the later of its own
+    /// and `expires_at` (`None`, forever, is the latest).
+    fn lengthened(&self, raw: RawRow, expires_at: Option<UtcTime>) -> Result<Grant, GrantError> {
+        let old = self.decode(raw)?;
+        let later = match (old.expires_at, expires_at) {
+            (None, _) | (_, None) => None,
+            (Some(a), Some(b)) => Some(a.max(b)),
+        };
+        if later != old.expires_at {
+            self.conn
+                .prepare_cached("UPDATE grants SET expires_at = ?1 WHERE id = ?2")
+                .and_then(|mut st| st.execute(params![later.map(|t| t.to_string()), old.id]))
+                .map_err(|e| self.err(e))?;
+        }
+        Ok(Grant {
+            expires_at: later,
+            ..old
+        })
     }
 
     /// Revokes grant `id` at `now` and returns the revoked row. An expired
