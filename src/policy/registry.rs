@@ -2,7 +2,8 @@
 //!
 //! Every action an executor can be granted is one of these thirteen entries.
 //! There is no runtime registration: adding a capability means adding a
-//! variant here, a row to [`REGISTRY`], and a binding in the sandbox.
+//! variant here and a row to [`REGISTRY`], then the other files the book's
+//! recipe lists (`docs/src/internals/adding-a-capability.md`).
 
 use std::fmt;
 use std::str::FromStr;

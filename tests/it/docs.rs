@@ -793,3 +793,35 @@ fn the_layout_page_names_every_part_of_src() {
     assert!(wrong.is_empty(), "{rel} and the tree differ:\n{wrong:#?}");
     assert!(inner > 30, "only {inner} files named inside the folders");
 }
+
+/// The recipe for adding a capability (issue 44, item 5) names only files
+/// that exist, and at least the layers it must cross: the registry, the
+/// sandbox's unit table, the host and the state.
+#[test]
+fn the_capability_recipe_names_files_that_exist() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let text = std::fs::read_to_string(page("docs/src/internals/adding-a-capability.md")).unwrap();
+    let table = text
+        .split("<!-- recipe -->")
+        .nth(1)
+        .and_then(|t| t.split("<!-- /recipe -->").next())
+        .expect("the page has its recipe between <!-- recipe --> markers");
+    let files: Vec<&str> = table
+        .lines()
+        .filter_map(|l| l.split('`').nth(1).filter(|_| l.starts_with("| ")))
+        .filter(|f| f.contains('/'))
+        .collect();
+    assert!(files.len() >= 10, "{files:?}");
+    for f in &files {
+        assert!(
+            root.join(f).is_file(),
+            "the recipe names `{f}`, which does not exist"
+        );
+    }
+    for layer in ["src/policy/", "src/sandbox/", "src/host/", "src/state/"] {
+        assert!(
+            files.iter().any(|f| f.starts_with(layer)),
+            "the recipe names no file of `{layer}`"
+        );
+    }
+}

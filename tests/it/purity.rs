@@ -313,3 +313,97 @@ fn each_module_names_only_the_layers_below_it() {
         }
     }
 }
+
+/// The rooms of `src/host/` (each file, and `needs/` as one room) that
+/// `path`'s code names: `super::ROOM` from a file of the host (from a file
+/// of `needs/`, `super::super::ROOM`), or `crate::host::ROOM`, alone or in
+/// a `{…}` list.
+fn host_rooms_named(path: &Path, rooms: &[String], nested: bool) -> Vec<String> {
+    let text = std::fs::read_to_string(path).unwrap();
+    let text = text.split("#[cfg(test)]").next().unwrap_or("");
+    let code: String = text
+        .lines()
+        .map(|l| l.split("//").next().unwrap_or(""))
+        .collect::<Vec<_>>()
+        .join("\n");
+    let up = if nested { "super::super::" } else { "super::" };
+    let mut out = Vec::new();
+    for prefix in [up, "crate::host::"] {
+        let mut rest = code.as_str();
+        while let Some(i) = rest.find(prefix) {
+            // `super::super::` also contains `super::`: only a whole prefix.
+            let before = &rest[..i];
+            rest = &rest[i + prefix.len()..];
+            if before.ends_with("::") || before.ends_with(|c: char| c.is_alphanumeric()) {
+                continue;
+            }
+            let names: Vec<&str> = match rest.strip_prefix('{') {
+                Some(list) => list
+                    .split('}')
+                    .next()
+                    .unwrap_or("")
+                    .split(',')
+                    .map(|n| n.trim().split("::").next().unwrap_or(""))
+                    .collect(),
+                None => vec![rest
+                    .split(|c: char| !(c.is_alphanumeric() || c == '_'))
+                    .next()
+                    .unwrap_or("")],
+            };
+            for n in names {
+                if rooms.iter().any(|r| r == n) && !out.iter().any(|o: &String| o == n) {
+                    out.push(n.to_string());
+                }
+            }
+        }
+    }
+    out
+}
+
+/// Issue 44, item 3: no two rooms of `src/host/` name each other (the
+/// gate and the needs, the pipeline and delegation once did); `mod.rs`,
+/// the host's root that every room may use, is left out.
+#[test]
+fn no_two_rooms_of_the_host_name_each_other() {
+    let host = Path::new(env!("CARGO_MANIFEST_DIR")).join("src/host");
+    let mut rooms: Vec<(String, Vec<PathBuf>)> = Vec::new();
+    for entry in std::fs::read_dir(&host).unwrap() {
+        let path = entry.unwrap().path();
+        let name = path.file_stem().unwrap().to_string_lossy().into_owned();
+        if path.is_dir() {
+            rooms.push((name, rust_files(&path)));
+        } else if name != "mod" {
+            rooms.push((name, vec![path]));
+        }
+    }
+    let names: Vec<String> = rooms.iter().map(|(n, _)| n.clone()).collect();
+    assert!(names.iter().any(|n| n == "needs") && names.iter().any(|n| n == "gate"));
+    let mut edges = Vec::new();
+    for (room, files) in &rooms {
+        for f in files {
+            let nested = f.parent() != Some(host.as_path());
+            // A folder's own `mod.rs` is one level down, like its files,
+            // but its `super::` is the host.
+            let nested = nested && f.file_name().is_some_and(|n| n != "mod.rs");
+            for named in host_rooms_named(f, &names, nested) {
+                if &named != room {
+                    edges.push((room.clone(), named));
+                }
+            }
+        }
+    }
+    let circles: Vec<String> = edges
+        .iter()
+        .filter(|(a, b)| a < b && edges.contains(&(b.clone(), a.clone())))
+        .map(|(a, b)| format!("{a} <-> {b}"))
+        .collect();
+    assert!(
+        circles.is_empty(),
+        "rooms of src/host/ that name each other: {circles:?}"
+    );
+    // The check sees the edges that are there.
+    assert!(
+        edges.contains(&("gate".to_string(), "needs".to_string())),
+        "{edges:?}"
+    );
+}

@@ -15,8 +15,8 @@
 //!
 //! [`units!`] composes them: the plan's [`Parts`] and the store's
 //! [`HostState`] hold one field per unit, so a run is built by iterating
-//! over the units, and a new capability is one file here, one need
-//! function in the host, one row below and one row in the table.
+//! over the units. Every file a new capability touches is listed in the
+//! book's recipe, `docs/src/internals/adding-a-capability.md`.
 
 use std::borrow::Cow;
 
