@@ -12,6 +12,9 @@
 # Safe to run again: every step is skipped (or a no-op) when already done.
 set -euo pipefail
 cd "$(dirname "$0")"
+# The guests and the tools are built as they are, whoever calls: the CI
+# builds the host's workspace through clippy's driver (.ci/run), not them.
+unset RUSTC_WORKSPACE_WRAPPER CLIPPY_ARGS
 installed="$(rustup target list --installed)"
 for target in wasm32-wasip2 wasm32-wasip1; do
   if ! grep -qx "$target" <<<"$installed"; then
