@@ -236,17 +236,13 @@ fn view(s: &mut HostState) -> WasiHttpCtxView<'_> {
     }
 }
 
-type SendFuture = Box<
-    dyn Future<
-            Output = Result<
-                (
-                    http::Response<wasmtime_wasi_http::WasiBody>,
-                    Box<dyn Future<Output = Result<(), HttpError>> + Send>,
-                ),
-                HttpError,
-            >,
-        > + Send,
->;
+/// What is left of a request's connection, driven while the body is read.
+type IoFuture = Box<dyn Future<Output = Result<(), HttpError>> + Send>;
+
+/// The response the guest gets, with the connection's io future.
+type Answered = (http::Response<wasmtime_wasi_http::WasiBody>, IoFuture);
+
+type SendFuture = Box<dyn Future<Output = Result<Answered, HttpError>> + Send>;
 
 /// One request's audit line, without its outcome yet.
 #[derive(Clone)]
@@ -471,15 +467,9 @@ impl Answer {
     fn counted(
         self,
         mut response: http::Response<hyper::body::Incoming>,
-        io: Box<dyn Future<Output = Result<(), HttpError>> + Send>,
+        io: IoFuture,
         shared: &Arc<Shared>,
-    ) -> Result<
-        (
-            http::Response<wasmtime_wasi_http::WasiBody>,
-            Box<dyn Future<Output = Result<(), HttpError>> + Send>,
-        ),
-        HttpError,
-    > {
+    ) -> Result<Answered, HttpError> {
         let Answer {
             line,
             started,
@@ -534,13 +524,7 @@ async fn send(
     wildcard_only: bool,
     options: Option<RequestOptions>,
     shared: &Shared,
-) -> Result<
-    (
-        http::Response<hyper::body::Incoming>,
-        Box<dyn Future<Output = Result<(), HttpError>> + Send>,
-    ),
-    SendError,
-> {
+) -> Result<(http::Response<hyper::body::Incoming>, IoFuture), SendError> {
     let failed = |reason: String, e: HttpError| (DenyCode::NetworkNotGranted, reason, e);
     let within = |asked: Option<Duration>| {
         let left = shared.left();
@@ -690,13 +674,7 @@ async fn exchange(
     >,
     request: http::Request<wasmtime_wasi_http::WasiBody>,
     first: Duration,
-) -> Result<
-    (
-        http::Response<hyper::body::Incoming>,
-        Box<dyn Future<Output = Result<(), HttpError>> + Send>,
-    ),
-    SendError,
-> {
+) -> Result<(http::Response<hyper::body::Incoming>, IoFuture), SendError> {
     let failed = |reason: String, e: HttpError| (DenyCode::NetworkNotGranted, reason, e);
     // The response is awaited while the connection is driven in the same
     // task (as wasmtime-wasi-http's own sender does): no hop to another
@@ -734,7 +712,7 @@ async fn exchange(
             ))
         }
     };
-    let io: Box<dyn Future<Output = Result<(), HttpError>> + Send> = Box::new(async move {
+    let io: IoFuture = Box::new(async move {
         match conn {
             Some(c) => c.await.map_err(HttpError::from),
             None => Ok(()),
