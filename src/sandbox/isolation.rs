@@ -304,6 +304,7 @@ fn layer(name: &'static str, state: LayerState, reason: String, details: Value) 
 /// The report for an engine with `engine` on a host with `host`. Pure.
 pub fn classify(engine: &EngineProfile, host: &HostFacts) -> IsolationReport {
     let defaults = Limits::default();
+    // In the order of [`LAYERS`], which the report keeps.
     let layers = vec![
         linear_memory_guards_layer(engine),
         signals_based_traps_layer(engine),
