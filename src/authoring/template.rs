@@ -222,22 +222,7 @@ pub fn files(name: &str, kind: Kind) -> Result<Vec<(String, String)>, AuthoringE
         ("Cargo.lock".to_string(), lock),
         (
             "executor.toml".to_string(),
-            fill(EXECUTOR_TOML)
-                .replace(
-                    "__CAPABILITIES__",
-                    if kind == Kind::Http {
-                        CAPS_HTTP
-                    } else {
-                        CAPS_PURE
-                    },
-                )
-                .replace("__DESCRIPTION__", description)
-                // A library's file is named after the crate (`-` as `_`),
-                // a binary's after the package.
-                .replace(
-                    "__ARTIFACT__",
-                    if kind == Kind::Command { name } else { &krate },
-                ),
+            executor_toml(name, &krate, kind, description),
         ),
         (
             "README.md".to_string(),
@@ -256,6 +241,28 @@ pub fn files(name: &str, kind: Kind) -> Result<Vec<(String, String)>, AuthoringE
     }
     out.extend(wit_files());
     Ok(out)
+}
+
+/// The template's `executor.toml`: its capabilities, description and
+/// artifact filled in.
+fn executor_toml(name: &str, krate: &str, kind: Kind, description: &str) -> String {
+    EXECUTOR_TOML
+        .replace("__NAME__", name)
+        .replace(
+            "__CAPABILITIES__",
+            if kind == Kind::Http {
+                CAPS_HTTP
+            } else {
+                CAPS_PURE
+            },
+        )
+        .replace("__DESCRIPTION__", description)
+        // A library's file is named after the crate (`-` as `_`),
+        // a binary's after the package.
+        .replace(
+            "__ARTIFACT__",
+            if kind == Kind::Command { name } else { krate },
+        )
 }
 
 /// How a template's executor is run on an empty input.

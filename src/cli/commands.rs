@@ -4,6 +4,8 @@ use std::path::{Path, PathBuf};
 
 use serde_json::json;
 
+use gatehouse::authoring::coverage::Coverage;
+use gatehouse::authoring::inspect::Inspection;
 use gatehouse::config::resolve_glob;
 use gatehouse::host::Host;
 use gatehouse::manifest::{Manifest, ManifestError};
@@ -448,14 +450,7 @@ fn manifest_check(ctx: &Context, path: &Path, workspace: Option<&Path>) -> CmdRe
         .map(|c| json!({"name": c.capability.as_str(), "target": c.target}))
         .collect();
     // `env:read` of a host secret: every run would be refused at the gate.
-    let secret_env = ctx.config()?.secret_env();
-    let secrets: Vec<String> = m
-        .capabilities
-        .iter()
-        .filter(|c| c.capability == Capability::EnvRead)
-        .filter_map(|c| c.target.as_deref())
-        .filter_map(|name| gatehouse::policy::decide::secret_env_reason(&secret_env, name))
-        .collect();
+    let secrets = secret_env_refusals(ctx, &m)?;
     if ctx.json {
         out_json(&json!({
             "manifest": m.path,
@@ -475,25 +470,7 @@ fn manifest_check(ctx: &Context, path: &Path, workspace: Option<&Path>) -> CmdRe
             "warnings": warnings,
         }));
     } else {
-        out(format!(
-            "ok: `{}` is a valid manifest for executor `{}`",
-            m.path.display(),
-            m.name
-        ));
-        if is_command {
-            out(format!(
-                "command: `{}`, run in the OS sandbox of `code:exec`",
-                m.command.join(" ")
-            ));
-        }
-        if let Some((i, c)) = &checked {
-            for line in super::authoring::coverage_lines(i, c) {
-                out(line);
-            }
-        }
-        for w in &warnings {
-            out(format!("warning: {w}"));
-        }
+        print_manifest_check(&m, checked.as_ref(), &warnings);
     }
     if let Some(first) = secrets.first() {
         return Err(Failure::denied(format!(
@@ -509,6 +486,44 @@ fn manifest_check(ctx: &Context, path: &Path, workspace: Option<&Path>) -> CmdRe
             uncovered.len(),
             m.name
         )))
+    }
+}
+
+/// Why each of `m`'s `env:read` of a host secret would be refused.
+fn secret_env_refusals(ctx: &Context, m: &Manifest) -> Result<Vec<String>, Failure> {
+    let secret_env = ctx.config()?.secret_env();
+    Ok(m.capabilities
+        .iter()
+        .filter(|c| c.capability == Capability::EnvRead)
+        .filter_map(|c| c.target.as_deref())
+        .filter_map(|name| gatehouse::policy::decide::secret_env_reason(&secret_env, name))
+        .collect())
+}
+
+/// `manifest check`'s lines without `--json`.
+fn print_manifest_check(
+    m: &Manifest,
+    checked: Option<&(Inspection, Coverage)>,
+    warnings: &[String],
+) {
+    out(format!(
+        "ok: `{}` is a valid manifest for executor `{}`",
+        m.path.display(),
+        m.name
+    ));
+    if !m.command.is_empty() {
+        out(format!(
+            "command: `{}`, run in the OS sandbox of `code:exec`",
+            m.command.join(" ")
+        ));
+    }
+    if let Some((i, c)) = checked {
+        for line in super::authoring::coverage_lines(i, c) {
+            out(line);
+        }
+    }
+    for w in warnings {
+        out(format!("warning: {w}"));
     }
 }
 

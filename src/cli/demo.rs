@@ -10,7 +10,7 @@ use gatehouse::host::{
 };
 use gatehouse::policy::DenyCode;
 use gatehouse::policy::{Decision, Identity, Level};
-use gatehouse::state::grants::{now_utc, NewGrant};
+use gatehouse::state::grants::{now_utc, GrantBackend, NewGrant};
 use gatehouse::state::Stores;
 use gatehouse::tier3;
 
@@ -70,83 +70,8 @@ pub fn run(ctx: &Context) -> CmdResult {
     out("");
 
     let book = Stores::new(&state)?.grants;
-    let host = |level: Option<Level>| demo_host(&config, &state, &workspace, &[], level);
-    let target = format!("{workspace}/out/**");
-    let write_req =
-        json!({"kind": "capability", "actor": "main", "capability": "fs:write", "target": target});
-
-    let supervised = host(None)?;
-    let skill = json!({"kind": "skill", "actor": "main", "skill": "hello"});
-    show(
-        "1. may `main` run the executor `hello`?",
-        &skill,
-        &supervised.decide_json(&skill),
-    );
-    show(
-        "2. fs:write on the workspace's out/ at Supervised",
-        &write_req,
-        &supervised.decide_json(&write_req),
-    );
-
-    let grant = book.record(
-        &NewGrant {
-            identity: Identity::new("cli", login.clone()),
-            capability: "fs:write".into(),
-            target: target.clone(),
-            expires_at: Some(now_utc().plus_seconds(600)),
-            granted_by: Some("demo".into()),
-        },
-        now_utc(),
-    )?;
-    out(format!("   (\"allow and remember\": grant #{} recorded for cli/{login}, fs:write `{target}`, 10 minutes)", grant.id));
-    out("");
-    let supervised = host(None)?;
-    show(
-        "3. the same request with the grant in force",
-        &write_req,
-        &supervised.decide_json(&write_req),
-    );
-    show(
-        "4. the same request at ReadOnly: a grant never lifts a denial",
-        &write_req,
-        &host(Some(Level::ReadOnly))?.decide_json(&write_req),
-    );
-    let tool = json!({"kind": "tool", "actor": "main", "tool": "ls", "command": "ls; herdr run"});
-    show(
-        "5. a command that hides a raw runtime tool",
-        &tool,
-        &supervised.decide_json(&tool),
-    );
-    let db = json!({"kind": "workspace", "actor": "main", "access": "write",
-        "path": {"resolved": state.grants_db.canonicalize().map(|p| p.display().to_string()).unwrap_or_default()}});
-    show(
-        "6. a write to the grants database",
-        &db,
-        &supervised.decide_json(&db),
-    );
-
-    let refused = book.record(
-        &NewGrant {
-            identity: Identity::new("cli", login.clone()),
-            capability: "code:exec".into(),
-            target: "ls".into(),
-            expires_at: None,
-            granted_by: Some("demo".into()),
-        },
-        now_utc(),
-    );
-    match refused {
-        Err(e) => {
-            out("7. remembering an approval for code:exec is refused:");
-            out(format!("  {e}"));
-            out("");
-        }
-        Ok(_) => {
-            return Err(Failure::error(
-                "a grant for code:exec was recorded; the always-class guard is broken",
-            ))
-        }
-    }
+    decisions(&config, &state, &workspace, &*book, &login)?;
+    always_class_refused(&*book, &login)?;
 
     run_executors(&config, &state, &workspace)?;
 
@@ -205,6 +130,97 @@ impl Approver for AllowOnce {
             ));
         }
         vec![Choice::Once; request.pending.len()]
+    }
+}
+
+/// Steps 1 to 6: what the policy says to a few requests, before and
+/// after a grant is remembered.
+fn decisions(
+    config: &HostConfig,
+    state: &StatePaths,
+    workspace: &str,
+    book: &dyn GrantBackend,
+    login: &str,
+) -> Result<(), Failure> {
+    let host = |level: Option<Level>| demo_host(config, state, workspace, &[], level);
+    let target = format!("{workspace}/out/**");
+    let write_req =
+        json!({"kind": "capability", "actor": "main", "capability": "fs:write", "target": target});
+
+    let supervised = host(None)?;
+    let skill = json!({"kind": "skill", "actor": "main", "skill": "hello"});
+    show(
+        "1. may `main` run the executor `hello`?",
+        &skill,
+        &supervised.decide_json(&skill),
+    );
+    show(
+        "2. fs:write on the workspace's out/ at Supervised",
+        &write_req,
+        &supervised.decide_json(&write_req),
+    );
+
+    let grant = book.record(
+        &NewGrant {
+            identity: Identity::new("cli", login),
+            capability: "fs:write".into(),
+            target: target.clone(),
+            expires_at: Some(now_utc().plus_seconds(600)),
+            granted_by: Some("demo".into()),
+        },
+        now_utc(),
+    )?;
+    out(format!("   (\"allow and remember\": grant #{} recorded for cli/{login}, fs:write `{target}`, 10 minutes)", grant.id));
+    out("");
+    let supervised = host(None)?;
+    show(
+        "3. the same request with the grant in force",
+        &write_req,
+        &supervised.decide_json(&write_req),
+    );
+    show(
+        "4. the same request at ReadOnly: a grant never lifts a denial",
+        &write_req,
+        &host(Some(Level::ReadOnly))?.decide_json(&write_req),
+    );
+    let tool = json!({"kind": "tool", "actor": "main", "tool": "ls", "command": "ls; herdr run"});
+    show(
+        "5. a command that hides a raw runtime tool",
+        &tool,
+        &supervised.decide_json(&tool),
+    );
+    let db = json!({"kind": "workspace", "actor": "main", "access": "write",
+        "path": {"resolved": state.grants_db.canonicalize().map(|p| p.display().to_string()).unwrap_or_default()}});
+    show(
+        "6. a write to the grants database",
+        &db,
+        &supervised.decide_json(&db),
+    );
+    Ok(())
+}
+
+/// Step 7: an approval for `code:exec` cannot be remembered.
+fn always_class_refused(book: &dyn GrantBackend, login: &str) -> Result<(), Failure> {
+    let refused = book.record(
+        &NewGrant {
+            identity: Identity::new("cli", login),
+            capability: "code:exec".into(),
+            target: "ls".into(),
+            expires_at: None,
+            granted_by: Some("demo".into()),
+        },
+        now_utc(),
+    );
+    match refused {
+        Err(e) => {
+            out("7. remembering an approval for code:exec is refused:");
+            out(format!("  {e}"));
+            out("");
+            Ok(())
+        }
+        Ok(_) => Err(Failure::error(
+            "a grant for code:exec was recorded; the always-class guard is broken",
+        )),
     }
 }
 

@@ -370,46 +370,58 @@ pub(super) fn report(ctx: &Context, outcome: &TurnOutcome, verbose: bool) -> Cmd
                 }
                 return Ok(exit);
             }
-            let limits = outcome.limits;
-            say(format!("turn     {}", outcome.turn));
-            if let Some(i) = &outcome.isolation {
-                say(super::isolation::line(i));
-            }
-            say(format!(
-                "limits   memory {} MiB, deadline {} ms, output {} KiB per stream, {} hostcalls, {} resources",
-                limits.memory_bytes >> 20,
-                limits.deadline_ms,
-                limits.output_bytes >> 10,
-                limits.hostcalls,
-                limits.resources
-            ));
-            say(format!("linked   {}", report.linked.join(", ")));
-            say(format!(
-                "cache    {}",
-                if report.cache_hit {
-                    "hit (no compilation)"
-                } else {
-                    "miss (compiled)"
-                }
-            ));
-            for l in &report.log {
-                say(format!("log      [{}] {}", l.level, l.message));
-            }
-            for c in &report.commands {
-                say(format!("command  {}", c.summary()));
-            }
-            if command {
-                say(format!("exit     {}", exit.code()));
-            } else {
-                match &report.result {
-                    GuestResult::Ok { output } => say(format!("output   {output}")),
-                    GuestResult::Err { error } => say(format!("error    {error}")),
-                }
-                if !report.stderr.is_empty() {
-                    say(format!("stderr   {}", report.stderr.trim_end()));
-                }
-            }
+            print_ran(outcome, report, command, exit, say);
             Ok(exit)
+        }
+    }
+}
+
+/// A turn that ran, in full: its limits, what it linked, its log, its
+/// commands and its result.
+fn print_ran(
+    outcome: &TurnOutcome,
+    report: &RunReport,
+    command: bool,
+    exit: Exit,
+    say: fn(String),
+) {
+    let limits = outcome.limits;
+    say(format!("turn     {}", outcome.turn));
+    if let Some(i) = &outcome.isolation {
+        say(super::isolation::line(i));
+    }
+    say(format!(
+        "limits   memory {} MiB, deadline {} ms, output {} KiB per stream, {} hostcalls, {} resources",
+        limits.memory_bytes >> 20,
+        limits.deadline_ms,
+        limits.output_bytes >> 10,
+        limits.hostcalls,
+        limits.resources
+    ));
+    say(format!("linked   {}", report.linked.join(", ")));
+    say(format!(
+        "cache    {}",
+        if report.cache_hit {
+            "hit (no compilation)"
+        } else {
+            "miss (compiled)"
+        }
+    ));
+    for l in &report.log {
+        say(format!("log      [{}] {}", l.level, l.message));
+    }
+    for c in &report.commands {
+        say(format!("command  {}", c.summary()));
+    }
+    if command {
+        say(format!("exit     {}", exit.code()));
+    } else {
+        match &report.result {
+            GuestResult::Ok { output } => say(format!("output   {output}")),
+            GuestResult::Err { error } => say(format!("error    {error}")),
+        }
+        if !report.stderr.is_empty() {
+            say(format!("stderr   {}", report.stderr.trim_end()));
         }
     }
 }

@@ -503,46 +503,8 @@ fn actor(
             "channel and sender must not be empty",
         ));
     }
-    for (field, list) in [
-        ("skills", &a.skills),
-        ("subagents", &a.subagents),
-        ("mcp_servers", &a.mcp_servers),
-        ("delegates_to", &a.delegates_to),
-        ("memory", &a.memory),
-        ("tools", &a.tools),
-    ] {
-        if let Some((i, v)) = list
-            .iter()
-            .enumerate()
-            .find(|(_, v)| v.is_empty() || v.chars().any(|c| c.is_whitespace() || c.is_control()))
-        {
-            return Err(Bad::invalid(
-                format!("{}[{i}]", f(field)),
-                format!("`{v}` is empty or contains whitespace"),
-            ));
-        }
-    }
-    if let Some((i, t)) = a
-        .delegates_to
-        .iter()
-        .enumerate()
-        .find(|(_, t)| !all.contains_key(*t))
-    {
-        return Err(Bad::invalid(
-            format!("{}[{i}]", f("delegates_to")),
-            format!("`{t}` is not a defined actor"),
-        ));
-    }
-    if let Some((i, s)) = a
-        .memory
-        .iter()
-        .enumerate()
-        .find(|(_, s)| s.starts_with("private:"))
-    {
-        return Err(Bad::invalid(
-            format!("{}[{i}]", f("memory")),
-            format!("`{s}`: private scopes cannot be granted (each actor has its own implicitly)"),
-        ));
+    if let Some(bad) = actor_entry_problem(name, a, all) {
+        return Err(bad);
     }
     let workspaces = match &a.workspaces {
         None => None,
@@ -567,6 +529,43 @@ fn actor(
         tools: a.tools.clone(),
         workspaces,
     })
+}
+
+/// A check of one entry of an actor's list: what is wrong with it, if
+/// anything.
+type EntryCheck<'a> = &'a dyn Fn(&str) -> Option<String>;
+
+/// The first bad entry of actor `name`'s lists, checked field by field in
+/// the table's order.
+fn actor_entry_problem(name: &str, a: &RawActor, all: &BTreeMap<String, RawActor>) -> Option<Bad> {
+    let plain = |v: &str| {
+        (v.is_empty() || v.chars().any(|c| c.is_whitespace() || c.is_control()))
+            .then(|| format!("`{v}` is empty or contains whitespace"))
+    };
+    let defined = |t: &str| (!all.contains_key(t)).then(|| format!("`{t}` is not a defined actor"));
+    let shared = |s: &str| {
+        s.starts_with("private:").then(|| {
+            format!("`{s}`: private scopes cannot be granted (each actor has its own implicitly)")
+        })
+    };
+    let checks: [(&str, &[String], EntryCheck<'_>); 8] = [
+        ("skills", &a.skills, &plain),
+        ("subagents", &a.subagents, &plain),
+        ("mcp_servers", &a.mcp_servers, &plain),
+        ("delegates_to", &a.delegates_to, &plain),
+        ("memory", &a.memory, &plain),
+        ("tools", &a.tools, &plain),
+        ("delegates_to", &a.delegates_to, &defined),
+        ("memory", &a.memory, &shared),
+    ];
+    for (field, list, check) in checks {
+        for (i, v) in list.iter().enumerate() {
+            if let Some(why) = check(v) {
+                return Some(Bad::invalid(format!("actors.{name}.{field}[{i}]"), why));
+            }
+        }
+    }
+    None
 }
 
 fn valid_name(name: &str) -> bool {

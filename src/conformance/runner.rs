@@ -287,45 +287,12 @@ pub fn run(options: Options) -> Result<Report, RunError> {
         http: http.as_ref(),
         isolation: &isolation,
     };
-    let mut records = Vec::new();
-    for (i, case) in cases.iter().enumerate() {
-        let t0 = Instant::now();
-        // A panic of the host is a finding, not the end of the suite.
-        let (verdict, observed) =
-            match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| suite.case(i, case))) {
-                Ok(v) => v,
-                Err(p) => {
-                    let what = p
-                        .downcast_ref::<String>()
-                        .cloned()
-                        .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
-                        .unwrap_or_default();
-                    (Verdict::Error, format!("the host panicked: {what}"))
-                }
-            };
-        records.push(Record {
-            name: case.name.clone(),
-            half: case.half,
-            world: case.world,
-            verdict,
-            expect: case.expect.clone(),
-            observed,
-            elapsed_ms: t0.elapsed().as_millis() as u64,
-        });
-    }
-    let mut counts = Counts::default();
-    let (mut holds, mut correct, mut p1, mut p2) = Default::default();
-    for r in &records {
-        counts.add(r.verdict);
-        match r.half {
-            Half::Holds => Counts::add(&mut holds, r.verdict),
-            Half::Correct => Counts::add(&mut correct, r.verdict),
-        }
-        match r.world {
-            World::P1 => Counts::add(&mut p1, r.verdict),
-            World::P2 => Counts::add(&mut p2, r.verdict),
-        }
-    }
+    let records: Vec<Record> = cases
+        .iter()
+        .enumerate()
+        .map(|(i, case)| suite.record(i, case))
+        .collect();
+    let [counts, holds, correct, p1, p2] = tally(&records);
     Ok(Report {
         isolation,
         guests: options.guests.source.clone(),
@@ -337,6 +304,25 @@ pub fn run(options: Options) -> Result<Report, RunError> {
         p2,
         elapsed_ms: started.elapsed().as_millis() as u64,
     })
+}
+
+/// The counts of all `records`, then of each half and each world:
+/// `[all, holds, correct, p1, p2]`.
+fn tally(records: &[Record]) -> [Counts; 5] {
+    let mut counts = Counts::default();
+    let (mut holds, mut correct, mut p1, mut p2) = Default::default();
+    for r in records {
+        counts.add(r.verdict);
+        match r.half {
+            Half::Holds => Counts::add(&mut holds, r.verdict),
+            Half::Correct => Counts::add(&mut correct, r.verdict),
+        }
+        match r.world {
+            World::P1 => Counts::add(&mut p1, r.verdict),
+            World::P2 => Counts::add(&mut p2, r.verdict),
+        }
+    }
+    [counts, holds, correct, p1, p2]
 }
 
 struct Suite<'a> {
@@ -394,39 +380,36 @@ fn slug(i: usize, case: &Case) -> String {
 }
 
 impl Suite<'_> {
-    fn case(&self, i: usize, case: &Case) -> (Verdict, String) {
-        if let Some(layer) = case.layer {
-            if let Some(l) = self
-                .isolation
-                .layers
-                .iter()
-                .find(|l| l.name == layer && l.state.as_str() == "unavailable")
-            {
-                return (
-                    Verdict::Skipped,
-                    format!(
-                        "the isolation report says `{layer}` is unavailable: {}",
-                        l.reason
-                    ),
-                );
-            }
-            // Not a layer of its own: the `code_exec` layer's seccomp
-            // filter, which the report details.
-            if layer == "seccomp" {
-                if let Some(l) =
-                    self.isolation.layers.iter().find(|l| {
-                        l.name == "code_exec" && l.details["seccomp"].as_str() != Some("ok")
-                    })
-                {
-                    return (
-                        Verdict::Skipped,
-                        format!(
-                            "the isolation report says a command's seccomp filter cannot be installed: {}",
-                            l.reason
-                        ),
-                    );
+    /// Runs case number `i` and times it: its record.
+    fn record(&self, i: usize, case: &Case) -> Record {
+        let t0 = Instant::now();
+        // A panic of the host is a finding, not the end of the suite.
+        let (verdict, observed) =
+            match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| self.case(i, case))) {
+                Ok(v) => v,
+                Err(p) => {
+                    let what = p
+                        .downcast_ref::<String>()
+                        .cloned()
+                        .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
+                        .unwrap_or_default();
+                    (Verdict::Error, format!("the host panicked: {what}"))
                 }
-            }
+            };
+        Record {
+            name: case.name.clone(),
+            half: case.half,
+            world: case.world,
+            verdict,
+            expect: case.expect.clone(),
+            observed,
+            elapsed_ms: t0.elapsed().as_millis() as u64,
+        }
+    }
+
+    fn case(&self, i: usize, case: &Case) -> (Verdict, String) {
+        if let Some(skip) = self.skipped_by_isolation(case) {
+            return skip;
         }
         let Some(bytes) = self.guests.get(case.world.target(), case.guest) else {
             return (
@@ -453,50 +436,10 @@ impl Suite<'_> {
             (_, Some(Ok(h))) => Some(h),
             _ => None,
         };
-        let filled = |t: &str| fill(t, &outside, self.ports, http);
-        let mut case = case.clone();
-        let mut args = Vec::new();
-        for a in &case.args {
-            match filled(a) {
-                Some(a) => args.push(a),
-                None => {
-                    return (
-                        Verdict::Skipped,
-                        "no IPv6 loopback on this host (`[::1]` cannot be bound)".to_string(),
-                    )
-                }
-            }
-        }
-        for c in &mut case.caps {
-            c.target = c.target.as_deref().and_then(filled);
-        }
-        case.input = filled(&case.input).unwrap_or_default();
-        if case.input.contains("{probe}") {
-            let Some(probe) = exec_probe() else {
-                return (
-                    Verdict::Skipped,
-                    format!("the native probe `{PROBE}` is not installed next to this gatehouse (a build from the source tree puts it there): no program of a stock system can try this"),
-                );
-            };
-            let copy = ws.join(PROBE);
-            if let Err(e) = std::fs::copy(&probe, &copy) {
-                return (
-                    Verdict::Error,
-                    format!("cannot copy `{}`: {e}", probe.display()),
-                );
-            }
-            let at = copy.display().to_string();
-            case.input = case.input.replace("{probe}", &at);
-            for t in &mut case.tools {
-                *t = t.replace("{probe}", &at);
-            }
-            for c in &mut case.caps {
-                c.target = c.target.as_ref().map(|t| t.replace("{probe}", &at));
-            }
-        }
-        if let super::Expect::Output { stdout, .. } = &mut case.expect {
-            *stdout = filled(stdout).unwrap_or_default();
-        }
+        let (case, args) = match self.filled(case, &ws, &outside, http) {
+            Ok(v) => v,
+            Err(verdict) => return verdict,
+        };
         let workspace = match case.special {
             Some(Special::StateInWorkspace) => {
                 // A file of the host's state for the guest to go after.
@@ -517,28 +460,133 @@ impl Suite<'_> {
             (Some(Special::HttpServers), Some(h), Some(mark)) => h.judge(&case, mark, observed),
             _ => observed,
         };
+        if let Some(skip) = self.refused_as_degraded(&case, &observed) {
+            return skip;
+        }
+        classify(&case, &observed)
+    }
+
+    /// The case's skip when the isolation report says its layer is
+    /// unavailable on this host.
+    fn skipped_by_isolation(&self, case: &Case) -> Option<(Verdict, String)> {
+        let layer = case.layer?;
+        if let Some(l) = self
+            .isolation
+            .layers
+            .iter()
+            .find(|l| l.name == layer && l.state.as_str() == "unavailable")
+        {
+            return Some((
+                Verdict::Skipped,
+                format!(
+                    "the isolation report says `{layer}` is unavailable: {}",
+                    l.reason
+                ),
+            ));
+        }
+        // Not a layer of its own: the `code_exec` layer's seccomp
+        // filter, which the report details.
+        if layer == "seccomp" {
+            if let Some(l) = self
+                .isolation
+                .layers
+                .iter()
+                .find(|l| l.name == "code_exec" && l.details["seccomp"].as_str() != Some("ok"))
+            {
+                return Some((
+                    Verdict::Skipped,
+                    format!(
+                        "the isolation report says a command's seccomp filter cannot be installed: {}",
+                        l.reason
+                    ),
+                ));
+            }
+        }
+        None
+    }
+
+    /// A copy of `case` with its placeholders filled in (and the native
+    /// probe copied in when it names it), and its arguments; the verdict
+    /// instead when it cannot run here.
+    fn filled(
+        &self,
+        case: &Case,
+        ws: &Path,
+        outside: &Path,
+        http: Option<&HttpServers>,
+    ) -> Result<(Case, Vec<String>), (Verdict, String)> {
+        let filled = |t: &str| fill(t, outside, self.ports, http);
+        let mut case = case.clone();
+        let mut args = Vec::new();
+        for a in &case.args {
+            match filled(a) {
+                Some(a) => args.push(a),
+                None => {
+                    return Err((
+                        Verdict::Skipped,
+                        "no IPv6 loopback on this host (`[::1]` cannot be bound)".to_string(),
+                    ))
+                }
+            }
+        }
+        for c in &mut case.caps {
+            c.target = c.target.as_deref().and_then(filled);
+        }
+        case.input = filled(&case.input).unwrap_or_default();
+        if case.input.contains("{probe}") {
+            let Some(probe) = exec_probe() else {
+                return Err((
+                    Verdict::Skipped,
+                    format!("the native probe `{PROBE}` is not installed next to this gatehouse (a build from the source tree puts it there): no program of a stock system can try this"),
+                ));
+            };
+            let copy = ws.join(PROBE);
+            if let Err(e) = std::fs::copy(&probe, &copy) {
+                return Err((
+                    Verdict::Error,
+                    format!("cannot copy `{}`: {e}", probe.display()),
+                ));
+            }
+            let at = copy.display().to_string();
+            case.input = case.input.replace("{probe}", &at);
+            for t in &mut case.tools {
+                *t = t.replace("{probe}", &at);
+            }
+            for c in &mut case.caps {
+                c.target = c.target.as_ref().map(|t| t.replace("{probe}", &at));
+            }
+        }
+        if let super::Expect::Output { stdout, .. } = &mut case.expect {
+            *stdout = filled(stdout).unwrap_or_default();
+        }
+        Ok((case, args))
+    }
+
+    /// The case's skip when the operator's `[isolation] on_degraded`
+    /// refused its turn and the case expected something else.
+    fn refused_as_degraded(&self, case: &Case, observed: &Observed) -> Option<(Verdict, String)> {
         // The operator's `[isolation] on_degraded` refused the turn on this
         // degraded host, as it must: the case cannot say more here.
         if let Observed::Refused {
             code: DenyCode::IsolationDegraded,
             reason,
-        } = &observed
+        } = observed
         {
             if case.expect
                 != (super::Expect::Refused {
                     code: DenyCode::IsolationDegraded,
                 })
             {
-                return (
+                return Some((
                     Verdict::Skipped,
                     format!(
                         "`[isolation] on_degraded = \"{}\"` refused it on this degraded host: {reason}",
                         self.config.on_degraded.as_str()
                     ),
-                );
+                ));
             }
         }
-        classify(&case, &observed)
+        None
     }
 
     fn manifest(

@@ -322,18 +322,9 @@ pub(super) fn prepare(
     })
 }
 
-/// The Landlock ruleset: read beneath `read` and the system roots,
-/// everything but execute beneath `write`, read and execute of the
-/// `executable` files alone, a few single files, no connecting to a
-/// pathname unix socket (ABI 9+) and (without network) no TCP bind or
-/// connect.
-fn ruleset(
-    read: &[PinnedDir],
-    write: &[PinnedDir],
-    executable: &[PathBuf],
-    system: &[PathBuf],
-    network: bool,
-) -> Result<RulesetCreated, ExecError> {
+/// An empty ruleset that handles every access of [`LANDLOCK_TARGET`]: the
+/// files', unix sockets by path, the scopes, and without `network` TCP.
+fn handled_ruleset(network: bool) -> Result<RulesetCreated, ExecError> {
     let abi = LANDLOCK_TARGET;
     let mut rs = Ruleset::default()
         .set_compatibility(CompatLevel::BestEffort)
@@ -350,7 +341,23 @@ fn ruleset(
             .handle_access(AccessNet::from_all(abi))
             .map_err(landlock_error)?;
     }
-    let mut created = rs.create().map_err(landlock_error)?;
+    rs.create().map_err(landlock_error)
+}
+
+/// The Landlock ruleset: read beneath `read` and the system roots,
+/// everything but execute beneath `write`, read and execute of the
+/// `executable` files alone, a few single files, no connecting to a
+/// pathname unix socket (ABI 9+) and (without network) no TCP bind or
+/// connect.
+fn ruleset(
+    read: &[PinnedDir],
+    write: &[PinnedDir],
+    executable: &[PathBuf],
+    system: &[PathBuf],
+    network: bool,
+) -> Result<RulesetCreated, ExecError> {
+    let abi = LANDLOCK_TARGET;
+    let mut created = handled_ruleset(network)?;
     // No directory carries `Execute`: Landlock adds rights down the tree,
     // so a directory's would reach every file written beneath it (a write
     // root under `/usr`, a file the wasm side wrote inside a read root).
@@ -410,14 +417,9 @@ fn ruleset(
     Ok(created)
 }
 
-/// The seccomp programs: one refusing [`DENIED_SYSCALLS`], namespace
-/// `clone`s, setting a limit with `prlimit64`, every socket but (with
-/// network) `AF_INET` and `AF_INET6` ones that are not raw, a datagram
-/// `socketpair` and (without network) a `sendto` with an address, with
-/// `EPERM`; one answering `clone3` with `ENOSYS`, so that the C library
-/// falls back to `clone`, whose flags the first can inspect.
-fn filters(network: bool) -> Result<Vec<BpfProgram>, ExecError> {
-    let arch = std::env::consts::ARCH.try_into().map_err(seccomp_error)?;
+/// The main filter's rules: the denied syscalls, namespaces through
+/// `clone`, setting a limit, and the sockets.
+fn syscall_rules(network: bool) -> Result<BTreeMap<i64, Vec<SeccompRule>>, ExecError> {
     let mut rules: BTreeMap<i64, Vec<SeccompRule>> = DENIED_SYSCALLS
         .iter()
         .map(|(_, nr)| (*nr, Vec::new()))
@@ -443,6 +445,15 @@ fn filters(network: bool) -> Result<Vec<BpfProgram>, ExecError> {
         libc::SYS_prlimit64,
         vec![SeccompRule::new(vec![sets_limit]).map_err(seccomp_error)?],
     );
+    add_socket_rules(network, &mut rules)?;
+    Ok(rules)
+}
+
+/// The rules on `socket`, `socketpair` and `sendto`.
+fn add_socket_rules(
+    network: bool,
+    rules: &mut BTreeMap<i64, Vec<SeccompRule>>,
+) -> Result<(), ExecError> {
     // Sockets: without the network none at all; with it `AF_INET` and
     // `AF_INET6`, never a raw socket (netlink, packet and raw sockets
     // would let a root command reconfigure or sniff the host's network).
@@ -495,6 +506,18 @@ fn filters(network: bool) -> Result<Vec<BpfProgram>, ExecError> {
             vec![SeccompRule::new(vec![addressed]).map_err(seccomp_error)?],
         );
     }
+    Ok(())
+}
+
+/// The seccomp programs: one refusing [`DENIED_SYSCALLS`], namespace
+/// `clone`s, setting a limit with `prlimit64`, every socket but (with
+/// network) `AF_INET` and `AF_INET6` ones that are not raw, a datagram
+/// `socketpair` and (without network) a `sendto` with an address, with
+/// `EPERM`; one answering `clone3` with `ENOSYS`, so that the C library
+/// falls back to `clone`, whose flags the first can inspect.
+fn filters(network: bool) -> Result<Vec<BpfProgram>, ExecError> {
+    let arch = std::env::consts::ARCH.try_into().map_err(seccomp_error)?;
+    let rules = syscall_rules(network)?;
     let main: BpfProgram = SeccompFilter::new(
         rules,
         SeccompAction::Allow,

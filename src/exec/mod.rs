@@ -48,7 +48,7 @@ pub mod pinned;
 use std::io::{Read, Write};
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
@@ -293,6 +293,71 @@ pub fn run(spec: &ExecSpec, support: &ExecSupport) -> Result<ExecOutcome, ExecEr
     if !spec.program.is_absolute() {
         return Err(ExecError::ProgramNotAbsolute(program));
     }
+    let executable = executable_files(spec, &program)?;
+    let prepared = confine::prepare(
+        &spec.read_roots,
+        &spec.write_roots,
+        &executable,
+        spec,
+        support,
+    )?;
+    let confinement = prepared.confinement.clone();
+
+    let mut cmd = Command::new(&spec.program);
+    cmd.args(&spec.args)
+        .env_clear()
+        .envs(spec.env.iter().map(|(k, v)| (k, v)))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        // Its own group, so the timeout kills what it started too.
+        .process_group(0);
+    // The child changes into the pinned directory itself (`fchdir`);
+    // `spec` keeps the descriptor open until the child has started.
+    let mut child_setup = prepared.into_child(spec.cwd.raw_fd());
+    // SAFETY: the closure runs in the forked child before `exec`, where
+    // only async-signal-safe work is sound. It allocates nothing: it makes
+    // `fchdir`, `prctl` and `setrlimit` calls on values copied in, installs the
+    // Landlock ruleset whose file descriptor and masks were prepared in the
+    // parent (`landlock_restrict_self`), and the seccomp program compiled
+    // in the parent (`prctl` + `seccomp`), in that order.
+    unsafe {
+        cmd.pre_exec(move || child_setup.apply());
+    }
+    let started = Instant::now();
+    let mut child = cmd.spawn().map_err(|e| ExecError::Spawn {
+        program: program.clone(),
+        source: IoCause(e),
+    })?;
+    let pid = child.id() as i32;
+    let outputs = feed_and_drain(&mut child, spec);
+    let timed_out = wait_or_kill(pid, spec.limits.timeout_ms);
+    let status = child.wait().map_err(|e| ExecError::Wait {
+        program: program.clone(),
+        source: IoCause(e),
+    })?;
+    let [(stdout, stdout_total), (stderr, stderr_total)] = collect_outputs(&outputs);
+    let truncated = stdout_total > stdout.len() as u64 || stderr_total > stderr.len() as u64;
+    Ok(ExecOutcome {
+        status: status.code(),
+        signal: status.signal(),
+        timed_out,
+        stdout,
+        stderr,
+        stdout_total,
+        stderr_total,
+        truncated,
+        elapsed_ms: started.elapsed().as_millis() as u64,
+        confinement,
+    })
+}
+
+/// The files the command may execute: its program and the interpreters
+/// it needs, then those of `spec.also_executable` that are allowed.
+/// Refuses a moved root, a working directory or a program outside the
+/// roots, and an interpreter in a write root.
+fn executable_files(spec: &ExecSpec, program: &str) -> Result<Vec<PathBuf>, ExecError> {
+    let program = program.to_string();
     // Each root (and the working directory) must still be what the plan
     // pinned: an earlier command may have renamed it away and put a link
     // to somewhere else in its place. The rules go to the pinned
@@ -350,13 +415,27 @@ pub fn run(spec: &ExecSpec, support: &ExecSupport) -> Result<ExecOutcome, ExecEr
             });
         }
     }
+    add_also_executable(spec, &mut executable, &readable, &write_roots);
+    Ok(executable)
+}
+
+/// Appends to `executable` each of `spec.also_executable` (with its
+/// interpreters) that is readable and in no write root; one that is not
+/// is left out, not refused.
+fn add_also_executable(
+    spec: &ExecSpec,
+    executable: &mut Vec<PathBuf>,
+    readable: &dyn Fn(&Path) -> bool,
+    write_roots: &[PathBuf],
+) {
+    let writable = |p: &Path| write_roots.iter().any(|r| p.starts_with(r));
     for other in &spec.also_executable {
         let Ok(real) = std::fs::canonicalize(other) else {
             continue;
         };
         let mut found = vec![real.clone()];
         interpreters(&real, &mut found, 0);
-        if found.iter().all(|f| writable(f).is_none() && readable(f)) {
+        if found.iter().all(|f| !writable(f) && readable(f)) {
             for f in found {
                 if !executable.contains(&f) {
                     executable.push(f);
@@ -364,44 +443,12 @@ pub fn run(spec: &ExecSpec, support: &ExecSupport) -> Result<ExecOutcome, ExecEr
             }
         }
     }
+}
 
-    let prepared = confine::prepare(
-        &spec.read_roots,
-        &spec.write_roots,
-        &executable,
-        spec,
-        support,
-    )?;
-    let confinement = prepared.confinement.clone();
-
-    let mut cmd = Command::new(&spec.program);
-    cmd.args(&spec.args)
-        .env_clear()
-        .envs(spec.env.iter().map(|(k, v)| (k, v)))
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        // Its own group, so the timeout kills what it started too.
-        .process_group(0);
-    // The child changes into the pinned directory itself (`fchdir`);
-    // `spec` keeps the descriptor open until the child has started.
-    let mut child_setup = prepared.into_child(spec.cwd.raw_fd());
-    // SAFETY: the closure runs in the forked child before `exec`, where
-    // only async-signal-safe work is sound. It allocates nothing: it makes
-    // `fchdir`, `prctl` and `setrlimit` calls on values copied in, installs the
-    // Landlock ruleset whose file descriptor and masks were prepared in the
-    // parent (`landlock_restrict_self`), and the seccomp program compiled
-    // in the parent (`prctl` + `seccomp`), in that order.
-    unsafe {
-        cmd.pre_exec(move || child_setup.apply());
-    }
-    let started = Instant::now();
-    let mut child = cmd.spawn().map_err(|e| ExecError::Spawn {
-        program: program.clone(),
-        source: IoCause(e),
-    })?;
-    let pid = child.id() as i32;
-
+/// Writes the command's stdin and reads its stdout and stderr, each on
+/// its own thread: the receiver gets `(0 for stdout or 1, kept bytes,
+/// total bytes)` as each stream ends.
+fn feed_and_drain(child: &mut Child, spec: &ExecSpec) -> mpsc::Receiver<(usize, Vec<u8>, u64)> {
     // stdin: written on its own thread so a command that does not read it
     // cannot block the host; closed when written.
     if let Some(mut stdin) = child.stdin.take() {
@@ -433,7 +480,12 @@ pub fn run(spec: &ExecSpec, support: &ExecSupport) -> Result<ExecOutcome, ExecEr
         });
     }
     drop(tx);
+    rx
+}
 
+/// Waits for child `pid` for up to `timeout_ms`, then kills its group:
+/// whether the timeout came first.
+fn wait_or_kill(pid: i32, timeout_ms: u64) -> bool {
     // A waiter thread blocks until the child has exited but leaves it
     // unreaped (`WNOWAIT`): while the leader is a zombie its process group
     // id cannot be reused, so the group can be killed safely below, and
@@ -443,7 +495,7 @@ pub fn run(spec: &ExecSpec, support: &ExecSupport) -> Result<ExecOutcome, ExecEr
         wait_exited(pid);
         let _ = exited_tx.send(());
     });
-    let timeout = Duration::from_millis(spec.limits.timeout_ms);
+    let timeout = Duration::from_millis(timeout_ms);
     let timed_out = matches!(
         exited_rx.recv_timeout(timeout),
         Err(mpsc::RecvTimeoutError::Timeout)
@@ -451,10 +503,11 @@ pub fn run(spec: &ExecSpec, support: &ExecSupport) -> Result<ExecOutcome, ExecEr
     // Kills the command at its timeout, and otherwise whatever else the
     // group left running, so the pipes close.
     kill_group(pid);
-    let status = child.wait().map_err(|e| ExecError::Wait {
-        program: program.clone(),
-        source: IoCause(e),
-    })?;
+    timed_out
+}
+
+/// Stdout's and stderr's kept bytes and totals, from `feed_and_drain`.
+fn collect_outputs(rx: &mpsc::Receiver<(usize, Vec<u8>, u64)>) -> [(Vec<u8>, u64); 2] {
     // A process that left the group and kept a pipe open is not waited
     // for past a short grace.
     let mut outputs: [(Vec<u8>, u64); 2] = [(Vec::new(), 0), (Vec::new(), 0)];
@@ -466,20 +519,7 @@ pub fn run(spec: &ExecSpec, support: &ExecSupport) -> Result<ExecOutcome, ExecEr
             Err(_) => break,
         }
     }
-    let [(stdout, stdout_total), (stderr, stderr_total)] = outputs;
-    let truncated = stdout_total > stdout.len() as u64 || stderr_total > stderr.len() as u64;
-    Ok(ExecOutcome {
-        status: status.code(),
-        signal: status.signal(),
-        timed_out,
-        stdout,
-        stderr,
-        stdout_total,
-        stderr_total,
-        truncated,
-        elapsed_ms: started.elapsed().as_millis() as u64,
-        confinement,
-    })
+    outputs
 }
 
 /// Appends what the kernel also executes to run `file`: the `#!`

@@ -3,7 +3,7 @@
 //! top, and every keyword the checks below know with a value of its kind.
 //! Keywords it does not know are kept, as JSON Schema allows.
 
-use serde_json::Value;
+use serde_json::{Map, Value};
 
 /// The JSON Schema type names.
 const TYPES: [&str; 7] = [
@@ -41,78 +41,142 @@ fn node(schema: &Value, field: &str) -> Result<(), (String, String)> {
             Err((field.into(), format!("a schema is a table, not `{schema}`")))
         };
     };
-    if let Some(t) = obj.get("type") {
-        let names: Vec<&Value> = match t {
-            Value::Array(a) if !a.is_empty() => a.iter().collect(),
-            other => vec![other],
-        };
-        for n in names {
-            if !n.as_str().is_some_and(|s| TYPES.contains(&s)) {
-                return Err((
-                    format!("{field}.type"),
-                    format!("unknown type `{n}`: one of {}", TYPES.join(", ")),
-                ));
-            }
+    for (keyword, check) in KEYWORDS {
+        if let Some(value) = obj.get(keyword) {
+            check(obj, keyword, value, field)?;
         }
     }
-    if let Some(p) = obj.get("properties") {
-        let Some(props) = p.as_object() else {
+    Ok(())
+}
+
+/// The check of one keyword of a schema: the schema's table, the keyword,
+/// its value, and where the schema is.
+type KeywordCheck = fn(&Map<String, Value>, &str, &Value, &str) -> Result<(), (String, String)>;
+
+/// The keywords a schema's table is checked for, in order.
+const KEYWORDS: [(&str, KeywordCheck); 9] = [
+    ("type", check_type),
+    ("properties", check_properties),
+    ("required", check_required),
+    ("items", check_subschema),
+    ("additionalProperties", check_subschema),
+    ("enum", check_enum),
+    ("anyOf", check_subschemas),
+    ("oneOf", check_subschemas),
+    ("allOf", check_subschemas),
+];
+
+/// `type`: one of [`TYPES`], or a non-empty array of them.
+fn check_type(
+    _: &Map<String, Value>,
+    _: &str,
+    t: &Value,
+    field: &str,
+) -> Result<(), (String, String)> {
+    let names: Vec<&Value> = match t {
+        Value::Array(a) if !a.is_empty() => a.iter().collect(),
+        other => vec![other],
+    };
+    for n in names {
+        if !n.as_str().is_some_and(|s| TYPES.contains(&s)) {
             return Err((
-                format!("{field}.properties"),
-                "a table of schemas, one per property".into(),
+                format!("{field}.type"),
+                format!("unknown type `{n}`: one of {}", TYPES.join(", ")),
             ));
-        };
-        for (k, v) in props {
-            node(v, &format!("{field}.properties.{k}"))?;
         }
     }
-    if let Some(r) = obj.get("required") {
-        let names = r.as_array().filter(|a| a.iter().all(Value::is_string));
-        let Some(names) = names else {
+    Ok(())
+}
+
+/// `properties`: a table of schemas.
+fn check_properties(
+    _: &Map<String, Value>,
+    _: &str,
+    p: &Value,
+    field: &str,
+) -> Result<(), (String, String)> {
+    let Some(props) = p.as_object() else {
+        return Err((
+            format!("{field}.properties"),
+            "a table of schemas, one per property".into(),
+        ));
+    };
+    for (k, v) in props {
+        node(v, &format!("{field}.properties.{k}"))?;
+    }
+    Ok(())
+}
+
+/// `required`: property names, each among `properties` when it is there.
+fn check_required(
+    obj: &Map<String, Value>,
+    _: &str,
+    r: &Value,
+    field: &str,
+) -> Result<(), (String, String)> {
+    let names = r.as_array().filter(|a| a.iter().all(Value::is_string));
+    let Some(names) = names else {
+        return Err((
+            format!("{field}.required"),
+            "an array of property names".into(),
+        ));
+    };
+    if let Some(props) = obj.get("properties").and_then(Value::as_object) {
+        if let Some(missing) = names
+            .iter()
+            .filter_map(Value::as_str)
+            .find(|n| !props.contains_key(*n))
+        {
             return Err((
                 format!("{field}.required"),
-                "an array of property names".into(),
-            ));
-        };
-        if let Some(props) = obj.get("properties").and_then(Value::as_object) {
-            if let Some(missing) = names
-                .iter()
-                .filter_map(Value::as_str)
-                .find(|n| !props.contains_key(*n))
-            {
-                return Err((
-                    format!("{field}.required"),
-                    format!("`{missing}` is required but not among `properties`"),
-                ));
-            }
-        }
-    }
-    if let Some(items) = obj.get("items") {
-        node(items, &format!("{field}.items"))?;
-    }
-    if let Some(a) = obj.get("additionalProperties") {
-        node(a, &format!("{field}.additionalProperties"))?;
-    }
-    if let Some(e) = obj.get("enum") {
-        if e.as_array().is_none_or(|a| a.is_empty()) {
-            return Err((
-                format!("{field}.enum"),
-                "a non-empty array of values".into(),
+                format!("`{missing}` is required but not among `properties`"),
             ));
         }
     }
-    for k in ["anyOf", "oneOf", "allOf"] {
-        if let Some(list) = obj.get(k) {
-            let Some(list) = list.as_array().filter(|a| !a.is_empty()) else {
-                return Err((
-                    format!("{field}.{k}"),
-                    "a non-empty array of schemas".into(),
-                ));
-            };
-            for (i, s) in list.iter().enumerate() {
-                node(s, &format!("{field}.{k}[{i}]"))?;
-            }
-        }
+    Ok(())
+}
+
+/// `items`, `additionalProperties`: a schema.
+fn check_subschema(
+    _: &Map<String, Value>,
+    keyword: &str,
+    s: &Value,
+    field: &str,
+) -> Result<(), (String, String)> {
+    node(s, &format!("{field}.{keyword}"))
+}
+
+/// `enum`: a non-empty array.
+fn check_enum(
+    _: &Map<String, Value>,
+    _: &str,
+    e: &Value,
+    field: &str,
+) -> Result<(), (String, String)> {
+    if e.as_array().is_none_or(|a| a.is_empty()) {
+        return Err((
+            format!("{field}.enum"),
+            "a non-empty array of values".into(),
+        ));
+    }
+    Ok(())
+}
+
+/// `anyOf`, `oneOf`, `allOf`: a non-empty array of schemas.
+fn check_subschemas(
+    _: &Map<String, Value>,
+    k: &str,
+    list: &Value,
+    field: &str,
+) -> Result<(), (String, String)> {
+    let Some(list) = list.as_array().filter(|a| !a.is_empty()) else {
+        return Err((
+            format!("{field}.{k}"),
+            "a non-empty array of schemas".into(),
+        ));
+    };
+    for (i, s) in list.iter().enumerate() {
+        node(s, &format!("{field}.{k}[{i}]"))?;
     }
     Ok(())
 }

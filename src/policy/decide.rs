@@ -446,20 +446,7 @@ fn tool_request(actor: &Actor, tool: &str, cmd: Option<&str>) -> Decision {
     }
     // Layer 3: MCP tools need their server.
     if let Some(rest) = tool.strip_prefix("mcp__") {
-        let server = rest.split("__").next().unwrap_or_default();
-        if !server.is_empty() && rest.len() > server.len() + 2 {
-            if actor.mcp_servers.iter().any(|s| s == server) {
-                return Decision::allow(format!("mcp server `{server}` is granted"));
-            }
-            return Decision::deny(
-                DenyCode::McpServerNotGranted,
-                format!("mcp server `{server}` of tool `{tool}` is not granted"),
-            );
-        }
-        return Decision::deny(
-            DenyCode::UnknownRequest,
-            format!("`{tool}` is not of the form `mcp__<server>__<tool>`"),
-        );
+        return mcp_tool(actor, tool, rest);
     }
     // Layer 4: the tool, and every program the command runs, must be granted.
     if !tool_granted(&actor.tools, tool) {
@@ -469,31 +456,62 @@ fn tool_request(actor: &Actor, tool: &str, cmd: Option<&str>) -> Decision {
         );
     }
     if let Some((_, screened)) = &screened {
-        let screened = match screened {
-            Ok(s) => s,
-            Err(command::LexError(why)) => {
-                return Decision::deny(
-                    DenyCode::IndirectToolRequest,
-                    format!("the command cannot be split ({why})"),
-                )
-            }
-        };
-        for inv in &screened.invocations {
-            for program in inv
-                .privileged_wrappers
-                .iter()
-                .chain(std::iter::once(&inv.program))
-            {
-                if !tool_granted(&actor.tools, program) {
-                    return Decision::deny(
-                        DenyCode::ToolNotGranted,
-                        format!("the command runs `{program}`, which is not granted"),
-                    );
-                }
-            }
+        if let Some(denied) = programs_not_granted(actor, screened) {
+            return denied;
         }
     }
     Decision::allow(format!("tool `{tool}` is granted"))
+}
+
+/// Layer 3 for an MCP tool (`mcp__<server>__<tool>`, `rest` after the
+/// prefix): allowed when the actor has its server.
+fn mcp_tool(actor: &Actor, tool: &str, rest: &str) -> Decision {
+    let server = rest.split("__").next().unwrap_or_default();
+    if !server.is_empty() && rest.len() > server.len() + 2 {
+        if actor.mcp_servers.iter().any(|s| s == server) {
+            return Decision::allow(format!("mcp server `{server}` is granted"));
+        }
+        return Decision::deny(
+            DenyCode::McpServerNotGranted,
+            format!("mcp server `{server}` of tool `{tool}` is not granted"),
+        );
+    }
+    Decision::deny(
+        DenyCode::UnknownRequest,
+        format!("`{tool}` is not of the form `mcp__<server>__<tool>`"),
+    )
+}
+
+/// Layer 4 for the command: the denial when it cannot be split, or runs a
+/// program (or a privileged wrapper) the actor was not granted.
+fn programs_not_granted(
+    actor: &Actor,
+    screened: &Result<command::ScreenedCommand, command::LexError>,
+) -> Option<Decision> {
+    let screened = match screened {
+        Ok(s) => s,
+        Err(command::LexError(why)) => {
+            return Some(Decision::deny(
+                DenyCode::IndirectToolRequest,
+                format!("the command cannot be split ({why})"),
+            ))
+        }
+    };
+    for inv in &screened.invocations {
+        for program in inv
+            .privileged_wrappers
+            .iter()
+            .chain(std::iter::once(&inv.program))
+        {
+            if !tool_granted(&actor.tools, program) {
+                return Some(Decision::deny(
+                    DenyCode::ToolNotGranted,
+                    format!("the command runs `{program}`, which is not granted"),
+                ));
+            }
+        }
+    }
+    None
 }
 
 /// `parts` joined, in one allocation: the reasons every allowed turn
@@ -617,32 +635,8 @@ fn capability_request(
     if let Some(problem) = canonical.and_then(|c| canonical_problem(capability, target, c)) {
         return problem;
     }
-    if let Some(exec) = executor {
-        let Some(def) = snapshot.executors.get(exec) else {
-            return Decision::deny(
-                DenyCode::UnknownRequest,
-                format!("executor `{exec}` is not defined"),
-            );
-        };
-        let declared = def.capabilities.iter().any(|d| {
-            d.capability == capability
-                && match (&d.target, target) {
-                    (None, None) => true,
-                    (Some(p), Some(t)) => {
-                        TargetPattern::parse(capability.target_kind(), p).is_ok_and(|p| p.covers(t))
-                    }
-                    _ => false,
-                }
-        });
-        if !declared {
-            return Decision::deny(
-                DenyCode::TargetMismatch,
-                format!(
-                    "executor `{exec}` does not declare `{capability}` on `{}`",
-                    target.unwrap_or("-")
-                ),
-            );
-        }
+    if let Some(denied) = executor.and_then(|exec| undeclared(snapshot, exec, capability, target)) {
+        return denied;
     }
     let level: Level = snapshot.level;
     let empty = Default::default();
@@ -679,4 +673,40 @@ fn capability_request(
             },
         },
     }
+}
+
+/// The denial when executor `exec` is not defined or does not declare
+/// `capability` on `target`.
+fn undeclared(
+    snapshot: &Snapshot,
+    exec: &str,
+    capability: Capability,
+    target: Option<&str>,
+) -> Option<Decision> {
+    let Some(def) = snapshot.executors.get(exec) else {
+        return Some(Decision::deny(
+            DenyCode::UnknownRequest,
+            format!("executor `{exec}` is not defined"),
+        ));
+    };
+    let declared = def.capabilities.iter().any(|d| {
+        d.capability == capability
+            && match (&d.target, target) {
+                (None, None) => true,
+                (Some(p), Some(t)) => {
+                    TargetPattern::parse(capability.target_kind(), p).is_ok_and(|p| p.covers(t))
+                }
+                _ => false,
+            }
+    });
+    if !declared {
+        return Some(Decision::deny(
+            DenyCode::TargetMismatch,
+            format!(
+                "executor `{exec}` does not declare `{capability}` on `{}`",
+                target.unwrap_or("-")
+            ),
+        ));
+    }
+    None
 }

@@ -5,10 +5,11 @@
 
 use super::bindings::exec::ExecState;
 use super::bindings::GuestError as Error;
-use super::limits::LimitHit;
+use super::limits::{LimitHit, Limits};
 use super::plan::Plan;
 use super::run::{GuestResult, RunError, RunReport};
 use super::services::RunServices;
+use crate::exec::ExecOutcome;
 use crate::policy::DenyCode;
 
 /// Runs a command executor: the plan's command, screened like any
@@ -28,32 +29,11 @@ pub fn run_command(
         return Err(RunError::Host("the plan has no command".into()));
     };
     let mut binding = ExecState::new(plan, services);
-    let mut linked = vec![format!("code:exec `{program}` (command executor)")];
-    linked.extend(
-        binding
-            .read_roots
-            .iter()
-            .map(|r| format!("root `{}` (read-only)", r.path().display())),
-    );
-    linked.extend(
-        binding
-            .write_roots
-            .iter()
-            .map(|r| format!("root `{}` (read-write)", r.path().display())),
-    );
-    linked.extend(binding.env.iter().map(|(k, _)| format!("env `{k}`")));
+    let linked = linked(program, &binding);
     // The turn's arguments follow the manifest's; the screen sees the
     // whole argv, as for any command call.
     let argv: Vec<String> = args.iter().chain(&io.args).cloned().collect();
-    let stdin = match io.stdin {
-        crate::sandbox::run::StdinFrom::Input => input.as_bytes().to_vec(),
-        crate::sandbox::run::StdinFrom::Inherit => match &io.process_stdin {
-            Some(stdin) => stdin
-                .read_all()
-                .map_err(|e| RunError::Host(Box::new(StdinUnread(e.into()))))?,
-            None => Vec::new(),
-        },
-    };
+    let stdin = command_stdin(io, input)?;
     let result = binding.call(program.clone(), argv, stdin);
     let o = match result {
         Ok(o) => o,
@@ -65,26 +45,8 @@ pub fn run_command(
         }
         Err(Error::InvalidInput(m) | Error::Failed(m)) => return Err(RunError::Host(m.into())),
     };
-    let limits = plan.limits();
-    if o.timed_out {
-        return Err(RunError::Limit(LimitHit::new(
-            DenyCode::LimitDeadline,
-            format!("the command ran longer than {} ms", limits.deadline_ms),
-        )));
-    }
-    if o.truncated {
-        return Err(RunError::Limit(LimitHit::new(
-            DenyCode::LimitOutput,
-            format!(
-                "the command wrote more than {} bytes to {}",
-                limits.output_bytes,
-                if o.stdout_total > o.stdout.len() as u64 {
-                    "stdout"
-                } else {
-                    "stderr"
-                }
-            ),
-        )));
+    if let Some(hit) = limit_hit(&o, plan.limits()) {
+        return Err(RunError::Limit(hit));
     }
     let stdout = String::from_utf8_lossy(&o.stdout).into_owned();
     let result = match (o.status, o.signal) {
@@ -130,3 +92,61 @@ pub fn run_command(
 #[derive(Debug, thiserror::Error)]
 #[error("cannot read stdin: {0}")]
 struct StdinUnread(#[source] crate::util::IoCause);
+
+/// What the command run links, for the report: the program, its roots
+/// and its variables.
+fn linked(program: &str, binding: &ExecState) -> Vec<String> {
+    let mut linked = vec![format!("code:exec `{program}` (command executor)")];
+    linked.extend(
+        binding
+            .read_roots
+            .iter()
+            .map(|r| format!("root `{}` (read-only)", r.path().display())),
+    );
+    linked.extend(
+        binding
+            .write_roots
+            .iter()
+            .map(|r| format!("root `{}` (read-write)", r.path().display())),
+    );
+    linked.extend(binding.env.iter().map(|(k, _)| format!("env `{k}`")));
+    linked
+}
+
+/// The command's stdin: the turn's input, or the process's own.
+fn command_stdin(io: &crate::sandbox::run::RunIo, input: &str) -> Result<Vec<u8>, RunError> {
+    Ok(match io.stdin {
+        crate::sandbox::run::StdinFrom::Input => input.as_bytes().to_vec(),
+        crate::sandbox::run::StdinFrom::Inherit => match &io.process_stdin {
+            Some(stdin) => stdin
+                .read_all()
+                .map_err(|e| RunError::Host(Box::new(StdinUnread(e.into()))))?,
+            None => Vec::new(),
+        },
+    })
+}
+
+/// The limit the command passed, if any: its deadline or its output cap.
+fn limit_hit(o: &ExecOutcome, limits: &Limits) -> Option<LimitHit> {
+    if o.timed_out {
+        return Some(LimitHit::new(
+            DenyCode::LimitDeadline,
+            format!("the command ran longer than {} ms", limits.deadline_ms),
+        ));
+    }
+    if o.truncated {
+        return Some(LimitHit::new(
+            DenyCode::LimitOutput,
+            format!(
+                "the command wrote more than {} bytes to {}",
+                limits.output_bytes,
+                if o.stdout_total > o.stdout.len() as u64 {
+                    "stdout"
+                } else {
+                    "stderr"
+                }
+            ),
+        ));
+    }
+    None
+}

@@ -303,11 +303,40 @@ fn layer(name: &'static str, state: LayerState, reason: String, details: Value) 
 
 /// The report for an engine with `engine` on a host with `host`. Pure.
 pub fn classify(engine: &EngineProfile, host: &HostFacts) -> IsolationReport {
-    use LayerState::{Enforced, Partial, Unavailable};
     let defaults = Limits::default();
-    let mut layers = Vec::with_capacity(LAYERS.len());
+    // In the order of [`LAYERS`], which the report keeps.
+    let layers = vec![
+        linear_memory_guards_layer(engine),
+        signals_based_traps_layer(engine),
+        epoch_deadlines_layer(engine, &defaults),
+        memory_limits_layer(engine, &defaults),
+        hostcall_fuel_layer(&defaults),
+        path_resolution_layer(host),
+        host_process_layer(host),
+        landlock_layer(host),
+        code_exec_layer(host),
+    ];
 
-    // linear_memory_guards
+    let reasons: Vec<String> = layers
+        .iter()
+        .filter(|l| l.counted && l.state != LayerState::Enforced)
+        .map(|l| format!("{}: {}", l.name, l.reason))
+        .collect();
+    IsolationReport {
+        version: REPORT_VERSION,
+        overall: if reasons.is_empty() {
+            Overall::Full
+        } else {
+            Overall::Degraded
+        },
+        reasons,
+        layers,
+    }
+}
+
+/// The `linear_memory_guards` layer: guard pages behind each linear memory.
+fn linear_memory_guards_layer(engine: &EngineProfile) -> Layer {
+    use LayerState::{Enforced, Partial};
     let covers_index_space = engine.memory_reservation >= 1 << 32;
     let elided = engine.signals_based_traps && covers_index_space && engine.memory_guard_size > 0;
     let (state, reason) = if !engine.signals_based_traps {
@@ -319,7 +348,7 @@ pub fn classify(engine: &EngineProfile, host: &HostFacts) -> IsolationReport {
     } else {
         (Enforced, format!("each linear memory has a {} reservation and a {} guard region: an out-of-bounds access of a 32-bit memory lands on unmapped pages and traps", size(engine.memory_reservation), size(engine.memory_guard_size)))
     };
-    layers.push(layer(
+    layer(
         "linear_memory_guards",
         state,
         reason,
@@ -330,28 +359,34 @@ pub fn classify(engine: &EngineProfile, host: &HostFacts) -> IsolationReport {
             "signals_based_traps": engine.signals_based_traps,
             "bounds_checks": if elided { "elided where the guard region covers the offset" } else { "explicit" },
         }),
-    ));
+    )
+}
 
-    // signals_based_traps
+/// The `signals_based_traps` layer: faults in guest code become its traps.
+fn signals_based_traps_layer(engine: &EngineProfile) -> Layer {
+    use LayerState::{Enforced, Partial};
     let (state, reason) = if engine.signals_based_traps {
         (Enforced, "wasmtime's signal handlers turn faults in compiled guest code, such as an access to a guard page, into traps of that guest".to_string())
     } else {
         (Partial, "signals-based traps are off (`[engine] signals_based_traps = false`): compiled code checks bounds and trap conditions itself, and a fault those checks miss crashes the host process instead of trapping the guest; remove the setting to turn them back on".to_string())
     };
-    layers.push(layer(
+    layer(
         "signals_based_traps",
         state,
         reason,
         json!({ "enabled": engine.signals_based_traps }),
-    ));
+    )
+}
 
-    // epoch_deadlines
+/// The `epoch_deadlines` layer: a guest that never returns is stopped.
+fn epoch_deadlines_layer(engine: &EngineProfile, defaults: &Limits) -> Layer {
+    use LayerState::{Enforced, Unavailable};
     let (state, reason) = if engine.epoch_interruption {
         (Enforced, format!("every run has a wall-clock deadline (default {} ms, checked every {EPOCH_TICK_MS} ms tick): a guest still running at it is interrupted with `LIMIT_DEADLINE`", defaults.deadline_ms))
     } else {
         (Unavailable, "epoch interruption is off in this engine: a guest that never returns cannot be stopped; build the engine with epoch interruption".to_string())
     };
-    layers.push(layer(
+    layer(
         "epoch_deadlines",
         state,
         reason,
@@ -360,14 +395,17 @@ pub fn classify(engine: &EngineProfile, host: &HostFacts) -> IsolationReport {
             "tick_ms": EPOCH_TICK_MS,
             "default_deadline_ms": defaults.deadline_ms,
         }),
-    ));
+    )
+}
 
-    // memory_limits
+/// The `memory_limits` layer: the pooling allocator and the store limits.
+fn memory_limits_layer(engine: &EngineProfile, defaults: &Limits) -> Layer {
+    use LayerState::{Enforced, Partial};
     let (state, reason) = match engine.pool_max_memory_size {
         Some(max) => (Enforced, format!("the pooling allocator bounds every linear memory at {}, and each run's store limits cap memory (default {}) and tables (default {} elements): growing past them ends the run with `LIMIT_MEMORY` or `LIMIT_TABLE`", size(max as u64), size(defaults.memory_bytes as u64), defaults.table_elements)),
         None => (Partial, format!("no pooling allocator: only each run's store limits cap memory (default {}) and tables (default {} elements); build the engine with the pooling allocator", size(defaults.memory_bytes as u64), defaults.table_elements)),
     };
-    layers.push(layer(
+    layer(
         "memory_limits",
         state,
         reason,
@@ -382,10 +420,13 @@ pub fn classify(engine: &EngineProfile, host: &HostFacts) -> IsolationReport {
             "default_memory_bytes": defaults.memory_bytes,
             "default_table_elements": defaults.table_elements,
         }),
-    ));
+    )
+}
 
-    // hostcall_fuel
-    layers.push(layer(
+/// The `hostcall_fuel` layer: the cap on calls into the host.
+fn hostcall_fuel_layer(defaults: &Limits) -> Layer {
+    use LayerState::Enforced;
+    layer(
         "hostcall_fuel",
         Enforced,
         format!("every call from the guest into the host spends one unit of fuel (default {}): at zero the run ends with `LIMIT_HOSTCALLS`; host resources are capped at {} (`LIMIT_RESOURCES`)", defaults.hostcalls, defaults.resources),
@@ -393,9 +434,12 @@ pub fn classify(engine: &EngineProfile, host: &HostFacts) -> IsolationReport {
             "default_hostcalls": defaults.hostcalls,
             "resource_table_cap": defaults.resources,
         }),
-    ));
+    )
+}
 
-    // path_resolution
+/// The `path_resolution` layer: whether the kernel resolves guest paths beneath their preopen.
+fn path_resolution_layer(host: &HostFacts) -> Layer {
+    use LayerState::{Enforced, Partial};
     let fallback =
         "cap-std falls back to manual resolution, walking each path component in user space";
     let (state, reason, result) = match &host.openat2 {
@@ -406,7 +450,7 @@ pub fn classify(engine: &EngineProfile, host: &HostFacts) -> IsolationReport {
         Openat2::Fails(e) => (Partial, format!("openat2(2) failed ({}) on `{}`, so {fallback}", errno_name(*e), host.openat2_dir), json!(errno_name(*e))),
         Openat2::NotTried(why) => (Partial, format!("openat2(2) could not be tried ({why}); cap-std may fall back to manual resolution; make the temporary directory readable"), json!(null)),
     };
-    layers.push(layer(
+    layer(
         "path_resolution",
         state,
         reason,
@@ -416,9 +460,12 @@ pub fn classify(engine: &EngineProfile, host: &HostFacts) -> IsolationReport {
             "escape_refused": match host.openat2 { Openat2::Works { escape_refused } => Some(escape_refused), _ => None },
             "fallback": if state == Enforced { None } else { Some("manual") },
         }),
-    ));
+    )
+}
 
-    // host_process
+/// The `host_process` layer: whether the host runs privileged.
+fn host_process_layer(host: &HostFacts) -> Layer {
+    use LayerState::{Enforced, Partial};
     let (state, reason, details) = match &host.status {
         Err(e) => (
             Partial,
@@ -444,18 +491,24 @@ pub fn classify(engine: &EngineProfile, host: &HostFacts) -> IsolationReport {
             (state, reason, details)
         }
     };
-    layers.push(layer("host_process", state, reason, details));
+    layer("host_process", state, reason, details)
+}
 
-    // landlock
+/// The `landlock` layer.
+fn landlock_layer(host: &HostFacts) -> Layer {
+    use LayerState::{Enforced, Unavailable};
     let (state, reason, details) = match host.landlock {
         Ok(abi) => (Enforced, format!("landlock abi {abi} is available: the `code:exec` sandbox confines each command's files to its granted roots with it"), json!({ "abi": abi })),
         Err(e) if e == libc::EOPNOTSUPP => (Unavailable, format!("landlock is built into the kernel but disabled ({}): add `landlock` to the kernel's `lsm=` boot parameter", errno_name(e)), json!({ "abi": null, "errno": errno_name(e) })),
         Err(e) if e == libc::ENOSYS => (Unavailable, format!("landlock_create_ruleset(2) is unavailable ({}): the kernel lacks landlock or a seccomp filter hides it; use linux 5.13 or newer with landlock enabled and allow the landlock syscalls", errno_name(e)), json!({ "abi": null, "errno": errno_name(e) })),
         Err(e) => (Unavailable, format!("landlock_create_ruleset(2) failed ({}): landlock cannot be used here", errno_name(e)), json!({ "abi": null, "errno": errno_name(e) })),
     };
-    layers.push(layer("landlock", state, reason, details));
+    layer("landlock", state, reason, details)
+}
 
-    // code_exec
+/// The `code_exec` layer: the confinement of a command.
+fn code_exec_layer(host: &HostFacts) -> Layer {
+    use LayerState::{Enforced, Partial, Unavailable};
     let seccomp = match host.seccomp {
         Ok(()) => json!("ok"),
         Err(e) => json!(errno_name(e)),
@@ -471,7 +524,7 @@ pub fn classify(engine: &EngineProfile, host: &HostFacts) -> IsolationReport {
         (Ok(abi), Err(e)) => (Partial, format!("seccomp filters cannot be installed ({}): a command can open sockets and call ptrace, mount or unshare; landlock abi {abi} still confines its files; allow seccomp, or do not grant `code:exec`", errno_name(e))),
         (Err(l), Err(e)) => (Unavailable, format!("neither landlock ({}) nor seccomp filters ({}) can be used: a command would run with only rlimits, a cleared environment, a timeout and capped output; do not grant `code:exec` on this host", errno_name(l), errno_name(e))),
     };
-    layers.push(layer(
+    layer(
         "code_exec",
         state,
         reason,
@@ -482,23 +535,7 @@ pub fn classify(engine: &EngineProfile, host: &HostFacts) -> IsolationReport {
             "seccomp": seccomp,
             "denied_syscalls": crate::exec::DENIED_SYSCALLS.iter().map(|(n, _)| *n).collect::<Vec<_>>(),
         }),
-    ));
-
-    let reasons: Vec<String> = layers
-        .iter()
-        .filter(|l| l.counted && l.state != Enforced)
-        .map(|l| format!("{}: {}", l.name, l.reason))
-        .collect();
-    IsolationReport {
-        version: REPORT_VERSION,
-        overall: if reasons.is_empty() {
-            Overall::Full
-        } else {
-            Overall::Degraded
-        },
-        reasons,
-        layers,
-    }
+    )
 }
 
 #[cfg(test)]

@@ -344,21 +344,7 @@ impl Server {
             return Err(refused("it is unknown, expired or already used"));
         }
         let n = waiting.parked.approval.pending.len();
-        // The person answered the question as it was asked: if the
-        // configuration or the grants changed since, the answer is not
-        // taken and the approval goes to the queue.
-        let (definition_hash, policy_hash) = self.hashes();
-        let choices = if definition_hash != waiting.binding.definition_hash
-            || policy_hash != waiting.binding.policy_hash
-        {
-            tracing::info!(
-                "turn `{}`: the policy changed while the person was asked: queued",
-                waiting.binding.turn
-            );
-            vec![Choice::Queue; n]
-        } else {
-            vec![self.choice_of(result); n]
-        };
+        let choices = self.choices_for(&waiting.binding, result, n);
         // From now on the retry's request is the one that cancels the turn
         // (and the end of its HTTP session).
         let ct = context.ct.clone();
@@ -401,6 +387,24 @@ impl Server {
                 );
                 false
             }
+        }
+    }
+
+    /// The choices a retry's answer `result` makes for the `n` pending
+    /// approvals of the turn `binding` names: the person answered the
+    /// question as it was asked; if the configuration or the grants
+    /// changed since, the answer is not taken and the approval goes to the
+    /// queue.
+    fn choices_for(&self, binding: &Binding, result: ElicitResult, n: usize) -> Vec<Choice> {
+        let (definition_hash, policy_hash) = self.hashes();
+        if definition_hash != binding.definition_hash || policy_hash != binding.policy_hash {
+            tracing::info!(
+                "turn `{}`: the policy changed while the person was asked: queued",
+                binding.turn
+            );
+            vec![Choice::Queue; n]
+        } else {
+            vec![self.choice_of(result); n]
         }
     }
 
@@ -474,6 +478,21 @@ impl Server {
             binding.turn,
             row.node
         );
+        self.run_afresh(tool, command, arguments, &binding, result, context)
+            .await
+    }
+
+    /// The call of a turn parked on another node (`binding`), run here
+    /// afresh with the person's answer `result`.
+    async fn run_afresh(
+        &self,
+        tool: &str,
+        command: bool,
+        arguments: &serde_json::Map<String, Value>,
+        binding: &Binding,
+        result: ElicitResult,
+        context: &RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
         let mut request = self.request_for(tool, command, arguments.clone(), context);
         let ct = context.ct.clone();
         request.cancel = CancelHandle::also_when(move || ct.is_cancelled());

@@ -345,101 +345,19 @@ impl FsUndo {
             Operation::FileOverwrite { path, blob } => self.restore_file(path, blob, dry_run, true),
             Operation::FileDelete { path, blob } => match blob {
                 Some(b) => self.restore_file(path, b, dry_run, false),
-                None => self.current(path).map(|(cur, _, _)| {
-                    if cur != PathState::Absent {
-                        (
-                            UndoStatus::Skipped,
-                            format!("`{path}` exists again since the turn; the newer data is kept"),
-                        )
-                    } else {
-                        self.set(path, PathState::Absent);
-                        (
-                            UndoStatus::Done,
-                            format!("`{path}` held the turn's own bytes; an earlier operation restores what was there"),
-                        )
-                    }
-                }),
+                None => self
+                    .current(path)
+                    .map(|(cur, _, _)| self.deleted_own_file(path, cur)),
             },
-            Operation::SymlinkDelete { path, target } => self.current(path).map(|(cur, _, at)| {
-                let link = PathState::Symlink {
-                    target: target.clone(),
-                };
-                if cur == link {
-                    self.set(path, link);
-                    return (
-                        UndoStatus::Done,
-                        format!("`{path}` is the link it was before the turn"),
-                    );
-                }
-                if cur != PathState::Absent {
-                    return (
-                        UndoStatus::Skipped,
-                        format!("`{path}` exists again since the turn; the newer data is kept"),
-                    );
-                }
-                self.set(
-                    path,
-                    PathState::Symlink {
-                        target: target.clone(),
-                    },
-                );
-                act(dry_run, format!("recreate the link `{path}` -> `{target}`"), || {
-                    at.symlink(target)
-                })
-            }),
-            Operation::DirCreate { path } => self.current(path).map(|(cur, _, at)| match cur {
-                PathState::Absent => {
-                    self.set(path, PathState::Absent);
-                    (UndoStatus::Done, format!("`{path}` is already gone"))
-                }
-                PathState::Dir => {
-                    let empty = match at.is_empty_dir() {
-                        Ok(empty) => empty,
-                        Err(Reach::Changed) => return changed_on_the_way(path),
-                        Err(_) => false,
-                    };
-                    if !empty {
-                        return (
-                            UndoStatus::Skipped,
-                            format!("`{path}` gained entries since the turn; it is kept"),
-                        );
-                    }
-                    self.set(path, PathState::Absent);
-                    act(
-                        dry_run,
-                        format!("remove `{path}`, created by the turn"),
-                        || at.remove_dir(),
-                    )
-                }
-                other => (
-                    UndoStatus::Skipped,
-                    format!(
-                        "`{path}` is {} now, not the directory the turn made; it is kept",
-                        other.describe()
-                    ),
-                ),
-            }),
-            Operation::DirRemove { path } => self.current(path).map(|(cur, _, at)| {
-                if cur == PathState::Dir {
-                    // Journaled ahead, and the removal failed (not empty),
-                    // or it is back: either way nothing to restore.
-                    self.set(path, PathState::Dir);
-                    return (
-                        UndoStatus::Done,
-                        format!("`{path}` is a directory; nothing to restore"),
-                    );
-                }
-                if cur != PathState::Absent {
-                    return (
-                        UndoStatus::Skipped,
-                        format!("`{path}` exists again since the turn; it is kept"),
-                    );
-                }
-                self.set(path, PathState::Dir);
-                act(dry_run, format!("recreate the directory `{path}`"), || {
-                    at.create_dir()
-                })
-            }),
+            Operation::SymlinkDelete { path, target } => self
+                .current(path)
+                .map(|(cur, _, at)| self.relink(path, target, cur, at, dry_run)),
+            Operation::DirCreate { path } => self
+                .current(path)
+                .map(|(cur, _, at)| self.remove_created_dir(path, cur, at, dry_run)),
+            Operation::DirRemove { path } => self
+                .current(path)
+                .map(|(cur, _, at)| self.recreate_dir(path, cur, at, dry_run)),
             Operation::Rename {
                 from,
                 to,
@@ -449,6 +367,135 @@ impl FsUndo {
             Operation::MemorySet { .. } | Operation::MemoryDelete { .. } => return None,
         };
         Some(r.unwrap_or_else(|stop| stop))
+    }
+
+    /// A file the turn deleted whose bytes were its own (no blob): an earlier
+    /// operation restores what was there.
+    fn deleted_own_file(&mut self, path: &str, cur: PathState) -> (UndoStatus, String) {
+        if cur != PathState::Absent {
+            (
+                UndoStatus::Skipped,
+                format!("`{path}` exists again since the turn; the newer data is kept"),
+            )
+        } else {
+            self.set(path, PathState::Absent);
+            (
+                UndoStatus::Done,
+                format!("`{path}` held the turn's own bytes; an earlier operation restores what was there"),
+            )
+        }
+    }
+
+    /// A link the turn deleted, now `cur` at `at`: recreated if nothing took
+    /// its place.
+    fn relink(
+        &mut self,
+        path: &str,
+        target: &str,
+        cur: PathState,
+        at: Beneath,
+        dry_run: bool,
+    ) -> (UndoStatus, String) {
+        let link = PathState::Symlink {
+            target: target.to_string(),
+        };
+        if cur == link {
+            self.set(path, link);
+            return (
+                UndoStatus::Done,
+                format!("`{path}` is the link it was before the turn"),
+            );
+        }
+        if cur != PathState::Absent {
+            return (
+                UndoStatus::Skipped,
+                format!("`{path}` exists again since the turn; the newer data is kept"),
+            );
+        }
+        self.set(
+            path,
+            PathState::Symlink {
+                target: target.to_string(),
+            },
+        );
+        act(
+            dry_run,
+            format!("recreate the link `{path}` -> `{target}`"),
+            || at.symlink(target),
+        )
+    }
+
+    /// A directory the turn created, now `cur` at `at`: removed if it is still
+    /// an empty directory.
+    fn remove_created_dir(
+        &mut self,
+        path: &str,
+        cur: PathState,
+        at: Beneath,
+        dry_run: bool,
+    ) -> (UndoStatus, String) {
+        match cur {
+            PathState::Absent => {
+                self.set(path, PathState::Absent);
+                (UndoStatus::Done, format!("`{path}` is already gone"))
+            }
+            PathState::Dir => {
+                let empty = match at.is_empty_dir() {
+                    Ok(empty) => empty,
+                    Err(Reach::Changed) => return changed_on_the_way(path),
+                    Err(_) => false,
+                };
+                if !empty {
+                    return (
+                        UndoStatus::Skipped,
+                        format!("`{path}` gained entries since the turn; it is kept"),
+                    );
+                }
+                self.set(path, PathState::Absent);
+                act(
+                    dry_run,
+                    format!("remove `{path}`, created by the turn"),
+                    || at.remove_dir(),
+                )
+            }
+            other => (
+                UndoStatus::Skipped,
+                format!(
+                    "`{path}` is {} now, not the directory the turn made; it is kept",
+                    other.describe()
+                ),
+            ),
+        }
+    }
+
+    /// A directory the turn removed, now `cur` at `at`: recreated if nothing
+    /// took its place.
+    fn recreate_dir(
+        &mut self,
+        path: &str,
+        cur: PathState,
+        at: Beneath,
+        dry_run: bool,
+    ) -> (UndoStatus, String) {
+        if cur == PathState::Dir {
+            // Journaled ahead, and the removal failed (not empty),
+            // or it is back: either way nothing to restore.
+            self.set(path, PathState::Dir);
+            return (
+                UndoStatus::Done,
+                format!("`{path}` is a directory; nothing to restore"),
+            );
+        }
+        if cur != PathState::Absent {
+            return (
+                UndoStatus::Skipped,
+                format!("`{path}` exists again since the turn; it is kept"),
+            );
+        }
+        self.set(path, PathState::Dir);
+        act(dry_run, format!("recreate the directory `{path}`"), || {
+            at.create_dir()
+        })
     }
 
     fn delete_created(

@@ -305,6 +305,42 @@ impl History {
             .map(|t| t.record.turn))
     }
 
+    /// A turn with no journal here: another node's (its journal is
+    /// there), one that mutated nothing (nothing to undo), or `e`.
+    fn undo_unjournaled(
+        &self,
+        turn: &str,
+        dry_run: bool,
+        e: HistoryError,
+    ) -> Result<UndoReport, HistoryError> {
+        // Another node's turn: its journal is there.
+        if let Some(index) = &self.index {
+            if let Some(t) = index.get(turn)? {
+                if t.operations > 0 {
+                    return Err(HistoryError::OtherNode {
+                        turn: turn.to_string(),
+                        node: t.node,
+                    });
+                }
+                return Ok(UndoReport {
+                    turn: turn.to_string(),
+                    dry_run,
+                    already_undone: false,
+                    steps: vec![],
+                });
+            }
+        }
+        if self.audit_records()?.iter().any(|r| r.record.turn == turn) {
+            return Ok(UndoReport {
+                turn: turn.to_string(),
+                dry_run,
+                already_undone: false,
+                steps: vec![],
+            });
+        }
+        Err(e)
+    }
+
     /// Reverses `turn`'s operations, newest first. `memory` is the host's
     /// memory store (used only if the turn touched memory).
     pub fn undo(
@@ -316,34 +352,7 @@ impl History {
         let dir = match self.turn_dir(turn) {
             Ok(dir) => dir,
             // A turn that mutated nothing has nothing to undo.
-            Err(e) => {
-                // Another node's turn: its journal is there.
-                if let Some(index) = &self.index {
-                    if let Some(t) = index.get(turn)? {
-                        if t.operations > 0 {
-                            return Err(HistoryError::OtherNode {
-                                turn: turn.to_string(),
-                                node: t.node,
-                            });
-                        }
-                        return Ok(UndoReport {
-                            turn: turn.to_string(),
-                            dry_run,
-                            already_undone: false,
-                            steps: vec![],
-                        });
-                    }
-                }
-                if self.audit_records()?.iter().any(|r| r.record.turn == turn) {
-                    return Ok(UndoReport {
-                        turn: turn.to_string(),
-                        dry_run,
-                        already_undone: false,
-                        steps: vec![],
-                    });
-                }
-                return Err(e);
-            }
+            Err(e) => return self.undo_unjournaled(turn, dry_run, e),
         };
         let record_path = dir.join("turn.json");
         let mut record = journal::read_record(&record_path)?;
@@ -399,15 +408,6 @@ fn reverse_memory(
     op: &Operation,
     dry_run: bool,
 ) -> (UndoStatus, String) {
-    let act = |f: &dyn Fn() -> Result<(), crate::state::memory::MemoryError>, what: String| {
-        if dry_run {
-            return (UndoStatus::WouldDo, what);
-        }
-        match f() {
-            Ok(()) => (UndoStatus::Done, what),
-            Err(e) => (UndoStatus::Failed, e.to_string()),
-        }
-    };
     match op {
         Operation::FileCreate { .. }
         | Operation::FileOverwrite { .. }
@@ -425,57 +425,99 @@ fn reverse_memory(
             key,
             previous,
             value_sha256,
-        } => {
-            let current = match store.get(scope, key) {
-                Ok(c) => c,
-                Err(e) => return (UndoStatus::Failed, e.to_string()),
-            };
-            if current
-                .as_deref()
-                .map(|c| sha256_hex(c.as_bytes()))
-                .as_deref()
-                != Some(value_sha256.as_str())
-            {
-                return (
-                    UndoStatus::Skipped,
-                    format!("`{scope}/{key}` changed since the turn; the newer value is kept"),
-                );
-            }
-            match previous {
-                None => act(
-                    &|| store.delete(scope, key).map(|_| ()),
-                    format!("delete `{scope}/{key}`, created by the turn"),
-                ),
-                Some(p) => act(
-                    &|| store.set(scope, key, p),
-                    format!("restore the previous value of `{scope}/{key}`"),
-                ),
-            }
-        }
+        } => reverse_memory_set(
+            store,
+            scope,
+            key,
+            previous.as_deref(),
+            value_sha256,
+            dry_run,
+        ),
         Operation::MemoryDelete {
             scope,
             key,
             previous,
-        } => {
-            let Some(p) = previous else {
-                return (
-                    UndoStatus::Done,
-                    format!("`{scope}/{key}` did not exist; nothing to restore"),
-                );
-            };
-            match store.get(scope, key) {
-                Ok(None) => act(
-                    &|| store.set(scope, key, p),
-                    format!("restore deleted `{scope}/{key}`"),
-                ),
-                Ok(Some(_)) => (
-                    UndoStatus::Skipped,
-                    format!(
-                        "`{scope}/{key}` was set again since the turn; the newer value is kept"
-                    ),
-                ),
-                Err(e) => (UndoStatus::Failed, e.to_string()),
-            }
-        }
+        } => reverse_memory_delete(store, scope, key, previous.as_deref(), dry_run),
+    }
+}
+
+/// Does `f` (unless `dry_run`): the step's status, with `what` it did.
+fn memory_step(
+    dry_run: bool,
+    f: &dyn Fn() -> Result<(), crate::state::memory::MemoryError>,
+    what: String,
+) -> (UndoStatus, String) {
+    if dry_run {
+        return (UndoStatus::WouldDo, what);
+    }
+    match f() {
+        Ok(()) => (UndoStatus::Done, what),
+        Err(e) => (UndoStatus::Failed, e.to_string()),
+    }
+}
+
+/// Reverses the turn's set of `scope/key`, unless it changed since.
+fn reverse_memory_set(
+    store: &dyn MemoryBackend,
+    scope: &str,
+    key: &str,
+    previous: Option<&str>,
+    value_sha256: &str,
+    dry_run: bool,
+) -> (UndoStatus, String) {
+    let current = match store.get(scope, key) {
+        Ok(c) => c,
+        Err(e) => return (UndoStatus::Failed, e.to_string()),
+    };
+    if current
+        .as_deref()
+        .map(|c| sha256_hex(c.as_bytes()))
+        .as_deref()
+        != Some(value_sha256)
+    {
+        return (
+            UndoStatus::Skipped,
+            format!("`{scope}/{key}` changed since the turn; the newer value is kept"),
+        );
+    }
+    match previous {
+        None => memory_step(
+            dry_run,
+            &|| store.delete(scope, key).map(|_| ()),
+            format!("delete `{scope}/{key}`, created by the turn"),
+        ),
+        Some(p) => memory_step(
+            dry_run,
+            &|| store.set(scope, key, p),
+            format!("restore the previous value of `{scope}/{key}`"),
+        ),
+    }
+}
+
+/// Restores `scope/key`, deleted by the turn, unless it was set since.
+fn reverse_memory_delete(
+    store: &dyn MemoryBackend,
+    scope: &str,
+    key: &str,
+    previous: Option<&str>,
+    dry_run: bool,
+) -> (UndoStatus, String) {
+    let Some(p) = previous else {
+        return (
+            UndoStatus::Done,
+            format!("`{scope}/{key}` did not exist; nothing to restore"),
+        );
+    };
+    match store.get(scope, key) {
+        Ok(None) => memory_step(
+            dry_run,
+            &|| store.set(scope, key, p),
+            format!("restore deleted `{scope}/{key}`"),
+        ),
+        Ok(Some(_)) => (
+            UndoStatus::Skipped,
+            format!("`{scope}/{key}` was set again since the turn; the newer value is kept"),
+        ),
+        Err(e) => (UndoStatus::Failed, e.to_string()),
     }
 }

@@ -407,3 +407,324 @@ fn no_two_rooms_of_the_host_name_each_other() {
         "{edges:?}"
     );
 }
+
+/// Issue 44, item 4: functions a person can hold in mind. None longer than
+/// this, counted from the `fn` line to its closing brace...
+const FN_MOST_LINES: usize = 120;
+/// ...and at most `FN_LONG_ALLOWED` longer than this.
+const FN_LONG_LINES: usize = 80;
+const FN_LONG_ALLOWED: usize = 10;
+
+/// Files whose length is their content, not tangled logic: the p1
+/// rewriter (one pass over the instruction set) and the tables of cases.
+const FN_EXEMPT_FILES: [&str; 3] = ["sandbox/p1/shift.rs", "conformance/cases.rs", "tier3.rs"];
+
+/// One function: `path::name` (the path from `src/`) and its length in lines.
+#[derive(Debug)]
+struct FnLength {
+    key: String,
+    lines: usize,
+}
+
+/// Is `b` a byte of an identifier?
+fn ident_byte(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || b == b'_'
+}
+
+/// The source with its comments, string and character literals blanked to
+/// spaces (newlines kept, so line numbers hold): what is left is code whose
+/// braces can be counted.
+fn blank_literals(text: &str) -> Vec<u8> {
+    let src = text.as_bytes();
+    let mut out = src.to_vec();
+    let blank = |out: &mut Vec<u8>, from: usize, to: usize| {
+        for b in &mut out[from..to.min(src.len())] {
+            if *b != b'\n' {
+                *b = b' ';
+            }
+        }
+    };
+    let mut i = 0;
+    while i < src.len() {
+        let rest = &src[i..];
+        let after_ident = i > 0 && ident_byte(src[i - 1]);
+        let end = if rest.starts_with(b"//") {
+            i + rest.iter().position(|&b| b == b'\n').unwrap_or(rest.len())
+        } else if rest.starts_with(b"/*") {
+            // Block comments nest.
+            let (mut depth, mut j) = (0, i);
+            while j < src.len() {
+                if src[j..].starts_with(b"/*") {
+                    depth += 1;
+                    j += 2;
+                } else if src[j..].starts_with(b"*/") {
+                    depth -= 1;
+                    j += 2;
+                    if depth == 0 {
+                        break;
+                    }
+                } else {
+                    j += 1;
+                }
+            }
+            j
+        } else if let Some(open) = raw_string_open(rest).filter(|_| !after_ident) {
+            // r"..", r#".."#, br#".."#: no escapes, ends at `"` and the hashes.
+            let hashes = rest[..open].iter().filter(|&&b| b == b'#').count();
+            let mut close = vec![b'"'];
+            close.extend(std::iter::repeat_n(b'#', hashes));
+            let body = &src[i + open..];
+            i + open
+                + body
+                    .windows(close.len())
+                    .position(|w| w == close.as_slice())
+                    .map_or(body.len(), |p| p + close.len())
+        } else if rest[0] == b'"' || (rest.starts_with(b"b\"") && !after_ident) {
+            let mut j = i + if rest[0] == b'b' { 2 } else { 1 };
+            while j < src.len() && src[j] != b'"' {
+                j += if src[j] == b'\\' { 2 } else { 1 };
+            }
+            j + 1
+        } else if rest[0] == b'\'' {
+            char_literal_len(rest).map_or(i + 1, |n| i + n)
+        } else {
+            i += 1;
+            continue;
+        };
+        blank(&mut out, i, end);
+        i = end;
+    }
+    out
+}
+
+/// The length of the opening of a raw string (`r"`, `r##"`, `br#"`) at the
+/// start of `rest`, if there is one.
+fn raw_string_open(rest: &[u8]) -> Option<usize> {
+    let after_b = rest.strip_prefix(b"b").unwrap_or(rest);
+    let after_r = after_b.strip_prefix(b"r")?;
+    let hashes = after_r.iter().take_while(|&&b| b == b'#').count();
+    (after_r.get(hashes) == Some(&b'"')).then_some(rest.len() - after_r.len() + hashes + 1)
+}
+
+/// The length of the character literal at the start of `rest` (`'x'`,
+/// `'\n'`, `'\u{1F600}'`, `'é'`), or None for a lifetime (`'a`).
+fn char_literal_len(rest: &[u8]) -> Option<usize> {
+    if rest.get(1) == Some(&b'\\') {
+        // The escaped character may itself be a quote: the closing one is
+        // after it.
+        return rest
+            .get(3..)?
+            .iter()
+            .position(|&b| b == b'\'')
+            .map(|p| p + 4);
+    }
+    let width = match rest.get(1)? {
+        b if *b < 0x80 => 1,
+        b if *b >= 0xF0 => 4,
+        b if *b >= 0xE0 => 3,
+        _ => 2,
+    };
+    (rest.get(1 + width) == Some(&b'\'')).then_some(width + 2)
+}
+
+/// The index of the brace that closes the one at `open`.
+fn closing_brace(code: &[u8], open: usize) -> usize {
+    let mut depth = 0usize;
+    for (i, &b) in code.iter().enumerate().skip(open) {
+        match b {
+            b'{' => depth += 1,
+            b'}' => {
+                depth -= 1;
+                if depth == 0 {
+                    return i;
+                }
+            }
+            _ => {}
+        }
+    }
+    code.len().saturating_sub(1)
+}
+
+/// Every function with a body in one source (its code blanked by
+/// `blank_literals`), outside items marked `#[cfg(test)]`: its name and
+/// its length in lines.
+fn function_lengths_in(code: &[u8]) -> Vec<(String, usize)> {
+    let line_of = |at: usize| code[..at].iter().filter(|&&b| b == b'\n').count();
+    let find = |needle: &[u8], from: usize| {
+        code[from..]
+            .windows(needle.len())
+            .position(|w| w == needle)
+            .map(|p| p + from)
+    };
+    // The bodies of the test-only items.
+    let mut skipped = Vec::new();
+    let mut from = 0;
+    while let Some(at) = find(b"#[cfg(test)]", from) {
+        from = at + 1;
+        let next = code[at..].iter().position(|&b| b == b'{' || b == b';');
+        if let Some(p) = next.map(|p| p + at).filter(|&p| code[p] == b'{') {
+            skipped.push(at..=closing_brace(code, p));
+        }
+    }
+    let mut out = Vec::new();
+    let mut from = 0;
+    while let Some(at) = find(b"fn", from) {
+        from = at + 2;
+        let keyword = (at == 0 || !ident_byte(code[at - 1]))
+            && code.get(at + 2).is_some_and(|b| b.is_ascii_whitespace());
+        if !keyword || skipped.iter().any(|r| r.contains(&at)) {
+            continue;
+        }
+        let name_at = at
+            + 2
+            + code[at + 2..]
+                .iter()
+                .take_while(|b| b.is_ascii_whitespace())
+                .count();
+        let name: String = code[name_at..]
+            .iter()
+            .take_while(|&&b| ident_byte(b))
+            .map(|&b| b as char)
+            .collect();
+        if name.is_empty() {
+            continue;
+        }
+        // The body is the first brace outside parentheses and brackets; a
+        // `;` first means a declaration without one.
+        let mut depth = 0i32;
+        let mut body = None;
+        for (i, &b) in code.iter().enumerate().skip(name_at) {
+            match b {
+                b'(' | b'[' => depth += 1,
+                b')' | b']' => depth -= 1,
+                b'{' if depth <= 0 => {
+                    body = Some(i);
+                    break;
+                }
+                b';' if depth <= 0 => break,
+                _ => {}
+            }
+        }
+        if let Some(open) = body {
+            let lines = line_of(closing_brace(code, open)) - line_of(at) + 1;
+            out.push((name, lines));
+        }
+    }
+    out
+}
+
+/// Every counted function of `src/`, longest first.
+fn function_lengths() -> Vec<FnLength> {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut out = Vec::new();
+    for file in rust_files(&src) {
+        let rel = file
+            .strip_prefix(&src)
+            .unwrap()
+            .to_string_lossy()
+            .replace('\\', "/");
+        if file.file_name().is_some_and(|n| n == "tests.rs")
+            || FN_EXEMPT_FILES.contains(&rel.as_str())
+        {
+            continue;
+        }
+        let code = blank_literals(&std::fs::read_to_string(&file).unwrap());
+        for (name, lines) in function_lengths_in(&code) {
+            out.push(FnLength {
+                key: format!("{rel}::{name}"),
+                lines,
+            });
+        }
+    }
+    out.sort_by(|a, b| b.lines.cmp(&a.lines).then(a.key.cmp(&b.key)));
+    out
+}
+
+fn table(fns: &[&FnLength]) -> String {
+    fns.iter()
+        .map(|f| format!("{:>5}  {}", f.lines, f.key))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+#[test]
+fn functions_are_short_enough_to_hold_in_mind() {
+    let fns = function_lengths();
+    let long: Vec<&FnLength> = fns.iter().filter(|f| f.lines > FN_LONG_LINES).collect();
+    let mut problems = Vec::new();
+    let too_long: Vec<&FnLength> = long
+        .iter()
+        .copied()
+        .filter(|f| f.lines > FN_MOST_LINES)
+        .collect();
+    if !too_long.is_empty() {
+        problems.push(format!(
+            "functions over {FN_MOST_LINES} lines:\n{}",
+            table(&too_long)
+        ));
+    }
+    if long.len() > FN_LONG_ALLOWED {
+        problems.push(format!(
+            "{} functions over {FN_LONG_LINES} lines (at most {FN_LONG_ALLOWED}):\n{}",
+            long.len(),
+            table(&long)
+        ));
+    }
+    println!("functions over {FN_LONG_LINES} lines:\n{}", table(&long));
+    assert!(problems.is_empty(), "{}", problems.join("\n\n"));
+}
+
+#[test]
+fn the_function_scanner_skips_literals_comments_and_tests() {
+    let source = r####"
+fn one() {
+    let s = "}}}{";
+    let r = r#"}"# ;
+    let c = '}';
+    let open = '{';
+    let e = '\'';
+    let u = '\u{7D}';
+    // }
+    /* } /* } */ } */
+    let l: &'static str = b"{";
+}
+fn two<'a>(x: &'a [u8; 2]) -> impl Fn() + 'a {
+    move || {
+        let _ = x;
+    }
+}
+trait T {
+    fn declared(&self);
+}
+#[cfg(test)]
+mod tests {
+    fn hidden() {
+    }
+}
+fn three() { }
+"####;
+    let code = blank_literals(source);
+    assert_eq!(code.len(), source.len());
+    let found = function_lengths_in(&code);
+    assert_eq!(
+        found,
+        vec![
+            ("one".to_string(), 11),
+            ("two".to_string(), 5),
+            ("three".to_string(), 1)
+        ]
+    );
+}
+
+/// Issue 44: no file of `src/serve/` over 600 lines.
+#[test]
+fn no_file_of_serve_is_over_600_lines() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("src/serve");
+    let long: Vec<String> = rust_files(&dir)
+        .iter()
+        .map(|f| (f, std::fs::read_to_string(f).unwrap().lines().count()))
+        .filter(|(_, n)| *n > 600)
+        .map(|(f, n)| format!("{}: {n} lines", f.display()))
+        .collect();
+    assert!(long.is_empty(), "{}", long.join("\n"));
+}

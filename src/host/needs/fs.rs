@@ -83,7 +83,22 @@ pub(super) fn need(
     } else {
         DirAccess::ReadOnly
     };
-    let guest = guest_name(need, &canonical)?;
+    preopen(part, need, &canonical, access, dir)
+}
+
+/// Adds the preopen of `canonical`, opened as `dir`, with `access` (a
+/// directory already preopened keeps its one preopen, read-write if either
+/// asks it), named in the guest as `need`'s mount says; refused when the
+/// name and the directory do not match one to one.
+fn preopen(
+    part: &mut FsPart,
+    need: &Need<'_>,
+    canonical: &str,
+    access: DirAccess,
+    dir: PinnedDir,
+) -> Result<(), Stop> {
+    let host = Path::new(canonical);
+    let guest = guest_name(need, canonical)?;
     // Names compared as the guest resolves them (`/out` is `out`, `/` is
     // `.`).
     let resolved_name = crate::manifest::guest_name(&guest);
@@ -107,7 +122,7 @@ pub(super) fn need(
         Some(_) => {}
         None => part.preopens.push(Preopen {
             guest,
-            host: PathBuf::from(&canonical),
+            host: PathBuf::from(canonical),
             access,
             dir,
         }),

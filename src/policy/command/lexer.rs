@@ -3,6 +3,9 @@
 //! split (quotes left open, ANSI-C quoting, a comment, a control
 //! character, a subshell).
 
+use std::iter::Peekable;
+use std::str::Chars;
+
 use super::LexError;
 
 /// One word as the lexer read it.
@@ -63,44 +66,8 @@ pub(super) fn lex(command: &str) -> Result<Vec<Vec<Word>>, LexError> {
     while let Some(c) = chars.next() {
         match c {
             c if c.is_control() => return Err(LexError("a control character")),
-            '\'' => {
-                w.quote();
-                loop {
-                    match chars.next() {
-                        Some('\'') => break,
-                        Some(ch) => w.push(ch),
-                        None => return Err(LexError("an unterminated single quote")),
-                    }
-                }
-            }
-            '"' => {
-                w.quote();
-                loop {
-                    match chars.next() {
-                        Some('"') => break,
-                        // Inside double quotes a backslash escapes only
-                        // these; before anything else it stays.
-                        Some('\\') => match chars.next() {
-                            Some(ch @ ('$' | '`' | '"' | '\\')) => w.push(ch),
-                            Some(ch) if ch.is_control() => {
-                                return Err(LexError("a control character"))
-                            }
-                            Some(ch) => {
-                                w.push('\\');
-                                w.push(ch);
-                            }
-                            None => return Err(LexError("an unterminated double quote")),
-                        },
-                        Some('$') => {
-                            w.word.expands = true;
-                            w.push('$');
-                        }
-                        Some(ch) if ch.is_control() => return Err(LexError("a control character")),
-                        Some(ch) => w.push(ch),
-                        None => return Err(LexError("an unterminated double quote")),
-                    }
-                }
-            }
+            '\'' => single_quoted(&mut chars, &mut w)?,
+            '"' => double_quoted(&mut chars, &mut w)?,
             '\\' => match chars.next() {
                 Some(ch) if ch.is_control() => return Err(LexError("a control character")),
                 Some(ch) => {
@@ -145,6 +112,47 @@ pub(super) fn lex(command: &str) -> Result<Vec<Vec<Word>>, LexError> {
         segments.push(words);
     }
     Ok(segments)
+}
+
+/// The rest of a single-quoted string, the opening quote read: every
+/// character stays as it is.
+fn single_quoted(chars: &mut Peekable<Chars<'_>>, w: &mut Partial) -> Result<(), LexError> {
+    w.quote();
+    loop {
+        match chars.next() {
+            Some('\'') => return Ok(()),
+            Some(ch) => w.push(ch),
+            None => return Err(LexError("an unterminated single quote")),
+        }
+    }
+}
+
+/// The rest of a double-quoted string, the opening quote read.
+fn double_quoted(chars: &mut Peekable<Chars<'_>>, w: &mut Partial) -> Result<(), LexError> {
+    w.quote();
+    loop {
+        match chars.next() {
+            Some('"') => return Ok(()),
+            // Inside double quotes a backslash escapes only
+            // these; before anything else it stays.
+            Some('\\') => match chars.next() {
+                Some(ch @ ('$' | '`' | '"' | '\\')) => w.push(ch),
+                Some(ch) if ch.is_control() => return Err(LexError("a control character")),
+                Some(ch) => {
+                    w.push('\\');
+                    w.push(ch);
+                }
+                None => return Err(LexError("an unterminated double quote")),
+            },
+            Some('$') => {
+                w.word.expands = true;
+                w.push('$');
+            }
+            Some(ch) if ch.is_control() => return Err(LexError("a control character")),
+            Some(ch) => w.push(ch),
+            None => return Err(LexError("an unterminated double quote")),
+        }
+    }
 }
 
 /// Splits a command into segments of words, honouring quotes and escapes.

@@ -116,6 +116,86 @@ const WRAPPERS: [Wrapper; 11] = [
     },
 ];
 
+/// The index of the first word after `wrapper`'s options, which start at
+/// `words[i]`; what the screen cannot read is noted.
+fn after_options(
+    words: &[Word],
+    mut i: usize,
+    wrapper: &Wrapper,
+    note: &mut dyn FnMut(String),
+) -> usize {
+    while let Some(w) = words.get(i) {
+        let t = w.text.as_str();
+        if w.expands {
+            note(format!(
+                "`{t}`, a word the shell may expand into other words before the program is known"
+            ));
+        }
+        if t == "--" {
+            i += 1;
+            break;
+        }
+        if t == "-" && wrapper.name == "env" {
+            i += 1;
+            continue;
+        }
+        if !t.starts_with('-') || t == "-" {
+            break;
+        }
+        let takes_next = option_takes_next(wrapper, t, note);
+        i += 1;
+        if takes_next {
+            match words.get(i) {
+                Some(arg) if arg.expands => note(format!(
+                    "`{}`, a word the shell may expand into other words before the program is known",
+                    arg.text
+                )),
+                Some(_) => {}
+                None => note(format!("`{} {t}` without its argument", wrapper.name)),
+            }
+            i += 1;
+        }
+    }
+    i
+}
+
+/// Whether option word `t` of `wrapper` takes the next word as its
+/// argument; an option the screen does not read is noted.
+fn option_takes_next(wrapper: &Wrapper, t: &str, note: &mut dyn FnMut(String)) -> bool {
+    let mut takes_next = false;
+    if let Some(long) = t.strip_prefix("--") {
+        let (opt, inline) = match long.split_once('=') {
+            Some((o, v)) => (o, Some(v)),
+            None => (long, None),
+        };
+        if wrapper.long_with_arg.contains(&opt) {
+            takes_next = inline.is_none();
+        } else if !(wrapper.long_flags.contains(&opt) && inline.is_none()) {
+            note(format!(
+                "`{} {t}`, an option the screen does not read",
+                wrapper.name
+            ));
+        }
+    } else if !(wrapper.numeric && t[1..].bytes().all(|b| b.is_ascii_digit())) {
+        let mut letters = t[1..].chars();
+        while let Some(l) = letters.next() {
+            if wrapper.short_flags.contains(l) {
+                continue;
+            }
+            if wrapper.short_with_arg.contains(l) {
+                takes_next = letters.as_str().is_empty();
+            } else {
+                note(format!(
+                    "`{} {t}`, an option the screen does not read",
+                    wrapper.name
+                ));
+            }
+            break;
+        }
+    }
+    takes_next
+}
+
 /// The wrapper `word` names, if it names one: by its bare name, or (for one
 /// that is not a shell builtin) by its path in [`PROGRAM_DIRS`].
 fn wrapper_of(word: &str) -> Option<&'static Wrapper> {
@@ -164,69 +244,7 @@ pub(super) fn look_through(words: &[Word], unclear: &mut Option<String>) -> Opti
         }
         let start = i;
         i += 1;
-        // The wrapper's options.
-        while let Some(w) = words.get(i) {
-            let t = w.text.as_str();
-            if w.expands {
-                note(format!(
-                    "`{t}`, a word the shell may expand into other words before the program is known"
-                ));
-            }
-            if t == "--" {
-                i += 1;
-                break;
-            }
-            if t == "-" && wrapper.name == "env" {
-                i += 1;
-                continue;
-            }
-            if !t.starts_with('-') || t == "-" {
-                break;
-            }
-            let mut takes_next = false;
-            if let Some(long) = t.strip_prefix("--") {
-                let (opt, inline) = match long.split_once('=') {
-                    Some((o, v)) => (o, Some(v)),
-                    None => (long, None),
-                };
-                if wrapper.long_with_arg.contains(&opt) {
-                    takes_next = inline.is_none();
-                } else if !(wrapper.long_flags.contains(&opt) && inline.is_none()) {
-                    note(format!(
-                        "`{} {t}`, an option the screen does not read",
-                        wrapper.name
-                    ));
-                }
-            } else if !(wrapper.numeric && t[1..].bytes().all(|b| b.is_ascii_digit())) {
-                let mut letters = t[1..].chars();
-                while let Some(l) = letters.next() {
-                    if wrapper.short_flags.contains(l) {
-                        continue;
-                    }
-                    if wrapper.short_with_arg.contains(l) {
-                        takes_next = letters.as_str().is_empty();
-                    } else {
-                        note(format!(
-                            "`{} {t}`, an option the screen does not read",
-                            wrapper.name
-                        ));
-                    }
-                    break;
-                }
-            }
-            i += 1;
-            if takes_next {
-                match words.get(i) {
-                    Some(arg) if arg.expands => note(format!(
-                        "`{}`, a word the shell may expand into other words before the program is known",
-                        arg.text
-                    )),
-                    Some(_) => {}
-                    None => note(format!("`{} {t}` without its argument", wrapper.name)),
-                }
-                i += 1;
-            }
-        }
+        i = after_options(words, i, wrapper, &mut note);
         if wrapper.assignments {
             while let Some(w) = words.get(i).filter(|w| w.text.contains('=')) {
                 if w.expands {

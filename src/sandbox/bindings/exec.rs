@@ -17,7 +17,7 @@ use std::sync::Arc;
 use serde::Serialize;
 use wasmtime::component::{HasData, Linker};
 
-use super::fs::DirAccess;
+use super::fs::{DirAccess, FsPart};
 use super::wit::gatehouse::executor::exec;
 use super::wit::gatehouse::executor::types::{Denial, Error};
 use super::{Prepare, PrepareError, Unit};
@@ -198,79 +198,15 @@ impl ExecState {
             return state;
         }
         let fs = &parts.fs;
-        let whole = |host: &std::path::Path, access: DirAccess| {
-            let want = format!("{}/**", host.display().to_string().trim_end_matches('/'));
-            let globs = match access {
-                DirAccess::ReadOnly => &fs.read_globs,
-                DirAccess::ReadWrite => &fs.write_globs,
-            };
-            globs.iter().any(|g| g.as_str() == want)
-        };
-        let mut read_roots = Vec::new();
-        let mut write_roots = Vec::new();
-        for p in &fs.preopens {
-            match p.access {
-                DirAccess::ReadWrite if whole(&p.host, DirAccess::ReadWrite) => {
-                    write_roots.push(p.dir.clone())
-                }
-                DirAccess::ReadWrite | DirAccess::ReadOnly
-                    if whole(&p.host, DirAccess::ReadOnly) =>
-                {
-                    read_roots.push(p.dir.clone())
-                }
-                _ => {}
-            }
-        }
-        let workspace = plan.workspace();
-        let cwd = match read_roots
-            .iter()
-            .chain(&write_roots)
-            .find(|r| workspace.starts_with(r.path()))
-        {
-            Some(root) if root.path() == workspace => Ok(root.clone()),
-            Some(root) => root.open_below(workspace),
-            None => match write_roots.first().or(read_roots.first()) {
-                Some(root) => Ok(root.clone()),
-                None => PinnedDir::open(Path::new("/")),
-            },
-        }
-        .map_err(|e| format!("the working directory {e}"));
+        let (read_roots, write_roots) = command_roots(fs);
+        let cwd = command_cwd(plan.workspace(), &read_roots, &write_roots);
         let env = services
             .env
             .iter()
             .filter(|(n, _)| parts.env.names.contains(n))
             .cloned()
             .collect();
-        let read_only_inside = write_roots.iter().find_map(|root| {
-            let root_str = root.path().display().to_string();
-            fs.read_only_roots()
-                .find(|ro| is_within(ro, &root_str))
-                .map(|ro| {
-                    (DenyCode::WorkspaceReadOnly, format!("the write root `{root_str}` holds the read-only root `{ro}`, which a command's sandbox cannot exclude; no command may run with it"))
-                })
-        });
-        let protected_overlap = write_roots.iter().find_map(|root| {
-            let root_str = root.path().display().to_string();
-            fs.protected
-                .iter()
-                .find(|p| is_within(&p.path, &root_str) || is_within(&root_str, &p.path))
-                .map(|p| {
-                    (p.kind.write_code(), format!("the write root `{root_str}` holds host configuration (`{}`), which a command's sandbox cannot exclude; no command may run with it", p.path))
-                })
-        })
-        .or(read_only_inside)
-        .or_else(|| {
-            // Nor can it hide host state from a read root that holds it.
-            read_roots.iter().find_map(|root| {
-                let root_str = root.path().display().to_string();
-                fs.protected
-                    .iter()
-                    .find(|p| p.kind == ProtectedKind::State && (is_within(&p.path, &root_str) || is_within(&root_str, &p.path)))
-                    .map(|p| {
-                        (DenyCode::HostStateHidden, format!("the read root `{root_str}` holds the host's own state (`{}`), which a command's sandbox cannot hide; no command may run with it", p.path))
-                    })
-            })
-        });
+        let protected_overlap = protected_overlap(fs, &read_roots, &write_roots);
         state.read_roots = read_roots;
         state.write_roots = write_roots;
         state.cwd = cwd;
@@ -278,6 +214,95 @@ impl ExecState {
         state.protected_overlap = protected_overlap;
         state
     }
+}
+
+/// The preopens a command may use as roots: those whose whole tree the
+/// grant covers, read-write ones first as write roots.
+fn command_roots(fs: &FsPart) -> (Vec<PinnedDir>, Vec<PinnedDir>) {
+    let whole = |host: &std::path::Path, access: DirAccess| {
+        let want = format!("{}/**", host.display().to_string().trim_end_matches('/'));
+        let globs = match access {
+            DirAccess::ReadOnly => &fs.read_globs,
+            DirAccess::ReadWrite => &fs.write_globs,
+        };
+        globs.iter().any(|g| g.as_str() == want)
+    };
+    let mut read_roots = Vec::new();
+    let mut write_roots = Vec::new();
+    for p in &fs.preopens {
+        match p.access {
+            DirAccess::ReadWrite if whole(&p.host, DirAccess::ReadWrite) => {
+                write_roots.push(p.dir.clone())
+            }
+            DirAccess::ReadWrite | DirAccess::ReadOnly if whole(&p.host, DirAccess::ReadOnly) => {
+                read_roots.push(p.dir.clone())
+            }
+            _ => {}
+        }
+    }
+    (read_roots, write_roots)
+}
+
+/// A command's working directory: the workspace when a root holds it,
+/// else the first root, else `/`.
+fn command_cwd(
+    workspace: &Path,
+    read_roots: &[PinnedDir],
+    write_roots: &[PinnedDir],
+) -> Result<PinnedDir, String> {
+    match read_roots
+        .iter()
+        .chain(write_roots)
+        .find(|r| workspace.starts_with(r.path()))
+    {
+        Some(root) if root.path() == workspace => Ok(root.clone()),
+        Some(root) => root.open_below(workspace),
+        None => match write_roots.first().or(read_roots.first()) {
+            Some(root) => Ok(root.clone()),
+            None => PinnedDir::open(Path::new("/")),
+        },
+    }
+    .map_err(|e| format!("the working directory {e}"))
+}
+
+/// Why no command may run with these roots, if one of them holds what a
+/// command's sandbox cannot exclude or hide: a read-only root or host
+/// configuration inside a write root, or host state in a read root.
+fn protected_overlap(
+    fs: &FsPart,
+    read_roots: &[PinnedDir],
+    write_roots: &[PinnedDir],
+) -> Option<(DenyCode, String)> {
+    let read_only_inside = write_roots.iter().find_map(|root| {
+        let root_str = root.path().display().to_string();
+        fs.read_only_roots()
+            .find(|ro| is_within(ro, &root_str))
+            .map(|ro| {
+                (DenyCode::WorkspaceReadOnly, format!("the write root `{root_str}` holds the read-only root `{ro}`, which a command's sandbox cannot exclude; no command may run with it"))
+            })
+    });
+    write_roots.iter().find_map(|root| {
+        let root_str = root.path().display().to_string();
+        fs.protected
+            .iter()
+            .find(|p| is_within(&p.path, &root_str) || is_within(&root_str, &p.path))
+            .map(|p| {
+                (p.kind.write_code(), format!("the write root `{root_str}` holds host configuration (`{}`), which a command's sandbox cannot exclude; no command may run with it", p.path))
+            })
+    })
+    .or(read_only_inside)
+    .or_else(|| {
+        // Nor can it hide host state from a read root that holds it.
+        read_roots.iter().find_map(|root| {
+            let root_str = root.path().display().to_string();
+            fs.protected
+                .iter()
+                .find(|p| p.kind == ProtectedKind::State && (is_within(&p.path, &root_str) || is_within(&root_str, &p.path)))
+                .map(|p| {
+                    (DenyCode::HostStateHidden, format!("the read root `{root_str}` holds the host's own state (`{}`), which a command's sandbox cannot hide; no command may run with it", p.path))
+                })
+        })
+    })
 }
 
 fn denial(code: DenyCode, reason: String) -> Error {

@@ -236,17 +236,13 @@ fn view(s: &mut HostState) -> WasiHttpCtxView<'_> {
     }
 }
 
-type SendFuture = Box<
-    dyn Future<
-            Output = Result<
-                (
-                    http::Response<wasmtime_wasi_http::WasiBody>,
-                    Box<dyn Future<Output = Result<(), HttpError>> + Send>,
-                ),
-                HttpError,
-            >,
-        > + Send,
->;
+/// What is left of a request's connection, driven while the body is read.
+type IoFuture = Box<dyn Future<Output = Result<(), HttpError>> + Send>;
+
+/// The response the guest gets, with the connection's io future.
+type Answered = (http::Response<wasmtime_wasi_http::WasiBody>, IoFuture);
+
+type SendFuture = Box<dyn Future<Output = Result<Answered, HttpError>> + Send>;
 
 /// One request's audit line, without its outcome yet.
 #[derive(Clone)]
@@ -309,36 +305,8 @@ impl WasiHttpHooks for Hooks {
     ) -> SendFuture {
         let started = Instant::now();
         let shared = self.shared.clone();
-        let uri = request.uri().clone();
-        let raw = |uri: String| RunRequest::HttpUnnamed {
-            method: request.method().as_str().to_string(),
-            uri,
-        };
-        let req = match HttpRequest::canonical(
-            request.method().as_str(),
-            uri.scheme_str().unwrap_or("https"),
-            uri.authority().map_or("", |a| a.as_str()),
-            uri.path_and_query().map_or("/", |p| p.as_str()),
-        ) {
-            Ok(req) => req,
-            Err(e) => {
-                // Not even a request the policy can name: the line holds
-                // the URI without its query and without userinfo (which
-                // may hold a password).
-                let host = uri.authority().map_or("", |a| a.as_str());
-                let shown = format!(
-                    "{}://{}{}",
-                    uri.scheme_str().unwrap_or("https"),
-                    host.rsplit('@').next().unwrap_or(host),
-                    uri.path()
-                );
-                let line = Line {
-                    request: raw(shown),
-                    provider: None,
-                };
-                line.denied(&*shared.audit, DenyCode::NetworkNotGranted, &e.to_string());
-                return refuse(HttpError::HttpRequestDenied);
-            }
+        let Some(req) = canonical_or_denied(&request, &*shared.audit) else {
+            return refuse(HttpError::HttpRequestDenied);
         };
         let provider = self
             .providers
@@ -365,42 +333,10 @@ impl WasiHttpHooks for Hooks {
         // response goes to the guest as the server sent it, untouched.
         let mut redactor = None;
         if let Some(p) = provider {
-            let value = match &p.value {
-                Ok(v) => v,
-                Err(reason) => {
-                    line.denied(&*shared.audit, DenyCode::NetworkNotGranted, reason);
-                    return refuse(HttpError::ConfigurationError);
-                }
-            };
-            let Ok(name) = http::HeaderName::from_bytes(p.part.header.as_bytes()) else {
-                line.denied(
-                    &*shared.audit,
-                    DenyCode::NetworkNotGranted,
-                    "the provider's header name is not valid",
-                );
-                return refuse(HttpError::ConfigurationError);
-            };
-            let Ok(mut header) =
-                http::HeaderValue::from_str(&p.part.format.replace("{value}", value))
-            else {
-                line.denied(
-                    &*shared.audit,
-                    DenyCode::NetworkNotGranted,
-                    "the provider's value cannot be sent in a header",
-                );
-                return refuse(HttpError::ConfigurationError);
-            };
-            header.set_sensitive(true);
-            let headers = request.headers_mut();
-            headers.remove(&name);
-            headers.insert(name, header);
-            // The response is scanned for the value as sent: a compressed
-            // one (which the guest could ask for) would hide it.
-            headers.insert(
-                http::header::ACCEPT_ENCODING,
-                http::HeaderValue::from_static("identity"),
-            );
-            redactor = redact::Redactor::new(value.as_bytes());
+            match add_credential(p, &mut request, &line, &shared) {
+                Ok(r) => redactor = r,
+                Err(e) => return refuse(e),
+            }
         }
         // A wildcard rule covers names, never what they resolve to in the
         // special ranges; a rule on the name or the address itself does
@@ -410,42 +346,14 @@ impl WasiHttpHooks for Hooks {
         Box::new(async move {
             let sent = send(&client, request, &req, through_wildcard, options, &shared).await;
             match sent {
-                Ok((mut response, io)) => {
-                    let status = response.status().as_u16();
-                    let first_byte_ms = started.elapsed().as_secs_f64() * 1e3;
-                    if let Some(r) = redactor.as_mut() {
-                        if let Err(why) = r.response_head(response.headers_mut()) {
-                            line.allowed(
-                                &*shared.audit,
-                                ResponseEnd {
-                                    status,
-                                    bytes: 0,
-                                    first_byte_ms,
-                                    duration_ms: started.elapsed().as_secs_f64() * 1e3,
-                                    error: Some(why),
-                                    redacted: Some(r.count()),
-                                },
-                            );
-                            return Err(HttpError::HttpProtocolError);
-                        }
-                    }
-                    let response = response.map(|body| {
-                        Counted {
-                            body,
-                            deadline: Alarm::new(shared.deadline, None),
-                            between: options
-                                .and_then(|o| o.between_bytes_timeout)
-                                .map(|d| (d, Alarm::after(d.min(shared.left())))),
-                            shared: shared.clone(),
-                            seen: 0,
-                            line: Some((line, status, started, first_byte_ms)),
-                            redactor,
-                            queued: Vec::new(),
-                            ended: false,
-                        }
-                        .boxed_unsync()
-                    });
-                    Ok((response, io))
+                Ok((response, io)) => {
+                    let answer = Answer {
+                        line,
+                        started,
+                        redactor,
+                        options,
+                    };
+                    answer.counted(response, io, &shared)
                 }
                 Err((code, reason, error)) => {
                     line.denied(&*shared.audit, code, &reason);
@@ -462,6 +370,150 @@ impl WasiHttpHooks for Hooks {
     }
 }
 
+/// The request as the policy names it; None, with its denial written,
+/// when it cannot be named.
+fn canonical_or_denied(
+    request: &http::Request<wasmtime_wasi_http::WasiBody>,
+    audit: &dyn AuditSink,
+) -> Option<HttpRequest> {
+    let uri = request.uri();
+    let e = match HttpRequest::canonical(
+        request.method().as_str(),
+        uri.scheme_str().unwrap_or("https"),
+        uri.authority().map_or("", |a| a.as_str()),
+        uri.path_and_query().map_or("/", |p| p.as_str()),
+    ) {
+        Ok(req) => return Some(req),
+        Err(e) => e,
+    };
+    // Not even a request the policy can name: the line holds the URI
+    // without its query and without userinfo (which may hold a password).
+    let host = uri.authority().map_or("", |a| a.as_str());
+    let shown = format!(
+        "{}://{}{}",
+        uri.scheme_str().unwrap_or("https"),
+        host.rsplit('@').next().unwrap_or(host),
+        uri.path()
+    );
+    let line = Line {
+        request: RunRequest::HttpUnnamed {
+            method: request.method().as_str().to_string(),
+            uri: shown,
+        },
+        provider: None,
+    };
+    line.denied(audit, DenyCode::NetworkNotGranted, &e.to_string());
+    None
+}
+
+/// Puts provider `p`'s credential in `request`'s header (replacing the
+/// guest's) and asks for an uncompressed response: the redactor that
+/// takes the value out of it. An error, with the denial written, when the
+/// value is missing or cannot be sent.
+fn add_credential(
+    p: &Provider,
+    request: &mut http::Request<wasmtime_wasi_http::WasiBody>,
+    line: &Line,
+    shared: &Shared,
+) -> Result<Option<redact::Redactor>, HttpError> {
+    let value = match &p.value {
+        Ok(v) => v,
+        Err(reason) => {
+            line.denied(&*shared.audit, DenyCode::NetworkNotGranted, reason);
+            return Err(HttpError::ConfigurationError);
+        }
+    };
+    let Ok(name) = http::HeaderName::from_bytes(p.part.header.as_bytes()) else {
+        line.denied(
+            &*shared.audit,
+            DenyCode::NetworkNotGranted,
+            "the provider's header name is not valid",
+        );
+        return Err(HttpError::ConfigurationError);
+    };
+    let Ok(mut header) = http::HeaderValue::from_str(&p.part.format.replace("{value}", value))
+    else {
+        line.denied(
+            &*shared.audit,
+            DenyCode::NetworkNotGranted,
+            "the provider's value cannot be sent in a header",
+        );
+        return Err(HttpError::ConfigurationError);
+    };
+    header.set_sensitive(true);
+    let headers = request.headers_mut();
+    headers.remove(&name);
+    headers.insert(name, header);
+    // The response is scanned for the value as sent: a compressed one
+    // (which the guest could ask for) would hide it.
+    headers.insert(
+        http::header::ACCEPT_ENCODING,
+        http::HeaderValue::from_static("identity"),
+    );
+    Ok(redact::Redactor::new(value.as_bytes()))
+}
+
+/// What an allowed request's response needs to be handed to the guest.
+struct Answer {
+    line: Line,
+    started: Instant,
+    redactor: Option<redact::Redactor>,
+    options: Option<RequestOptions>,
+}
+
+impl Answer {
+    /// The response for the guest: its headers redacted if the request
+    /// carried a credential, its body [`Counted`].
+    fn counted(
+        self,
+        mut response: http::Response<hyper::body::Incoming>,
+        io: IoFuture,
+        shared: &Arc<Shared>,
+    ) -> Result<Answered, HttpError> {
+        let Answer {
+            line,
+            started,
+            mut redactor,
+            options,
+        } = self;
+        let status = response.status().as_u16();
+        let first_byte_ms = started.elapsed().as_secs_f64() * 1e3;
+        if let Some(r) = redactor.as_mut() {
+            if let Err(why) = r.response_head(response.headers_mut()) {
+                line.allowed(
+                    &*shared.audit,
+                    ResponseEnd {
+                        status,
+                        bytes: 0,
+                        first_byte_ms,
+                        duration_ms: started.elapsed().as_secs_f64() * 1e3,
+                        error: Some(why),
+                        redacted: Some(r.count()),
+                    },
+                );
+                return Err(HttpError::HttpProtocolError);
+            }
+        }
+        let response = response.map(|body| {
+            Counted {
+                body,
+                deadline: Alarm::new(shared.deadline, None),
+                between: options
+                    .and_then(|o| o.between_bytes_timeout)
+                    .map(|d| (d, Alarm::after(d.min(shared.left())))),
+                shared: shared.clone(),
+                seen: 0,
+                line: Some((line, status, started, first_byte_ms)),
+                redactor,
+                queued: Vec::new(),
+                ended: false,
+            }
+            .boxed_unsync()
+        });
+        Ok((response, io))
+    }
+}
+
 type SendError = (DenyCode, String, HttpError);
 
 /// Resolves, vets, connects to the vetted address, and sends.
@@ -472,108 +524,22 @@ async fn send(
     wildcard_only: bool,
     options: Option<RequestOptions>,
     shared: &Shared,
-) -> Result<
-    (
-        http::Response<hyper::body::Incoming>,
-        Box<dyn Future<Output = Result<(), HttpError>> + Send>,
-    ),
-    SendError,
-> {
+) -> Result<(http::Response<hyper::body::Incoming>, IoFuture), SendError> {
     let failed = |reason: String, e: HttpError| (DenyCode::NetworkNotGranted, reason, e);
     let within = |asked: Option<Duration>| {
         let left = shared.left();
         asked.map_or(left, |a| a.min(left))
     };
-    let addrs = resolve(client, &req.host, req.port, within(None))
-        .await
-        .map_err(|r| {
-            failed(
-                r,
-                HttpError::DnsError {
-                    rcode: Some("name unresolvable".into()),
-                    info_code: None,
-                },
-            )
-        })?;
-    let vetted: Vec<SocketAddr> = addrs
-        .iter()
-        .copied()
-        .filter(|a| may_connect(wildcard_only, a.ip()))
-        .collect();
-    if vetted.is_empty() {
-        return Err(failed(
-            format!(
-                "`{}` resolves only to addresses a wildcard grant does not reach ({})",
-                req.host,
-                addrs
-                    .iter()
-                    .map(|a| a.ip().to_string())
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            ),
-            HttpError::DestinationIpProhibited,
-        ));
-    }
+    let vetted = vetted_addresses(client, req, wildcard_only, within(None)).await?;
     // Each vetted address in turn (`localhost` may answer `::1` first
     // while a server listens on 127.0.0.1), within the connect timeout.
     let connect_by = Instant::now() + within(options.and_then(|o| o.connect_timeout));
-    let mut stream = None;
-    let mut last = String::new();
-    for addr in &vetted {
-        let left = connect_by.saturating_duration_since(Instant::now());
-        match timeout(left, tokio::net::TcpStream::connect(addr)).await {
-            Ok(Ok(s)) => {
-                stream = Some(s);
-                break;
-            }
-            Ok(Err(e)) => last = format!("{addr}: {}", crate::util::lower(&e.to_string())),
-            Err(_) => last = format!("{addr}: the connect timed out"),
-        }
-    }
-    let Some(stream) = stream else {
-        return Err((
-            DenyCode::NetworkNotGranted,
-            format!(
-                "no address of `{}` accepted a connection ({last})",
-                req.host
-            ),
-            HttpError::ConnectionRefused,
-        ));
-    };
+    let stream = connect_any(&vetted, connect_by, &req.host).await?;
     let io: Box<dyn Io> = match req.scheme {
         Scheme::Http => Box::new(stream),
-        Scheme::Https => {
-            let name = match req.host.parse::<IpAddr>() {
-                Ok(ip) => rustls::pki_types::ServerName::from(ip),
-                Err(_) => {
-                    rustls::pki_types::ServerName::try_from(req.host.clone()).map_err(|_| {
-                        failed(
-                            format!("`{}` is not a TLS name", req.host),
-                            HttpError::TlsProtocolError,
-                        )
-                    })?
-                }
-            };
-            let connector = tokio_rustls::TlsConnector::from(client.tls.clone());
-            let left = connect_by.saturating_duration_since(Instant::now());
-            match timeout(left, connector.connect(name, stream)).await {
-                Ok(Ok(s)) => Box::new(s),
-                Ok(Err(e)) => {
-                    return Err(failed(
-                        format!("tls: {}", crate::util::lower(&e.to_string())),
-                        HttpError::TlsCertificateError,
-                    ))
-                }
-                Err(_) => {
-                    return Err(failed(
-                        "the tls handshake timed out".into(),
-                        HttpError::ConnectionTimeout,
-                    ))
-                }
-            }
-        }
+        Scheme::Https => Box::new(tls(client, req, stream, connect_by).await?),
     };
-    let (mut sender, conn) = hyper::client::conn::http1::Builder::new()
+    let (sender, conn) = hyper::client::conn::http1::Builder::new()
         .handshake(hyper_util::rt::TokioIo::new(io))
         .await
         .map_err(|e| failed(format!("http: {e}"), HttpError::HttpProtocolError))?;
@@ -592,10 +558,127 @@ async fn send(
             ))
         }
     };
+    let first = within(options.and_then(|o| o.first_byte_timeout));
+    exchange(sender, conn, request, first).await
+}
+
+/// The addresses of `req`'s host that `may_connect` lets this request
+/// reach (not the special ranges through a wildcard rule).
+async fn vetted_addresses(
+    client: &HttpClient,
+    req: &HttpRequest,
+    wildcard_only: bool,
+    left: Duration,
+) -> Result<Vec<SocketAddr>, SendError> {
+    let failed = |reason: String, e: HttpError| (DenyCode::NetworkNotGranted, reason, e);
+    let addrs = resolve(client, &req.host, req.port, left)
+        .await
+        .map_err(|r| {
+            failed(
+                r,
+                HttpError::DnsError {
+                    rcode: Some("name unresolvable".into()),
+                    info_code: None,
+                },
+            )
+        })?;
+    let vetted: Vec<SocketAddr> = addrs
+        .iter()
+        .copied()
+        .filter(|a| may_connect(wildcard_only, a.ip()))
+        .collect();
+    if !vetted.is_empty() {
+        return Ok(vetted);
+    }
+    Err(failed(
+        format!(
+            "`{}` resolves only to addresses a wildcard grant does not reach ({})",
+            req.host,
+            addrs
+                .iter()
+                .map(|a| a.ip().to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+        HttpError::DestinationIpProhibited,
+    ))
+}
+
+/// A connection to the first of `vetted` that accepts one by `connect_by`.
+async fn connect_any(
+    vetted: &[SocketAddr],
+    connect_by: Instant,
+    host: &str,
+) -> Result<tokio::net::TcpStream, SendError> {
+    let mut stream = None;
+    let mut last = String::new();
+    for addr in vetted {
+        let left = connect_by.saturating_duration_since(Instant::now());
+        match timeout(left, tokio::net::TcpStream::connect(addr)).await {
+            Ok(Ok(s)) => {
+                stream = Some(s);
+                break;
+            }
+            Ok(Err(e)) => last = format!("{addr}: {}", crate::util::lower(&e.to_string())),
+            Err(_) => last = format!("{addr}: the connect timed out"),
+        }
+    }
+    stream.ok_or_else(|| {
+        (
+            DenyCode::NetworkNotGranted,
+            format!("no address of `{}` accepted a connection ({last})", host),
+            HttpError::ConnectionRefused,
+        )
+    })
+}
+
+/// `stream` under TLS to `req`'s host, the handshake done by `connect_by`.
+async fn tls(
+    client: &HttpClient,
+    req: &HttpRequest,
+    stream: tokio::net::TcpStream,
+    connect_by: Instant,
+) -> Result<tokio_rustls::client::TlsStream<tokio::net::TcpStream>, SendError> {
+    let failed = |reason: String, e: HttpError| (DenyCode::NetworkNotGranted, reason, e);
+    let name = match req.host.parse::<IpAddr>() {
+        Ok(ip) => rustls::pki_types::ServerName::from(ip),
+        Err(_) => rustls::pki_types::ServerName::try_from(req.host.clone()).map_err(|_| {
+            failed(
+                format!("`{}` is not a TLS name", req.host),
+                HttpError::TlsProtocolError,
+            )
+        })?,
+    };
+    let connector = tokio_rustls::TlsConnector::from(client.tls.clone());
+    let left = connect_by.saturating_duration_since(Instant::now());
+    match timeout(left, connector.connect(name, stream)).await {
+        Ok(Ok(s)) => Ok(s),
+        Ok(Err(e)) => Err(failed(
+            format!("tls: {}", crate::util::lower(&e.to_string())),
+            HttpError::TlsCertificateError,
+        )),
+        Err(_) => Err(failed(
+            "the tls handshake timed out".into(),
+            HttpError::ConnectionTimeout,
+        )),
+    }
+}
+/// Sends `request` on the new connection and awaits the response head
+/// within `first`: the response, and what is left of the connection to
+/// drive as the io future.
+async fn exchange(
+    mut sender: hyper::client::conn::http1::SendRequest<wasmtime_wasi_http::WasiBody>,
+    conn: hyper::client::conn::http1::Connection<
+        hyper_util::rt::TokioIo<Box<dyn Io>>,
+        wasmtime_wasi_http::WasiBody,
+    >,
+    request: http::Request<wasmtime_wasi_http::WasiBody>,
+    first: Duration,
+) -> Result<(http::Response<hyper::body::Incoming>, IoFuture), SendError> {
+    let failed = |reason: String, e: HttpError| (DenyCode::NetworkNotGranted, reason, e);
     // The response is awaited while the connection is driven in the same
     // task (as wasmtime-wasi-http's own sender does): no hop to another
     // task on the way. What is left of the connection is the io future.
-    let first = within(options.and_then(|o| o.first_byte_timeout));
     let mut conn = Some(conn);
     let mut send = std::pin::pin!(timeout(first, sender.send_request(request)));
     let answer = std::future::poll_fn(|cx| {
@@ -629,7 +712,7 @@ async fn send(
             ))
         }
     };
-    let io: Box<dyn Future<Output = Result<(), HttpError>> + Send> = Box::new(async move {
+    let io: IoFuture = Box::new(async move {
         match conn {
             Some(c) => c.await.map_err(HttpError::from),
             None => Ok(()),
@@ -741,6 +824,115 @@ impl Drop for Counted {
     }
 }
 
+impl Counted {
+    /// One frame from the server, counted against the turn's cap and
+    /// passed through the redactor if there is one; None when the
+    /// redactor held it back whole (a possible start of the value): the
+    /// body is polled again.
+    fn take_frame(
+        &mut self,
+        frame: http_body::Frame<Bytes>,
+    ) -> Option<Result<http_body::Frame<Bytes>, HttpError>> {
+        if let Some((gap, alarm)) = self.between.as_mut() {
+            alarm.reset(Instant::now() + *gap);
+        }
+        let n = frame.data_ref().map_or(0, |d| d.len() as u64);
+        self.seen += n;
+        let total = self
+            .shared
+            .bytes
+            .fetch_add(n, std::sync::atomic::Ordering::SeqCst)
+            + n;
+        if total > self.shared.max_bytes {
+            let detail = format!(
+                "the turn's HTTP responses passed {} bytes",
+                self.shared.max_bytes
+            );
+            self.shared.hit(DenyCode::LimitHttpResponse, detail);
+            self.finish(Some("the response passed the turn's cap"));
+            return Some(Err(HttpError::HttpResponseBodySize(Some(
+                self.shared.max_bytes,
+            ))));
+        }
+        let Some(redactor) = self.redactor.as_mut() else {
+            // Trailers end the body: the reader asks for nothing after them,
+            // so the line is written now.
+            if frame.is_trailers() {
+                self.finish(None);
+            }
+            return Some(Ok(frame));
+        };
+        let frame = match frame.into_data() {
+            Ok(data) => {
+                let out = redactor.body(data);
+                if out.is_empty() {
+                    return None;
+                }
+                http_body::Frame::data(out)
+            }
+            Err(frame) => match frame.into_trailers() {
+                Ok(mut trailers) => {
+                    // The body is over: what was held back goes first, then the
+                    // trailers, cleaned. The count is final, and the reader asks for
+                    // nothing after the trailers: the line is written now.
+                    let held = redactor.body_end();
+                    redactor.headers(&mut trailers);
+                    self.queued.push(http_body::Frame::trailers(trailers));
+                    self.finish(None);
+                    self.ended = true;
+                    if held.is_empty() {
+                        return None;
+                    }
+                    http_body::Frame::data(held)
+                }
+                // A frame that is neither (none exists in http-body 1): passed
+                // on as it is.
+                Err(frame) => frame,
+            },
+        };
+        Some(Ok(frame))
+    }
+
+    /// The server's body ended: what the redactor held back, if anything.
+    fn end(&mut self) -> Option<Result<http_body::Frame<Bytes>, HttpError>> {
+        // Whatever the redactor still holds is not the value (a whole one
+        // would have been replaced): it is the body's last bytes. The
+        // count is final here.
+        let held = self
+            .redactor
+            .as_mut()
+            .map(redact::Redactor::body_end)
+            .unwrap_or_default();
+        self.finish(None);
+        self.ended = true;
+        if held.is_empty() {
+            return None;
+        }
+        Some(Ok(http_body::Frame::data(held)))
+    }
+
+    /// No frame yet: the run's deadline or the guest's between-bytes
+    /// timeout may end the wait.
+    fn pending(
+        &mut self,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<http_body::Frame<Bytes>, HttpError>>> {
+        if Pin::new(&mut self.deadline).poll(cx).is_ready() {
+            return Poll::Ready(Some(Err(self.past_deadline())));
+        }
+        let idle = self
+            .between
+            .as_mut()
+            .is_some_and(|(_, alarm)| Pin::new(alarm).poll(cx).is_ready());
+        if idle {
+            // The guest's own timeout: its error, not a limit.
+            self.finish(Some("no byte within the between-bytes timeout"));
+            return Poll::Ready(Some(Err(HttpError::ConnectionReadTimeout)));
+        }
+        Poll::Pending
+    }
+}
+
 impl http_body::Body for Counted {
     type Data = Bytes;
     type Error = HttpError;
@@ -764,104 +956,17 @@ impl http_body::Body for Counted {
                 return Poll::Ready(Some(Err(this.past_deadline())));
             }
             match Pin::new(&mut this.body).poll_frame(cx) {
-                Poll::Ready(Some(Ok(frame))) => {
-                    if let Some((gap, alarm)) = this.between.as_mut() {
-                        alarm.reset(Instant::now() + *gap);
-                    }
-                    let n = frame.data_ref().map_or(0, |d| d.len() as u64);
-                    this.seen += n;
-                    let total = this
-                        .shared
-                        .bytes
-                        .fetch_add(n, std::sync::atomic::Ordering::SeqCst)
-                        + n;
-                    if total > this.shared.max_bytes {
-                        let detail = format!(
-                            "the turn's HTTP responses passed {} bytes",
-                            this.shared.max_bytes
-                        );
-                        this.shared.hit(DenyCode::LimitHttpResponse, detail);
-                        this.finish(Some("the response passed the turn's cap"));
-                        return Poll::Ready(Some(Err(HttpError::HttpResponseBodySize(Some(
-                            this.shared.max_bytes,
-                        )))));
-                    }
-                    let Some(redactor) = this.redactor.as_mut() else {
-                        // Trailers end the body: the reader asks for
-                        // nothing after them, so the line is written now.
-                        if frame.is_trailers() {
-                            this.finish(None);
-                        }
-                        return Poll::Ready(Some(Ok(frame)));
-                    };
-                    let frame = match frame.into_data() {
-                        Ok(data) => {
-                            let out = redactor.body(data);
-                            if out.is_empty() {
-                                continue;
-                            }
-                            http_body::Frame::data(out)
-                        }
-                        Err(frame) => match frame.into_trailers() {
-                            Ok(mut trailers) => {
-                                // The body is over: what was held back
-                                // goes first, then the trailers, cleaned.
-                                // The count is final, and the reader asks
-                                // for nothing after the trailers: the line
-                                // is written now.
-                                let held = redactor.body_end();
-                                redactor.headers(&mut trailers);
-                                this.queued.push(http_body::Frame::trailers(trailers));
-                                this.finish(None);
-                                this.ended = true;
-                                if held.is_empty() {
-                                    continue;
-                                }
-                                http_body::Frame::data(held)
-                            }
-                            // A frame that is neither (none exists in
-                            // http-body 1): passed on as it is.
-                            Err(frame) => frame,
-                        },
-                    };
-                    return Poll::Ready(Some(Ok(frame)));
-                }
+                Poll::Ready(Some(Ok(frame))) => match this.take_frame(frame) {
+                    Some(out) => return Poll::Ready(Some(out)),
+                    None => continue,
+                },
                 Poll::Ready(Some(Err(e))) => {
                     let e = HttpError::from(e);
                     this.finish(Some(&e.to_string()));
                     return Poll::Ready(Some(Err(e)));
                 }
-                Poll::Ready(None) => {
-                    // Whatever the redactor still holds is not the value
-                    // (a whole one would have been replaced): it is the
-                    // body's last bytes. The count is final here.
-                    let held = this
-                        .redactor
-                        .as_mut()
-                        .map(redact::Redactor::body_end)
-                        .unwrap_or_default();
-                    this.finish(None);
-                    this.ended = true;
-                    if held.is_empty() {
-                        return Poll::Ready(None);
-                    }
-                    return Poll::Ready(Some(Ok(http_body::Frame::data(held))));
-                }
-                Poll::Pending => {
-                    if Pin::new(&mut this.deadline).poll(cx).is_ready() {
-                        return Poll::Ready(Some(Err(this.past_deadline())));
-                    }
-                    let idle = this
-                        .between
-                        .as_mut()
-                        .is_some_and(|(_, alarm)| Pin::new(alarm).poll(cx).is_ready());
-                    if idle {
-                        // The guest's own timeout: its error, not a limit.
-                        this.finish(Some("no byte within the between-bytes timeout"));
-                        return Poll::Ready(Some(Err(HttpError::ConnectionReadTimeout)));
-                    }
-                    return Poll::Pending;
-                }
+                Poll::Ready(None) => return Poll::Ready(this.end()),
+                Poll::Pending => return this.pending(cx),
             }
         }
     }
