@@ -22,7 +22,7 @@ use super::args::{
     AgentCmd, CheckArgs, Command, GrantAddArgs, GrantRevokeArgs, GrantsCmd, ManifestCmd, PolicyCmd,
     SnapshotCmd, SnapshotSources, TestCommon,
 };
-use super::host::HostFlags;
+use super::host::{gather_manifests, parse_level, run_tier3, HostFlags};
 use super::{out, out_json, CmdResult, Context, Exit, Failure};
 
 pub fn run(ctx: &Context, command: Command) -> CmdResult {
@@ -62,11 +62,6 @@ pub fn run(ctx: &Context, command: Command) -> CmdResult {
         Command::Approvals(cmd) => super::approvals::run(ctx, cmd),
         Command::Serve(args) => super::serve::run(ctx, args),
     }
-}
-
-pub(super) fn parse_level(s: &str) -> Result<Level, Failure> {
-    s.parse()
-        .map_err(|e: gatehouse::policy::matrix::UnknownLevel| Failure::invalid(e.to_string()))
 }
 
 fn parse_capability(s: &str) -> Result<Capability, Failure> {
@@ -195,45 +190,6 @@ fn check(ctx: &Context, args: CheckArgs) -> CmdResult {
         out(outcome.as_str());
     }
     Ok(outcome_exit(outcome))
-}
-
-/// Every manifest in the configured executor directories, plus `extra`.
-pub(super) fn gather_manifests(
-    dirs: &[PathBuf],
-    extra: &[PathBuf],
-) -> Result<Vec<Manifest>, Failure> {
-    let loaded = extra
-        .iter()
-        .map(|p| Manifest::load(p))
-        .collect::<Result<Vec<_>, _>>()?;
-    merge_manifests(gatehouse::manifest::discover(dirs)?, loaded)
-}
-
-/// `found` plus `extra` (manifests already loaded, such as the one a bare
-/// `.wasm` stands for, which has no file): a name defined by two files is
-/// an error.
-pub(super) fn merge_manifests(
-    mut manifests: Vec<Manifest>,
-    extra: Vec<Manifest>,
-) -> Result<Vec<Manifest>, Failure> {
-    for m in extra {
-        if let Some(other) = manifests
-            .iter()
-            .find(|o| o.name == m.name && o.path != m.path)
-        {
-            return Err(Failure::invalid(format!(
-                "executor `{}` is defined twice: `{}` and `{}`",
-                m.name,
-                other.path.display(),
-                m.path.display()
-            )));
-        }
-        if !manifests.iter().any(|o| o.path == m.path) {
-            manifests.push(m);
-        }
-    }
-    manifests.sort_by(|a, b| a.name.cmp(&b.name));
-    Ok(manifests)
 }
 
 /// A host on the configuration, the workspace and level of `sources`, and
@@ -591,48 +547,6 @@ fn test(ctx: &Context, tier: u8, actor: Option<String>, common: TestCommon) -> C
     } else {
         Exit::Error
     })
-}
-
-/// Runs the tier-3 suite on the fixture configuration derived from the
-/// configuration of `on` (see [`tier3::fixture`]), on its state, turn
-/// workspace, executors, home and level.
-///
-/// The second path of every case is the host's own decision entry point,
-/// [`Host::decide_json`], on a host opened on the fixture configuration
-/// (its own frozen snapshot, read at its own clock), beside the pure
-/// `policy::decide_json` the suite asks on a clone of that snapshot at the
-/// time given here. The turn gate (`Host::begin`) is not used: it asks
-/// only the skill, capability, workspace, memory and tool kinds, never
-/// the gate's unknown request or actor, delegation, subagent, mcp or
-/// configuration kinds, and it would write a denial line for each case.
-/// The `capability.denied` case is asked of a second host opened at
-/// `ReadOnly`.
-pub(super) fn run_tier3(
-    on: HostFlags,
-    only: Option<&str>,
-) -> Result<Vec<tier3::CaseResult>, Failure> {
-    let (config, fixtures) = tier3::fixture(&on.config, &on.workspace);
-    let open = |level: Option<Level>| {
-        super::host::open(HostFlags {
-            config: config.clone(),
-            level,
-            engine: gatehouse::host::EngineKind::OneShot,
-            ..on.clone()
-        })
-    };
-    let host = open(on.level)?;
-    let read_only = open(Some(Level::ReadOnly))?;
-    let second = |request: &serde_json::Value, level: Option<Level>| match level {
-        Some(Level::ReadOnly) => read_only.decide_json(request),
-        Some(_) | None => host.decide_json(request),
-    };
-    Ok(tier3::run(
-        &host.snapshot(),
-        &fixtures,
-        only,
-        now_utc(),
-        &second,
-    ))
 }
 
 fn names<'a>(it: impl Iterator<Item = &'a String>) -> String {

@@ -75,7 +75,7 @@ pub fn run(ctx: &Context) -> CmdResult {
 
     run_executors(&config, &state, &workspace)?;
 
-    let results = super::commands::run_tier3(
+    let results = super::host::run_tier3(
         HostFlags {
             home: ctx.env.home.clone(),
             ..HostFlags::new(config.clone(), state.clone(), workspace.clone(), Vec::new())

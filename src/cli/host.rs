@@ -1,6 +1,7 @@
 //! The one way a command opens a host: `run`, `serve`, `policy decide`,
 //! `snapshot`, `test`, `tier3` and the demo each resolve their flags into
-//! a [`HostFlags`] and call [`open`].
+//! a [`HostFlags`] and call [`open`]; and what those commands share before
+//! and after it: their level, their executors, the tier-3 suite's hosts.
 
 use std::path::PathBuf;
 
@@ -8,6 +9,8 @@ use gatehouse::config::{HostConfig, StatePaths};
 use gatehouse::host::{EngineKind, Host, HostError, HostOptions};
 use gatehouse::manifest::Manifest;
 use gatehouse::policy::{Level, OnDegraded};
+use gatehouse::state::grants::now_utc;
+use gatehouse::tier3;
 
 use super::{Context, Failure};
 
@@ -114,4 +117,90 @@ pub(super) fn failure(e: HostError) -> Failure {
         e @ HostError::LevelAboveMax { .. } => Failure::invalid(e.to_string()),
         e => Failure::error(gatehouse::util::chain(&e)),
     }
+}
+
+pub(super) fn parse_level(s: &str) -> Result<Level, Failure> {
+    s.parse()
+        .map_err(|e: gatehouse::policy::matrix::UnknownLevel| Failure::invalid(e.to_string()))
+}
+
+/// Every manifest in the configured executor directories, plus `extra`.
+pub(super) fn gather_manifests(
+    dirs: &[PathBuf],
+    extra: &[PathBuf],
+) -> Result<Vec<Manifest>, Failure> {
+    let loaded = extra
+        .iter()
+        .map(|p| Manifest::load(p))
+        .collect::<Result<Vec<_>, _>>()?;
+    merge_manifests(gatehouse::manifest::discover(dirs)?, loaded)
+}
+
+/// `found` plus `extra` (manifests already loaded, such as the one a bare
+/// `.wasm` stands for, which has no file): a name defined by two files is
+/// an error.
+pub(super) fn merge_manifests(
+    mut manifests: Vec<Manifest>,
+    extra: Vec<Manifest>,
+) -> Result<Vec<Manifest>, Failure> {
+    for m in extra {
+        if let Some(other) = manifests
+            .iter()
+            .find(|o| o.name == m.name && o.path != m.path)
+        {
+            return Err(Failure::invalid(format!(
+                "executor `{}` is defined twice: `{}` and `{}`",
+                m.name,
+                other.path.display(),
+                m.path.display()
+            )));
+        }
+        if !manifests.iter().any(|o| o.path == m.path) {
+            manifests.push(m);
+        }
+    }
+    manifests.sort_by(|a, b| a.name.cmp(&b.name));
+    Ok(manifests)
+}
+
+/// Runs the tier-3 suite on the fixture configuration derived from the
+/// configuration of `on` (see [`tier3::fixture`]), on its state, turn
+/// workspace, executors, home and level.
+///
+/// The second path of every case is the host's own decision entry point,
+/// [`Host::decide_json`], on a host opened on the fixture configuration
+/// (its own frozen snapshot, read at its own clock), beside the pure
+/// `policy::decide_json` the suite asks on a clone of that snapshot at the
+/// time given here. The turn gate (`Host::begin`) is not used: it asks
+/// only the skill, capability, workspace, memory and tool kinds, never
+/// the gate's unknown request or actor, delegation, subagent, mcp or
+/// configuration kinds, and it would write a denial line for each case.
+/// The `capability.denied` case is asked of a second host opened at
+/// `ReadOnly`.
+pub(super) fn run_tier3(
+    on: HostFlags,
+    only: Option<&str>,
+) -> Result<Vec<tier3::CaseResult>, Failure> {
+    let (config, fixtures) = tier3::fixture(&on.config, &on.workspace);
+    let open = |level: Option<Level>| {
+        open(HostFlags {
+            config: config.clone(),
+            level,
+            engine: gatehouse::host::EngineKind::OneShot,
+            ..on.clone()
+        })
+    };
+    let host = open(on.level)?;
+    let read_only = open(Some(Level::ReadOnly))?;
+    let second = |request: &serde_json::Value, level: Option<Level>| match level {
+        Some(Level::ReadOnly) => read_only.decide_json(request),
+        Some(_) | None => host.decide_json(request),
+    };
+    Ok(tier3::run(
+        &host.snapshot(),
+        &fixtures,
+        only,
+        now_utc(),
+        &second,
+    ))
 }

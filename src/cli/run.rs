@@ -12,8 +12,8 @@ use gatehouse::manifest::{find_by_name, Manifest};
 use gatehouse::policy::DenyCode;
 
 use super::args::RunArgs;
-use super::commands::{gather_manifests, merge_manifests, parse_level};
 use super::host::HostFlags;
+use super::host::{gather_manifests, merge_manifests, parse_level};
 use super::{err, out, out_json, CmdResult, Context, Exit, Failure};
 
 fn find_manifest(ctx: &Context, executor: &str) -> Result<Manifest, Failure> {

@@ -9,8 +9,8 @@ use gatehouse::serve::{
 use gatehouse::state::grants::parse_duration;
 
 use super::args::ServeArgs;
-use super::commands::{gather_manifests, parse_level};
 use super::host::HostFlags;
+use super::host::{gather_manifests, parse_level};
 use super::{CmdResult, Context, Exit, Failure};
 
 impl From<ServeError> for Failure {

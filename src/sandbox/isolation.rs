@@ -58,8 +58,8 @@ use serde_json::{json, Value};
 pub use crate::exec::facts::{host_facts, HostFacts, Openat2, ProcStatus};
 pub use crate::policy::{OnDegraded, UnknownOnDegraded};
 
-use super::engine::EngineProfile;
 use super::limits::{Limits, EPOCH_TICK_MS};
+use super::profile::EngineProfile;
 use crate::policy::Capability;
 
 /// The version of the report document.
@@ -825,7 +825,7 @@ mod tests {
             engine(),
             engine().signals_based_traps(false),
             engine().guard_bytes(0),
-            EngineProfile::for_kind(super::super::engine::EngineKind::OneShot, 64 << 20),
+            EngineProfile::for_kind(super::super::profile::EngineKind::OneShot, 64 << 20),
         ] {
             let sandbox = super::super::engine::Sandbox::with_profile(&cache, &p).unwrap();
             assert_eq!(sandbox.profile(), &p);

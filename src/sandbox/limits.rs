@@ -130,9 +130,9 @@ impl GuardedLimits {
             inner: wasmtime::StoreLimitsBuilder::new()
                 .memory_size(limits.memory_bytes)
                 .table_elements(limits.table_elements)
-                .instances(super::engine::PER_COMPONENT_CORE_INSTANCES as usize)
-                .memories(super::engine::PER_COMPONENT_MEMORIES as usize)
-                .tables(super::engine::PER_COMPONENT_TABLES as usize)
+                .instances(PER_COMPONENT_CORE_INSTANCES as usize)
+                .memories(PER_COMPONENT_MEMORIES as usize)
+                .tables(PER_COMPONENT_TABLES as usize)
                 .trap_on_grow_failure(true)
                 .build(),
             memory_hit: false,
@@ -190,3 +190,10 @@ impl wasmtime::ResourceLimiter for GuardedLimits {
         self.inner.memories()
     }
 }
+
+/// What one component instance may have, in every pool (and, through
+/// `GuardedLimits`, in every store). 64 core instances: a componentize-py
+/// component has 38.
+pub(crate) const PER_COMPONENT_CORE_INSTANCES: u32 = 64;
+pub(crate) const PER_COMPONENT_MEMORIES: u32 = 8;
+pub(crate) const PER_COMPONENT_TABLES: u32 = 32;

@@ -24,6 +24,7 @@ mod memo;
 mod output;
 pub mod p1;
 pub mod plan;
+pub mod profile;
 pub mod run;
 pub mod services;
 mod state;
@@ -32,13 +33,14 @@ pub mod table;
 pub use crate::exec::pinned::{PinError, PinnedDir};
 pub use bindings::{clocks, delegate, env, exec, fs, human, log, memory, network, wasi};
 pub use bindings::{HostState, Parts};
-pub use engine::{Counters, EngineKind, EngineProfile, LoadError, Sandbox};
+pub use engine::{Counters, LoadError, Sandbox};
 pub use isolation::{IsolationReport, OnDegraded};
 pub use limits::{
     LimitHit, Limits, DEFAULT_HTTP_REQUESTS, DEFAULT_HTTP_RESPONSE_BYTES, DEFAULT_JOURNAL_BYTES,
     DEFAULT_MEMORY_KEYS,
 };
 pub use plan::{Allowed, DirAccess, Plan, Preopen, Runnable};
+pub use profile::{EngineKind, EngineProfile};
 pub use run::{
     execute, GuestResult, HostStdin, RunError, RunIo, RunReport, StdinFrom, Stopped, TrapFrame,
 };
