@@ -12,7 +12,7 @@ use crate::host::{
     isolation_report, Choice, EngineKind, GuestResult, Host, HostOptions, IsolationReport, Limits,
     NoOne, RunIo, Scripted, StdinFrom, TurnEnd, TurnOutcome, TurnRequest,
 };
-use crate::manifest::Manifest;
+use crate::manifest::{CapabilityFields, Manifest, ManifestFields};
 use crate::policy::{DenyCode, Level};
 
 use super::server::HttpServers;
@@ -596,41 +596,27 @@ impl Suite<'_> {
         case: &Case,
         sha256: Option<&str>,
     ) -> Result<Manifest, String> {
-        let q = |s: &str| toml::Value::String(s.to_string()).to_string();
-        let mut text = format!(
-            "name = {}\ncomponent = {}\n",
-            q(name),
-            q(&component.display().to_string())
-        );
-        if !case.tools.is_empty() {
-            let tools: Vec<toml::Value> = case
-                .tools
+        let strings = |list: &[&str]| list.iter().map(|s| s.to_string()).collect();
+        let fields = ManifestFields {
+            name: name.to_string(),
+            component: Some(component.display().to_string()),
+            sha256: sha256.map(str::to_string),
+            tools: (!case.tools.is_empty()).then(|| case.tools.clone()),
+            capabilities: case
+                .caps
                 .iter()
-                .map(|t| toml::Value::String(t.to_string()))
-                .collect();
-            text.push_str(&format!("tools = {}\n", toml::Value::Array(tools)));
-        }
-        if let Some(d) = sha256 {
-            text.push_str(&format!("sha256 = {}\n", q(d)));
-        }
-        for c in &case.caps {
-            text.push_str(&format!("[[capabilities]]\nname = {}\n", q(c.name)));
-            if let Some(t) = &c.target {
-                text.push_str(&format!("target = {}\n", q(t)));
-            }
-            if let Some(m) = c.mount {
-                text.push_str(&format!("mount = {}\n", q(m)));
-            }
-            if let Some(methods) = c.methods {
-                let list: Vec<toml::Value> = methods
-                    .iter()
-                    .map(|m| toml::Value::String(m.to_string()))
-                    .collect();
-                text.push_str(&format!("methods = {}\n", toml::Value::Array(list)));
-            }
-        }
+                .map(|c| CapabilityFields {
+                    name: c.name.to_string(),
+                    target: c.target.clone(),
+                    mount: c.mount.map(str::to_string),
+                    methods: c.methods.map(strings),
+                })
+                .collect(),
+            ..ManifestFields::default()
+        };
         let path = self.root.join("config").join(format!("{name}.toml"));
-        Manifest::parse(&path, &text).map_err(|e| format!("manifest: {}", crate::util::chain(&e)))
+        Manifest::from_fields(&path, fields)
+            .map_err(|e| format!("manifest: {}", crate::util::chain(&e)))
     }
 
     fn host(

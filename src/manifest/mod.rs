@@ -113,6 +113,37 @@ pub struct ManifestCapability {
     pub methods: Option<Vec<String>>,
 }
 
+/// A component executor's fields as a program gives them
+/// ([`Manifest::from_fields`]): those of `executor.toml`, by name.
+#[derive(Debug, Clone, Default)]
+pub struct ManifestFields {
+    /// `name`.
+    pub name: String,
+    /// `description`.
+    pub description: Option<String>,
+    /// `component`: the component file.
+    pub component: Option<String>,
+    /// `sha256`: the component's pinned digest.
+    pub sha256: Option<String>,
+    /// `tools`.
+    pub tools: Option<Vec<String>>,
+    /// `[[capabilities]]`.
+    pub capabilities: Vec<CapabilityFields>,
+}
+
+/// One `[[capabilities]]` entry of [`ManifestFields`].
+#[derive(Debug, Clone, Default)]
+pub struct CapabilityFields {
+    /// `name`: a capability of the registry.
+    pub name: String,
+    /// `target`.
+    pub target: Option<String>,
+    /// `mount`.
+    pub mount: Option<String>,
+    /// `methods` (`network:sites` only).
+    pub methods: Option<Vec<String>>,
+}
+
 /// The file's shape; everything is checked again in [`Manifest::parse`].
 /// Its JSON Schema is [`json_schema`].
 #[derive(Deserialize, schemars::JsonSchema)]
@@ -194,22 +225,45 @@ impl Manifest {
         description: &str,
         component: &Path,
     ) -> Result<Manifest, ManifestError> {
+        Manifest::from_fields(
+            path,
+            ManifestFields {
+                name,
+                description: Some(description.to_string()),
+                component: Some(component.display().to_string()),
+                capabilities: vec![CapabilityFields {
+                    name: Capability::ComputePure.as_str().to_string(),
+                    ..CapabilityFields::default()
+                }],
+                ..ManifestFields::default()
+            },
+        )
+    }
+
+    /// The manifest a program makes (the conformance suite, `run
+    /// FILE.wasm`): `fields`, validated as the manifest file at `path`
+    /// holding the same would be, without writing TOML to parse it back.
+    pub fn from_fields(path: &Path, fields: ManifestFields) -> Result<Manifest, ManifestError> {
         let raw = RawManifest {
-            name,
-            description: Some(description.to_string()),
-            component: Some(component.display().to_string()),
+            name: fields.name,
+            description: fields.description,
+            component: fields.component,
             command: None,
-            sha256: None,
+            sha256: fields.sha256,
             revertible: false,
             reverse_pattern: None,
-            tools: None,
+            tools: fields.tools,
             input_schema: None,
-            capabilities: vec![RawCapability {
-                name: Capability::ComputePure.as_str().to_string(),
-                target: None,
-                mount: None,
-                methods: None,
-            }],
+            capabilities: fields
+                .capabilities
+                .into_iter()
+                .map(|c| RawCapability {
+                    name: c.name,
+                    target: c.target,
+                    mount: c.mount,
+                    methods: c.methods,
+                })
+                .collect(),
         };
         validate(path, raw).map_err(|(field, reason)| ManifestError::Invalid {
             file: path.display().to_string(),
