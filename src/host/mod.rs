@@ -200,7 +200,7 @@ pub struct HostOptions {
     /// turns cannot be undone.
     pub journaled: bool,
     /// Whether approvals no one gave go to the pending-approval queue
-    /// (`<state>/approvals.db`, see [`queue`]) and answers given there
+    /// (`<state>/approvals.db`, see [`Stores::approvals`]) and answers given there
     /// are taken by the turn they match (default `false`: the turn just
     /// ends with `APPROVAL_REQUIRED`). `gatehouse run` and `gatehouse
     /// serve` set it.

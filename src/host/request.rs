@@ -53,7 +53,7 @@ impl std::fmt::Debug for ApproverRef {
 }
 
 /// A phase of a turn, as [`TurnRequest::progress`] is told it: in this
-/// order, each at most once per [`Host::begin`] or [`Host::resume`] (a
+/// order, each at most once per [`super::Host::begin`] or [`super::Host::resume`] (a
 /// resumed turn is decided again).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Phase {
@@ -240,7 +240,7 @@ impl TurnOutcome {
 }
 
 /// A turn parked while its approvals are asked elsewhere (by elicitation,
-/// or through the pending queue): [`Host::resume`] finishes it.
+/// or through the pending queue): [`super::Host::resume`] finishes it.
 #[derive(Debug)]
 pub struct Parked {
     pub(super) request: TurnRequest,
@@ -257,7 +257,7 @@ impl Parked {
     }
 }
 
-/// What [`Host::begin`] got to.
+/// What [`super::Host::begin`] got to.
 #[derive(Debug)]
 pub enum Begun {
     /// The turn ended (denied, or run because nothing needed approval).

@@ -73,7 +73,7 @@ impl EngineKind {
 }
 
 /// The engine settings the isolation report depends on: what
-/// [`Sandbox::with_profile`] builds, and, through [`EngineProfile::of`],
+/// [`super::Sandbox::with_profile`] builds, and, through [`EngineProfile::of`],
 /// what a built engine reports it runs with (`Engine::get_*`).
 ///
 /// Defaults ([`EngineProfile::new`]): signals-based traps on, a 4 GiB

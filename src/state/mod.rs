@@ -10,9 +10,9 @@
 //!
 //! - [`audit`] — the audit chain's trait ([`AuditStore`]): one
 //!   hash-chained log of every turn's audit record and every denial,
-//!   which `gatehouse history verify` recomputes; [`chain`] its pure part,
-//!   [`file_audit`] and [`pg_audit`] its backends ([`legacy_audit`]: the
-//!   SQLite chain of earlier builds, imported).
+//!   which `gatehouse history verify` recomputes; [`audit::chain`] its pure
+//!   part, [`audit::file`] and [`audit::pg`] its backends
+//!   ([`audit::legacy`]: the SQLite chain of earlier builds, imported).
 //! - [`grants`], [`approvals`]: the grant store and the pending-approval
 //!   queue, each a trait with a SQLite and a PostgreSQL implementation.
 //! - [`history`]: a fleet's history index (every node's turns).
@@ -21,26 +21,24 @@
 
 pub mod approvals;
 pub mod audit;
-pub mod chain;
-pub mod file_audit;
 pub mod grants;
 pub mod history;
-pub mod legacy_audit;
 pub mod memory;
 pub mod parked;
 pub mod pg;
-pub mod pg_audit;
 pub mod stores;
 pub mod tasks;
 
+pub use audit::chain::{
+    link_hash, verify, Broken, ChainRow, Checkpoint, Tamper, Verified, GENESIS,
+};
+pub use audit::file::FileAudit;
 pub use audit::{AuditStore, StateError, KIND_DENIAL, KIND_TURN};
-pub use chain::{link_hash, verify, Broken, ChainRow, Checkpoint, Tamper, Verified, GENESIS};
-pub use file_audit::FileAudit;
 pub use stores::{migrate, Fleet, Migrated, OpenError, Stores};
 
 /// The PostgreSQL schema of version 1, in the order `migrate` runs it
 /// (after `gatehouse_meta` and the roles exist).
-pub const SCHEMA_1: &[&str] = &[grants::pg::SCHEMA, approvals::pg::SCHEMA, pg_audit::SCHEMA];
+pub const SCHEMA_1: &[&str] = &[grants::pg::SCHEMA, approvals::pg::SCHEMA, audit::pg::SCHEMA];
 
 /// What version 2 adds to version 1: the shared memory store, the
 /// history index and the parked MCP turns.
@@ -52,7 +50,7 @@ pub const SCHEMA_3: &[&str] = &[tasks::SCHEMA];
 /// What version 4 changes: each node links its own audit records, and the
 /// history index is read from the chain's turn rows (no trigger runs in a
 /// turn's commit).
-pub const SCHEMA_4: &[&str] = &[pg_audit::SCHEMA_4, history::SCHEMA_4];
+pub const SCHEMA_4: &[&str] = &[audit::pg::SCHEMA_4, history::SCHEMA_4];
 
 /// What version 5 adds: the chain's rows indexed by turn, for the history
 /// index's lookups.
@@ -63,7 +61,7 @@ pub const SCHEMA_5: &[&str] = &[history::SCHEMA_5];
 /// writes a task's call and form once, bound by a hash; it records a
 /// grant only as the grant of an answer; the chain's records hash their
 /// node and operation count (format 2).
-pub const SCHEMA_6: &[&str] = &[tasks::SCHEMA_6, grants::pg::SCHEMA_6, pg_audit::SCHEMA_6];
+pub const SCHEMA_6: &[&str] = &[tasks::SCHEMA_6, grants::pg::SCHEMA_6, audit::pg::SCHEMA_6];
 
 /// Each schema version and what `migrate` runs to reach it from the one
 /// before, in order.

@@ -12,14 +12,15 @@ use std::path::Path;
 use std::sync::Arc;
 
 use super::approvals::{pg::PgApprovals, sqlite::SqliteApprovals, ApprovalBackend, QueueError};
+use super::audit::file as file_audit;
+use super::audit::pg::PgAudit;
 use super::grants::{GrantBackend, GrantError, GrantStore, PgGrants, SqliteGrants};
 use super::history::{PgTurnIndex, TurnIndex};
 use super::memory::{MemoryBackend, MemoryDb, MemoryError, MemoryStore, PgMemory, StoreCause};
 use super::parked::{ParkedStore, PgParked};
 use super::pg::{Pg, SharedError};
-use super::pg_audit::PgAudit;
 use super::tasks::{PgTasks, TaskStore};
-use super::{file_audit, AuditStore, FileAudit, StateError};
+use super::{AuditStore, FileAudit, StateError};
 use crate::config::StatePaths;
 
 /// The stores of one state. Choosing them opens nothing: each SQLite

@@ -1251,8 +1251,8 @@ fn fleet_concurrent_audit_appends_are_committed_in_groups_and_make_one_whole_cha
     use gatehouse::state::AuditStore;
     let db = Database::migrated();
     let pg = gatehouse::state::pg::Pg::shared(&as_role(&db.url, "gatehouse_node")).unwrap();
-    let store = std::sync::Arc::new(gatehouse::state::pg_audit::PgAudit::new(pg));
-    let reader = gatehouse::state::pg_audit::PgAudit::new(std::sync::Arc::new(
+    let store = std::sync::Arc::new(gatehouse::state::audit::pg::PgAudit::new(pg));
+    let reader = gatehouse::state::audit::pg::PgAudit::new(std::sync::Arc::new(
         gatehouse::state::pg::Pg::new(&db.url).unwrap(),
     ));
     const THREADS: usize = 8;
@@ -1312,7 +1312,7 @@ fn fleet_two_nodes_appending_at_once_relink_into_one_whole_chain() {
     let node_url = as_role(&db.url, "gatehouse_node");
     let nodes: Vec<_> = (0..2)
         .map(|_| {
-            std::sync::Arc::new(gatehouse::state::pg_audit::PgAudit::new(
+            std::sync::Arc::new(gatehouse::state::audit::pg::PgAudit::new(
                 std::sync::Arc::new(gatehouse::state::pg::Pg::new(&node_url).unwrap()),
             ))
         })

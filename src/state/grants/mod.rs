@@ -71,7 +71,7 @@ pub trait GrantBackend: Send + Sync {
     /// # Security
     /// On PostgreSQL a node's role may not write `grants` (schema version
     /// 6): the database records the answer and the grant it makes,
-    /// together and from its own clock (`gatehouse_remember`, [`SCHEMA_6`]).
+    /// together and from its own clock (`gatehouse_remember`, [`pg::SCHEMA_6`]).
     fn remember(
         &self,
         new: &NewGrant,

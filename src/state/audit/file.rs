@@ -42,8 +42,8 @@ use std::time::Duration;
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
-use super::audit::{AuditStore, StateError};
 use super::chain::{link_hash, verify, ChainRow, Checkpoint, GENESIS};
+use super::{AuditStore, StateError};
 
 /// The format version this build writes and reads (the header's
 /// `version`). A file of a later version is refused, never written.
@@ -521,7 +521,7 @@ impl FileAudit {
     fn start(&self, file: &File) -> Result<(u64, Head), StateError> {
         let imported = match &self.legacy {
             Some(legacy) if legacy.exists() => {
-                let (checkpoint, rows) = super::legacy_audit::read(legacy)?;
+                let (checkpoint, rows) = super::legacy::read(legacy)?;
                 Some((legacy.clone(), checkpoint, rows))
             }
             _ => None,
@@ -669,7 +669,7 @@ impl AuditStore for FileAudit {
         let Some(bytes) = self.read_all()? else {
             // Not yet imported: the earlier build's chain is the chain.
             return match &self.legacy {
-                Some(legacy) if legacy.exists() => super::legacy_audit::read(legacy),
+                Some(legacy) if legacy.exists() => super::legacy::read(legacy),
                 _ => Ok((None, Vec::new())),
             };
         };
@@ -1125,7 +1125,7 @@ mod tests {
         // What an earlier build left: records 2..=4 after the checkpoint
         // of record 1.
         let conn = rusqlite::Connection::open(&legacy).unwrap();
-        conn.execute_batch(crate::state::legacy_audit::SCHEMA)
+        conn.execute_batch(crate::state::audit::legacy::SCHEMA)
             .unwrap();
         conn.pragma_update(None, "user_version", 1).unwrap();
         let mut prev = link_hash(GENESIS, "turn", "t-1", &time(1), "{}");
@@ -1142,7 +1142,7 @@ mod tests {
             prev = hash;
         }
         drop(conn);
-        let (old_cp, old_rows) = crate::state::legacy_audit::read(&legacy).unwrap();
+        let (old_cp, old_rows) = crate::state::audit::legacy::read(&legacy).unwrap();
         assert_eq!(old_rows.len(), 3);
         let path = dir.path().join("audit-chain.jsonl");
         let store = FileAudit::new(&path, Some(&legacy));

@@ -1,14 +1,14 @@
 //! The audit chain as builds before the chain's file kept it: SQLite,
 //! `<state>/audit.db`, tables `chain` and `checkpoint`. Only read, to be
-//! imported into `audit-chain.jsonl` ([`super::file_audit`]); never
+//! imported into `audit-chain.jsonl` ([`super::file`]); never
 //! created or written.
 
 use std::path::Path;
 
 use rusqlite::{Connection, OpenFlags, OptionalExtension};
 
-use super::audit::StateError;
 use super::chain::{ChainRow, Checkpoint};
+use super::StateError;
 
 /// The one schema version those builds wrote (SQLite's `user_version`).
 pub const SCHEMA_VERSION: i64 = 1;

@@ -31,9 +31,9 @@ use std::sync::{Arc, Condvar, Mutex};
 
 use postgres::error::SqlState;
 
-use super::audit::{AuditStore, StateError};
 use super::chain::{link_hash_2, ChainRow, Checkpoint, FORMAT_1, GENESIS};
-use super::pg::Pg;
+use super::{AuditStore, StateError};
+use crate::state::pg::Pg;
 
 /// The PostgreSQL schema of the audit chain (part of version 1).
 pub const SCHEMA: &str = "

@@ -3,7 +3,12 @@
 
 use std::path::PathBuf;
 
-use super::chain::{Broken, ChainRow, Checkpoint};
+pub mod chain;
+pub mod file;
+pub mod legacy;
+pub mod pg;
+
+use chain::{Broken, ChainRow, Checkpoint};
 
 /// What a record of the chain is: a turn's audit record.
 pub const KIND_TURN: &str = "turn";
