@@ -182,21 +182,21 @@ fn prune(ctx: &Context, older_than: &str, dry_run: bool) -> CmdResult {
     let cutoff = gatehouse::state::grants::now_utc().plus_seconds(-secs);
     let audit = ctx.state.state_dir.join("audit.jsonl");
     let denials = ctx.state.state_dir.join("denials.jsonl");
-    let chain = Stores::new(&ctx.state)?.audit;
+    let stores = Stores::new(&ctx.state)?;
     let report = gatehouse::undo::prune(
         &ctx.state.history_dir,
         &[
             (&audit, gatehouse::undo::LogKind::Audit),
             (&denials, gatehouse::undo::LogKind::Denials),
         ],
-        Some(&*chain),
+        Some(&*stores.audit),
         cutoff,
         dry_run,
     )?;
     // A fleet's index forgets the turns pruned (every node's that
     // finished before the cutoff: the owner prunes for the fleet).
-    if let Some(index) = Stores::new(&ctx.state)?.fleet.map(|f| f.index) {
-        index.prune_before(&cutoff.to_string(), dry_run)?;
+    if let Some(fleet) = &stores.fleet {
+        fleet.index.prune_before(&cutoff.to_string(), dry_run)?;
     }
     if ctx.json {
         out_json(&report);
