@@ -1,7 +1,8 @@
 //! `gatehouse wit`: the `gatehouse:executor@0.1.0` package guests are
 //! written against, with the WASI packages it is used with, in the layout
 //! `wit-bindgen`, `wasm-tools component`, `componentize-py` and `jco`
-//! read: `executor.wit` at the top and one file per package in `deps/`.
+//! read: `executor.wit` (and `config.wit`, a world of the same package)
+//! at the top and one file per package in `deps/`.
 //! The files are the repository's `wit/`, embedded at build time.
 
 use std::path::{Path, PathBuf};
@@ -10,10 +11,12 @@ use super::AuthoringError;
 use crate::sandbox::table::{Authority, BINDINGS};
 
 /// The package's files: a path relative to the WIT directory, and its text.
-pub const FILES: [(&str, &str); 7] = [
+pub const FILES: [(&str, &str); 9] = [
     ("executor.wit", include_str!("../../wit/executor.wit")),
+    ("config.wit", include_str!("../../wit/config.wit")),
     ("deps/cli.wit", include_str!("../../wit/deps/cli.wit")),
     ("deps/clocks.wit", include_str!("../../wit/deps/clocks.wit")),
+    ("deps/config.wit", include_str!("../../wit/deps/config.wit")),
     (
         "deps/filesystem.wit",
         include_str!("../../wit/deps/filesystem.wit"),

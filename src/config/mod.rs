@@ -111,6 +111,8 @@ struct RawConfig {
     network: Option<network::RawNetwork>,
     #[serde(default)]
     providers: BTreeMap<String, network::RawProvider>,
+    #[serde(default)]
+    values: BTreeMap<String, String>,
     state: Option<RawState>,
 }
 
@@ -265,6 +267,11 @@ pub struct HostConfig {
     pub network: NetworkConfig,
     /// `[providers.NAME]`: credentials for `provider:access`.
     pub providers: Vec<ProviderDef>,
+    /// `[values]`: named values an executor granted `config:read` on a
+    /// name reads through `wasi:config/store`. Not for credentials: a
+    /// value is handed to the guest (a credential goes in `[providers]`,
+    /// which the guest never sees).
+    pub values: BTreeMap<String, String>,
     /// `[serve] tools`: which of gatehouse's own tools (`history`,
     /// `undo`) `gatehouse serve` offers beside the executors. Default:
     /// none, so an agent sees only executors unless the person says so.
@@ -352,6 +359,7 @@ fn validate(path: &Path, raw: RawConfig, home: Option<&Path>) -> Result<HostConf
     let here = path.parent().unwrap_or(Path::new("/")).to_path_buf();
     let network = network::network(raw.network, &here)?;
     let providers = network::providers(raw.providers, &here)?;
+    let values = values(raw.values)?;
     let journal_bytes =
         bounded("limits.journal_mib", limits.journal_mib, 1 << 20, " (MiB)")?.map(|mib| mib << 20);
     let serve_tools = serve_tools(raw.serve.map(|s| s.tools).unwrap_or_default())?;
@@ -399,10 +407,30 @@ fn validate(path: &Path, raw: RawConfig, home: Option<&Path>) -> Result<HostConf
         http_response_bytes,
         network,
         providers,
+        values,
         serve_tools,
         database_url,
         places: Places::default(),
     })
+}
+
+/// The longest value of `[values]`, in bytes.
+const MAX_VALUE_BYTES: usize = 64 * 1024;
+
+/// `[values]`: each name one a `config:read` target can name exactly,
+/// each value at most [`MAX_VALUE_BYTES`].
+fn values(raw: BTreeMap<String, String>) -> Result<BTreeMap<String, String>, Bad> {
+    for (name, value) in &raw {
+        crate::policy::target::TargetPattern::parse(crate::policy::TargetKind::Exact, name)
+            .map_err(|e| Bad::invalid(format!("values.{name}"), e.to_string()))?;
+        if value.len() > MAX_VALUE_BYTES {
+            return Err(Bad::invalid(
+                format!("values.{name}"),
+                format!("{} bytes; at most {MAX_VALUE_BYTES}", value.len()),
+            ));
+        }
+    }
+    Ok(raw)
 }
 
 /// `level` (default `Supervised`) and `max_level`, which the level may
@@ -644,6 +672,7 @@ impl HostConfig {
             http_response_bytes: None,
             network: NetworkConfig::default(),
             providers: Vec::new(),
+            values: BTreeMap::new(),
             serve_tools: vec![],
             database_url: None,
             places: Places::default(),

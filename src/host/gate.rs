@@ -52,8 +52,9 @@ pub struct TurnInput<'a> {
     /// The time of the decision, read from the clock by the caller: a
     /// grant counts only while unexpired at it.
     pub now: UtcTime,
-    /// The host's providers (`[providers.NAME]`).
-    pub providers: &'a [crate::config::ProviderDef],
+    /// The units' runtimes (a need asks the HTTP unit's which
+    /// providers the host defines).
+    pub units: &'a crate::sandbox::Runtimes,
 }
 
 /// Asks the policy for every need of the turn: the skill first, then each
@@ -100,7 +101,7 @@ pub(crate) fn gate(input: TurnInput<'_>) -> Gate {
             manifest: input.manifest,
             workspace: &workspace,
             methods: declared.methods.as_deref(),
-            providers: input.providers,
+            units: input.units,
         };
         if let Err(stop) = needs::need(&mut parts, &mut asking, &need) {
             return denied(asking, stop);

@@ -104,9 +104,10 @@ pub enum HostError {
     /// The wasmtime engine could not be built.
     #[error("cannot start the engine")]
     Engine(#[source] Arc<wasmtime::Error>),
-    /// `[network]` cannot be used (an unreadable or malformed `ca_file`).
+    /// A unit's runtime cannot be opened (`[network]`: an unreadable or
+    /// malformed `ca_file`).
     #[error(transparent)]
-    Network(#[from] NetworkError),
+    Unit(crate::sandbox::OpenError),
     /// The pending-approval queue could not be opened, or its schema is
     /// newer than this build knows.
     #[error(transparent)]
@@ -131,36 +132,6 @@ pub enum HostError {
         /// The configuration's `max_level`.
         max: Level,
     },
-}
-
-/// Why `[network]` cannot be used.
-#[derive(Debug, thiserror::Error)]
-pub enum NetworkError {
-    /// `ca_file` cannot be read, or holds no certificate.
-    #[error("`[network] ca_file` `{}`: {source}", path.display())]
-    CaFile {
-        /// The file.
-        path: PathBuf,
-        /// What is wrong with it.
-        source: CaFileError,
-    },
-    /// The HTTP client cannot be built with those roots.
-    #[error(transparent)]
-    Client(#[from] crate::sandbox::services::HttpClientError),
-}
-
-/// What is wrong with `[network] ca_file`.
-#[derive(Debug, thiserror::Error)]
-pub enum CaFileError {
-    /// It cannot be read.
-    #[error(transparent)]
-    Read(crate::util::IoCause),
-    /// One of its blocks is not a PEM certificate.
-    #[error("not a PEM certificate: {0}")]
-    Pem(#[source] rustls::pki_types::pem::Error),
-    /// It holds none.
-    #[error("it holds no certificate")]
-    Empty,
 }
 
 /// What a host is opened with.
@@ -415,12 +386,10 @@ impl Host {
             options.home.as_deref(),
             options.level,
         )?;
-        let runtimes = Arc::new(runtimes::Runtimes::open(
-            &options.config.network,
-            &options.config.providers,
-            options.manifests,
-            stores.memory.clone(),
-        )?);
+        let runtimes = Arc::new(
+            runtimes::Runtimes::open(&options.config, &stores, options.manifests, watcher.clone())
+                .map_err(HostError::Unit)?,
+        );
         let inner = Inner {
             runtimes,
             settings: Settings {

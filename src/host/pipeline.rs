@@ -16,7 +16,6 @@ use super::needs::Once;
 use super::roots::{Held, Waited, WriteRoots};
 use super::runtimes::Runtimes;
 use super::{Answer, Frozen, Inner, Pending, Phase, Step, TurnEnd, TurnOutcome, TurnRequest};
-use crate::config::ProviderDef;
 use crate::manifest::Manifest;
 use crate::policy::{Capability, DenyCode, UtcTime};
 use crate::sandbox::{
@@ -64,7 +63,7 @@ impl<'a> Turn<'a> {
         manifest: &Manifest,
         approved_once: &Once,
         now: UtcTime,
-        providers: &[ProviderDef],
+        units: &crate::sandbox::Runtimes,
     ) -> Gate {
         gate(TurnInput {
             snapshot: &self.frozen.snapshot,
@@ -74,7 +73,7 @@ impl<'a> Turn<'a> {
             limits: self.request.limits,
             approved_once,
             now,
-            providers,
+            units,
         })
     }
 
@@ -281,12 +280,7 @@ impl Kind<'_> {
         approved_once: &Once,
         now: UtcTime,
     ) -> Result<Box<Plan>, Ended> {
-        let answer = t.gate(
-            manifest,
-            approved_once,
-            now,
-            &self.runtimes().http.providers,
-        );
+        let answer = t.gate(manifest, approved_once, now, &self.runtimes().units);
         if let Kind::Nested(call) = self {
             let (Gate::Denied { steps, .. }
             | Gate::ApprovalRequired { steps, .. }
@@ -424,15 +418,6 @@ impl Kind<'_> {
         match self {
             Kind::Top(_) => 0,
             Kind::Nested(call) => call.depth,
-        }
-    }
-
-    /// The host's watch, read at a top-level turn's start (`None` for a
-    /// nested turn: what it looks at, it looks at itself).
-    pub(super) fn watcher(&self) -> Option<&crate::util::watch::Watcher> {
-        match self {
-            Kind::Top(inner) => inner.watcher.as_deref(),
-            Kind::Nested(_) => None,
         }
     }
 

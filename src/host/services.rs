@@ -1,6 +1,6 @@
-//! The services a run gets (see [`crate::sandbox::services`]): only what
-//! its plan can use, from the capabilities' runtimes ([`super::runtimes`])
-//! and the turn. The command screen is bound to the actor only for a plan
+//! The services a run gets (see [`crate::sandbox::services`]): the
+//! units' runtimes ([`super::runtimes`]), and what its plan can use of
+//! the turn. The command screen is bound to the actor only for a plan
 //! that may run a command (`code:exec`, a command executor), delegation
 //! only for one allowed `delegate:call`; any other plan gets a screen that
 //! refuses every command and no delegation, which its run never asks for
@@ -11,7 +11,6 @@ use std::sync::Arc;
 use super::delegate::Nested;
 use super::needs::Once;
 use super::pipeline::{Kind, Records, Scope, Turn};
-use super::runtimes::Runtimes;
 use super::Frozen;
 use crate::policy::{decide, Decision, DenyCode, Request, RequestKind};
 use crate::sandbox::services::{CommandScreen, NestedTurn};
@@ -43,9 +42,8 @@ impl Kind<'_> {
         } else {
             Some(Arc::new(Nested(scope())))
         };
-        let runtimes = self.runtimes();
         RunServices {
-            memory: runtimes.memory.clone(),
+            runtimes: self.runtimes().units.clone(),
             depth: self.depth(),
             journal: records.journal.clone(),
             audit: records.audit.clone(),
@@ -66,12 +64,6 @@ impl Kind<'_> {
                 Kind::Nested(_) => None,
             },
             nested,
-            // The granted variables' values and the providers' values,
-            // read here (the host's edge), not in the sandbox, and only
-            // those the plan was allowed.
-            env: Runtimes::env_values(plan),
-            http: runtimes.http.client.clone(),
-            secrets: runtimes.http.secrets(plan, self.watcher()),
         }
     }
 }

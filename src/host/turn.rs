@@ -485,7 +485,7 @@ impl Inner {
                 manifest,
                 &super::needs::Once::default(),
                 now_utc(),
-                &self.runtimes.http.providers,
+                &self.runtimes.units,
             ),
             Gate::Denied { .. }
         )
@@ -498,7 +498,7 @@ impl Inner {
             manifest,
             &super::needs::Once::default(),
             now_utc(),
-            &self.runtimes.http.providers,
+            &self.runtimes.units,
         ) {
             Gate::Denied {
                 steps,

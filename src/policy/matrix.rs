@@ -85,18 +85,20 @@ impl fmt::Display for Outcome {
 }
 
 /// The scoped reads that ReadOnly may still do after an approval.
-pub const READ_ONLY_SCOPED_READS: [Capability; 5] = [
+pub const READ_ONLY_SCOPED_READS: [Capability; 6] = [
     Capability::FsRead,
     Capability::EnvRead,
     Capability::MemoryRead,
     Capability::NetworkSites,
     Capability::ProviderAccess,
+    Capability::ConfigRead,
 ];
 
 /// The matrix cell for `level` × `capability`, from the three rules:
 ///
 /// - ReadOnly: class `none` and not critical → allowed; the scoped reads
-///   (fs:read, env:read, memory:read, network:sites, provider:access) →
+///   (fs:read, env:read, memory:read, network:sites, provider:access,
+///   config:read) →
 ///   approval_required;
 ///   everything else → denied.
 /// - Supervised: class `none` → allowed; everything else → approval_required.

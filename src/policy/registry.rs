@@ -1,6 +1,6 @@
 //! The closed capability registry.
 //!
-//! Every action an executor can be granted is one of these thirteen entries.
+//! Every action an executor can be granted is one of these entries.
 //! There is no runtime registration: adding a capability means adding a
 //! variant here and a row to [`REGISTRY`], then the other files the book's
 //! recipe lists (`docs/src/internals/adding-a-capability.md`).
@@ -90,6 +90,9 @@ pub enum Capability {
     /// `provider:access`: the host adds a provider's credential to HTTP requests under its
     /// base URL; the guest never sees it.
     ProviderAccess,
+    /// `config:read`: one named value of the host's `[values]`, through
+    /// `wasi:config/store`.
+    ConfigRead,
 }
 
 /// The registry row of a capability.
@@ -132,7 +135,7 @@ use Capability as C;
 use TargetKind as T;
 
 /// The whole registry, in its documented order.
-pub const REGISTRY: [CapabilitySpec; 13] = [
+pub const REGISTRY: [CapabilitySpec; 14] = [
     spec(
         C::ComputePure,
         "compute:pure",
@@ -237,11 +240,19 @@ pub const REGISTRY: [CapabilitySpec; 13] = [
         T::Exact,
         "the host adds a provider's credential to HTTP requests under its base URL; the guest never sees it",
     ),
+    spec(
+        C::ConfigRead,
+        "config:read",
+        false,
+        A::PerTarget,
+        T::Exact,
+        "one named value of the host's `[values]`, through `wasi:config/store`",
+    ),
 ];
 
 impl Capability {
     /// Every capability, in registry order.
-    pub const ALL: [Capability; 13] = [
+    pub const ALL: [Capability; 14] = [
         C::ComputePure,
         C::TimeRead,
         C::EnvRead,
@@ -255,6 +266,7 @@ impl Capability {
         C::CodeExec,
         C::SystemAdmin,
         C::ProviderAccess,
+        C::ConfigRead,
     ];
 
     /// This capability's registry row.

@@ -28,7 +28,7 @@ pub fn run_command(
     let Some((program, args)) = argv.split_first() else {
         return Err(RunError::Host("the plan has no command".into()));
     };
-    let mut binding = ExecState::new(plan, services);
+    let mut binding = ExecState::new(plan, &services.runtimes, services);
     let linked = linked(program, &binding);
     // The turn's arguments follow the manifest's; the screen sees the
     // whole argv, as for any command call.

@@ -31,8 +31,10 @@ mod state;
 pub mod table;
 
 pub use crate::exec::pinned::{PinError, PinnedDir};
-pub use bindings::{clocks, delegate, env, exec, fs, human, log, memory, network, wasi};
-pub use bindings::{HostState, Parts};
+pub use bindings::{
+    clocks, config, delegate, env, exec, fs, http, human, log, memory, network, wasi,
+};
+pub use bindings::{Environment, HostState, Open, OpenError, Parts, Runtimes};
 pub use engine::{Counters, LoadError, Sandbox};
 pub use isolation::{IsolationReport, OnDegraded};
 pub use limits::{

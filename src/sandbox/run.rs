@@ -309,6 +309,7 @@ pub fn execute(
     let core = Core::new(&limits, deadline, services.cancel.clone());
     let mut cx = Prepare {
         plan,
+        runtimes: &services.runtimes,
         services,
         wasi: &mut b,
         deadline,
@@ -318,28 +319,26 @@ pub fn execute(
     state.describe(plan.parts(), &mut linked);
     let mut store = store(sandbox, state, &services.cancel, deadline);
     let outcome = call(pre, &mut store, input, &stdout, deadline);
-    // What the turn left each touched path as, for undo (a run killed
-    // before this still has its write-ahead journal).
-    store.data_mut().fs.finish().map_err(host)?;
-    // A cap of the output or of HTTP stops the run whatever the guest
+    // What the units hand back: the journal's last word, the log lines,
+    // the command records, a limit one of them saw passed.
+    let finished = store.data_mut().finish().map_err(host)?;
+    // A cap of the output or of a unit stops the run whatever the guest
     // made of the error it got.
-    let over = over_cap(&stdout, &stderr, cap)
-        .or_else(|| store.data().http.limit_hit().map(RunError::Limit));
+    let over = over_cap(&stdout, &stderr, cap).or_else(|| finished.limit.map(RunError::Limit));
     let stdout = String::from_utf8_lossy(&stdout.contents()).into_owned();
     let settled = settle(outcome, over, &store, &limits, &services.cancel, &stdout);
-    let data = store.data_mut();
     let report = RunReport {
         result: settled.result,
         stdout,
         stderr: String::from_utf8_lossy(&stderr.contents()).into_owned(),
-        log: std::mem::take(&mut data.log.lines),
+        log: finished.log,
         linked,
         imports: prepared.imports.clone(),
         cache_hit,
         compiled: sandbox.counters().compiled.load(Ordering::Relaxed),
         sha256: prepared.digest.clone(),
         elapsed_ms: started.elapsed().as_secs_f64() * 1e3,
-        commands: std::mem::take(&mut data.exec.records),
+        commands: finished.commands,
         exit_code: settled.exit_code,
         command: is_command,
         backtrace: settled.backtrace,

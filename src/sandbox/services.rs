@@ -275,12 +275,15 @@ impl CancelHandle {
 }
 
 /// Everything a run is given besides its plan; the host builds it for each
-/// run (`host::nested::services`).
+/// run (`host::services`). All of it is the turn's but the units'
+/// runtimes, which every turn shares.
 #[derive(Clone)]
 pub struct RunServices {
-    /// The host's memory database (`<state>/memory.db`), for a plan that
-    /// grants memory: the run cannot name another.
-    pub memory: Arc<dyn crate::state::memory::MemoryBackend>,
+    /// What each unit keeps for the life of the process (the memory
+    /// store, the HTTP client and providers, the host's environment),
+    /// opened when the host opened: a unit's `prepare` takes from it only
+    /// what the plan's part allows.
+    pub runtimes: Arc<super::bindings::Runtimes>,
     /// How deep in delegated calls this run is (0 for a turn).
     pub depth: u32,
     /// Where mutations are journaled for undo (`None`: not journaled).
@@ -304,103 +307,4 @@ pub struct RunServices {
     /// Who answers `human:ask`; `None`: nobody (the caller passes the
     /// terminal's asker when a person is there).
     pub asker: Option<AskerRef>,
-    /// The values of the plan's `env:read` variables that are set, read
-    /// by the host at the edge: the sandbox reads no process environment.
-    pub env: Vec<(String, String)>,
-    /// How HTTP requests connect: the TLS roots and the pinned names.
-    pub http: Arc<HttpClient>,
-    /// The values of the plan's providers (`provider:access`), read by the
-    /// host at the edge; only the HTTP unit's sender sees them.
-    pub secrets: Vec<ProviderSecret>,
-}
-
-/// Why the HTTP sender's client cannot be built.
-#[derive(Debug, thiserror::Error)]
-pub enum HttpClientError {
-    /// A certificate of `[network] ca_file` is not a usable root.
-    #[error("a certificate of the ca file is not a root: {0}")]
-    NotARoot(#[source] rustls::Error),
-    /// rustls refuses the configuration.
-    #[error("tls: {0}")]
-    Tls(#[source] rustls::Error),
-}
-
-/// How the host's HTTP sender connects, whatever the turn.
-pub struct HttpClient {
-    /// rustls' client configuration: the webpki roots, and those of
-    /// `[network] ca_file`.
-    pub tls: Arc<rustls::ClientConfig>,
-    /// `[network] resolve`: names answered with these addresses instead of
-    /// the system resolver's (the addresses are vetted all the same), by
-    /// the sender and by the `wasi:sockets` lookup alike.
-    pub resolve: std::collections::BTreeMap<String, Vec<std::net::IpAddr>>,
-}
-
-impl HttpClient {
-    /// A client trusting the webpki roots and `extra` (DER certificates).
-    ///
-    /// # Security
-    /// Every root added is trusted for every host a turn may call.
-    pub fn new(
-        extra: Vec<rustls::pki_types::CertificateDer<'static>>,
-        resolve: std::collections::BTreeMap<String, Vec<std::net::IpAddr>>,
-    ) -> Result<HttpClient, HttpClientError> {
-        let mut roots = rustls::RootCertStore {
-            roots: webpki_roots::TLS_SERVER_ROOTS.into(),
-        };
-        for cert in extra {
-            roots.add(cert).map_err(HttpClientError::NotARoot)?;
-        }
-        // ring, as wasmtime-wasi-http builds rustls (aws-lc-rs, which has
-        // the post-quantum groups, needs a C toolchain step we avoid).
-        #[allow(deprecated)]
-        let provider = Arc::new(rustls::crypto::ring::default_provider());
-        let tls = rustls::ClientConfig::builder_with_provider(provider)
-            .with_safe_default_protocol_versions()
-            .map_err(HttpClientError::Tls)?
-            .with_root_certificates(roots)
-            .with_no_client_auth();
-        Ok(HttpClient {
-            tls: Arc::new(tls),
-            resolve,
-        })
-    }
-}
-
-impl std::fmt::Debug for HttpClient {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("HttpClient")
-            .field("resolve", &self.resolve)
-            .finish_non_exhaustive()
-    }
-}
-
-/// A provider's value as the host read it: never printed, never
-/// serialized.
-#[derive(Clone)]
-pub struct ProviderSecret {
-    /// The provider's name, the `provider:access` target.
-    pub name: String,
-    value: Result<String, String>,
-}
-
-impl ProviderSecret {
-    /// The value of provider `name`, or why it could not be read.
-    pub fn new(name: String, value: Result<String, String>) -> ProviderSecret {
-        ProviderSecret { name, value }
-    }
-
-    /// The value.
-    ///
-    /// # Security
-    /// The credential itself: only the HTTP sender may put it anywhere.
-    pub fn value(&self) -> Result<&str, &str> {
-        self.value.as_deref().map_err(String::as_str)
-    }
-}
-
-impl std::fmt::Debug for ProviderSecret {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "ProviderSecret({}, <hidden>)", self.name)
-    }
 }

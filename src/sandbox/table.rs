@@ -16,7 +16,7 @@
 use serde::Serialize;
 use wasmtime::component::Linker;
 
-use super::bindings::{delegate, exec, fs, http, human, log, memory, network, wasi};
+use super::bindings::{config, delegate, exec, fs, http, human, log, memory, network, wasi};
 use super::deadline_io;
 use super::plan::Plan;
 use super::state::HostState;
@@ -193,6 +193,14 @@ pub static BINDINGS: &[Binding] = &[
         about: "HTTP requests that a `network:sites` grant covers (scheme, host, port, path, method), decided one by one, with TLS on the host and providers' credentials added by the host",
         filled_by: &[C::ProviderAccess],
         link: http::add_to_linker,
+    },
+    Binding {
+        name: "wasi:config",
+        interfaces: &["wasi:config/store"],
+        authority: Authority::Needs(&[C::ConfigRead]),
+        about: "read the granted names of the host's `[values]`; a name not granted reads as absent",
+        filled_by: &[],
+        link: config::add_to_linker,
     },
 ];
 

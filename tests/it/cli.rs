@@ -33,7 +33,7 @@ fn check_supervised_write_needs_approval_and_read_only_denies() {
 }
 
 /// The registry as DESIGN.md states it: name, critical, approval, target.
-const REGISTRY: [(&str, bool, &str, &str); 13] = [
+const REGISTRY: [(&str, bool, &str, &str); 14] = [
     ("compute:pure", false, "none", "none"),
     ("time:read", false, "none", "none"),
     ("env:read", false, "per_target", "exact"),
@@ -47,15 +47,16 @@ const REGISTRY: [(&str, bool, &str, &str); 13] = [
     ("code:exec", true, "always", "exact"),
     ("system:admin", true, "always", "none"),
     ("provider:access", false, "per_target", "exact"),
+    ("config:read", false, "per_target", "exact"),
 ];
 
 #[test]
-fn registry_has_the_thirteen_entries_with_their_fields() {
+fn registry_has_the_fourteen_entries_with_their_fields() {
     let env = Env::new();
     let run = env.run(&["policy", "registry"]);
     run.expect(0);
     let rows = run.json_lines();
-    assert_eq!(rows.len(), 13, "{run:#?}");
+    assert_eq!(rows.len(), 14, "{run:#?}");
     for (row, (name, critical, approval, target)) in rows.iter().zip(REGISTRY) {
         assert_eq!(row["name"], name, "{row}");
         assert_eq!(row["critical"], critical, "{row}");
@@ -97,6 +98,7 @@ fn rule(level: &str, class: &str, critical: bool, name: &str) -> &'static str {
                 "memory:read",
                 "network:sites",
                 "provider:access",
+                "config:read",
             ]
             .contains(&name)
             {
@@ -124,7 +126,7 @@ fn rule(level: &str, class: &str, critical: bool, name: &str) -> &'static str {
 }
 
 #[test]
-fn table_has_39_lines_that_agree_with_the_three_rules() {
+fn table_has_42_lines_that_agree_with_the_three_rules() {
     let env = Env::new();
     let registry = env.run(&["policy", "registry"]);
     registry.expect(0);
@@ -141,12 +143,12 @@ fn table_has_39_lines_that_agree_with_the_three_rules() {
             )
         })
         .collect();
-    assert_eq!(specs.len(), 13);
+    assert_eq!(specs.len(), 14);
 
     let table = env.run(&["policy", "table"]);
     table.expect(0);
     let lines = table.lines();
-    assert_eq!(lines.len(), 39, "{table:#?}");
+    assert_eq!(lines.len(), 42, "{table:#?}");
     let mut cells = BTreeSet::new();
     for row in table.json_lines() {
         let level = row["level"].as_str().unwrap();

@@ -181,7 +181,11 @@ fn codes_table(codes: &str) -> String {
 #[test]
 fn the_capabilities_page_is_the_registry_and_the_matrix_the_binary_prints() {
     let registry = binary(&["policy", "registry"]);
-    assert_eq!(json_lines(&registry).len(), 13, "{registry}");
+    assert_eq!(
+        json_lines(&registry).len(),
+        gatehouse::policy::REGISTRY.len(),
+        "{registry}"
+    );
     check_generated(
         "docs/src/reference/capabilities.md",
         "gatehouse policy registry",
@@ -794,9 +798,10 @@ fn the_layout_page_names_every_part_of_src() {
     assert!(inner > 30, "only {inner} files named inside the folders");
 }
 
-/// The recipe for adding a capability (issue 44, item 5) names only files
-/// that exist, and at least the layers it must cross: the registry, the
-/// sandbox's unit table, the host and the state.
+/// The recipe for adding a capability (issue 44, items 1 and 5) names
+/// only files that exist, and every file of `src/`, `wit/` and
+/// `tests/it/` that names its worked example (`config:read`); none of
+/// them is in `src/host/`, which iterates over the units and names none.
 #[test]
 fn the_capability_recipe_names_files_that_exist() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
@@ -818,10 +823,52 @@ fn the_capability_recipe_names_files_that_exist() {
             "the recipe names `{f}`, which does not exist"
         );
     }
-    for layer in ["src/policy/", "src/sandbox/", "src/host/", "src/state/"] {
+    for layer in ["src/policy/", "src/sandbox/", "wit/", "tests/it/"] {
         assert!(
             files.iter().any(|f| f.starts_with(layer)),
             "the recipe names no file of `{layer}`"
+        );
+    }
+    // Every file that names the example, by its registry variant, its
+    // name, its interface or its unit's types.
+    let marks = [
+        "ConfigRead",
+        "config:read",
+        "wasi:config",
+        "ConfigPart",
+        "bindings::config",
+    ];
+    let mut naming = Vec::new();
+    for dir in ["src", "wit", "tests/it"] {
+        let mut stack = vec![root.join(dir)];
+        while let Some(d) = stack.pop() {
+            for e in std::fs::read_dir(&d).unwrap() {
+                let p = e.unwrap().path();
+                if p.is_dir() {
+                    stack.push(p);
+                    continue;
+                }
+                let rel = p.strip_prefix(root).unwrap().to_string_lossy().into_owned();
+                if rel == "tests/it/docs.rs" {
+                    continue; // this test names the marks
+                }
+                let text = std::fs::read_to_string(&p).unwrap_or_default();
+                if marks.iter().any(|m| text.contains(m)) {
+                    naming.push(rel);
+                }
+            }
+        }
+    }
+    naming.sort();
+    assert!(naming.len() >= 8, "{naming:?}");
+    for f in &naming {
+        assert!(
+            files.contains(&f.as_str()),
+            "`{f}` names `config:read` but the recipe does not list it"
+        );
+        assert!(
+            !f.starts_with("src/host/"),
+            "`{f}` names `config:read`: the host should name no unit"
         );
     }
 }

@@ -66,4 +66,5 @@ mod state;
 mod support;
 mod undo;
 mod undo_fs;
+mod values;
 mod wasi_cli;

@@ -129,9 +129,12 @@ fn the_checks_would_catch_a_violation() {
 /// may use only the modules listed for it: no import cycles, the sandbox
 /// never reaches the gate or the host, the policy core nothing at all,
 /// and `util` (the shared helpers) nothing either, so every layer may use
-/// it. The sandbox, exec, undo and the terminal do not reach the
-/// configuration: its values (the engine settings, `on_degraded`, the
-/// limits) are passed in by the host.
+/// it. Exec, undo and the terminal do not reach the configuration: its
+/// values are passed in by the host. The sandbox reaches it, and the
+/// stores (`state::Stores`, and the memory store's trait), only where its
+/// units open their runtimes, once, when the host opens (`Unit::open`);
+/// a run's values (the engine settings, `on_degraded`, the limits) are
+/// passed in by the host.
 const LAYERS: [(&str, &[&str]); 16] = [
     ("util", &[]),
     ("policy", &[]),
@@ -144,7 +147,15 @@ const LAYERS: [(&str, &[&str]); 16] = [
     ("undo", &["util", "policy", "state"]),
     (
         "sandbox",
-        &["util", "policy", "state::memory", "exec", "undo"],
+        &[
+            "util",
+            "policy",
+            "config",
+            "state::memory",
+            "state::Stores",
+            "exec",
+            "undo",
+        ],
     ),
     (
         "authoring",

@@ -1,9 +1,12 @@
-//! The host side of each capability: one need function per capability,
-//! called by the gate ([`super::gate`]) for each capability the executor
-//! declared. A need function asks the policy its questions (the
-//! capability with its target, and whatever rule the capability adds: the
-//! workspace rule for a path, the scope rule for memory, the tool layers
-//! for a program) and, when they allow, fills its unit's part of the plan
+//! What the gate asks of each capability the executor declared
+//! ([`super::gate`]). It asks the policy about the capability with its
+//! target; when that allows, a capability whose only rule is its own
+//! decision is put in its unit's part of the plan by the unit itself
+//! ([`crate::sandbox::Parts::allow`]), so a new one of that kind needs
+//! nothing here. The capabilities with rules of their own have a need
+//! function here, which asks them too (the workspace rule for a path, the
+//! scope rule for memory, the tool layers for a program, a site's methods,
+//! a provider's base URLs) and fills its unit's part
 //! ([`crate::sandbox::Parts`]). I/O a question needs (resolving a path)
 //! happens here, before `decide`, and its result is passed in.
 
@@ -11,7 +14,7 @@ mod asked;
 mod exec;
 mod fs;
 mod memory;
-mod plain;
+mod network;
 
 use crate::manifest::Manifest;
 use crate::policy::{
@@ -145,8 +148,9 @@ pub(super) struct Need<'a> {
     pub workspace: &'a str,
     /// For `network:sites`: the HTTP methods allowed (`None`: any).
     pub methods: Option<&'a [String]>,
-    /// The host's providers (`[providers.NAME]`), for `provider:access`.
-    pub providers: &'a [crate::config::ProviderDef],
+    /// The units' runtimes (`provider:access` asks the HTTP unit's which
+    /// providers the host defines).
+    pub units: &'a crate::sandbox::Runtimes,
 }
 
 /// Asks the policy for `need` and fills its unit's part of `parts`.
@@ -161,15 +165,18 @@ pub(super) fn need(
             memory::need(&mut parts.memory, asking, need)
         }
         Capability::CodeExec => exec::need(&mut parts.exec, asking, need),
-        Capability::EnvRead => plain::env(&mut parts.env, asking, need),
         Capability::NetworkSites => {
-            plain::network(&mut parts.network, &mut parts.http, asking, need)
+            network::network(&mut parts.network, &mut parts.http, asking, need)
         }
-        Capability::ProviderAccess => plain::provider(&mut parts.http, asking, need),
-        Capability::DelegateCall => plain::delegate(&mut parts.delegate, asking, need),
-        Capability::TimeRead => plain::clocks(&mut parts.clocks, asking, need),
-        Capability::HumanAsk => plain::human(&mut parts.human, asking, need),
-        // No unit: the capability itself is the whole answer.
-        Capability::ComputePure | Capability::SystemAdmin => asking.capability(need, None),
+        Capability::ProviderAccess => network::provider(&mut parts.http, asking, need),
+        // The others' only rule is the capability's own decision: the
+        // unit that serves it puts the target in its part (none for
+        // `compute:pure` and `system:admin`, whose decision is the whole
+        // answer).
+        cap => {
+            asking.capability(need, None)?;
+            parts.allow(cap, need.target);
+            Ok(())
+        }
     }
 }

@@ -11,7 +11,8 @@ use std::borrow::Cow;
 use serde::Serialize;
 use wasmtime_wasi::{HostMonotonicClock, HostWallClock};
 
-use super::{Prepare, PrepareError, Unit};
+use super::{Open, OpenError, Prepare, PrepareError, Unit};
+use crate::policy::Capability;
 
 struct FrozenWall;
 
@@ -48,12 +49,22 @@ pub struct Clocks;
 impl Unit for Clocks {
     type Part = ClocksPart;
     type State = ();
+    type Runtime = ();
+    const FILLED_BY: &'static [Capability] = &[Capability::TimeRead];
+
+    fn open(_: &Open<'_>) -> Result<(), OpenError> {
+        Ok(())
+    }
+
+    fn allow(part: &mut ClocksPart, _: Capability, _: Option<&str>) {
+        part.real = true;
+    }
 
     /// Gives the context frozen clocks unless the part says real.
     ///
     /// # Security
     /// Real clocks let a guest learn the time and time the host.
-    fn prepare(part: &ClocksPart, cx: &mut Prepare<'_>) -> Result<(), PrepareError> {
+    fn prepare(part: &ClocksPart, _: &(), cx: &mut Prepare<'_>) -> Result<(), PrepareError> {
         if !part.real {
             cx.wasi
                 .wall_clock(FrozenWall)

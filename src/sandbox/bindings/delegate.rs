@@ -18,7 +18,8 @@ use wasmtime::component::{HasData, Linker};
 
 use super::wit::gatehouse::executor::delegate;
 use super::wit::gatehouse::executor::types::{Denial, Error};
-use super::{Prepare, PrepareError, Unit};
+use super::{Open, OpenError, Prepare, PrepareError, Unit};
+use crate::policy::Capability;
 use crate::policy::DenyCode;
 use crate::sandbox::services::{NestedError, NestedTurn};
 use crate::sandbox::HostState;
@@ -133,6 +134,18 @@ pub struct Delegate;
 impl Unit for Delegate {
     type Part = DelegatePart;
     type State = DelegateState;
+    type Runtime = ();
+    const FILLED_BY: &'static [Capability] = &[Capability::DelegateCall];
+
+    fn open(_: &Open<'_>) -> Result<(), OpenError> {
+        Ok(())
+    }
+
+    /// The callee (`EXECUTOR` or `ACTOR/EXECUTOR`) passes its own gate
+    /// when it is called.
+    fn allow(part: &mut DelegatePart, _: Capability, target: Option<&str>) {
+        part.callees.extend(target.map(str::to_string));
+    }
 
     /// The host's nested turns, bound to the part's callees, at the run's
     /// depth, journaled like the run.
@@ -140,7 +153,11 @@ impl Unit for Delegate {
     /// # Security
     /// Lets the guest start turns of the part's executors, each through
     /// the host's gate.
-    fn prepare(part: &DelegatePart, cx: &mut Prepare<'_>) -> Result<DelegateState, PrepareError> {
+    fn prepare(
+        part: &DelegatePart,
+        _: &(),
+        cx: &mut Prepare<'_>,
+    ) -> Result<DelegateState, PrepareError> {
         Ok(DelegateState {
             nested: cx.services.nested.clone(),
             allowed: part.callees.clone(),

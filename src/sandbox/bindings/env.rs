@@ -6,7 +6,8 @@ use std::borrow::Cow;
 
 use serde::Serialize;
 
-use super::{Prepare, PrepareError, Unit};
+use super::{Environment, Open, OpenError, Prepare, PrepareError, Unit};
+use crate::policy::Capability;
 
 /// The variables `env:read` was granted on (empty: the guest sees none).
 #[derive(Debug, Clone, Default, Serialize)]
@@ -25,18 +26,32 @@ pub struct EnvGiven(pub Vec<String>);
 impl Unit for Env {
     type Part = EnvPart;
     type State = EnvGiven;
+    /// The host's environment, as the host reads it.
+    type Runtime = Environment;
+    const FILLED_BY: &'static [Capability] = &[Capability::EnvRead];
 
-    /// Copies the granted variables that are set on the host (their values
-    /// as the host read them into the services); nothing else.
+    fn open(cx: &Open<'_>) -> Result<Environment, OpenError> {
+        Ok(cx.environment.clone())
+    }
+
+    fn allow(part: &mut EnvPart, _: Capability, target: Option<&str>) {
+        part.names.extend(target.map(str::to_string));
+    }
+
+    /// Copies the granted variables that are set on the host, read now
+    /// through the host's environment; nothing else.
     ///
     /// # Security
     /// Hands the guest the values of the part's variables.
-    fn prepare(part: &EnvPart, cx: &mut Prepare<'_>) -> Result<EnvGiven, PrepareError> {
+    fn prepare(
+        part: &EnvPart,
+        environment: &Environment,
+        cx: &mut Prepare<'_>,
+    ) -> Result<EnvGiven, PrepareError> {
         let mut given = Vec::new();
-        for (name, value) in &cx.services.env {
-            // Only what the part names, whatever the services hold.
-            if part.names.contains(name) {
-                cx.wasi.env(name, value);
+        for name in &part.names {
+            if let Some(value) = environment(name) {
+                cx.wasi.env(name, &value);
                 given.push(name.clone());
             }
         }

@@ -20,7 +20,7 @@ use wasmtime::component::{HasData, Linker};
 use super::fs::{DirAccess, FsPart};
 use super::wit::gatehouse::executor::exec;
 use super::wit::gatehouse::executor::types::{Denial, Error};
-use super::{Prepare, PrepareError, Unit};
+use super::{Finished, Open, OpenError, Prepare, PrepareError, Runtimes, Unit};
 use crate::exec::{
     quote_argv, resolve_program, Confinement, ExecLimits, ExecOutcome, ExecSpec, ExecSupport,
 };
@@ -166,7 +166,7 @@ impl ExecState {
     /// Hands every command of the run the plan's roots, variables and,
     /// with `network:sites`, TCP and UDP sockets to any address (the
     /// per-name filter of `network:sites` covers wasm guests only).
-    pub fn new(plan: &Plan, services: &RunServices) -> ExecState {
+    pub fn new(plan: &Plan, runtimes: &Runtimes, services: &RunServices) -> ExecState {
         let parts = plan.parts();
         let limits = plan.limits();
         let mut state = ExecState {
@@ -200,11 +200,11 @@ impl ExecState {
         let fs = &parts.fs;
         let (read_roots, write_roots) = command_roots(fs);
         let cwd = command_cwd(plan.workspace(), &read_roots, &write_roots);
-        let env = services
+        let env = parts
             .env
+            .names
             .iter()
-            .filter(|(n, _)| parts.env.names.contains(n))
-            .cloned()
+            .filter_map(|n| (runtimes.env)(n).map(|v| (n.clone(), v)))
             .collect();
         let protected_overlap = protected_overlap(fs, &read_roots, &write_roots);
         state.read_roots = read_roots;
@@ -663,14 +663,19 @@ pub struct Exec;
 impl Unit for Exec {
     type Part = ExecPart;
     type State = ExecState;
+    type Runtime = ();
+
+    fn open(_: &Open<'_>) -> Result<(), OpenError> {
+        Ok(())
+    }
 
     /// The screen and the plan's roots, variables and sockets for every
     /// command of the run (see [`ExecState::new`]).
     ///
     /// # Security
     /// Hands each command of the run the plan's whole-directory roots.
-    fn prepare(_: &ExecPart, cx: &mut Prepare<'_>) -> Result<ExecState, PrepareError> {
-        Ok(ExecState::new(cx.plan, cx.services))
+    fn prepare(_: &ExecPart, _: &(), cx: &mut Prepare<'_>) -> Result<ExecState, PrepareError> {
+        Ok(ExecState::new(cx.plan, cx.runtimes, cx.services))
     }
 
     fn describe(part: &ExecPart, _: &ExecState, out: &mut Vec<Cow<'static, str>>) {
@@ -678,6 +683,12 @@ impl Unit for Exec {
             let tools: Vec<String> = part.tools.iter().map(|t| format!("`{t}`")).collect();
             out.push(Cow::Owned(format!("code:exec {}", tools.join(", "))));
         }
+    }
+
+    /// The command lines the run ran.
+    fn finish(state: &mut ExecState, out: &mut Finished) -> Result<(), PrepareError> {
+        out.commands = std::mem::take(&mut state.records);
+        Ok(())
     }
 }
 

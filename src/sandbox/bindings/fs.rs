@@ -10,7 +10,7 @@ use serde::Serialize;
 use wasmtime::component::Linker;
 use wasmtime_wasi::FsPerms;
 
-use super::{Prepare, PrepareError, Unit};
+use super::{Finished, Open, OpenError, Prepare, PrepareError, Unit};
 use crate::policy::snapshot::{ProtectedPath, WorkspaceMode, WorkspaceRoot};
 use crate::policy::PathGlob;
 use crate::sandbox::journal_fs::{self, FsLayer};
@@ -116,6 +116,11 @@ pub struct Fs;
 impl Unit for Fs {
     type Part = FsPart;
     type State = FsLayer;
+    type Runtime = ();
+
+    fn open(_: &Open<'_>) -> Result<(), OpenError> {
+        Ok(())
+    }
 
     /// Preopens exactly the part's directories, each the descriptor the
     /// plan pinned (not what its path names now).
@@ -124,7 +129,7 @@ impl Unit for Fs {
     /// Each preopen hands the guest its directory tree (symlinks out of it
     /// are refused by wasmtime-wasi's `cap-std` resolution); the part holds
     /// only directories the policy allowed.
-    fn prepare(part: &FsPart, cx: &mut Prepare<'_>) -> Result<FsLayer, PrepareError> {
+    fn prepare(part: &FsPart, _: &(), cx: &mut Prepare<'_>) -> Result<FsLayer, PrepareError> {
         for p in &part.preopens {
             let perms = match p.access {
                 DirAccess::ReadOnly => FsPerms::ReadOnly,
@@ -156,6 +161,12 @@ impl Unit for Fs {
                 }
             ))
         }));
+    }
+
+    /// Writes what the run left each touched path as, for undo (a run
+    /// killed before this still has its write-ahead journal).
+    fn finish(layer: &mut FsLayer, _: &mut Finished) -> Result<(), PrepareError> {
+        Ok(layer.finish()?)
     }
 }
 

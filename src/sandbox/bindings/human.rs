@@ -11,7 +11,8 @@ use wasmtime::component::{HasData, Linker};
 
 use super::wit::gatehouse::executor::human;
 use super::wit::gatehouse::executor::types::{Denial, Error};
-use super::{Prepare, PrepareError, Unit};
+use super::{Open, OpenError, Prepare, PrepareError, Unit};
+use crate::policy::Capability;
 use crate::policy::DenyCode;
 use crate::sandbox::HostState;
 
@@ -102,12 +103,22 @@ pub struct Human;
 impl Unit for Human {
     type Part = HumanPart;
     type State = HumanState;
+    type Runtime = ();
+    const FILLED_BY: &'static [Capability] = &[Capability::HumanAsk];
+
+    fn open(_: &Open<'_>) -> Result<(), OpenError> {
+        Ok(())
+    }
+
+    fn allow(part: &mut HumanPart, _: Capability, _: Option<&str>) {
+        part.granted = true;
+    }
 
     /// The run's asker, when `human:ask` was granted.
     ///
     /// # Security
     /// Hands the guest the person behind the turn (their answers).
-    fn prepare(part: &HumanPart, cx: &mut Prepare<'_>) -> Result<HumanState, PrepareError> {
+    fn prepare(part: &HumanPart, _: &(), cx: &mut Prepare<'_>) -> Result<HumanState, PrepareError> {
         Ok(HumanState {
             asked: 0,
             asker: cx.services.asker.clone().filter(|_| part.granted),

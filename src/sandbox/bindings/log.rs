@@ -7,7 +7,7 @@ use serde::Serialize;
 use wasmtime::component::{HasData, Linker};
 
 use super::wit::gatehouse::executor::log::{self, Level};
-use super::{Prepare, PrepareError, Unit};
+use super::{Finished, Open, OpenError, Prepare, PrepareError, Unit};
 use crate::sandbox::HostState;
 
 /// At most this many lines are kept; later ones are counted, not stored.
@@ -74,12 +74,23 @@ pub struct Log;
 impl Unit for Log {
     type Part = ();
     type State = LogState;
+    type Runtime = ();
 
-    fn prepare(_: &(), _: &mut Prepare<'_>) -> Result<LogState, PrepareError> {
+    fn open(_: &Open<'_>) -> Result<(), OpenError> {
+        Ok(())
+    }
+
+    fn prepare(_: &(), _: &(), _: &mut Prepare<'_>) -> Result<LogState, PrepareError> {
         Ok(LogState::default())
     }
 
     fn describe(_: &(), _: &LogState, _: &mut Vec<Cow<'static, str>>) {}
+
+    /// The lines the guest logged.
+    fn finish(state: &mut LogState, out: &mut Finished) -> Result<(), PrepareError> {
+        out.log = std::mem::take(&mut state.lines);
+        Ok(())
+    }
 }
 
 /// Links `gatehouse:executor/log`. Baseline: carries no authority (the

@@ -12,7 +12,7 @@ use wasmtime::component::{HasData, Linker};
 
 use super::wit::gatehouse::executor::memory;
 use super::wit::gatehouse::executor::types::{Denial, Error};
-use super::{Prepare, PrepareError, Unit};
+use super::{Open, OpenError, Prepare, PrepareError, Unit};
 use crate::policy::snapshot::sha256_hex;
 use crate::policy::DenyCode;
 use crate::sandbox::HostState;
@@ -190,15 +190,25 @@ pub struct Memory;
 impl Unit for Memory {
     type Part = MemoryPart;
     type State = MemoryState;
+    /// The host's memory store (the stores').
+    type Runtime = Arc<dyn MemoryBackend>;
 
     /// The part's scope in the host's memory database, each write
     /// journaled into the turn's journal.
     ///
     /// # Security
     /// Hands the guest the part's scope, read and/or write as granted.
-    fn prepare(part: &MemoryPart, cx: &mut Prepare<'_>) -> Result<MemoryState, PrepareError> {
+    fn open(cx: &Open<'_>) -> Result<Arc<dyn MemoryBackend>, OpenError> {
+        Ok(cx.stores.memory.clone())
+    }
+
+    fn prepare(
+        part: &MemoryPart,
+        db: &Arc<dyn MemoryBackend>,
+        cx: &mut Prepare<'_>,
+    ) -> Result<MemoryState, PrepareError> {
         Ok(MemoryState {
-            db: cx.services.memory.clone(),
+            db: db.clone(),
             grant: part.clone(),
             journal: cx.services.journal.clone(),
             max_keys: cx.plan.limits().memory_keys,

@@ -1,24 +1,34 @@
 //! The host side of each capability, one unit per file, shaped like a Spin
 //! factor.
 //!
-//! A unit has three parts, each in its file:
+//! A unit has four parts, each in its file:
 //!
+//! - its **runtime** ([`Unit::open`]): what it keeps for the life of the
+//!   process (a client, a store, values of the configuration), opened
+//!   once when the host opens, from the host's configuration and stores
+//!   ([`Open`]), and shared by every turn, delegated ones included;
 //! - its **part** of the [`Plan`](super::Plan) (`FsPart`, `MemoryPart`,
-//!   …): what the gate allowed it, built by the host's need function for
-//!   the capability (`crate::host::needs`), empty when nothing was;
-//! - [`Unit::prepare`], which turns the part into the unit's state in the
-//!   run's store (and gives the WASI context what the part allows: a
-//!   preopen, a variable, a clock), and [`Unit::describe`] for the run
-//!   report;
+//!   …): what the gate allowed it, empty when nothing was. A unit whose
+//!   only rule is its capability's own decision fills it itself
+//!   ([`Unit::allow`]); the others have a need function in the host
+//!   (`crate::host::needs`) that asks their further questions first;
+//! - [`Unit::prepare`], which turns the part and the runtime into the
+//!   unit's state in the run's store (and gives the WASI context what the
+//!   part allows: a preopen, a variable, a clock), [`Unit::describe`] for
+//!   the run report, and [`Unit::finish`], which hands back what the run
+//!   left (log lines, command records, a limit passed, the journal's last
+//!   word);
 //! - `add_to_linker`, which the binding table ([`super::table`]) calls
 //!   only when the plan grants the unit's capability.
 //!
-//! [`units!`] composes them: the plan's [`Parts`] and the store's
-//! [`HostState`] hold one field per unit, so a run is built by iterating
-//! over the units. Every file a new capability touches is listed in the
-//! book's recipe, `docs/src/internals/adding-a-capability.md`.
+//! [`units!`] composes them: the [`Runtimes`], the plan's [`Parts`] and
+//! the store's [`HostState`] hold one field per unit, so the host opens
+//! and a run is built by iterating over the units. Every file a new
+//! capability touches is listed in the book's recipe,
+//! `docs/src/internals/adding-a-capability.md`.
 
 use std::borrow::Cow;
+use std::sync::Arc;
 
 use serde::Serialize;
 use wasmtime::component::ResourceTable;
@@ -26,8 +36,10 @@ use wasmtime_wasi::{WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
 
 use super::plan::Plan;
 use super::services::{CancelHandle, RunServices};
+use crate::policy::Capability;
 
 pub mod clocks;
+pub mod config;
 pub mod delegate;
 pub mod env;
 pub mod exec;
@@ -45,12 +57,36 @@ mod wit;
 pub use wit::ExecutorHostPre;
 pub use wit::GuestError;
 
-/// What a unit's `prepare` is given besides its own part.
+/// What the units' runtimes are opened from, once, when the host opens.
+pub struct Open<'a> {
+    /// The host's configuration (`gatehouse.toml`).
+    pub config: &'a crate::config::HostConfig,
+    /// The host's stores, each backend chosen.
+    pub stores: &'a crate::state::Stores,
+    /// Tells when a file the host watches may have changed (a long-lived
+    /// host only); its queue is read at the start of each turn.
+    pub watcher: Option<Arc<crate::util::watch::Watcher>>,
+    /// How the host reads its environment.
+    pub environment: Environment,
+}
+
+/// The host's environment as the host reads it, at the edge: a unit
+/// asks it for a variable and never reads the process's own.
+pub type Environment = Arc<dyn Fn(&str) -> Option<String> + Send + Sync>;
+
+/// Why a unit's runtime could not be opened: its message, and the error
+/// that caused it when there is one.
+pub type OpenError = Box<dyn std::error::Error + Send + Sync>;
+
+/// What a unit's `prepare` is given besides its own part and runtime.
 pub struct Prepare<'a> {
     /// The whole plan, for a unit that reads another's part (a command's
     /// roots are the filesystem unit's preopens).
     pub plan: &'a Plan,
-    /// The run's services: memory, journal, audit, nested turns, cancel.
+    /// Every unit's runtime, for a unit that reads another's (the
+    /// sockets' pinned names are the HTTP client's).
+    pub runtimes: &'a Runtimes,
+    /// The run's services: journal, audit, nested turns, cancel.
     pub services: &'a RunServices,
     /// The run's WASI context, before it is built.
     pub wasi: &'a mut WasiCtxBuilder,
@@ -62,33 +98,102 @@ pub struct Prepare<'a> {
 /// that caused it when there is one.
 pub type PrepareError = Box<dyn std::error::Error + Send + Sync>;
 
-/// One capability's host side in a run.
+/// What a run's units hand back when it ends ([`Unit::finish`]).
+#[derive(Default)]
+pub struct Finished {
+    /// The guest's log lines.
+    pub log: Vec<log::LogLine>,
+    /// The command lines it ran (`code:exec`).
+    pub commands: Vec<exec::CommandRecord>,
+    /// A limit a unit saw passed, which stops the run whatever the guest
+    /// made of the error it got (the first one).
+    pub limit: Option<super::limits::LimitHit>,
+}
+
+/// One capability's host side: its runtime, its part of the plan, its
+/// state in a run.
 pub trait Unit {
     /// What the plan holds for it: what the gate allowed, empty when
     /// nothing was.
     type Part: Clone + Default + std::fmt::Debug + Serialize;
     /// Its state in the run's store.
     type State;
+    /// What it keeps for the life of the process (`()`: nothing).
+    type Runtime: Send + Sync;
 
-    /// Builds the run's state from `part`.
+    /// The capabilities whose allowed targets [`Unit::allow`] puts in its
+    /// part (empty: the host's need function for it fills the part).
+    const FILLED_BY: &'static [Capability] = &[];
+
+    /// Opens its runtime, once, when the host opens.
+    fn open(cx: &Open<'_>) -> Result<Self::Runtime, OpenError>;
+
+    /// Puts `capability` on `target`, which the policy allowed, in
+    /// `part`: for a capability of [`Unit::FILLED_BY`], whose only rule
+    /// is its own decision.
+    fn allow(part: &mut Self::Part, capability: Capability, target: Option<&str>) {
+        let _ = (part, capability, target);
+    }
+
+    /// Builds the run's state from `part` and the unit's `runtime`.
     ///
     /// # Security
     /// Whatever the state holds, a linked interface hands to the guest:
-    /// build it from the part alone (and the services the host gave).
-    fn prepare(part: &Self::Part, cx: &mut Prepare<'_>) -> Result<Self::State, PrepareError>;
+    /// build it from the part alone (and what the runtime and the
+    /// services hold for it).
+    fn prepare(
+        part: &Self::Part,
+        runtime: &Self::Runtime,
+        cx: &mut Prepare<'_>,
+    ) -> Result<Self::State, PrepareError>;
 
     /// What the run report says the unit gave the guest.
     fn describe(part: &Self::Part, state: &Self::State, out: &mut Vec<Cow<'static, str>>);
+
+    /// Hands back what the run left in `state`, once it has ended; an
+    /// error fails the run (nothing the run did may go unrecorded).
+    fn finish(state: &mut Self::State, out: &mut Finished) -> Result<(), PrepareError> {
+        let _ = (state, out);
+        Ok(())
+    }
 }
 
 /// Declares the units: the plan's [`Parts`], the store's [`HostState`],
 /// and how a run prepares and describes them, one field per unit.
 macro_rules! units {
     ($($(#[$doc:meta])* $field:ident: $unit:ty,)*) => {
+        /// What each unit keeps for the life of the process.
+        pub struct Runtimes {
+            $($(#[$doc])* pub $field: <$unit as Unit>::Runtime,)*
+        }
+
+        impl Runtimes {
+            /// Opens every unit's runtime, in order.
+            pub fn open(cx: &Open<'_>) -> Result<Runtimes, OpenError> {
+                Ok(Runtimes {
+                    $($field: <$unit as Unit>::open(cx)?,)*
+                })
+            }
+        }
+
         /// What a plan holds for each unit.
         #[derive(Debug, Clone, Default, Serialize)]
         pub struct Parts {
             $($(#[$doc])* pub $field: <$unit as Unit>::Part,)*
+        }
+
+        impl Parts {
+            /// Puts `capability` on `target`, which the policy allowed,
+            /// in the part of each unit it fills ([`Unit::FILLED_BY`]);
+            /// whether one did.
+            pub fn allow(&mut self, capability: Capability, target: Option<&str>) -> bool {
+                let mut filled = false;
+                $(if <$unit as Unit>::FILLED_BY.contains(&capability) {
+                    <$unit as Unit>::allow(&mut self.$field, capability, target);
+                    filled = true;
+                })*
+                filled
+            }
         }
 
         /// The store data of one run: the WASI context, the resource
@@ -122,7 +227,8 @@ macro_rules! units {
             /// units gave what they allow.
             pub(crate) fn prepare(cx: &mut Prepare<'_>, core: Core) -> Result<HostState, PrepareError> {
                 let parts = cx.plan.parts();
-                $(let $field = <$unit as Unit>::prepare(&parts.$field, cx)?;)*
+                let runtimes = cx.runtimes;
+                $(let $field = <$unit as Unit>::prepare(&parts.$field, &runtimes.$field, cx)?;)*
                 Ok(HostState {
                     wasi: cx.wasi.build(),
                     table: core.table,
@@ -138,6 +244,14 @@ macro_rules! units {
             /// What each unit gave the guest, for the run report.
             pub(crate) fn describe(&self, parts: &Parts, out: &mut Vec<Cow<'static, str>>) {
                 $(<$unit as Unit>::describe(&parts.$field, &self.$field, out);)*
+            }
+
+            /// What each unit hands back once the run has ended, in order;
+            /// the first unit that fails stops it.
+            pub(crate) fn finish(&mut self) -> Result<Finished, PrepareError> {
+                let mut out = Finished::default();
+                $(<$unit as Unit>::finish(&mut self.$field, &mut out)?;)*
+                Ok(out)
             }
         }
     };
@@ -195,6 +309,8 @@ units! {
     delegate: delegate::Delegate,
     /// `code:exec`: the programs.
     exec: exec::Exec,
+    /// `config:read`: the granted keys of `[values]`.
+    config: config::Config,
 }
 
 impl HostState {

@@ -34,7 +34,7 @@ use wasmtime_wasi::p2::bindings::{self as p2, sync};
 use wasmtime_wasi::p2::{DynPollable, Network, Pollable};
 use wasmtime_wasi::sockets::{SocketAddrUse, WasiSockets};
 
-use super::{Prepare, PrepareError, Unit};
+use super::{Open, OpenError, Prepare, PrepareError, Unit};
 use crate::policy::http::{is_wildcard, may_connect};
 use crate::policy::target::{is_host_name, parse_ip};
 use crate::policy::HostPattern;
@@ -199,7 +199,7 @@ fn host_matches(pattern: &HostPattern, name: &str, _ip: Option<IpAddr>) -> bool 
 
 /// Names the host answers itself (`[network] resolve`), shared with the
 /// HTTP sender: both interfaces see a name resolve to the same addresses.
-type Pinned = Arc<crate::sandbox::services::HttpClient>;
+type Pinned = Arc<super::http::HttpClient>;
 
 /// The `network:sites` state of one run: the granted patterns and the
 /// addresses handed out so far.
@@ -492,6 +492,11 @@ pub struct NetworkSites;
 impl Unit for NetworkSites {
     type Part = NetworkPart;
     type State = Sites;
+    type Runtime = ();
+
+    fn open(_: &Open<'_>) -> Result<(), OpenError> {
+        Ok(())
+    }
 
     /// With hosts granted: TCP on, UDP off, the address check (the
     /// interfaces are linked by the table, [`crate::sandbox::table`]).
@@ -500,12 +505,12 @@ impl Unit for NetworkSites {
     /// # Security
     /// Grants TCP connections to the addresses the sites allow, which grow
     /// as granted names are resolved during the run.
-    fn prepare(part: &NetworkPart, cx: &mut Prepare<'_>) -> Result<Sites, PrepareError> {
+    fn prepare(part: &NetworkPart, _: &(), cx: &mut Prepare<'_>) -> Result<Sites, PrepareError> {
         let sites = Sites::new(&part.hosts);
         if !sites.granted() {
             return Ok(sites);
         }
-        let sites = sites.pinned(cx.services.http.clone());
+        let sites = sites.pinned(cx.runtimes.http.client.clone());
         // wasmtime-wasi's own lookup stays off: ours is linked in its
         // place, and this flag would only matter to wasmtime-wasi's.
         cx.wasi

@@ -14,6 +14,7 @@ wasmtime::component::bindgen!({
             import gatehouse:executor/human@0.1.0;
             import gatehouse:executor/delegate@0.1.0;
             import gatehouse:executor/exec@0.1.0;
+            import wasi:config/store@0.2.0-draft;
         }
     ",
     world: "gatehouse:host/executor-host",

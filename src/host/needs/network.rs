@@ -1,27 +1,15 @@
-//! The need functions of the capabilities whose only rule is the
-//! capability's own decision: their part is the target, or a flag.
+//! The need functions of the network's capabilities, whose targets say
+//! more than a name: a site with its methods, a provider that must be
+//! defined and whose base URLs the executor's sites must cover. (A
+//! capability whose only rule is its own decision needs none: its unit
+//! fills its part, [`crate::sandbox::bindings::Unit::allow`].)
 
 use super::{Asking, Need, Stop};
 use crate::policy::{Capability, DenyCode, HttpRule, SitePattern};
 use crate::sandbox::bindings::{
-    clocks::ClocksPart,
-    delegate::DelegatePart,
-    env::EnvPart,
     http::{HttpPart, ProviderPart},
-    human::HumanPart,
     network::NetworkPart,
 };
-
-/// `env:read` on a variable name.
-pub(super) fn env(
-    part: &mut EnvPart,
-    asking: &mut Asking<'_>,
-    need: &Need<'_>,
-) -> Result<(), Stop> {
-    asking.capability(need, None)?;
-    part.names.extend(need.target.map(str::to_string));
-    Ok(())
-}
 
 /// `network:sites` on a host pattern (sockets, and HTTPS to it) or a URL
 /// pattern (HTTP only), with the methods the manifest allows.
@@ -56,7 +44,7 @@ pub(super) fn provider(
 ) -> Result<(), Stop> {
     asking.capability(need, None)?;
     let name = need.target.unwrap_or_default();
-    let Some(def) = need.providers.iter().find(|p| p.name == name) else {
+    let Some(def) = need.units.http.provider(name) else {
         return Err(Stop::new(
             DenyCode::UnknownTarget,
             format!("provider `{name}` is not defined in this host's `[providers]`"),
@@ -85,39 +73,5 @@ pub(super) fn provider(
         header: def.header.clone(),
         format: def.format.clone(),
     });
-    Ok(())
-}
-
-/// `delegate:call` on an executor (`EXECUTOR` or `ACTOR/EXECUTOR`): the
-/// callee passes its own gate when it is called.
-pub(super) fn delegate(
-    part: &mut DelegatePart,
-    asking: &mut Asking<'_>,
-    need: &Need<'_>,
-) -> Result<(), Stop> {
-    asking.capability(need, None)?;
-    part.callees.extend(need.target.map(str::to_string));
-    Ok(())
-}
-
-/// `time:read`: real clocks.
-pub(super) fn clocks(
-    part: &mut ClocksPart,
-    asking: &mut Asking<'_>,
-    need: &Need<'_>,
-) -> Result<(), Stop> {
-    asking.capability(need, None)?;
-    part.real = true;
-    Ok(())
-}
-
-/// `human:ask`: the turn's asker.
-pub(super) fn human(
-    part: &mut HumanPart,
-    asking: &mut Asking<'_>,
-    need: &Need<'_>,
-) -> Result<(), Stop> {
-    asking.capability(need, None)?;
-    part.granted = true;
     Ok(())
 }

@@ -40,7 +40,11 @@ use wasmtime_wasi_http::{
     Error as HttpError, RequestOptions, WasiHttp, WasiHttpCtx, WasiHttpCtxView, WasiHttpHooks,
 };
 
-use super::{Prepare, PrepareError, Unit};
+mod runtime;
+
+pub use runtime::{CaFileError, HttpClient, HttpClientError, HttpRuntime, NetworkError};
+
+use super::{Finished, Open, OpenError, Prepare, PrepareError, Unit};
 use crate::policy::http::{
     decide_request, may_connect, wildcard_only, HttpRequest, HttpRule, Scheme, UrlPattern,
 };
@@ -48,9 +52,7 @@ use crate::policy::snapshot::sha256_hex;
 use crate::policy::DenyCode;
 use crate::sandbox::alarm::{timeout, Alarm};
 use crate::sandbox::limits::LimitHit;
-use crate::sandbox::services::{
-    AuditSink, HttpClient, ProviderSecret, ResponseEnd, RunDecision, RunRequest, RunVerdict,
-};
+use crate::sandbox::services::{AuditSink, ResponseEnd, RunDecision, RunRequest, RunVerdict};
 use crate::sandbox::HostState;
 
 /// A provider the turn may use: its name, where its credential goes, and
@@ -145,6 +147,16 @@ struct Hooks {
 impl Unit for Http {
     type Part = HttpPart;
     type State = HttpState;
+    type Runtime = HttpRuntime;
+
+    fn open(cx: &Open<'_>) -> Result<HttpRuntime, OpenError> {
+        Ok(HttpRuntime::open(
+            &cx.config.network,
+            &cx.config.providers,
+            cx.watcher.clone(),
+            cx.environment.clone(),
+        )?)
+    }
 
     /// The part's rules and providers, the host's TLS roots and pinned
     /// names, and the provider values the host read.
@@ -152,7 +164,11 @@ impl Unit for Http {
     /// # Security
     /// Lets the guest send HTTP requests that the part's rules allow, with
     /// the providers' credentials added under their base URLs.
-    fn prepare(part: &HttpPart, cx: &mut Prepare<'_>) -> Result<HttpState, PrepareError> {
+    fn prepare(
+        part: &HttpPart,
+        runtime: &HttpRuntime,
+        cx: &mut Prepare<'_>,
+    ) -> Result<HttpState, PrepareError> {
         let limits = cx.plan.limits();
         let providers: Vec<Provider> = part
             .providers
@@ -165,15 +181,9 @@ impl Unit for Http {
                     .iter()
                     .filter_map(|b| UrlPattern::under(b).ok())
                     .collect(),
-                value: cx
-                    .services
-                    .secrets
-                    .iter()
-                    .find(|s| s.name == p.name)
-                    .map_or_else(
-                        || Err(format!("provider `{}` has no value on this host", p.name)),
-                        |s: &ProviderSecret| s.value().map(str::to_string).map_err(str::to_string),
-                    ),
+                // Read now, at the host's edge: only the HTTP sender
+                // sees it.
+                value: runtime.value_of(&p.name),
             })
             .collect();
         Ok(HttpState {
@@ -181,7 +191,7 @@ impl Unit for Http {
             hooks: Hooks {
                 rules: part.rules.clone().into(),
                 providers: providers.into(),
-                client: cx.services.http.clone(),
+                client: runtime.client.clone(),
                 shared: Arc::new(Shared {
                     requests: Default::default(),
                     bytes: Default::default(),
@@ -212,6 +222,14 @@ impl Unit for Http {
                 p.base_urls.join(", ")
             )));
         }
+    }
+
+    /// The limit a request or a response passed, if any.
+    fn finish(state: &mut HttpState, out: &mut Finished) -> Result<(), PrepareError> {
+        if out.limit.is_none() {
+            out.limit = state.limit_hit();
+        }
+        Ok(())
     }
 }
 
