@@ -633,8 +633,11 @@ impl Inner {
         };
         // One encoding: the chain's body is the log's line, byte for byte.
         match serde_json::to_string(&line) {
-            Ok(body) => {
-                if let Err(e) = self.logs.denials.append_line(body.clone()) {
+            Ok(mut body) => {
+                // The log's line with its newline; the chain's body the
+                // same bytes without it.
+                body.push('\n');
+                if let Err(e) = self.logs.denials.append_terminated(body.as_bytes()) {
                     tracing::warn!(
                         "turn `{}`: the denial was not recorded: {}",
                         t.id,
@@ -642,7 +645,12 @@ impl Inner {
                     );
                 }
                 let time = line.time.to_string();
-                if let Err(e) = self.stores.audit.append(KIND_DENIAL, t.id, &time, &body) {
+                let body = &body[..body.len() - 1];
+                if let Err(e) = self
+                    .stores
+                    .audit
+                    .append_json(KIND_DENIAL, t.id, &time, body)
+                {
                     tracing::warn!(
                         "turn `{}`: the denial was not recorded in the audit chain: {}",
                         t.id,

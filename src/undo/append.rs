@@ -121,10 +121,16 @@ impl AppendLog {
     /// `write(2)`.
     pub fn append_bytes(&self, mut line: Vec<u8>) -> Result<(), HistoryError> {
         line.push(b'\n');
+        self.append_terminated(&line)
+    }
+
+    /// Appends `line` (the bytes of one JSON value and its newline), with
+    /// one `write(2)`.
+    pub fn append_terminated(&self, line: &[u8]) -> Result<(), HistoryError> {
         let mut file = self.file()?;
         // One write: O_APPEND places it whole at the end, even with other
         // threads and processes appending to the same log.
-        let n = file.write(&line).map_err(|e| self.io("write", e))?;
+        let n = file.write(line).map_err(|e| self.io("write", e))?;
         if n != line.len() {
             return Err(self.io(
                 "write",

@@ -610,15 +610,19 @@ impl TurnJournal {
             return Ok(());
         };
         let pending = std::mem::take(&mut inner.pending);
-        let line = audit_line(&inner.record, &pending, audit.path())?;
+        let mut line = audit_line(&inner.record, &pending, audit.path())?;
+        // The log's line with its newline, and the chain's body the same
+        // bytes without it: one buffer, not a copy.
+        line.push('\n');
+        let logged = audit.append_terminated(line.as_bytes());
         match chain {
             // The chain's body is the audit log's line, byte for byte.
             Some(chain) => {
-                let logged = audit.append_bytes(line.as_bytes().to_vec());
-                let chained = append_chain(chain.as_ref(), &inner.record, now, &line, index);
+                let body = &line[..line.len() - 1];
+                let chained = append_chain(chain.as_ref(), &inner.record, now, body, index);
                 logged.and(chained)
             }
-            None => audit.append_bytes(line.into_bytes()),
+            None => logged,
         }
     }
 
@@ -686,7 +690,8 @@ fn append_chain(
         Some((node, operations)) => {
             chain.append_indexed(kind, &record.turn, &time, line, node, *operations)?
         }
-        None => chain.append(kind, &record.turn, &time, line)?,
+        // The host encoded it: one JSON object on one line.
+        None => chain.append_json(kind, &record.turn, &time, line)?,
     };
     Ok(())
 }

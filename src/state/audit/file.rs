@@ -121,9 +121,6 @@ struct Opened {
     /// Shared with a sync in progress, which runs without the store's
     /// lock: appends go on while the file is synced.
     file: Arc<File>,
-    /// Its device and inode: a prune replaces the file, and an appender
-    /// that finds another one at the path opens that.
-    id: (u64, u64),
     /// Its size after this store's last append, and the head there.
     known: Option<(u64, Head)>,
 }
@@ -186,18 +183,22 @@ fn push_str(line: &mut Vec<u8>, s: &str) {
 }
 
 /// Whether `body` can stand in a line as the JSON it is: one object or
-/// array on one line, read back as exactly these bytes.
-fn raw_body(body: &str) -> bool {
+/// array on one line, read back as exactly these bytes. With `encoded`
+/// (the caller encoded it as JSON: [`AuditStore::append_json`]) its
+/// shape is checked, not parsed again.
+fn raw_body(body: &str, encoded: bool) -> bool {
     let b = body.as_bytes();
     matches!(
         (b.first(), b.last()),
         (Some(b'{'), Some(b'}')) | (Some(b'['), Some(b']'))
     ) && !b.contains(&b'\n')
         && !b.contains(&b'\r')
-        && serde_json::from_str::<&RawValue>(body).is_ok()
+        && (encoded || serde_json::from_str::<&RawValue>(body).is_ok())
 }
 
-/// One record as its line, newline included.
+/// One record as its line, newline included (`encoded`: see
+/// [`raw_body`]).
+#[allow(clippy::too_many_arguments)]
 fn record_line(
     seq: i64,
     kind: &str,
@@ -206,6 +207,7 @@ fn record_line(
     body: &str,
     prev: &str,
     hash: &str,
+    encoded: bool,
 ) -> Vec<u8> {
     let mut line = Vec::with_capacity(body.len() + turn.len() + 240);
     let _ = write!(line, "{{\"seq\":{seq},\"kind\":");
@@ -221,7 +223,7 @@ fn record_line(
         line.extend_from_slice(b"\":");
         push_str(&mut line, value);
     }
-    if raw_body(body) {
+    if raw_body(body, encoded) {
         line.extend_from_slice(b",\"body\":");
         line.extend_from_slice(body.as_bytes());
     } else {
@@ -336,10 +338,6 @@ fn rfind_newline(file: &File, before: u64) -> std::io::Result<Option<u64>> {
     Ok(None)
 }
 
-fn id(meta: &std::fs::Metadata) -> (u64, u64) {
-    (meta.dev(), meta.ino())
-}
-
 impl FileAudit {
     /// The chain in `path` (`<state>/audit-chain.jsonl`), importing the
     /// chain an earlier build kept in `legacy` (`<state>/audit.db`) when
@@ -396,7 +394,6 @@ impl FileAudit {
         }
         Ok(Opened {
             file: Arc::new(file),
-            id: id(&meta),
             known: None,
         })
     }
@@ -415,10 +412,14 @@ impl FileAudit {
                 None => slot.insert(self.open()?),
             };
             opened.file.lock().map_err(self.io("lock"))?;
-            let size = match std::fs::metadata(&self.path) {
-                Ok(now) if id(&now) == opened.id => Some(now.len()),
+            // The descriptor's own `fstat`, not a lookup of the path: a
+            // prune renames a new file over the path, and removing it
+            // leaves this one with no link, so a file that still has one
+            // is still the chain (the file only ever moves by a rename
+            // over it, or by its removal).
+            let size = match opened.file.metadata() {
+                Ok(now) if now.nlink() > 0 => Some(now.len()),
                 Ok(_) => None,
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
                 Err(e) => {
                     let _ = opened.file.unlock();
                     return Err(self.io("read")(e));
@@ -533,7 +534,7 @@ impl FileAudit {
         let mut bytes = header_line(checkpoint.as_ref()).into_bytes();
         for r in rows {
             bytes.extend(record_line(
-                r.seq, &r.kind, &r.turn, &r.time, &r.body, &r.prev, &r.hash,
+                r.seq, &r.kind, &r.turn, &r.time, &r.body, &r.prev, &r.hash, false,
             ));
         }
         let mut writer = file;
@@ -643,13 +644,21 @@ impl Drop for FileAudit {
     }
 }
 
-impl AuditStore for FileAudit {
-    fn append(&self, kind: &str, turn: &str, time: &str, body: &str) -> Result<i64, StateError> {
+impl FileAudit {
+    /// Appends one record (`encoded`: see [`raw_body`]).
+    fn append_line(
+        &self,
+        kind: &str,
+        turn: &str,
+        time: &str,
+        body: &str,
+        encoded: bool,
+    ) -> Result<i64, StateError> {
         let seq = self.locked(|opened, size| {
             let (end, head) = self.head(opened, size)?;
             let seq = head.seq.saturating_add(1);
             let hash = link_hash(&head.hash, kind, turn, time, body);
-            let line = record_line(seq, kind, turn, time, body, &head.hash, &hash);
+            let line = record_line(seq, kind, turn, time, body, &head.hash, &hash, encoded);
             // One write of the whole line; acknowledged only once made.
             let mut writer = &*opened.file;
             if let Err(e) = writer.write_all(&line) {
@@ -663,6 +672,22 @@ impl AuditStore for FileAudit {
         })?;
         self.written();
         Ok(seq)
+    }
+}
+
+impl AuditStore for FileAudit {
+    fn append(&self, kind: &str, turn: &str, time: &str, body: &str) -> Result<i64, StateError> {
+        self.append_line(kind, turn, time, body, false)
+    }
+
+    fn append_json(
+        &self,
+        kind: &str,
+        turn: &str,
+        time: &str,
+        body: &str,
+    ) -> Result<i64, StateError> {
+        self.append_line(kind, turn, time, body, true)
     }
 
     fn rows(&self) -> Result<(Option<Checkpoint>, Vec<ChainRow>), StateError> {
@@ -880,8 +905,17 @@ mod tests {
         // Alone, and followed by a record (whose line is the one an
         // appender reads the head from).
         let header = "{\"format\":\"gatehouse-audit-chain\",\"version\":2,\"checkpoint\":null}\n";
-        let record =
-            String::from_utf8(record_line(1, "turn", "t", &time(1), "{}", GENESIS, "h")).unwrap();
+        let record = String::from_utf8(record_line(
+            1,
+            "turn",
+            "t",
+            &time(1),
+            "{}",
+            GENESIS,
+            "h",
+            false,
+        ))
+        .unwrap();
         for text in [header.to_string(), format!("{header}{record}")] {
             std::fs::write(&path, &text).unwrap();
             assert_eq!(header_version(&path), Some(2));

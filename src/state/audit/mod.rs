@@ -109,6 +109,20 @@ pub trait AuditStore: Send + Sync {
     /// chain's head, so each links to the one before it.
     fn append(&self, kind: &str, turn: &str, time: &str, body: &str) -> Result<i64, StateError>;
 
+    /// [`AuditStore::append`] of a body the caller encoded itself as one
+    /// JSON object on one line (the host's audit and denial lines): a
+    /// store that keeps a body that is JSON as it is need not parse it
+    /// again to know it is. Otherwise the same as `append`.
+    fn append_json(
+        &self,
+        kind: &str,
+        turn: &str,
+        time: &str,
+        body: &str,
+    ) -> Result<i64, StateError> {
+        self.append(kind, turn, time, body)
+    }
+
     /// [`AuditStore::append`] of a turn's record that also indexes the
     /// turn as run on `node` with `operations` journaled, in the same
     /// commit, when the store keeps a fleet's index (PostgreSQL's does);
