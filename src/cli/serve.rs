@@ -37,6 +37,7 @@ pub fn run(ctx: &Context, args: ServeArgs) -> CmdResult {
     let timeout = parse_duration(&args.elicitation_timeout)?;
     let host = open_host(ctx, &args)?;
     let mut options = ServeOptions::new(&args.actor);
+    options.elicitation = ctx.config()?.approvals.elicitation_under_serve();
     options.elicitation_timeout = Duration::from_secs(u64::try_from(timeout).unwrap_or(0));
     options.limits = Limits {
         deadline_ms: args.deadline_ms,

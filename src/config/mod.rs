@@ -114,6 +114,67 @@ struct RawConfig {
     #[serde(default)]
     values: BTreeMap<String, String>,
     state: Option<RawState>,
+    approvals: Option<RawApprovals>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawApprovals {
+    elicitation: Option<String>,
+    #[serde(default)]
+    people: Vec<u32>,
+}
+
+/// `[approvals] elicitation`: whether an MCP client's answer to an
+/// approval form (an elicitation, or a 2026-07-28 client's
+/// `inputResponses`) counts as the person's. The client is the agent
+/// runtime: only the operator can say its interface is the person's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Elicitation {
+    /// The client is never asked: an approval is queued for a person
+    /// (`gatehouse approvals`).
+    Off,
+    /// The client's "allow once" and "deny" count; it is not offered
+    /// "allow and remember", and such an answer is queued instead.
+    Once,
+    /// The client's answers count, "allow and remember" included.
+    Remember,
+}
+
+impl std::str::FromStr for Elicitation {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Elicitation, String> {
+        match s {
+            "off" => Ok(Elicitation::Off),
+            "once" => Ok(Elicitation::Once),
+            "remember" => Ok(Elicitation::Remember),
+            _ => Err(format!("`{s}` is not one of `off`, `once`, `remember`")),
+        }
+    }
+}
+
+/// `[approvals]`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ApprovalsConfig {
+    /// `elicitation`, when the file sets it (see
+    /// [`ApprovalsConfig::elicitation_under_serve`]).
+    pub elicitation: Option<Elicitation>,
+    /// `people`: the uids of the people who answer approvals.
+    pub people: Vec<u32>,
+}
+
+impl ApprovalsConfig {
+    /// What `gatehouse serve` takes a client's answer for: the file's
+    /// `elicitation`; without it `off` when `people` names who answers,
+    /// else `once` (never "remember": a grant is written only on the
+    /// operator's word).
+    pub fn elicitation_under_serve(&self) -> Elicitation {
+        match self.elicitation {
+            Some(e) => e,
+            None if !self.people.is_empty() => Elicitation::Off,
+            None => Elicitation::Once,
+        }
+    }
 }
 
 #[derive(Debug, Deserialize)]
@@ -272,6 +333,9 @@ pub struct HostConfig {
     /// value is handed to the guest (a credential goes in `[providers]`,
     /// which the guest never sees).
     pub values: BTreeMap<String, String>,
+    /// `[approvals]`: who answers approvals, and whether a client's
+    /// elicitation counts.
+    pub approvals: ApprovalsConfig,
     /// `[serve] tools`: which of gatehouse's own tools (`history`,
     /// `undo`) `gatehouse serve` offers beside the executors. Default:
     /// none, so an agent sees only executors unless the person says so.
@@ -360,6 +424,7 @@ fn validate(path: &Path, raw: RawConfig, home: Option<&Path>) -> Result<HostConf
     let network = network::network(raw.network, &here)?;
     let providers = network::providers(raw.providers, &here)?;
     let values = values(raw.values)?;
+    let approvals = approvals(raw.approvals.unwrap_or_default())?;
     let journal_bytes =
         bounded("limits.journal_mib", limits.journal_mib, 1 << 20, " (MiB)")?.map(|mib| mib << 20);
     let serve_tools = serve_tools(raw.serve.map(|s| s.tools).unwrap_or_default())?;
@@ -408,9 +473,25 @@ fn validate(path: &Path, raw: RawConfig, home: Option<&Path>) -> Result<HostConf
         network,
         providers,
         values,
+        approvals,
         serve_tools,
         database_url,
         places: Places::default(),
+    })
+}
+
+/// `[approvals]`: `elicitation` one of its three words.
+fn approvals(raw: RawApprovals) -> Result<ApprovalsConfig, Bad> {
+    let elicitation = raw
+        .elicitation
+        .map(|e| {
+            e.parse()
+                .map_err(|m| Bad::invalid("approvals.elicitation", m))
+        })
+        .transpose()?;
+    Ok(ApprovalsConfig {
+        elicitation,
+        people: raw.people,
     })
 }
 
@@ -673,6 +754,7 @@ impl HostConfig {
             network: NetworkConfig::default(),
             providers: Vec::new(),
             values: BTreeMap::new(),
+            approvals: ApprovalsConfig::default(),
             serve_tools: vec![],
             database_url: None,
             places: Places::default(),

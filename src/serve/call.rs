@@ -50,7 +50,7 @@ impl Server {
         // 2026-07-28 forbids requests to the client: no elicitation, an
         // input-required result instead (when the client can answer one).
         let modern = is_modern(context);
-        let call = (modern && supports_elicitation(context))
+        let call = (modern && supports_elicitation(context) && self.elicits())
             .then(|| mrtr::Call::new(&offered.name, &arguments, context));
         let mut request = self.request_for(&offered.name, command, arguments, context);
         // A cancel from the client (or its going away) stops the turn: the

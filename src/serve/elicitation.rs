@@ -17,6 +17,20 @@ use crate::host::{ApprovalRequest, Asker, Choice};
 use crate::policy::DenyCode;
 
 impl Server {
+    /// Whether a client is asked about approvals at all (`[approvals]
+    /// elicitation` is not `off`).
+    pub(super) fn elicits(&self) -> bool {
+        self.inner.options.elicitation != crate::config::Elicitation::Off
+    }
+
+    /// Whether a client's form offers "allow and remember", and its
+    /// answer may record a grant: `[approvals] elicitation = "remember"`,
+    /// on a server not started from a verified snapshot.
+    pub(super) fn offers_remember(&self) -> bool {
+        self.inner.options.remember
+            && self.inner.options.elicitation == crate::config::Elicitation::Remember
+    }
+
     /// Asks the person through elicitation, if the client declared it:
     /// one question for the whole pending set. No answer (no elicitation,
     /// a dismissal, the timeout, a malformed answer): every item queued.
@@ -26,10 +40,10 @@ impl Server {
         context: &RequestContext<RoleServer>,
     ) -> Vec<Choice> {
         let queued = vec![Choice::Queue; approval.pending.len()];
-        if !supports_elicitation(context) {
+        if !supports_elicitation(context) || !self.elicits() {
             return queued;
         }
-        let params = elicitation(approval, self.inner.options.remember);
+        let params = elicitation(approval, self.offers_remember());
         let answer = context
             .peer
             .create_elicitation_with_timeout(params, Some(self.inner.options.elicitation_timeout))
@@ -57,7 +71,7 @@ impl Server {
                 let content = result.content.unwrap_or_default();
                 match content.get("decision").and_then(Value::as_str) {
                     Some("allow_once") => Choice::Once,
-                    Some("allow_and_remember") if !self.inner.options.remember => Choice::Queue,
+                    Some("allow_and_remember") if !self.offers_remember() => Choice::Queue,
                     Some("allow_and_remember") => {
                         let answer = content
                             .get("expires_in")

@@ -89,6 +89,10 @@ pub struct ServeOptions {
     /// server started from a verified snapshot: its policy, grants
     /// included, must stay the one verified).
     pub remember: bool,
+    /// Whether the client's answers to approval forms count as the
+    /// person's (`[approvals] elicitation`); default
+    /// [`Elicitation::Once`].
+    pub elicitation: crate::config::Elicitation,
 }
 
 impl ServeOptions {
@@ -103,6 +107,7 @@ impl ServeOptions {
                 .map(usize::from)
                 .unwrap_or(2),
             remember: true,
+            elicitation: crate::config::Elicitation::Once,
         }
     }
 }

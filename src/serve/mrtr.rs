@@ -222,7 +222,7 @@ impl Server {
             arguments_sha256: call.arguments_sha256,
             session: call.session,
         };
-        let form = elicitation(approval, self.inner.options.remember);
+        let form = elicitation(approval, self.offers_remember());
         let state = new_state()?;
         let result = input_required(&form, &state, &approval.turn);
         let timeout = self.inner.options.elicitation_timeout;
@@ -574,7 +574,7 @@ impl Server {
     ) -> bool {
         let mut fresh = approval.clone();
         fresh.turn = turn.to_string();
-        let fresh = elicitation(&fresh, self.inner.options.remember);
+        let fresh = elicitation(&fresh, self.offers_remember());
         matches!(
             (serde_json::to_value(&fresh), serde_json::to_value(shown)),
             (Ok(a), Ok(b)) if a == b

@@ -276,10 +276,21 @@ impl Server {
         outcome: Result<Begun, String>,
         context: &RequestContext<RoleServer>,
     ) {
+        // No one may be asked through the client: the approval is
+        // queued for a person, and the task ends with that.
+        let outcome = match outcome {
+            Ok(Begun::Parked(parked)) if !self.elicits() => {
+                let queued = vec![crate::host::Choice::Queue; parked.approval.pending.len()];
+                self.resume(parked, queued)
+                    .await
+                    .map(|o| Begun::Done(Box::new(o)))
+            }
+            other => other,
+        };
         let mut asked = None;
         let state = match outcome {
             Ok(Begun::Parked(parked)) => {
-                let form = elicitation(&parked.approval, self.inner.options.remember);
+                let form = elicitation(&parked.approval, self.offers_remember());
                 let (definition_hash, policy_hash) = self.hashes();
                 asked = Some((
                     scope_of(&parked.approval),

@@ -280,7 +280,9 @@ fn fleet_a_node_s_role_records_a_grant_only_as_the_grant_of_an_answer() {
     .expect_err(1, &["permission denied for table grants"]);
     db.client().batch_execute("DELETE FROM grants").unwrap();
 
-    // A remembered answer given to a node's server.
+    // A remembered answer given to a node's server (whose operator lets
+    // the client's answer remember).
+    node.elicited_remember();
     let ws = node.mkdir("ws");
     node.mkdir("ws/out");
     let ex = executors(&node);

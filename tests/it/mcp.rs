@@ -274,6 +274,8 @@ async fn queued_then_allowed(env: &Env, session: &Session, ws: &std::path::Path)
 }
 
 fn setup(env: &Env) -> (std::path::PathBuf, Vec<std::path::PathBuf>) {
+    // The client's "allow and remember" counts: the forms offer it.
+    env.elicited_remember();
     let ws = env.mkdir("ws");
     env.mkdir("ws/out");
     (ws, executors(env))

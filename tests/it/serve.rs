@@ -161,9 +161,117 @@ fn serve_without_elicitation_queues_and_the_retry_after_allow_runs_once() {
     assert_eq!(c.finish(), 0);
 }
 
+/// Issue 46, item 3: the client is the agent runtime, so by default its
+/// "allow and remember" is not offered and not taken: an agent that
+/// answers every form with it and `forever` gets no grant and nothing
+/// written, its call queued for a person. Positive control: "allow once"
+/// from the same client runs the call.
+#[test]
+fn serve_takes_no_remembered_answer_from_its_client_by_default() {
+    let env = Env::new();
+    let ws = env.mkdir("ws");
+    env.mkdir("ws/out");
+    let ex = executors(&env);
+    let mut c = Client::start(&env, &args(&ws, &ex, "Supervised"), true);
+    let mut forms = Vec::new();
+    let r = c.call(
+        "write-file",
+        json!({"path": "out/a.txt", "content": "agent"}),
+        &mut |p| {
+            forms.push(p.clone());
+            json!({"action": "accept", "content": {"decision": "allow_and_remember", "expires_in": "forever"}})
+        },
+    );
+    assert_eq!(forms.len(), 1);
+    let consts: Vec<&str> = forms[0]["requestedSchema"]["properties"]["decision"]["oneOf"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|o| o["const"].as_str().unwrap())
+        .collect();
+    assert_eq!(consts, ["allow_once", "deny"]);
+    assert_eq!(r["structuredContent"]["code"], "APPROVAL_REQUIRED", "{r:#}");
+    let id = r["structuredContent"]["pending_id"].as_str().unwrap();
+    assert!(id.starts_with("p-") && id.len() == 14, "{id}");
+    assert!(!ws.join("out/a.txt").exists());
+    assert!(env.run(&["grants", "list"]).json_lines().is_empty());
+    let r = c.call(
+        "write-file",
+        json!({"path": "out/a.txt", "content": "once"}),
+        &mut |_| json!({"action": "accept", "content": {"decision": "allow_once"}}),
+    );
+    assert_eq!(r["isError"], false, "{r:#}");
+    assert_eq!(std::fs::read(ws.join("out/a.txt")).unwrap(), b"once");
+    assert!(env.run(&["grants", "list"]).json_lines().is_empty());
+    assert_eq!(c.finish(), 0);
+}
+
+/// Issue 46, item 3: `[approvals] elicitation = "off"` (and, without
+/// it, `[approvals] people`): the client is never asked; the call is
+/// queued for a person, whose answer is the one that counts.
+#[test]
+fn serve_with_elicitation_off_asks_its_client_nothing() {
+    for approvals in ["elicitation = \"off\"", "people = [4242]"] {
+        let env = Env::new();
+        env.write(
+            "config/gatehouse/gatehouse.toml",
+            &format!(
+                "[actors.main]\nchannel = \"cli\"\nsender = \"tester\"\nskills = [\"*\"]\n\
+                 [approvals]\n{approvals}\n"
+            ),
+        );
+        let ws = env.mkdir("ws");
+        env.mkdir("ws/out");
+        let ex = executors(&env);
+        let mut c = Client::start(&env, &args(&ws, &ex, "Supervised"), true);
+        let mut asked = 0;
+        let r = c.call(
+            "write-file",
+            json!({"path": "out/a.txt", "content": "agent"}),
+            &mut |_| {
+                asked += 1;
+                json!({"action": "accept", "content": {"decision": "allow_once"}})
+            },
+        );
+        assert_eq!(asked, 0, "{approvals}: the client was asked");
+        assert_eq!(
+            r["structuredContent"]["code"], "APPROVAL_REQUIRED",
+            "{approvals}: {r:#}"
+        );
+        let id = r["structuredContent"]["pending_id"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        assert!(!ws.join("out/a.txt").exists());
+        let listed = env.run(&["approvals", "list"]).json_lines();
+        assert_eq!(listed.len(), 1, "{approvals}: {listed:#?}");
+        assert_eq!(listed[0]["id"], id.as_str());
+        assert_eq!(c.finish(), 0);
+    }
+}
+
+#[test]
+fn an_unknown_elicitation_setting_is_refused_by_name() {
+    let env = Env::new();
+    env.write(
+        "config/gatehouse/gatehouse.toml",
+        "[actors.main]\nskills = [\"*\"]\n[approvals]\nelicitation = \"always\"\n",
+    );
+    let run = env.run(&["serve", "--mcp"]);
+    run.expect_err(
+        3,
+        &[
+            "approvals.elicitation",
+            "`always` is not one of `off`, `once`, `remember`",
+        ],
+    );
+    run.expect_lowercase_message();
+}
+
 #[test]
 fn serve_asks_by_elicitation_and_remembers_or_refuses() {
     let env = Env::new();
+    env.elicited_remember();
     let ws = env.mkdir("ws");
     env.mkdir("ws/out");
     let ex = executors(&env);
@@ -969,6 +1077,7 @@ fn serve_a_denied_call_takes_no_slot() {
 #[test]
 fn serve_a_grant_remembered_by_elicitation_stops_at_its_expiry() {
     let env = Env::new();
+    env.elicited_remember();
     let ws = env.mkdir("ws");
     env.mkdir("ws/out");
     let ex = executors(&env);

@@ -348,6 +348,18 @@ impl Env {
         cmd.current_dir("/").output().expect("setpriv")
     }
 
+    /// Writes the configuration the safe default would be (one actor
+    /// `main` of the sealed environment's identity, any executor) with
+    /// `[approvals] elicitation = "remember"`: a server whose client's
+    /// "allow and remember" records a grant, as the operator said.
+    pub fn elicited_remember(&self) {
+        self.write(
+            "config/gatehouse/gatehouse.toml",
+            "[actors.main]\nchannel = \"cli\"\nsender = \"tester\"\nskills = [\"*\"]\n\
+             [approvals]\nelicitation = \"remember\"\n",
+        );
+    }
+
     /// `gatehouse grants add` of `capability` on `target` for the sealed
     /// environment's identity (`cli`, `tester`), which must succeed: the
     /// grant as JSON.
