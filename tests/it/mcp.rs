@@ -697,6 +697,65 @@ fn refused(r: Result<Value, ErrorData>, why: &str) {
 /// replayed for another call, or replayed after its use is refused and
 /// consumes nothing; allow once, deny, and allow and remember (driven by
 /// the SDK's own retry loop) each do what they say.
+/// Issue 46, item 3: with `[approvals] elicitation = "off"` neither a
+/// 2026-07-28 client (no input-required result) nor a task (no form to
+/// answer) is asked: each call ends queued, `APPROVAL_REQUIRED` with its
+/// pending id, and nothing is written until a person answers.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mcp_with_elicitation_off_no_client_is_asked_and_the_calls_are_queued() {
+    let env = Env::new();
+    let (ws, ex) = setup(&env);
+    env.write(
+        "config/gatehouse/gatehouse.toml",
+        "[actors.main]\nchannel = \"cli\"\nsender = \"tester\"\nskills = [\"*\"]\n\
+         [approvals]\nelicitation = \"off\"\n",
+    );
+    // 2026-07-28: a result, not an input request.
+    let person = Person::new(true);
+    let session = stdio_2026(&env, &args(&ws, &ex, "Supervised"), &person).await;
+    let one = json!({"path": "out/m.txt", "content": "one"});
+    let r = call_once(&session, "write-file", &one, None).await.unwrap();
+    assert_ne!(r["resultType"], "input_required", "{r:#}");
+    assert_eq!(r["isError"], true, "{r:#}");
+    assert_eq!(r["structuredContent"]["code"], "APPROVAL_REQUIRED", "{r:#}");
+    let first = r["structuredContent"]["pending_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(person.asked().is_empty());
+    session.cancel().await.unwrap();
+    // A task: it completes with the queued result.
+    let mut person = Person::new(true);
+    person.tasks = true;
+    let session = stdio(&env, &args(&ws, &ex, "Supervised"), &person).await;
+    let params = serde_json::from_value::<CallToolRequestParams>(json!({
+        "name": "write-file",
+        "arguments": {"path": "out/t.txt", "content": "by a task"},
+    }))
+    .unwrap();
+    let handle = match session.peer().call_tool_once(params).await.unwrap() {
+        CallToolResponse::Task(t) => serde_json::to_value(&t).unwrap(),
+        other => panic!("not a task: {other:?}"),
+    };
+    let id = handle["taskId"].as_str().unwrap().to_string();
+    let done = task_reaching(&session, &id, "completed").await;
+    assert_eq!(done["result"]["isError"], true, "{done:#}");
+    assert_eq!(
+        done["result"]["structuredContent"]["code"], "APPROVAL_REQUIRED",
+        "{done:#}"
+    );
+    assert!(person.asked().is_empty());
+    session.cancel().await.unwrap();
+    assert!(!ws.join("out/m.txt").exists());
+    assert!(!ws.join("out/t.txt").exists());
+    let listed = env.run(&["approvals", "list"]).json_lines();
+    assert_eq!(listed.len(), 2, "{listed:#?}");
+    assert!(
+        listed.iter().any(|e| e["id"] == first.as_str()),
+        "{listed:#?}"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn mcp_approvals_on_2026_07_28_are_input_required_results_answered_in_the_retry() {
     let env = Env::new();
