@@ -61,8 +61,11 @@ pub fn run(ctx: &Context, cmd: ApprovalsCmd) -> CmdResult {
             let answer = if remember {
                 let secs = remember_for(expires_in.as_deref().unwrap_or_default())?
                     .map(|s| u64::try_from(s).unwrap_or(0));
+                // At most `[approvals] remember_max`, `forever` included:
+                // only `grants add` records a grant for ever.
+                let max = ctx.config()?.approvals;
                 QueueAnswer::Remember {
-                    expires_in_secs: secs,
+                    expires_in_secs: Some(max.remembered_for(secs)),
                 }
             } else {
                 QueueAnswer::Once

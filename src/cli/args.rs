@@ -569,7 +569,9 @@ pub enum ApprovalsCmd {
         #[arg(long)]
         remember: bool,
         /// With --remember: the grants expire after this long (30s, 10m,
-        /// 2h, 7d, or `forever`: until revoked); default: 24h.
+        /// 2h, 7d, or `forever`: as long as `[approvals] remember_max`
+        /// allows, 7d by default); default: 24h. Only `grants add` records
+        /// a grant without expiry.
         #[arg(long, requires = "remember", value_name = "DURATION")]
         expires_in: Option<String>,
         /// Answer without a terminal: honoured only when this runs as

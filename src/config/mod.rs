@@ -123,6 +123,7 @@ struct RawApprovals {
     elicitation: Option<String>,
     #[serde(default)]
     people: Vec<u32>,
+    remember_max: Option<String>,
 }
 
 /// `[approvals] elicitation`: whether an MCP client's answer to an
@@ -153,17 +154,42 @@ impl std::str::FromStr for Elicitation {
     }
 }
 
+/// How long a grant remembered through an answer may last at most, when
+/// `[approvals] remember_max` does not say: 7 days.
+pub const DEFAULT_REMEMBER_MAX_SECS: u64 = 7 * 24 * 60 * 60;
+
 /// `[approvals]`.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ApprovalsConfig {
     /// `elicitation`, when the file sets it (see
     /// [`ApprovalsConfig::elicitation_under_serve`]).
     pub elicitation: Option<Elicitation>,
     /// `people`: the uids of the people who answer approvals.
     pub people: Vec<u32>,
+    /// `remember_max`: the longest a grant remembered through an answer
+    /// (a terminal's, a client's, `approvals allow --remember`) lasts,
+    /// in seconds; `forever` there means this long. Only `grants add`,
+    /// a person's own command, records a grant without expiry.
+    pub remember_max_secs: u64,
+}
+
+impl Default for ApprovalsConfig {
+    fn default() -> ApprovalsConfig {
+        ApprovalsConfig {
+            elicitation: None,
+            people: Vec::new(),
+            remember_max_secs: DEFAULT_REMEMBER_MAX_SECS,
+        }
+    }
 }
 
 impl ApprovalsConfig {
+    /// `expires_in_secs` of a remembered answer (`None`: forever), held
+    /// to `remember_max`.
+    pub fn remembered_for(&self, expires_in_secs: Option<u64>) -> u64 {
+        expires_in_secs.map_or(self.remember_max_secs, |s| s.min(self.remember_max_secs))
+    }
+
     /// What `gatehouse serve` takes a client's answer for: the file's
     /// `elicitation`; without it `off` when `people` names who answers,
     /// else `once` (never "remember": a grant is written only on the
@@ -489,9 +515,22 @@ fn approvals(raw: RawApprovals) -> Result<ApprovalsConfig, Bad> {
                 .map_err(|m| Bad::invalid("approvals.elicitation", m))
         })
         .transpose()?;
+    let remember_max_secs = match raw.remember_max.as_deref() {
+        None => DEFAULT_REMEMBER_MAX_SECS,
+        Some("forever") => {
+            return Err(Bad::invalid(
+                "approvals.remember_max",
+                "`forever` is not a maximum: only `grants add` records a grant without expiry",
+            ))
+        }
+        Some(d) => crate::util::text::duration_secs(d)
+            .map_err(|why| Bad::invalid("approvals.remember_max", format!("`{d}`: {why}")))?
+            .unsigned_abs(),
+    };
     Ok(ApprovalsConfig {
         elicitation,
         people: raw.people,
+        remember_max_secs,
     })
 }
 

@@ -577,6 +577,9 @@ impl Inner {
             .and_then(|a| a.identity.clone())
             .unwrap_or_default();
         let now = now_utc();
+        // However long the answer said, at most `[approvals]
+        // remember_max`: only `grants add` records a grant for ever.
+        let expires_in_secs = Some(self.config.approvals.remembered_for(expires_in_secs));
         // The answer and its grant together: on a fleet's database a
         // node's role records a grant only as the grant of an answer.
         let grant = self.stores.grants.remember(

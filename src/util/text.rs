@@ -177,3 +177,28 @@ mod redact_tests {
         assert_eq!(redact("postgresql://a:b:c@h/db"), "postgresql://a:***@h/db");
     }
 }
+
+/// A positive duration of one unit — `30s`, `10m`, `2h`, `7d` — in
+/// seconds, or what is wrong with it. No spaces, signs, fractions or
+/// combined units.
+pub fn duration_secs(s: &str) -> Result<i64, &'static str> {
+    let Some(unit) = s.chars().last() else {
+        return Err("it is empty");
+    };
+    let per_unit: i64 = match unit {
+        's' => 1,
+        'm' => 60,
+        'h' => 3600,
+        'd' => 86400,
+        _ => return Err("expected a number followed by `s`, `m`, `h` or `d`"),
+    };
+    let digits = &s[..s.len() - 1];
+    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return Err("expected a number followed by `s`, `m`, `h` or `d`");
+    }
+    let n: i64 = digits.parse().map_err(|_| "it is too large")?;
+    if n == 0 {
+        return Err("it must be greater than zero");
+    }
+    n.checked_mul(per_unit).ok_or("it is too large")
+}

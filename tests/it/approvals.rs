@@ -195,6 +195,64 @@ fn approvals_deny_refuses_the_matching_turn_once() {
         .expect_err(3, &["no pending approval `p-000000000000`"]);
 }
 
+/// Issue 46, item 3: a grant remembered through an answer lasts at most
+/// `[approvals] remember_max` (7 days by default), `forever` included;
+/// `forever` is not a maximum the configuration may set.
+#[test]
+fn a_remembered_answer_lasts_at_most_remember_max() {
+    use gatehouse::policy::UtcTime;
+    for (config, expires_in, want) in [
+        (None, "forever", 7 * 24 * 3600),
+        (Some("[approvals]\nremember_max = \"1h\"\n"), "2h", 3600),
+        (Some("[approvals]\nremember_max = \"1h\"\n"), "30m", 1800),
+    ] {
+        let env = Env::new();
+        if let Some(extra) = config {
+            env.write(
+                "config/gatehouse/gatehouse.toml",
+                &format!(
+                    "[actors.main]\nchannel = \"cli\"\nsender = \"tester\"\nskills = [\"*\"]\n{extra}"
+                ),
+            );
+        }
+        let ws = env.mkdir("ws");
+        env.mkdir("ws/out");
+        let id = queued(&env, &ws, A);
+        let before = gatehouse::state::grants::now_utc();
+        let (run, e) = env.answer_on_terminal(&[
+            "approvals",
+            "allow",
+            &id,
+            "--remember",
+            "--expires-in",
+            expires_in,
+        ]);
+        assert_eq!(run.code, 0, "{run:#?}");
+        assert_eq!(e["status"], "remembered");
+        let grants = env.run(&["grants", "list"]).json_lines();
+        assert_eq!(grants.len(), 1, "{grants:#?}");
+        let got = UtcTime::parse(grants[0]["expires_at"].as_str().unwrap())
+            .unwrap()
+            .0
+            - before.0;
+        assert!((want..want + 60).contains(&got), "{expires_in}: {got}");
+    }
+    let env = Env::new();
+    env.write(
+        "config/gatehouse/gatehouse.toml",
+        "[actors.main]\nskills = [\"*\"]\n[approvals]\nremember_max = \"forever\"\n",
+    );
+    let run = env.run(&["run", s(&guest("hello")), "--input", "{}"]);
+    run.expect_err(
+        3,
+        &[
+            "approvals.remember_max",
+            "only `grants add` records a grant without expiry",
+        ],
+    );
+    run.expect_lowercase_message();
+}
+
 #[test]
 fn approvals_remember_records_grants_but_never_for_an_always_class_capability() {
     let env = Env::new();

@@ -1094,8 +1094,9 @@ fn approval_on_a_terminal_allows_once_remembers_or_refuses() {
 
 /// Issue 27, point 6: the terminal's "allow and remember" asks for how
 /// long. Empty is the default (a day, as for the queue and elicitation),
-/// `2h` is two hours, `forever` is until revoked; an answer it cannot read
-/// is asked again.
+/// `2h` is two hours, `forever` is as long as `[approvals] remember_max`
+/// allows (7 days by default: issue 46, only `grants add` records a grant
+/// for ever); an answer it cannot read is asked again.
 ///
 /// Positive control: each answer writes its grant (so the expiry seen is
 /// the one asked for, not a grant that was never written).
@@ -1109,7 +1110,7 @@ fn remember_on_a_terminal_asks_for_how_long() {
             "r\nsoon\n\n",
             Some(gatehouse::state::grants::DEFAULT_REMEMBER_SECS),
         ),
-        ("r\nforever\n", None),
+        ("r\nforever\n", Some(7 * 24 * 3600)),
     ] {
         let env = Env::new();
         let ws = env.mkdir("ws");

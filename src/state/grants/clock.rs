@@ -35,30 +35,10 @@ pub fn remember_for(answer: &str) -> Result<Option<i64>, GrantError> {
 /// Parses a positive duration of one unit — `30s`, `10m`, `2h`, `7d` — into
 /// seconds. No spaces, signs, fractions or combined units.
 pub fn parse_duration(s: &str) -> Result<i64, GrantError> {
-    let bad = |why| GrantError::BadDuration {
+    crate::util::text::duration_secs(s).map_err(|why| GrantError::BadDuration {
         value: s.to_string(),
         why,
-    };
-    let Some(unit) = s.chars().last() else {
-        return Err(bad("it is empty"));
-    };
-    let per_unit: i64 = match unit {
-        's' => 1,
-        'm' => 60,
-        'h' => 3600,
-        'd' => 86400,
-        _ => return Err(bad("expected a number followed by `s`, `m`, `h` or `d`")),
-    };
-    let digits = &s[..s.len() - 1];
-    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
-        return Err(bad("expected a number followed by `s`, `m`, `h` or `d`"));
-    }
-    let n: i64 = digits.parse().map_err(|_| bad("it is too large"))?;
-    if n == 0 {
-        return Err(bad("it must be greater than zero"));
-    }
-    n.checked_mul(per_unit)
-        .ok_or_else(|| bad("it is too large"))
+    })
 }
 
 #[cfg(test)]
