@@ -37,7 +37,7 @@ fn var_path(name: &str) -> Option<PathBuf> {
 impl HostEnv {
     /// Reads `HOME`, `USER`/`LOGNAME`, `GATEHOUSE_CONFIG`,
     /// `GATEHOUSE_STATE_DIR`, `GATEHOUSE_GRANTS_DB`, `GATEHOUSE_HISTORY_DIR`,
-    /// `GATEHOUSE_DATABASE_URL`,
+    /// `GATEHOUSE_DATABASE_URL`, `GATEHOUSE_NODE`,
     /// `XDG_STATE_HOME` and `XDG_CONFIG_HOME`.
     pub fn from_process() -> HostEnv {
         HostEnv {
