@@ -16,6 +16,17 @@ pub struct EnvPart {
     pub names: Vec<String>,
 }
 
+impl EnvPart {
+    /// The part's variables that are set on the host, with their values,
+    /// read now through the host's `environment`.
+    pub fn values(&self, environment: &Environment) -> Vec<(String, String)> {
+        self.names
+            .iter()
+            .filter_map(|n| environment(n).map(|v| (n.clone(), v)))
+            .collect()
+    }
+}
+
 /// The environment unit.
 pub struct Env;
 
@@ -48,14 +59,11 @@ impl Unit for Env {
         environment: &Environment,
         cx: &mut Prepare<'_>,
     ) -> Result<EnvGiven, PrepareError> {
-        let mut given = Vec::new();
-        for name in &part.names {
-            if let Some(value) = environment(name) {
-                cx.wasi.env(name, &value);
-                given.push(name.clone());
-            }
+        let values = part.values(environment);
+        for (name, value) in &values {
+            cx.wasi.env(name, value);
         }
-        Ok(EnvGiven(given))
+        Ok(EnvGiven(values.into_iter().map(|(n, _)| n).collect()))
     }
 
     fn describe(_: &EnvPart, given: &EnvGiven, out: &mut Vec<Cow<'static, str>>) {

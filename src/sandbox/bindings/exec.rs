@@ -200,12 +200,7 @@ impl ExecState {
         let fs = &parts.fs;
         let (read_roots, write_roots) = command_roots(fs);
         let cwd = command_cwd(plan.workspace(), &read_roots, &write_roots);
-        let env = parts
-            .env
-            .names
-            .iter()
-            .filter_map(|n| (runtimes.env)(n).map(|v| (n.clone(), v)))
-            .collect();
+        let env = parts.env.values(&runtimes.env);
         let protected_overlap = protected_overlap(fs, &read_roots, &write_roots);
         state.read_roots = read_roots;
         state.write_roots = write_roots;

@@ -184,15 +184,11 @@ macro_rules! units {
 
         impl Parts {
             /// Puts `capability` on `target`, which the policy allowed,
-            /// in the part of each unit it fills ([`Unit::FILLED_BY`]);
-            /// whether one did.
-            pub fn allow(&mut self, capability: Capability, target: Option<&str>) -> bool {
-                let mut filled = false;
+            /// in the part of each unit it fills ([`Unit::FILLED_BY`]).
+            pub fn allow(&mut self, capability: Capability, target: Option<&str>) {
                 $(if <$unit as Unit>::FILLED_BY.contains(&capability) {
                     <$unit as Unit>::allow(&mut self.$field, capability, target);
-                    filled = true;
                 })*
-                filled
             }
         }
 
