@@ -29,6 +29,9 @@
 //! - [`authoring`] — for people who write executors: inspect, coverage,
 //!   the WIT package, the crate template, the manifest schema.
 //! - [`serve`] — executors as MCP tools (`gatehouse serve --mcp`).
+//! - [`daemon`] — one host serving many agents on a UNIX socket, each as
+//!   the actor its account maps to, and the approval queue answered there
+//!   by a person's account (`gatehouse daemon`, `connect`).
 //!
 //! The binary (`src/main.rs`, `src/cli/`) is a thin command line over
 //! these; the book under `docs/` describes them for users.
@@ -36,6 +39,7 @@
 pub mod authoring;
 pub mod config;
 pub mod conformance;
+pub mod daemon;
 pub mod exec;
 pub mod host;
 pub mod manifest;

@@ -7,7 +7,7 @@ use gatehouse::state::grants::{now_utc, remember_for};
 use gatehouse::state::Stores;
 use gatehouse::util::printable;
 
-use super::args::ApprovalsCmd;
+use super::args::{ApprovalsArgs, ApprovalsCmd};
 use super::{out_json, CmdResult, Context, Exit, Failure};
 
 impl From<QueueError> for Failure {
@@ -16,7 +16,11 @@ impl From<QueueError> for Failure {
     }
 }
 
-pub fn run(ctx: &Context, cmd: ApprovalsCmd) -> CmdResult {
+pub fn run(ctx: &Context, args: ApprovalsArgs) -> CmdResult {
+    let cmd = args.cmd;
+    if let Some(socket) = &args.socket {
+        return over_socket(socket, cmd);
+    }
     let queue = Stores::new(&ctx.state)?.approvals;
     // A fleet's queue: the database's roles separate who may answer.
     let fleet = ctx.state.database_url.is_some();
@@ -85,6 +89,122 @@ pub fn run(ctx: &Context, cmd: ApprovalsCmd) -> CmdResult {
             out_json(&e);
             Ok(Exit::Ok)
         }
+    }
+}
+
+/// `approvals --socket PATH ...`: the daemon's queue, answered as this
+/// process's account (the daemon reads it from the socket). Without
+/// `--yes`, an answer is first shown and confirmed on the terminal.
+fn over_socket(socket: &std::path::Path, cmd: ApprovalsCmd) -> CmdResult {
+    use gatehouse::daemon::wire::ApprovalOp;
+    let ask = |op: ApprovalOp| -> Result<serde_json::Value, Failure> {
+        let reply = gatehouse::daemon::ask(socket, op)?;
+        if !reply.ok {
+            return Err(super::daemon::refused(&reply));
+        }
+        Ok(reply.result.unwrap_or_default())
+    };
+    let confirmed = |id: &str, yes: bool, question: &str| -> Result<(), Failure> {
+        if yes {
+            return Ok(());
+        }
+        let entry = ask(ApprovalOp::Get { id: id.to_string() })?;
+        let entry: QueueEntryView = serde_json::from_value(entry).map_err(|_| {
+            Failure::error(format!("the daemon's entry `{id}` cannot be read"))
+        })?;
+        confirm_view(&entry, question)
+    };
+    let op = match cmd {
+        ApprovalsCmd::List { all } => {
+            let entries = ask(ApprovalOp::List { all })?;
+            let entries = entries.as_array().cloned().unwrap_or_default();
+            for e in &entries {
+                out_json(e);
+            }
+            eprintln!(
+                "{} entr{} listed, newest first",
+                entries.len(),
+                if entries.len() == 1 { "y" } else { "ies" }
+            );
+            return Ok(Exit::Ok);
+        }
+        ApprovalsCmd::Deny { id, yes } => {
+            confirmed(&id, yes, "deny it?")?;
+            ApprovalOp::Deny { id }
+        }
+        ApprovalsCmd::Allow {
+            id,
+            remember,
+            expires_in,
+            yes,
+        } => {
+            confirmed(
+                &id,
+                yes,
+                if remember {
+                    "allow and remember (writes grants)?"
+                } else {
+                    "allow once?"
+                },
+            )?;
+            ApprovalOp::Allow {
+                id,
+                remember,
+                expires_in,
+            }
+        }
+    };
+    out_json(&ask(op)?);
+    Ok(Exit::Ok)
+}
+
+/// What the terminal shows of a daemon's entry.
+#[derive(serde::Deserialize)]
+struct QueueEntryView {
+    id: String,
+    actor: String,
+    executor: String,
+    executor_sha256: String,
+    input_sha256: String,
+    #[serde(default)]
+    input_preview: Option<String>,
+    #[serde(default)]
+    items: Vec<serde_json::Value>,
+}
+
+/// Shows a daemon's entry on `/dev/tty` and asks `question`.
+fn confirm_view(e: &QueueEntryView, question: &str) -> Result<(), Failure> {
+    let mut tty = gatehouse::terminal::Tty::interactive().ok_or_else(|| {
+        Failure::invalid(format!(
+            "there is no terminal to confirm `{}` on: give `--yes` (over the socket, the daemon checks who answers)",
+            e.id
+        ))
+    })?;
+    let mut text = format!(
+        "pending approval `{}`: actor `{}` runs executor `{}` (sha256 {})\n  input sha256 {}\n",
+        e.id, e.actor, e.executor, e.executor_sha256, e.input_sha256
+    );
+    if let Some(p) = &e.input_preview {
+        text.push_str(&format!("  input: {p}\n"));
+    }
+    for i in &e.items {
+        let s = |k: &str| i.get(k).and_then(|v| v.as_str()).unwrap_or("-").to_string();
+        text.push_str(&format!(
+            "  `{}` on `{}`: {}\n",
+            s("capability"),
+            s("target"),
+            s("reason")
+        ));
+    }
+    tty.say(&printable_block(&text));
+    tty.say(&format!("{question} [y/N]: "));
+    let line = tty.read_line(None).ok().flatten().unwrap_or_default();
+    match line.trim() {
+        "y" | "yes" => Ok(()),
+        _ => Err(Failure::error(format!(
+            "not confirmed: `{}` stays pending",
+            e.id
+        ))),
     }
 }
 

@@ -118,14 +118,24 @@ pub enum Command {
     /// The pending-approval queue: approvals asked where no one could
     /// answer (`run` without a terminal, an MCP client without
     /// elicitation), answered here by the person.
-    #[command(subcommand)]
-    Approvals(ApprovalsCmd),
+    Approvals(ApprovalsArgs),
     /// Serve the executors the actor may run as MCP tools to an agent
     /// runtime, over stdio (nothing but JSON-RPC on stdout, logs on
     /// stderr). Approvals are asked of the person by elicitation when the
     /// client supports it, else queued (`gatehouse approvals`).
     #[command(after_help = SERVE_AFTER_HELP)]
     Serve(ServeArgs),
+    /// Serve many agents over MCP on a UNIX socket, each as the actor its
+    /// OS account maps to (`[actors.NAME] uids`), from one long-lived host
+    /// run under an account of its own; approvals are answered over the
+    /// socket by a person's account (`[approvals] people`).
+    #[command(after_help = DAEMON_AFTER_HELP)]
+    Daemon(DaemonArgs),
+    /// Relay an MCP session on stdio to `gatehouse daemon`: what an agent
+    /// runtime starts as its stdio MCP server. It may narrow its actor's
+    /// workspace and level, never widen them (exit 3 before any MCP
+    /// traffic); an account the daemon does not serve is refused (exit 2).
+    Connect(ConnectArgs),
     /// Walk through the gate end to end on a temporary state directory and
     /// workspace: an allowed, a denied and an approval-required request, a
     /// remembered grant, a refused grant, and the tier-3 suite.
@@ -545,6 +555,19 @@ pub struct UndoArgs {
     pub dry_run: bool,
 }
 
+#[derive(Debug, Args)]
+pub struct ApprovalsArgs {
+    /// Answer the queue of the `gatehouse daemon` listening on this
+    /// socket instead of this state directory's: the daemon checks who
+    /// asks from the socket's peer credentials (a person's account of
+    /// `[approvals] people`, never an account of the actor whose turn
+    /// waits), so a listed person answers without a terminal.
+    #[arg(long, global = true, value_name = "PATH")]
+    pub socket: Option<PathBuf>,
+    #[command(subcommand)]
+    pub cmd: ApprovalsCmd,
+}
+
 #[derive(Debug, Subcommand)]
 pub enum ApprovalsCmd {
     /// List the pending approvals not yet expired (JSON Lines); answered
@@ -591,6 +614,67 @@ pub enum ApprovalsCmd {
         yes: bool,
     },
 }
+
+#[derive(Debug, Args)]
+pub struct DaemonArgs {
+    /// The UNIX socket to listen on (made with mode 0666: the uid map
+    /// admits a caller). A stale socket there is replaced; a live one,
+    /// or anything that is not a socket, is refused.
+    #[arg(long, value_name = "PATH")]
+    pub socket: PathBuf,
+    /// How long an elicitation waits for an answer, where `[approvals]
+    /// elicitation` lets a client answer, before the approval is queued.
+    #[arg(long, value_name = "DURATION", default_value = "2m")]
+    pub elicitation_timeout: String,
+    /// Wall-clock deadline of every call in milliseconds.
+    #[arg(long, default_value_t = 5000)]
+    pub deadline_ms: u64,
+    /// How many calls of one actor (in one workspace, at one level) run
+    /// at once (default: the number of cores).
+    #[arg(long, value_name = "N")]
+    pub concurrency: Option<usize>,
+}
+
+#[derive(Debug, Args)]
+pub struct ConnectArgs {
+    /// The daemon's socket.
+    #[arg(long, value_name = "PATH")]
+    pub socket: PathBuf,
+    /// Run in this workspace: one of the actor's workspace roots or a
+    /// directory under one (default: its first root).
+    #[arg(long, value_name = "DIR")]
+    pub workspace: Option<PathBuf>,
+    /// Run at this level, at most the actor's (default: the actor's).
+    #[arg(long)]
+    pub level: Option<String>,
+}
+
+/// How a person deploys `gatehouse daemon`.
+pub const DAEMON_AFTER_HELP: &str = "\
+Who is who:
+  A connection's account (the socket's peer uid, not anything the client
+  says) is the actor whose `[actors.NAME] uids` lists it; any other account
+  is refused with CALLER_NOT_MAPPED. The actor's workspaces (its first root
+  by default), level (its `level`, else the file's, never above `max_level`)
+  and executors come from the configuration; `gatehouse connect` may narrow
+  the workspace and the level, never widen them.
+
+Approvals:
+  An MCP client's answer counts only where `[approvals] elicitation` says
+  so (default here: off). A call that needs approval ends with
+  APPROVAL_REQUIRED and a pending id; a person answers it with
+  `gatehouse approvals --socket PATH allow ID --yes` from an account of
+  `[approvals] people` (default: the daemon's own). An account of the
+  actor whose turn waits never answers (ANSWER_BY_ITS_ACTOR).
+
+Ending:
+  SIGTERM or SIGINT stops taking connections, cancels running calls (each
+  ends within its deadline, journals finished, audit written) and removes
+  the socket.
+
+Example (an agent runtime's MCP configuration, the agent's account mapped):
+  {\"mcpServers\": {\"gatehouse\": {\"command\": \"gatehouse\",
+     \"args\": [\"connect\", \"--socket\", \"/run/gatehouse/mcp.sock\"]}}}";
 
 /// How an agent runtime starts `gatehouse serve`.
 pub const SERVE_AFTER_HELP: &str = "\

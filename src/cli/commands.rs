@@ -59,8 +59,10 @@ pub fn run(ctx: &Context, command: Command) -> CmdResult {
         Command::History(args) => super::history::history(ctx, args),
         Command::Undo(args) => super::history::undo(ctx, args),
         Command::Demo => super::demo::run(ctx),
-        Command::Approvals(cmd) => super::approvals::run(ctx, cmd),
+        Command::Approvals(args) => super::approvals::run(ctx, args),
         Command::Serve(args) => super::serve::run(ctx, args),
+        Command::Daemon(args) => super::daemon::daemon(ctx, args),
+        Command::Connect(args) => super::daemon::connect(args),
     }
 }
 

@@ -6,6 +6,7 @@ mod approvals;
 mod args;
 mod authoring;
 mod commands;
+mod daemon;
 mod conformance;
 mod demo;
 mod history;

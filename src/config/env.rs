@@ -26,6 +26,10 @@ pub struct HostEnv {
     pub xdg_state_home: Option<PathBuf>,
     /// `$XDG_CONFIG_HOME`: the configuration directory is `gatehouse` in it.
     pub xdg_config_home: Option<PathBuf>,
+    /// `$LISTEN_PID` is this process and `$LISTEN_FDS` at least 1: systemd
+    /// passed it a listening socket as descriptor 3 (a socket unit's
+    /// activation of `gatehouse daemon`).
+    pub listen_fds: bool,
 }
 
 fn var_path(name: &str) -> Option<PathBuf> {
@@ -38,7 +42,7 @@ impl HostEnv {
     /// Reads `HOME`, `USER`/`LOGNAME`, `GATEHOUSE_CONFIG`,
     /// `GATEHOUSE_STATE_DIR`, `GATEHOUSE_GRANTS_DB`, `GATEHOUSE_HISTORY_DIR`,
     /// `GATEHOUSE_DATABASE_URL`, `GATEHOUSE_NODE`,
-    /// `XDG_STATE_HOME` and `XDG_CONFIG_HOME`.
+    /// `XDG_STATE_HOME`, `XDG_CONFIG_HOME`, `LISTEN_PID` and `LISTEN_FDS`.
     pub fn from_process() -> HostEnv {
         HostEnv {
             home: var_path("HOME"),
@@ -58,6 +62,14 @@ impl HostEnv {
                 .filter(|s| !s.is_empty()),
             xdg_state_home: var_path("XDG_STATE_HOME"),
             xdg_config_home: var_path("XDG_CONFIG_HOME"),
+            listen_fds: std::env::var("LISTEN_PID")
+                .ok()
+                .and_then(|p| p.parse::<u32>().ok())
+                .is_some_and(|p| p == std::process::id())
+                && std::env::var("LISTEN_FDS")
+                    .ok()
+                    .and_then(|n| n.parse::<u32>().ok())
+                    .is_some_and(|n| n >= 1),
         }
     }
 

@@ -281,6 +281,9 @@ struct RawActor {
     #[serde(default)]
     tools: Vec<String>,
     workspaces: Option<Vec<RawWorkspace>>,
+    #[serde(default)]
+    uids: Vec<u32>,
+    level: Option<String>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -310,6 +313,14 @@ pub struct ActorConfig {
     pub tools: Vec<String>,
     /// `None`: the turn's workspace, read-write.
     pub workspaces: Option<Vec<(String, WorkspaceMode)>>,
+    /// `uids`: the OS accounts `gatehouse daemon` serves as this actor
+    /// (the peer credentials of a connection on its socket). No uid is
+    /// two actors'.
+    pub uids: Vec<u32>,
+    /// `level`: the highest level the daemon runs this actor's turns at
+    /// (a client may ask a lower one); `None`: the file's `level`. Never
+    /// above `max_level`.
+    pub level: Option<Level>,
 }
 
 /// The host configuration.
@@ -482,7 +493,7 @@ fn validate(path: &Path, raw: RawConfig, home: Option<&Path>) -> Result<HostConf
     let actors = raw
         .actors
         .iter()
-        .map(|(name, a)| Ok((name.clone(), actor(name, a, &raw.actors, &base, home)?)))
+        .map(|(name, a)| Ok((name.clone(), actor(name, a, &raw.actors, max_level, &base, home)?)))
         .collect::<Result<BTreeMap<_, _>, Bad>>()?;
     Ok(HostConfig {
         source: Some(path.to_path_buf()),
@@ -633,6 +644,7 @@ fn actor(
     name: &str,
     a: &RawActor,
     all: &BTreeMap<String, RawActor>,
+    max_level: Option<Level>,
     base: &Path,
     home: Option<&Path>,
 ) -> Result<ActorConfig, Bad> {
@@ -653,6 +665,32 @@ fn actor(
     }
     if let Some(bad) = actor_entry_problem(name, a, all) {
         return Err(bad);
+    }
+    let level = match &a.level {
+        None => None,
+        Some(l) => Some(
+            l.parse::<Level>()
+                .map_err(|e| Bad::invalid(f("level"), e.to_string()))?,
+        ),
+    };
+    if let (Some(l), Some(max)) = (level, max_level) {
+        if l > max {
+            return Err(Bad::invalid(
+                f("level"),
+                format!("`{l}` is above `max_level` `{max}`"),
+            ));
+        }
+    }
+    for (i, uid) in a.uids.iter().enumerate() {
+        if let Some((other, _)) = all
+            .iter()
+            .find(|(o, r)| o.as_str() < name && r.uids.contains(uid))
+        {
+            return Err(Bad::invalid(
+                format!("{}[{i}]", f("uids")),
+                format!("uid `{uid}` is already actor `{other}`'s: one account is one actor"),
+            ));
+        }
     }
     let workspaces = match &a.workspaces {
         None => None,
@@ -676,6 +714,8 @@ fn actor(
         memory: a.memory.clone(),
         tools: a.tools.clone(),
         workspaces,
+        uids: a.uids.clone(),
+        level,
     })
 }
 
@@ -776,6 +816,8 @@ impl HostConfig {
                 memory: vec![],
                 tools: vec![],
                 workspaces: None,
+                uids: vec![],
+                level: None,
             },
         );
         HostConfig {
@@ -843,6 +885,29 @@ impl HostConfig {
             message: lower(e.message()) + &line_of(text, e.span()),
         })?;
         validate(path, raw, home).map_err(|bad| bad.at(path))
+    }
+
+    /// The actor whose `uids` list `uid`: the one `gatehouse daemon`
+    /// serves a connection of that account as.
+    pub fn actor_of_uid(&self, uid: u32) -> Option<&str> {
+        self.actors
+            .iter()
+            .find(|(_, a)| a.uids.contains(&uid))
+            .map(|(name, _)| name.as_str())
+    }
+
+    /// The level actor `name`'s turns run at under `gatehouse daemon`:
+    /// its own `level`, else the file's, never above `max_level`.
+    pub fn actor_level(&self, name: &str) -> Level {
+        let level = self
+            .actors
+            .get(name)
+            .and_then(|a| a.level)
+            .unwrap_or(self.level);
+        match self.max_level {
+            Some(max) if level > max => max,
+            _ => level,
+        }
     }
 
     /// The actors as the policy sees them for a turn in `turn_workspace`

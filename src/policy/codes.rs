@@ -126,6 +126,15 @@ pub enum DenyCode {
     /// setting: a configured provider's `value_env`, or any `GATEHOUSE_*` variable;
     /// refused at the gate at every level, whatever a grant says.
     SecretEnvDenied,
+    /// `CALLER_NOT_MAPPED`: the account connecting to `gatehouse daemon` (its socket
+    /// peer's uid) is in no actor's `uids`.
+    CallerNotMapped,
+    /// `ANSWER_NOT_A_PERSON`: an approval answer over the daemon's socket came from an
+    /// account not in `[approvals] people`.
+    AnswerNotAPerson,
+    /// `ANSWER_BY_ITS_ACTOR`: an approval answer over the daemon's socket came from an
+    /// account of the actor whose turn waits for it.
+    AnswerByItsActor,
 }
 
 /// Which part of the gate produces a code.
@@ -166,6 +175,8 @@ pub enum CodeFamily {
     Limit,
     /// The host's shared state (a fleet's database) could not be used.
     State,
+    /// The daemon's socket: who connects, and who may answer an approval.
+    Channel,
 }
 
 impl CodeFamily {
@@ -187,6 +198,7 @@ impl CodeFamily {
             CodeFamily::Isolation => "isolation",
             CodeFamily::Limit => "limit",
             CodeFamily::State => "state",
+            CodeFamily::Channel => "channel",
         }
     }
 }
@@ -196,7 +208,7 @@ use DenyCode as D;
 impl DenyCode {
     /// Every code, in documentation order (a code added later comes
     /// after the ones before it, so the order of the older ones holds).
-    pub const ALL: [DenyCode; 42] = [
+    pub const ALL: [DenyCode; 45] = [
         D::UnknownRequest,
         D::UnknownActor,
         D::UnknownTarget,
@@ -239,6 +251,9 @@ impl DenyCode {
         D::LimitHttpResponse,
         D::StateUnavailable,
         D::SecretEnvDenied,
+        D::CallerNotMapped,
+        D::AnswerNotAPerson,
+        D::AnswerByItsActor,
     ];
 
     /// The stable string of the code.
@@ -304,6 +319,9 @@ impl DenyCode {
             D::LimitHttpRequests => ("LIMIT_HTTP_REQUESTS", F::Limit, "the turn made more HTTP requests than its cap (`[limits] http_requests`, default 100); the one past it was not sent"),
             D::LimitHttpResponse => ("LIMIT_HTTP_RESPONSE", F::Limit, "the turn's HTTP responses passed their cap on bytes (`[limits] http_response_mib`, default 64); the body was cut"),
             D::SecretEnvDenied => ("SECRET_ENV_DENIED", F::Configuration, "`env:read` of a variable that holds a host secret or setting: a configured provider's `value_env`, or any `GATEHOUSE_*` variable; refused at the gate at every level, whatever a grant says"),
+            D::CallerNotMapped => ("CALLER_NOT_MAPPED", F::Channel, "the account connecting to `gatehouse daemon` (its socket peer's uid) is in no actor's `uids`"),
+            D::AnswerNotAPerson => ("ANSWER_NOT_A_PERSON", F::Channel, "an approval answer over the daemon's socket came from an account not in `[approvals] people` (by default the daemon's own)"),
+            D::AnswerByItsActor => ("ANSWER_BY_ITS_ACTOR", F::Channel, "an approval answer over the daemon's socket came from an account of the actor whose turn waits for it, listed in `people` or not"),
             D::StateUnavailable => ("STATE_UNAVAILABLE", F::State, "the shared state the turn needs (a fleet's PostgreSQL: its grants, its audit) could not be reached or refused; nothing was run"),
             D::TurnCancelled => ("TURN_CANCELLED", F::Limit, "the turn was cancelled through its cancel handle and interrupted like a deadline"),
         }

@@ -311,6 +311,53 @@ impl Server {
         result
     }
 
+    /// Serves one MCP session over `transport` (a daemon's connection)
+    /// until the client closes it or `stop` turns `true`; either way as a
+    /// client's disconnect: running turns are cancelled, turns parked for
+    /// a retry are queued.
+    pub(crate) async fn session<R, W>(
+        &self,
+        transport: (R, W),
+        mut stop: tokio::sync::watch::Receiver<bool>,
+    ) -> Result<(), ServeError>
+    where
+        R: tokio::io::AsyncRead + Send + Unpin + 'static,
+        W: tokio::io::AsyncWrite + Send + Unpin + 'static,
+    {
+        use rmcp::ServiceExt;
+        let session = self.for_session();
+        let ending = session.clone();
+        let running = session
+            .serve(transport)
+            .await
+            .map_err(|e| ServeError::Session(e.into()))?;
+        let ct = running.cancellation_token();
+        let watcher = tokio::spawn(async move {
+            while !*stop.borrow_and_update() {
+                if stop.changed().await.is_err() {
+                    return;
+                }
+            }
+            ct.cancel();
+        });
+        let quit = running
+            .waiting()
+            .await
+            .map_err(|e| ServeError::Session(e.into()));
+        watcher.abort();
+        ending.queue_waiting().await;
+        quit.map(|_| ())
+    }
+
+    /// Waits up to `timeout` for the turns running on this server's
+    /// threads to end; whether they did.
+    pub(crate) fn wait_idle(&self, timeout: Duration) -> bool {
+        match self.inner.turns.get() {
+            Some(Some(threads)) => threads.wait_idle(timeout),
+            _ => true,
+        }
+    }
+
     /// `gatehouse_history`: the serving actor's own turns.
     fn history(&self, arguments: &serde_json::Map<String, Value>) -> CallToolResult {
         let limit = match arguments.get("limit") {

@@ -56,6 +56,8 @@ fn host(
             memory: vec![],
             tools: vec![],
             workspaces: None,
+            uids: vec![],
+            level: None,
         },
     );
     let mut options = HostOptions::new(

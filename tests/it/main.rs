@@ -45,6 +45,7 @@ mod approvals;
 mod authoring;
 mod cli;
 mod conformance;
+mod daemon;
 mod decide;
 mod delegation;
 mod docs;

@@ -135,7 +135,7 @@ fn the_checks_would_catch_a_violation() {
 /// units open their runtimes, once, when the host opens (`Unit::open`);
 /// a run's values (the engine settings, `on_degraded`, the limits) are
 /// passed in by the host.
-const LAYERS: [(&str, &[&str]); 16] = [
+const LAYERS: [(&str, &[&str]); 17] = [
     ("util", &[]),
     ("policy", &[]),
     ("config", &["util", "policy"]),
@@ -175,6 +175,10 @@ const LAYERS: [(&str, &[&str]); 16] = [
     ),
     ("serve", &["util", "host", "config", "manifest", "policy"]),
     (
+        "daemon",
+        &["util", "host", "config", "policy", "serve", "state"],
+    ),
+    (
         "cli",
         &[
             "util",
@@ -188,6 +192,7 @@ const LAYERS: [(&str, &[&str]); 16] = [
             "authoring",
             "conformance",
             "serve",
+            "daemon",
             "terminal",
             "state",
         ],

@@ -329,23 +329,28 @@ impl Env {
     /// `program ARGS` run as the account `nobody` (setpriv; needs root),
     /// in the sealed environment, with no terminal and stdin closed.
     pub fn as_nobody(&self, program: &str, args: &[&str]) -> std::process::Output {
+        self.as_account(65534, program)
+            .args(args)
+            .stdin(std::process::Stdio::null())
+            .output()
+            .expect("setpriv")
+    }
+
+    /// `program` to be run as the account `uid` (and its group; setpriv,
+    /// needs root), in the sealed environment, from `/`.
+    pub fn as_account(&self, uid: u32, program: &str) -> Command {
         let mut cmd = Command::new("setpriv");
-        cmd.args([
-            "--reuid=65534",
-            "--regid=65534",
-            "--clear-groups",
-            "--",
-            program,
-        ])
-        .args(args)
-        .stdin(std::process::Stdio::null());
+        cmd.arg(format!("--reuid={uid}"))
+            .arg(format!("--regid={uid}"))
+            .args(["--clear-groups", "--", program]);
         for (k, v) in self.command().get_envs() {
             match v {
                 Some(v) => cmd.env(k, v),
                 None => cmd.env_remove(k),
             };
         }
-        cmd.current_dir("/").output().expect("setpriv")
+        cmd.current_dir("/");
+        cmd
     }
 
     /// Writes the configuration the safe default would be (one actor

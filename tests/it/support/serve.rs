@@ -31,12 +31,18 @@ impl Client {
     /// session; `elicitation`: whether the client declares it.
     pub(crate) fn start(env: &Env, args: &[&str], elicitation: bool) -> Client {
         let mut cmd = env.command();
-        cmd.args(["serve", "--mcp"])
-            .args(args)
-            .stdin(Stdio::piped())
+        cmd.args(["serve", "--mcp"]).args(args);
+        Client::over(cmd, elicitation)
+    }
+
+    /// Starts `cmd` (a stdio MCP server: `serve --mcp`, or `connect` to a
+    /// daemon) and initializes a session; `elicitation`: whether the
+    /// client declares it.
+    pub(crate) fn over(mut cmd: std::process::Command, elicitation: bool) -> Client {
+        cmd.stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
-        let mut child = cmd.spawn().expect("start gatehouse serve");
+        let mut child = cmd.spawn().expect("start the mcp server");
         let stdout = child.stdout.take().unwrap();
         let stderr = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
         let mut pipe = child.stderr.take().unwrap();

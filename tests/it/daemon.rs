@@ -1,0 +1,385 @@
+//! Issue 46: `gatehouse daemon` and `gatehouse connect`, with the daemon
+//! under one account (the test's, root) and each agent under another
+//! (setpriv): who an agent is comes from the socket, what it may do from
+//! the configuration, and an approval from a person's account only.
+
+use std::path::PathBuf;
+use std::process::{Child, Stdio};
+
+use serde_json::{json, Value};
+
+use crate::support::guests::component;
+use crate::support::serve::Client;
+use crate::support::{s, Env};
+
+/// The agent accounts: `agent` is nobody, `other` the uid below it; the
+/// third is mapped to no actor.
+const AGENT: u32 = 65534;
+const OTHER: u32 = 65533;
+const STRANGER: u32 = 65532;
+
+/// A running `gatehouse daemon`; SIGTERM and a wait when dropped.
+struct Daemon {
+    child: Child,
+    socket: PathBuf,
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        let pid = i32::try_from(self.child.id()).unwrap();
+        // SAFETY: kill(2) on our own child's pid.
+        unsafe { libc::kill(pid, libc::SIGTERM) };
+        let _ = self.child.wait();
+    }
+}
+
+/// The environment of a daemon: its tree readable by every account (as a
+/// machine's `/run` and `/srv` would be), the executors `hello` and
+/// `write-file`, and `config` after `executor_dirs`.
+fn setup(config: &str) -> (Env, PathBuf, PathBuf) {
+    use std::os::unix::fs::PermissionsExt;
+    assert_eq!(
+        gatehouse::host::current_uid(),
+        0,
+        "this test needs root to switch accounts"
+    );
+    let env = Env::new();
+    std::fs::set_permissions(env.root(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    for (name, wasm, caps) in [
+        ("hello", "hello", "[[capabilities]]\nname = \"compute:pure\"\n"),
+        (
+            "write-file",
+            "write-file",
+            "[[capabilities]]\nname = \"fs:write\"\ntarget = \"out/**\"\n",
+        ),
+    ] {
+        env.write(
+            &format!("execs/{name}.toml"),
+            &format!(
+                "name = \"{name}\"\ndescription = \"{name}\"\ncomponent = \"{}\"\n{caps}",
+                s(&component(wasm))
+            ),
+        );
+    }
+    let a = env.mkdir("ws-a");
+    let b = env.mkdir("ws-b");
+    env.mkdir("ws-a/out");
+    env.mkdir("ws-a/sub");
+    env.mkdir("ws-b/out");
+    let root = env.root();
+    env.write(
+        "config/gatehouse/gatehouse.toml",
+        &format!(
+            "executor_dirs = [\"{}\"]\n{}",
+            s(&root.join("execs")),
+            config
+                .replace("$A", s(&a))
+                .replace("$B", s(&b))
+        ),
+    );
+    (env, a, b)
+}
+
+/// Two actors: `agent` (nobody; hello and write-file; `ws-a`) and `other`
+/// (hello only; `ws-b`), then `extra`.
+fn two_actors(extra: &str) -> String {
+    format!(
+        "level = \"Supervised\"\n\
+         [actors.agent]\nchannel = \"cli\"\nsender = \"agent\"\nskills = [\"hello\", \"write-file\"]\n\
+         uids = [{AGENT}]\nworkspaces = [{{ path = \"$A\", mode = \"read-write\" }}]\n\
+         [actors.other]\nchannel = \"cli\"\nsender = \"other\"\nskills = [\"hello\"]\n\
+         uids = [{OTHER}]\nworkspaces = [{{ path = \"$B\", mode = \"read-write\" }}]\n{extra}"
+    )
+}
+
+/// Starts the daemon of `env` on `<root>/run/mcp.sock` and waits for it
+/// to listen.
+fn start(env: &Env) -> Daemon {
+    let socket = env.mkdir("run").join("mcp.sock");
+    let mut child = env
+        .command()
+        .args(["daemon", "--socket", s(&socket)])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start the daemon");
+    let mut stderr = std::io::BufReader::new(child.stderr.take().unwrap());
+    let mut line = String::new();
+    std::io::BufRead::read_line(&mut stderr, &mut line).unwrap();
+    assert!(
+        line.contains("daemon serving mcp on"),
+        "the daemon did not start: {line}"
+    );
+    // Keep draining its log.
+    std::thread::spawn(move || std::io::copy(&mut stderr, &mut std::io::sink()));
+    Daemon { child, socket }
+}
+
+/// `gatehouse ARGS` as the account `uid`, stdin closed.
+fn as_account(env: &Env, uid: u32, args: &[&str]) -> (i32, String, String) {
+    let out = env
+        .as_account(uid, env!("CARGO_BIN_EXE_gatehouse"))
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// An MCP session of the account `uid` through `gatehouse connect`.
+fn agent(env: &Env, uid: u32, daemon: &Daemon, extra: &[&str]) -> Client {
+    let mut cmd = env.as_account(uid, env!("CARGO_BIN_EXE_gatehouse"));
+    cmd.args(["connect", "--socket", s(&daemon.socket)]).args(extra);
+    Client::over(cmd, true)
+}
+
+fn tool_names(c: &mut Client) -> Vec<String> {
+    c.tools()["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap().to_string())
+        .collect()
+}
+
+fn entry_status(env: &Env, id: &str) -> String {
+    let list = env.run(&["approvals", "list", "--all"]);
+    list.expect(0);
+    list.json_lines()
+        .into_iter()
+        .find(|e| e["id"] == id)
+        .map(|e| e["status"].as_str().unwrap().to_string())
+        .unwrap_or_default()
+}
+
+/// The agent holds the client: it answers every form "allow and
+/// remember, forever". Under the daemon its client is never asked,
+/// nothing is written, no grant is recorded; its own `approvals allow`
+/// over the socket is refused (ANSWER_BY_ITS_ACTOR), as is another
+/// agent's (ANSWER_NOT_A_PERSON); the person's answer lets the retry run.
+#[test]
+fn daemon_an_agent_cannot_approve_itself_and_a_person_over_the_socket_can() {
+    let (env, ws, _) = setup(&two_actors(""));
+    let daemon = start(&env);
+    let mut c = agent(&env, AGENT, &daemon, &[]);
+    assert_eq!(tool_names(&mut c), ["hello", "write-file"]);
+    let mut asked = 0;
+    let input = json!({"path": "out/a.txt", "content": "approved"});
+    let r = c.call("write-file", input.clone(), &mut |_| {
+        asked += 1;
+        json!({"action": "accept", "content": {"decision": "allow_and_remember", "expires_in": "forever"}})
+    });
+    assert_eq!(asked, 0, "the agent's client was asked");
+    assert_eq!(r["isError"], true, "{r:#}");
+    assert_eq!(r["structuredContent"]["code"], "APPROVAL_REQUIRED", "{r:#}");
+    let id = r["structuredContent"]["pending_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(id.starts_with("p-") && id.len() == 14, "{id}");
+    assert!(!ws.join("out/a.txt").exists());
+    assert!(env.run(&["grants", "list"]).json_lines().is_empty());
+
+    let socket = s(&daemon.socket);
+    // The agent answers its own request: refused by its account.
+    let (code, _, err) = as_account(
+        &env,
+        AGENT,
+        &["approvals", "--socket", socket, "allow", &id, "--yes", "--remember"],
+    );
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains(&format!("refused: ANSWER_BY_ITS_ACTOR: uid `{AGENT}` is an account of actor `agent`, whose turn waits for `{id}`")),
+        "{err}"
+    );
+    // Another agent, and an account no actor has: not a person's.
+    for uid in [OTHER, STRANGER] {
+        let (code, _, err) =
+            as_account(&env, uid, &["approvals", "--socket", socket, "allow", &id, "--yes"]);
+        assert_eq!(code, 2, "{err}");
+        assert!(
+            err.contains(&format!(
+                "refused: ANSWER_NOT_A_PERSON: uid `{uid}` is not one of `[approvals] people`"
+            )),
+            "{err}"
+        );
+        let (code, _, err) = as_account(&env, uid, &["approvals", "--socket", socket, "list"]);
+        assert_eq!(code, 2, "{err}");
+    }
+    assert_eq!(entry_status(&env, &id), "pending");
+    assert!(env.run(&["grants", "list"]).json_lines().is_empty());
+    assert!(!ws.join("out/a.txt").exists());
+
+    // The person (the daemon's own account: `people`'s default) lists and
+    // answers over the socket, without a terminal.
+    let list = env.run(&["approvals", "--socket", socket, "list"]);
+    list.expect(0);
+    let listed = list.json_lines();
+    assert_eq!(listed.len(), 1, "{listed:#?}");
+    assert_eq!(listed[0]["id"], id.as_str());
+    assert_eq!(listed[0]["actor"], "agent");
+    let allow = env.run(&["approvals", "--socket", socket, "allow", &id, "--yes"]);
+    allow.expect(0);
+    let answered = &allow.json_lines()[0];
+    assert_eq!(answered["status"], "allowed", "{answered:#}");
+    assert_eq!(answered["answered_by"], "uid:0", "{answered:#}");
+    // The retry of the same call runs, once.
+    let r = c.call("write-file", input, &mut |_| panic!("asked"));
+    assert_eq!(r["isError"], false, "{r:#}");
+    assert_eq!(std::fs::read(ws.join("out/a.txt")).unwrap(), b"approved");
+    assert!(env.run(&["grants", "list"]).json_lines().is_empty());
+    assert_eq!(c.finish(), 0);
+}
+
+/// `connect` narrows and never widens: a level above the actor's, a
+/// workspace outside its roots (or one that does not resolve) are exit 3
+/// before any MCP traffic; a directory under its root is served there;
+/// an account no actor lists is refused (exit 2, CALLER_NOT_MAPPED).
+#[test]
+fn daemon_connect_narrows_never_widens_and_an_unknown_account_is_refused() {
+    let (env, a, b) = setup(&two_actors(""));
+    let daemon = start(&env);
+    let socket = s(&daemon.socket);
+    let connect = |uid: u32, extra: &[&str]| {
+        let mut args = vec!["connect", "--socket", socket];
+        args.extend_from_slice(extra);
+        as_account(&env, uid, &args)
+    };
+    let (code, out, err) = connect(AGENT, &["--level", "Full"]);
+    assert_eq!(code, 3, "{err}");
+    assert!(out.is_empty(), "{out}");
+    assert!(
+        err.contains("refused: level `Full` is above actor `agent`'s `Supervised`: a client may lower its level, never raise it"),
+        "{err}"
+    );
+    let (code, out, err) = connect(AGENT, &["--workspace", s(&b)]);
+    assert_eq!(code, 3, "{err}");
+    assert!(out.is_empty(), "{out}");
+    assert!(
+        err.contains(&format!(
+            "refused: WORKSPACE_NOT_GRANTED: workspace `{}` is not one of actor `agent`'s workspace roots nor under one",
+            s(&b)
+        )),
+        "{err}"
+    );
+    // Out of the root by `..`: resolved first, then refused.
+    let escape = format!("{}/../ws-b", s(&a));
+    let (code, _, err) = connect(AGENT, &["--workspace", &escape]);
+    assert_eq!(code, 3, "{err}");
+    assert!(err.contains("WORKSPACE_NOT_GRANTED"), "{err}");
+    let (code, _, err) = connect(AGENT, &["--level", "Root"]);
+    assert_eq!(code, 3, "{err}");
+    assert!(err.contains("unknown level `Root`"), "{err}");
+    let (code, out, err) = connect(STRANGER, &[]);
+    assert_eq!(code, 2, "{err}");
+    assert!(out.is_empty(), "{out}");
+    assert!(
+        err.contains(&format!("refused: CALLER_NOT_MAPPED: uid `{STRANGER}` is in no actor's `uids`")),
+        "{err}"
+    );
+
+    // Narrowed: a directory under the root, a lower level. The write
+    // lands there, and at ReadOnly the same call is refused.
+    let sub = a.join("sub");
+    std::fs::create_dir_all(sub.join("out")).unwrap();
+    let mut c = agent(&env, AGENT, &daemon, &["--workspace", s(&sub), "--level", "ReadOnly"]);
+    let r = c.call(
+        "write-file",
+        json!({"path": "out/x.txt", "content": "x"}),
+        &mut |_| panic!("asked"),
+    );
+    assert_eq!(r["isError"], true, "{r:#}");
+    assert_eq!(r["structuredContent"]["code"], "CAPABILITY_DENIED", "{r:#}");
+    assert!(!sub.join("out/x.txt").exists());
+    assert_eq!(c.finish(), 0);
+}
+
+/// Two agents at once, as two actors: each sees its own tools, writes in
+/// its own workspace, and reads its own history only.
+#[test]
+fn daemon_two_agents_at_once_see_only_their_own_tools_workspaces_and_history() {
+    let config = two_actors("[serve]\ntools = [\"history\"]\n").replace(
+        "[actors.agent]\n",
+        "[actors.agent]\nlevel = \"Full\"\n",
+    );
+    let (env, a, b) = setup(&config);
+    let daemon = start(&env);
+    let mut one = agent(&env, AGENT, &daemon, &[]);
+    let mut two = agent(&env, OTHER, &daemon, &[]);
+    assert_eq!(
+        tool_names(&mut one),
+        ["hello", "write-file", "gatehouse_history"]
+    );
+    assert_eq!(tool_names(&mut two), ["hello", "gatehouse_history"]);
+    let r = one.call(
+        "write-file",
+        json!({"path": "out/one.txt", "content": "one"}),
+        &mut |_| panic!("asked"),
+    );
+    assert_eq!(r["isError"], false, "{r:#}");
+    let r = two.call("hello", json!({"from": "two"}), &mut |_| panic!("asked"));
+    assert_eq!(r["isError"], false, "{r:#}");
+    let r = two.call(
+        "write-file",
+        json!({"path": "out/two.txt", "content": "two"}),
+        &mut |_| panic!("asked"),
+    );
+    assert_eq!(r["error"]["message"], "unknown tool `write-file`", "{r:#}");
+    assert_eq!(std::fs::read(a.join("out/one.txt")).unwrap(), b"one");
+    assert!(!b.join("out/one.txt").exists());
+    assert!(!b.join("out/two.txt").exists());
+    let history = |c: &mut Client| -> Vec<Value> {
+        let r = c.call("gatehouse_history", json!({}), &mut |_| panic!("asked"));
+        r["structuredContent"]["turns"].as_array().unwrap().clone()
+    };
+    let h1 = history(&mut one);
+    let h2 = history(&mut two);
+    assert_eq!(h1.len(), 1, "{h1:#?}");
+    assert_eq!(h1[0]["executor"], "write-file", "{h1:#?}");
+    assert_eq!(h2.len(), 1, "{h2:#?}");
+    assert_eq!(h2[0]["executor"], "hello", "{h2:#?}");
+    assert_eq!(one.finish(), 0);
+    assert_eq!(two.finish(), 0);
+}
+
+/// The daemon refuses to start without a caller, and on a path that
+/// holds something else than a socket, leaving it as it is; a second
+/// daemon on a live socket is refused.
+#[test]
+fn daemon_refuses_a_configuration_without_callers_and_a_path_that_is_not_a_socket() {
+    let (env, _, _) = setup(
+        "[actors.main]\nworkspaces = [{ path = \"$A\", mode = \"read-write\" }]\n",
+    );
+    let run = env.run(&["daemon", "--socket", s(&env.path("run/x.sock"))]);
+    run.expect_err(3, &["no actor has `uids`"]);
+    let (env, _, _) = setup(&two_actors(""));
+    let file = env.write("run/not-a-socket", "keep me");
+    let run = env.run(&["daemon", "--socket", s(&file)]);
+    run.expect_err(3, &[&format!("`{}` exists and is not a socket", s(&file))]);
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), "keep me");
+    let daemon = start(&env);
+    let run = env.run(&["daemon", "--socket", s(&daemon.socket)]);
+    run.expect_err(1, &["a daemon already listens on this socket"]);
+    let run = env.run(&["daemon", "--socket", s(&daemon.socket), "--concurrency", "0"]);
+    run.expect_err(3, &["`--concurrency` must be at least 1"]);
+}
+
+/// A configuration that maps one account to two actors is refused, by
+/// the field.
+#[test]
+fn daemon_one_account_is_one_actor() {
+    let env = Env::bare();
+    env.write(
+        "config/gatehouse/gatehouse.toml",
+        "[actors.a]\nuids = [1001]\n[actors.b]\nuids = [1002, 1001]\n",
+    );
+    env.run(&["daemon", "--socket", "/nonexistent/x.sock"]).expect_err(
+        3,
+        &["field `actors.b.uids[1]`: uid `1001` is already actor `a`'s: one account is one actor"],
+    );
+}
