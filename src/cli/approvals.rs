@@ -109,9 +109,8 @@ fn over_socket(socket: &std::path::Path, cmd: ApprovalsCmd) -> CmdResult {
             return Ok(());
         }
         let entry = ask(ApprovalOp::Get { id: id.to_string() })?;
-        let entry: QueueEntryView = serde_json::from_value(entry).map_err(|_| {
-            Failure::error(format!("the daemon's entry `{id}` cannot be read"))
-        })?;
+        let entry: QueueEntryView = serde_json::from_value(entry)
+            .map_err(|_| Failure::error(format!("the daemon's entry `{id}` cannot be read")))?;
         confirm_view(&entry, question)
     };
     let op = match cmd {

@@ -493,7 +493,12 @@ fn validate(path: &Path, raw: RawConfig, home: Option<&Path>) -> Result<HostConf
     let actors = raw
         .actors
         .iter()
-        .map(|(name, a)| Ok((name.clone(), actor(name, a, &raw.actors, max_level, &base, home)?)))
+        .map(|(name, a)| {
+            Ok((
+                name.clone(),
+                actor(name, a, &raw.actors, max_level, &base, home)?,
+            ))
+        })
         .collect::<Result<BTreeMap<_, _>, Bad>>()?;
     Ok(HostConfig {
         source: Some(path.to_path_buf()),

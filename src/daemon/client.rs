@@ -74,13 +74,10 @@ pub fn connect(path: &Path, narrow: Narrow) -> Result<Connected, ClientError> {
             approvals: None,
         },
     )?;
-    let writer = reader
-        .get_ref()
-        .try_clone()
-        .map_err(|e| ClientError::Io {
-            path: path.to_path_buf(),
-            source: e.into(),
-        })?;
+    let writer = reader.get_ref().try_clone().map_err(|e| ClientError::Io {
+        path: path.to_path_buf(),
+        source: e.into(),
+    })?;
     Ok(Connected {
         reply,
         reader,

@@ -46,7 +46,7 @@ use crate::state::grants::{now_utc, remember_for};
 use crate::util::lock;
 
 pub use client::{ask, connect, relay, ClientError, Connected};
-use wire::{ApprovalOp, Hello, Narrow, Reply};
+use wire::{ApprovalOp, Hello, Narrow, Refusal, Reply};
 
 /// Where one actor's turns run: the key of a served [`Server`].
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -182,9 +182,9 @@ impl Daemon {
     }
 
     /// Where a connection of `uid` asking `narrow` runs, or why not.
-    pub fn place(&self, uid: u32, narrow: &Narrow) -> Result<Placement, Reply> {
+    pub fn place(&self, uid: u32, narrow: &Narrow) -> Result<Placement, Refusal> {
         let Some(actor) = self.config.actor_of_uid(uid) else {
-            return Err(Reply::refused(
+            return Err(Refusal::new(
                 Some(DenyCode::CallerNotMapped.as_str()),
                 format!("uid `{uid}` is in no actor's `uids`: the daemon serves only the accounts its configuration maps to an actor"),
                 false,
@@ -197,7 +197,7 @@ impl Daemon {
             .filter_map(|(root, _)| std::fs::canonicalize(root).ok())
             .collect();
         let Some(first) = roots.first() else {
-            return Err(Reply::refused(
+            return Err(Refusal::new(
                 Some(DenyCode::WorkspaceNotGranted.as_str()),
                 format!("actor `{actor}` has no workspace root that resolves: the daemon serves an actor only in its `workspaces`"),
                 false,
@@ -209,21 +209,21 @@ impl Daemon {
                 let path = Path::new(dir);
                 let canonical = if path.is_absolute() {
                     std::fs::canonicalize(path).map_err(|e| {
-                        Reply::refused(
+                        Refusal::new(
                             Some(DenyCode::PathResolutionFailed.as_str()),
                             format!("workspace `{dir}` cannot be resolved: {e}"),
                             true,
                         )
                     })?
                 } else {
-                    return Err(Reply::refused(
+                    return Err(Refusal::new(
                         None,
                         format!("workspace `{dir}` is not an absolute path"),
                         true,
                     ));
                 };
                 if !roots.iter().any(|r| canonical.starts_with(r)) {
-                    return Err(Reply::refused(
+                    return Err(Refusal::new(
                         Some(DenyCode::WorkspaceNotGranted.as_str()),
                         format!(
                             "workspace `{dir}` is not one of actor `{actor}`'s workspace roots nor under one"
@@ -238,13 +238,13 @@ impl Daemon {
         let level = match &narrow.level {
             None => most,
             Some(l) => {
-                let asked: Level = l
-                    .parse()
-                    .map_err(|e: crate::policy::matrix::UnknownLevel| {
-                        Reply::refused(None, e.to_string(), true)
-                    })?;
+                let asked: Level =
+                    l.parse()
+                        .map_err(|e: crate::policy::matrix::UnknownLevel| {
+                            Refusal::new(None, e.to_string(), true)
+                        })?;
                 if asked > most {
-                    return Err(Reply::refused(
+                    return Err(Refusal::new(
                         None,
                         format!("level `{asked}` is above actor `{actor}`'s `{most}`: a client may lower its level, never raise it"),
                         true,
@@ -396,7 +396,8 @@ impl Daemon {
         let inherited = lock(&daemon.inherited).take();
         let owned = inherited.is_none();
         let result = rt.block_on(daemon.clone().listen(inherited));
-        let deadline = Duration::from_millis(daemon.options.limits.deadline_ms.saturating_add(1000));
+        let deadline =
+            Duration::from_millis(daemon.options.limits.deadline_ms.saturating_add(1000));
         let servers: Vec<Server> = lock(&daemon.servers).values().cloned().collect();
         for s in servers {
             if !s.wait_idle(deadline) {
@@ -468,7 +469,11 @@ impl Daemon {
 
     /// One connection: its peer's uid, its first line, then an MCP session
     /// or one approval operation.
-    async fn session(self: Arc<Daemon>, stream: UnixStream, stopped: tokio::sync::watch::Receiver<bool>) {
+    async fn session(
+        self: Arc<Daemon>,
+        stream: UnixStream,
+        stopped: tokio::sync::watch::Receiver<bool>,
+    ) {
         let uid = match stream.peer_cred() {
             Ok(c) => c.uid(),
             Err(e) => {
@@ -499,8 +504,8 @@ impl Daemon {
                 let _ = write.write_all(&reply.line()).await;
                 return;
             }
-            Err(reply) => {
-                let _ = write.write_all(&reply.line()).await;
+            Err(refusal) => {
+                let _ = write.write_all(&Reply::from(refusal).line()).await;
                 return;
             }
         };
@@ -509,21 +514,21 @@ impl Daemon {
             let placement = daemon.place(uid, &narrow)?;
             let server = daemon
                 .server(&placement)
-                .map_err(|m| Reply::refused(None, m, false))?;
-            Ok::<_, Reply>((placement, server))
+                .map_err(|m| Refusal::new(None, m, false))?;
+            Ok::<_, Refusal>((placement, server))
         })
         .await
-        .unwrap_or_else(|e| Err(Reply::refused(None, e.to_string(), false)));
+        .unwrap_or_else(|e| Err(Refusal::new(None, e.to_string(), false)));
         let (placement, server) = match placed {
             Ok(p) => p,
-            Err(reply) => {
-                tracing::info!(
-                    "uid {uid} refused: {}",
-                    reply.message.as_deref().unwrap_or_default()
-                );
+            Err(refusal) => {
+                tracing::info!("uid {uid} refused: {}", refusal.message);
+                let reply = Reply::from(refusal);
                 if replay.is_some() {
                     // A bare MCP client: the refusal as its initialize's error.
-                    let _ = write.write_all(&jsonrpc_refusal(&first_id(replay.as_deref()), &reply)).await;
+                    let _ = write
+                        .write_all(&jsonrpc_refusal(&first_id(replay.as_deref()), &reply))
+                        .await;
                 } else {
                     let _ = write.write_all(&reply.line()).await;
                 }
@@ -567,21 +572,21 @@ enum First {
     Mcp,
 }
 
-fn parse_first(line: &[u8]) -> Result<First, Reply> {
+fn parse_first(line: &[u8]) -> Result<First, Refusal> {
     let value: serde_json::Value = serde_json::from_slice(line)
-        .map_err(|e| Reply::refused(None, format!("the first line is not json: {e}"), true))?;
+        .map_err(|e| Refusal::new(None, format!("the first line is not json: {e}"), true))?;
     if value.get("jsonrpc").is_some() {
         return Ok(First::Mcp);
     }
     let hello: Hello = serde_json::from_value(value).map_err(|e| {
-        Reply::refused(
+        Refusal::new(
             None,
             format!("the first line is not a gatehouse hello: {e}"),
             true,
         )
     })?;
     if hello.gatehouse != wire::VERSION {
-        return Err(Reply::refused(
+        return Err(Refusal::new(
             None,
             format!(
                 "protocol version `{}` is not this daemon's ({})",
@@ -594,7 +599,7 @@ fn parse_first(line: &[u8]) -> Result<First, Reply> {
     match (hello.connect, hello.approvals) {
         (Some(n), None) => Ok(First::Connect(n)),
         (None, Some(op)) => Ok(First::Approvals(op)),
-        _ => Err(Reply::refused(
+        _ => Err(Refusal::new(
             None,
             "a hello has exactly one of `connect` and `approvals`",
             true,
@@ -635,10 +640,7 @@ fn first_id(line: Option<&[u8]>) -> serde_json::Value {
 /// A JSON-RPC error answering a bare MCP client's first request.
 fn jsonrpc_refusal(id: &serde_json::Value, reply: &Reply) -> Vec<u8> {
     let message = match &reply.code {
-        Some(code) => format!(
-            "{code}: {}",
-            reply.message.as_deref().unwrap_or_default()
-        ),
+        Some(code) => format!("{code}: {}", reply.message.as_deref().unwrap_or_default()),
         None => reply.message.clone().unwrap_or_default(),
     };
     let mut v = serde_json::to_vec(&serde_json::json!({
@@ -699,7 +701,7 @@ mod tests {
             Ok(First::Mcp)
         ));
         let refused = |line: &[u8]| match parse_first(line) {
-            Err(r) => r.message.unwrap(),
+            Err(r) => r.message,
             Ok(_) => panic!("accepted"),
         };
         assert_eq!(

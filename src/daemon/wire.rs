@@ -96,6 +96,38 @@ impl ApprovalOp {
     }
 }
 
+/// A refusal, before it is sent as a [`Reply`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Refusal {
+    /// Its deny code, when it has one.
+    pub code: Option<&'static str>,
+    /// Why.
+    pub message: String,
+    /// Whether it is of the client's input.
+    pub invalid_input: bool,
+}
+
+impl Refusal {
+    /// A refusal with `code` (if any) and `message`.
+    pub fn new(
+        code: Option<&'static str>,
+        message: impl Into<String>,
+        invalid_input: bool,
+    ) -> Refusal {
+        Refusal {
+            code,
+            message: message.into(),
+            invalid_input,
+        }
+    }
+}
+
+impl From<Refusal> for Reply {
+    fn from(r: Refusal) -> Reply {
+        Reply::refused(r.code, r.message, r.invalid_input)
+    }
+}
+
 /// The daemon's answer to a first line.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Reply {

@@ -46,7 +46,11 @@ fn setup(config: &str) -> (Env, PathBuf, PathBuf) {
     let env = Env::new();
     std::fs::set_permissions(env.root(), std::fs::Permissions::from_mode(0o755)).unwrap();
     for (name, wasm, caps) in [
-        ("hello", "hello", "[[capabilities]]\nname = \"compute:pure\"\n"),
+        (
+            "hello",
+            "hello",
+            "[[capabilities]]\nname = \"compute:pure\"\n",
+        ),
         (
             "write-file",
             "write-file",
@@ -72,9 +76,7 @@ fn setup(config: &str) -> (Env, PathBuf, PathBuf) {
         &format!(
             "executor_dirs = [\"{}\"]\n{}",
             s(&root.join("execs")),
-            config
-                .replace("$A", s(&a))
-                .replace("$B", s(&b))
+            config.replace("$A", s(&a)).replace("$B", s(&b))
         ),
     );
     (env, a, b)
@@ -134,7 +136,8 @@ fn as_account(env: &Env, uid: u32, args: &[&str]) -> (i32, String, String) {
 /// An MCP session of the account `uid` through `gatehouse connect`.
 fn agent(env: &Env, uid: u32, daemon: &Daemon, extra: &[&str]) -> Client {
     let mut cmd = env.as_account(uid, env!("CARGO_BIN_EXE_gatehouse"));
-    cmd.args(["connect", "--socket", s(&daemon.socket)]).args(extra);
+    cmd.args(["connect", "--socket", s(&daemon.socket)])
+        .args(extra);
     Client::over(cmd, true)
 }
 
@@ -190,7 +193,15 @@ fn daemon_an_agent_cannot_approve_itself_and_a_person_over_the_socket_can() {
     let (code, _, err) = as_account(
         &env,
         AGENT,
-        &["approvals", "--socket", socket, "allow", &id, "--yes", "--remember"],
+        &[
+            "approvals",
+            "--socket",
+            socket,
+            "allow",
+            &id,
+            "--yes",
+            "--remember",
+        ],
     );
     assert_eq!(code, 2, "{err}");
     assert!(
@@ -199,8 +210,11 @@ fn daemon_an_agent_cannot_approve_itself_and_a_person_over_the_socket_can() {
     );
     // Another agent, and an account no actor has: not a person's.
     for uid in [OTHER, STRANGER] {
-        let (code, _, err) =
-            as_account(&env, uid, &["approvals", "--socket", socket, "allow", &id, "--yes"]);
+        let (code, _, err) = as_account(
+            &env,
+            uid,
+            &["approvals", "--socket", socket, "allow", &id, "--yes"],
+        );
         assert_eq!(code, 2, "{err}");
         assert!(
             err.contains(&format!(
@@ -279,7 +293,9 @@ fn daemon_connect_narrows_never_widens_and_an_unknown_account_is_refused() {
     assert_eq!(code, 2, "{err}");
     assert!(out.is_empty(), "{out}");
     assert!(
-        err.contains(&format!("refused: CALLER_NOT_MAPPED: uid `{STRANGER}` is in no actor's `uids`")),
+        err.contains(&format!(
+            "refused: CALLER_NOT_MAPPED: uid `{STRANGER}` is in no actor's `uids`"
+        )),
         "{err}"
     );
 
@@ -287,7 +303,12 @@ fn daemon_connect_narrows_never_widens_and_an_unknown_account_is_refused() {
     // lands there, and at ReadOnly the same call is refused.
     let sub = a.join("sub");
     std::fs::create_dir_all(sub.join("out")).unwrap();
-    let mut c = agent(&env, AGENT, &daemon, &["--workspace", s(&sub), "--level", "ReadOnly"]);
+    let mut c = agent(
+        &env,
+        AGENT,
+        &daemon,
+        &["--workspace", s(&sub), "--level", "ReadOnly"],
+    );
     let r = c.call(
         "write-file",
         json!({"path": "out/x.txt", "content": "x"}),
@@ -303,10 +324,8 @@ fn daemon_connect_narrows_never_widens_and_an_unknown_account_is_refused() {
 /// its own workspace, and reads its own history only.
 #[test]
 fn daemon_two_agents_at_once_see_only_their_own_tools_workspaces_and_history() {
-    let config = two_actors("[serve]\ntools = [\"history\"]\n").replace(
-        "[actors.agent]\n",
-        "[actors.agent]\nlevel = \"Full\"\n",
-    );
+    let config = two_actors("[serve]\ntools = [\"history\"]\n")
+        .replace("[actors.agent]\n", "[actors.agent]\nlevel = \"Full\"\n");
     let (env, a, b) = setup(&config);
     let daemon = start(&env);
     let mut one = agent(&env, AGENT, &daemon, &[]);
@@ -352,9 +371,8 @@ fn daemon_two_agents_at_once_see_only_their_own_tools_workspaces_and_history() {
 /// daemon on a live socket is refused.
 #[test]
 fn daemon_refuses_a_configuration_without_callers_and_a_path_that_is_not_a_socket() {
-    let (env, _, _) = setup(
-        "[actors.main]\nworkspaces = [{ path = \"$A\", mode = \"read-write\" }]\n",
-    );
+    let (env, _, _) =
+        setup("[actors.main]\nworkspaces = [{ path = \"$A\", mode = \"read-write\" }]\n");
     let run = env.run(&["daemon", "--socket", s(&env.path("run/x.sock"))]);
     run.expect_err(3, &["no actor has `uids`"]);
     let (env, _, _) = setup(&two_actors(""));
@@ -365,7 +383,13 @@ fn daemon_refuses_a_configuration_without_callers_and_a_path_that_is_not_a_socke
     let daemon = start(&env);
     let run = env.run(&["daemon", "--socket", s(&daemon.socket)]);
     run.expect_err(1, &["a daemon already listens on this socket"]);
-    let run = env.run(&["daemon", "--socket", s(&daemon.socket), "--concurrency", "0"]);
+    let run = env.run(&[
+        "daemon",
+        "--socket",
+        s(&daemon.socket),
+        "--concurrency",
+        "0",
+    ]);
     run.expect_err(3, &["`--concurrency` must be at least 1"]);
 }
 
@@ -378,7 +402,8 @@ fn daemon_one_account_is_one_actor() {
         "config/gatehouse/gatehouse.toml",
         "[actors.a]\nuids = [1001]\n[actors.b]\nuids = [1002, 1001]\n",
     );
-    env.run(&["daemon", "--socket", "/nonexistent/x.sock"]).expect_err(
+    env.run(&["daemon", "--socket", "/nonexistent/x.sock"])
+        .expect_err(
         3,
         &["field `actors.b.uids[1]`: uid `1001` is already actor `a`'s: one account is one actor"],
     );
