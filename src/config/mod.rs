@@ -26,7 +26,7 @@ use serde::Deserialize;
 
 pub use crate::policy::{OnDegraded, UnknownOnDegraded};
 pub use env::{HostEnv, StatePaths};
-pub use network::{NetworkConfig, ProviderDef, ValueSource};
+pub use network::{NetworkConfig, NotifyDef, ProviderDef, ValueSource};
 pub use resolve::{
     absolutize, resolve_ancestor, resolve_glob, resolve_path, resolve_raw_path, GlobRoot,
 };
@@ -124,6 +124,7 @@ struct RawApprovals {
     #[serde(default)]
     people: Vec<u32>,
     remember_max: Option<String>,
+    notify: Option<network::RawNotify>,
 }
 
 /// `[approvals] elicitation`: whether an MCP client's answer to an
@@ -171,6 +172,8 @@ pub struct ApprovalsConfig {
     /// in seconds; `forever` there means this long. Only `grants add`,
     /// a person's own command, records a grant without expiry.
     pub remember_max_secs: u64,
+    /// `notify`: where a queued approval is announced; `None`: nowhere.
+    pub notify: Option<NotifyDef>,
 }
 
 impl Default for ApprovalsConfig {
@@ -179,6 +182,7 @@ impl Default for ApprovalsConfig {
             elicitation: None,
             people: Vec::new(),
             remember_max_secs: DEFAULT_REMEMBER_MAX_SECS,
+            notify: None,
         }
     }
 }
@@ -461,7 +465,7 @@ fn validate(path: &Path, raw: RawConfig, home: Option<&Path>) -> Result<HostConf
     let network = network::network(raw.network, &here)?;
     let providers = network::providers(raw.providers, &here)?;
     let values = values(raw.values)?;
-    let approvals = approvals(raw.approvals.unwrap_or_default())?;
+    let approvals = approvals(raw.approvals.unwrap_or_default(), &here)?;
     let journal_bytes =
         bounded("limits.journal_mib", limits.journal_mib, 1 << 20, " (MiB)")?.map(|mib| mib << 20);
     let serve_tools = serve_tools(raw.serve.map(|s| s.tools).unwrap_or_default())?;
@@ -523,7 +527,7 @@ fn validate(path: &Path, raw: RawConfig, home: Option<&Path>) -> Result<HostConf
 }
 
 /// `[approvals]`: `elicitation` one of its three words.
-fn approvals(raw: RawApprovals) -> Result<ApprovalsConfig, Bad> {
+fn approvals(raw: RawApprovals, base: &Path) -> Result<ApprovalsConfig, Bad> {
     let elicitation = raw
         .elicitation
         .map(|e| {
@@ -543,10 +547,15 @@ fn approvals(raw: RawApprovals) -> Result<ApprovalsConfig, Bad> {
             .map_err(|why| Bad::invalid("approvals.remember_max", format!("`{d}`: {why}")))?
             .unsigned_abs(),
     };
+    let notify = raw
+        .notify
+        .map(|n| network::notify(n, base).map_err(|(field, why)| Bad::invalid(field, why)))
+        .transpose()?;
     Ok(ApprovalsConfig {
         elicitation,
         people: raw.people,
         remember_max_secs,
+        notify,
     })
 }
 
@@ -769,14 +778,13 @@ fn valid_name(name: &str) -> bool {
 }
 
 impl HostConfig {
-    /// The environment variables that hold a provider's credential (each
-    /// `[providers.*] value_env`): the gate refuses `env:read` on them
+    /// The environment variables that hold a credential the host sends
+    /// (each `[providers.*] value_env`, and `[approvals] notify`'s): the gate refuses `env:read` on them
     /// (`SECRET_ENV_DENIED`), as it does every `GATEHOUSE_*` variable.
     pub fn secret_env(&self) -> Vec<String> {
         let mut out: Vec<String> = self
-            .providers
-            .iter()
-            .filter_map(|p| match &p.value {
+            .value_sources()
+            .filter_map(|v| match v {
                 ValueSource::Env(var) => Some(var.clone()),
                 ValueSource::File(_) => None,
             })
@@ -786,14 +794,25 @@ impl HostConfig {
         out
     }
 
-    /// The files that hold a provider's credential (each `[providers.*]
-    /// value_file`, absolute): host state, hidden from every executor's
+    /// The files that hold a credential the host sends (each
+    /// `[providers.*] value_file`, and `[approvals] notify`'s; absolute): host state, hidden from every executor's
     /// reads and writes, whether or not they exist yet.
     pub fn secret_files(&self) -> impl Iterator<Item = &Path> {
-        self.providers.iter().filter_map(|p| match &p.value {
+        self.value_sources().filter_map(|v| match v {
             ValueSource::File(path) => Some(path.as_path()),
             ValueSource::Env(_) => None,
         })
+    }
+
+    /// Where each credential the host sends comes from: every provider's
+    /// value and `[approvals] notify`'s header.
+    fn value_sources(&self) -> impl Iterator<Item = &ValueSource> {
+        self.providers.iter().map(|p| &p.value).chain(
+            self.approvals
+                .notify
+                .iter()
+                .filter_map(|n| n.header.as_ref().map(|(_, _, v)| v)),
+        )
     }
 
     /// Whether the configuration file itself holds a secret: a `[state]

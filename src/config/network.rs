@@ -31,6 +31,91 @@ pub(super) struct RawProvider {
     value_file: Option<String>,
 }
 
+/// `[approvals] notify` as written.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawNotify {
+    url: String,
+    header: Option<String>,
+    format: Option<String>,
+    value_env: Option<String>,
+    value_file: Option<String>,
+}
+
+/// `[approvals] notify`: where a queued approval is announced, as a
+/// JSON `POST`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NotifyDef {
+    /// `https://…` (plain `http://` only to a loopback address).
+    pub url: String,
+    /// The header that carries a credential, if any: its name (default
+    /// `Authorization`), its format (default `Bearer {value}`) and where
+    /// its value is read from at each notice.
+    pub header: Option<(String, String, ValueSource)>,
+}
+
+pub(super) fn notify(
+    raw: RawNotify,
+    base: &std::path::Path,
+) -> Result<NotifyDef, (String, String)> {
+    let field = |f: &str| format!("approvals.notify.{f}");
+    let uri: http::Uri = raw
+        .url
+        .parse()
+        .map_err(|_| (field("url"), format!("`{}` is not a url", raw.url)))?;
+    let host = uri.host().unwrap_or_default();
+    let loopback = host == "localhost"
+        || host
+            .trim_start_matches('[')
+            .trim_end_matches(']')
+            .parse::<IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback());
+    match uri.scheme_str() {
+        Some("https") if !host.is_empty() => {}
+        Some("http") if loopback => {}
+        _ => {
+            return Err((
+                field("url"),
+                format!(
+                    "`{}` is not an https url (plain http only to a loopback address)",
+                    raw.url
+                ),
+            ))
+        }
+    }
+    let header = match (raw.header, raw.format, raw.value_env, raw.value_file) {
+        (None, None, None, None) => None,
+        (header, format, value_env, value_file) => {
+            let format = format.unwrap_or_else(|| "Bearer {value}".into());
+            if !format.contains("{value}") {
+                return Err((
+                    field("format"),
+                    format!("`{format}` does not hold `{{value}}`"),
+                ));
+            }
+            let header = header.unwrap_or_else(|| "Authorization".into());
+            if http::HeaderName::from_bytes(header.as_bytes()).is_err() {
+                return Err((field("header"), format!("`{header}` is not a header name")));
+            }
+            let value = match (value_env, value_file) {
+                (Some(var), None) => ValueSource::Env(var),
+                (None, Some(file)) => ValueSource::File(base.join(file)),
+                _ => {
+                    return Err((
+                        field("value_env"),
+                        "a header needs exactly one of `value_env` and `value_file`".into(),
+                    ))
+                }
+            };
+            Some((header, format, value))
+        }
+    };
+    Ok(NotifyDef {
+        url: raw.url,
+        header,
+    })
+}
+
 /// `[network]`.
 ///
 /// Defaults: the webpki roots only; every name through the system

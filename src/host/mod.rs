@@ -39,6 +39,7 @@ mod delegate;
 mod each_command;
 pub(crate) mod gate;
 mod needs;
+mod notify;
 mod own;
 mod pipeline;
 mod request;
@@ -390,6 +391,20 @@ impl Host {
             runtimes::Runtimes::open(&options.config, &stores, options.manifests, watcher.clone())
                 .map_err(HostError::Unit)?,
         );
+        let mut stores = stores;
+        if let (true, Some(def)) = (options.approval_queue, &options.config.approvals.notify) {
+            // `[approvals] notify`: each entry this host queues is
+            // announced, on a thread of its own (never waited for).
+            match notify::Notifier::start(def.clone(), runtimes.units.http.client.clone()) {
+                Ok(notifier) => {
+                    stores.approvals = Arc::new(notify::Announcing {
+                        inner: stores.approvals.clone(),
+                        notifier,
+                    })
+                }
+                Err(e) => tracing::warn!("approval notices are off: {e}"),
+            }
+        }
         let inner = Inner {
             runtimes,
             settings: Settings {

@@ -16,7 +16,7 @@ use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
 use serde_json::{json, Value};
 
-use crate::support::guests::{component, manifest, output, run_json};
+use crate::support::guests::{component, guest, manifest, output, run_json};
 use crate::support::{s, Env};
 
 /// One request a test server received.
@@ -1223,4 +1223,121 @@ fn without_a_provider_a_reflected_header_comes_back_unchanged() {
     assert!(line["error"].is_null(), "{line:#}");
     assert!(line.get("provider").is_none(), "{line:#}");
     assert!(line.get("redacted").is_none(), "{line:#}");
+}
+
+/// Issue 46, item 4: `[approvals] notify` announces a queued approval to
+/// a local HTTPS receiver (trusted through `[network] ca_file`): one
+/// `POST` of JSON with the pending id, the actor, the executor, the items
+/// and the input's preview, and the header made of its value. A one-shot
+/// `run` still sends it before it exits.
+#[test]
+fn a_queued_approval_is_announced_to_the_notify_url() {
+    let pki = pki();
+    let srv = server(&pki, None);
+    let p = srv.port;
+    let env = env_with(
+        &pki,
+        &format!(
+            "[approvals]\nnotify = {{ url = \"https://localhost:{p}/hook\", header = \"X-Token\", format = \"token {{value}}\", value_env = \"HOOK_TOKEN\" }}\n"
+        ),
+    );
+    let ws = env.mkdir("ws");
+    env.mkdir("ws/out");
+    let (run, v) = crate::support::guests::run_json_with_vars(
+        &env,
+        &guest("write-file"),
+        &ws,
+        "Supervised",
+        r#"{"path":"out/a.txt","content":"hi"}"#,
+        &[],
+        &[("HOOK_TOKEN", "s3cret")],
+    );
+    run.expect(4);
+    let id = v["pending_id"].as_str().unwrap().to_string();
+    let seen = srv.seen();
+    assert_eq!(seen.len(), 1, "{seen:#?}");
+    assert_eq!(seen[0].method, "POST");
+    assert_eq!(seen[0].path, "/hook");
+    assert_eq!(seen[0].headers["x-token"], "token s3cret");
+    assert_eq!(seen[0].headers["content-type"], "application/json");
+    let notice: serde_json::Value = serde_json::from_str(&seen[0].body).unwrap();
+    assert_eq!(notice["pending_id"], id.as_str());
+    assert_eq!(notice["actor"], "main");
+    assert_eq!(notice["executor"], "write-file");
+    assert_eq!(notice["items"][0]["capability"], "fs:write", "{notice:#}");
+    assert_eq!(
+        notice["items"][0]["target"],
+        format!("{}/out/**", s(&ws)),
+        "{notice:#}"
+    );
+    assert!(
+        notice["input_preview"]
+            .as_str()
+            .unwrap()
+            .contains("out/a.txt"),
+        "{notice:#}"
+    );
+    // The token is the host's: not readable by an executor.
+    let run = env.run(&[
+        "policy",
+        "decide",
+        r#"{"kind":"capability","actor":"main","capability":"env:read","target":"HOOK_TOKEN"}"#,
+        "--workspace",
+        s(&ws),
+    ]);
+    run.expect(2);
+    assert!(run.stdout.contains("SECRET_ENV_DENIED"), "{}", run.stdout);
+}
+
+/// A receiver that takes the connection and never answers: the call is
+/// queued and answered at once (the notice is still on its first attempt
+/// when the result comes back), and the next one is too.
+#[test]
+fn a_receiver_that_never_answers_does_not_hold_up_the_queue() {
+    use crate::support::serve::{args, executors, Client};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let accepted = Arc::new(Mutex::new(Vec::new()));
+    let keep = accepted.clone();
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            // Held open, never read from, never answered.
+            keep.lock().unwrap().push(stream.unwrap());
+        }
+    });
+    let env = Env::new();
+    env.write(
+        "config/gatehouse/gatehouse.toml",
+        &format!(
+            "[actors.main]\nchannel = \"cli\"\nsender = \"tester\"\nskills = [\"*\"]\n\
+             [approvals]\nelicitation = \"off\"\nnotify = {{ url = \"http://127.0.0.1:{port}/hook\" }}\n"
+        ),
+    );
+    let ws = env.mkdir("ws");
+    env.mkdir("ws/out");
+    let ex = executors(&env);
+    let mut c = Client::start(&env, &args(&ws, &ex, "Supervised"), false);
+    for n in 0..2 {
+        let r = c.call(
+            "write-file",
+            json!({"path": format!("out/{n}.txt"), "content": "x"}),
+            &mut |_| panic!("asked"),
+        );
+        assert_eq!(r["structuredContent"]["code"], "APPROVAL_REQUIRED", "{r:#}");
+    }
+    // Both queued while the first notice still waits on its first
+    // attempt (a second attempt comes 11 s after the first).
+    assert_eq!(
+        env.run(&["approvals", "list"]).json_lines().len(),
+        2,
+        "both entries are queued"
+    );
+    // The receiver did get the first notice's connection, and holds it.
+    let mut waited = 0;
+    while accepted.lock().unwrap().is_empty() && waited < 500 {
+        std::thread::sleep(std::time::Duration::from_millis(10));
+        waited += 1;
+    }
+    assert_eq!(accepted.lock().unwrap().len(), 1);
+    assert_eq!(c.finish(), 0);
 }
