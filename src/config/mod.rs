@@ -1040,6 +1040,48 @@ workspaces = [{ path = "/tmp", mode = "read-only" }]
     }
 
     #[test]
+    fn daemon_fields_parse_and_bad_ones_are_named() {
+        let c = parse(
+            "max_level = \"Supervised\"\n[actors.a]\nuids = [1001]\nlevel = \"ReadOnly\"\n[actors.b]\nuids = [1002]\n\
+             [approvals]\nnotify = { url = \"https://hooks.example/x\", value_file = \"hook.token\" }\n",
+        )
+        .unwrap();
+        assert_eq!(c.actor_of_uid(1002), Some("b"));
+        assert_eq!(c.actor_of_uid(1003), None);
+        assert_eq!(c.actor_level("a"), Level::ReadOnly);
+        assert_eq!(c.actor_level("b"), Level::Supervised);
+        let notify = c.approvals.notify.clone().unwrap();
+        assert_eq!(
+            notify.header,
+            Some((
+                "Authorization".to_string(),
+                "Bearer {value}".to_string(),
+                ValueSource::File(PathBuf::from("/etc/g/hook.token"))
+            ))
+        );
+        assert_eq!(
+            c.secret_files().collect::<Vec<_>>(),
+            [Path::new("/etc/g/hook.token")]
+        );
+        let bad = |text: &str| parse(text).unwrap_err().to_string();
+        assert_eq!(
+            bad("max_level = \"Supervised\"\n[actors.a]\nlevel = \"Full\"\n"),
+            "`/etc/g/gatehouse.toml`: field `actors.a.level`: `Full` is above `max_level` `Supervised`"
+        );
+        assert_eq!(
+            bad("[actors.a]\n[approvals]\nnotify = { url = \"http://hooks.example/x\" }\n"),
+            "`/etc/g/gatehouse.toml`: field `approvals.notify.url`: `http://hooks.example/x` is not an https url (plain http only to a loopback address)"
+        );
+        assert_eq!(
+            bad("[actors.a]\n[approvals]\nnotify = { url = \"https://h.example/\", header = \"X-T\" }\n"),
+            "`/etc/g/gatehouse.toml`: field `approvals.notify.value_env`: a header needs exactly one of `value_env` and `value_file`"
+        );
+        assert!(
+            parse("[actors.a]\n[approvals]\nnotify = { url = \"http://127.0.0.1:9/x\" }\n").is_ok()
+        );
+    }
+
+    #[test]
     fn bad_input_names_the_field() {
         let e = parse("[actors.main]\nskils = []\n")
             .unwrap_err()
