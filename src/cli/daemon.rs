@@ -79,6 +79,16 @@ pub fn daemon(ctx: &Context, args: DaemonArgs) -> CmdResult {
     }
     if ctx.env.listen_fds {
         use std::os::fd::FromRawFd;
+        // Descriptor 3 must be the socket handed over: anything else (a
+        // launcher that set the variables but closed it, so that a file
+        // this process opened took its number) is refused, not taken.
+        let is_socket = std::fs::read_link("/proc/self/fd/3")
+            .is_ok_and(|l| l.to_string_lossy().starts_with("socket:"));
+        if !is_socket {
+            return Err(Failure::invalid(
+                "`LISTEN_FDS` says a socket was handed over, but descriptor 3 is not one",
+            ));
+        }
         // SAFETY: systemd's socket activation passes this process (its
         // LISTEN_PID) its listening sockets from descriptor 3 on
         // (sd_listen_fds(3)); nothing else in this process owns

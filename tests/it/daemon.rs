@@ -408,3 +408,98 @@ fn daemon_one_account_is_one_actor() {
         &["field `actors.b.uids[1]`: uid `1001` is already actor `a`'s: one account is one actor"],
     );
 }
+
+/// The units under `contrib/systemd/` pass `systemd-analyze verify`
+/// (where it is present), and the service runs the daemon on the socket
+/// unit's path as an account of its own, the file system read-only.
+#[test]
+fn daemon_the_systemd_units_verify_and_agree() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("contrib/systemd");
+    let service = std::fs::read_to_string(dir.join("gatehouse.service")).unwrap();
+    let socket = std::fs::read_to_string(dir.join("gatehouse.socket")).unwrap();
+    let value = |text: &str, key: &str| -> String {
+        text.lines()
+            .find_map(|l| l.strip_prefix(&format!("{key}=")))
+            .unwrap_or_else(|| panic!("no {key}="))
+            .to_string()
+    };
+    let path = value(&socket, "ListenStream");
+    assert_eq!(
+        value(&service, "ExecStart"),
+        format!("/usr/local/bin/gatehouse daemon --socket {path}")
+    );
+    assert_eq!(value(&service, "User"), "gatehouse");
+    assert_eq!(value(&service, "ProtectSystem"), "strict");
+    assert_eq!(value(&service, "NoNewPrivileges"), "yes");
+    assert_eq!(value(&service, "StateDirectoryMode"), "0700");
+    let Ok(out) = std::process::Command::new("systemd-analyze")
+        .arg("--version")
+        .output()
+    else {
+        eprintln!("systemd-analyze is not installed: the units are not verified");
+        return;
+    };
+    assert!(out.status.success());
+    let tmp = tempfile::tempdir().unwrap();
+    std::fs::write(
+        tmp.path().join("gatehouse.service"),
+        service.replace("/usr/local/bin/gatehouse", env!("CARGO_BIN_EXE_gatehouse")),
+    )
+    .unwrap();
+    std::fs::write(tmp.path().join("gatehouse.socket"), &socket).unwrap();
+    let out = std::process::Command::new("systemd-analyze")
+        .arg("verify")
+        .arg(tmp.path().join("gatehouse.socket"))
+        .arg(tmp.path().join("gatehouse.service"))
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success() && out.stderr.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// Socket activation for real: a listening socket handed over as
+/// descriptor 3 with `LISTEN_PID` and `LISTEN_FDS` (as systemd does, here
+/// by a Python launcher that execs the daemon in its own process) is the
+/// one served, and is left in place when the daemon stops.
+#[test]
+fn daemon_serves_the_socket_systemd_hands_it() {
+    let (env, _, _) = setup(&two_actors(""));
+    let socket = env.mkdir("run").join("activated.sock");
+    let launcher = "import os, socket, sys\n\
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)\n\
+        s.bind(sys.argv[1]); os.chmod(sys.argv[1], 0o666); s.listen(16)\n\
+        os.dup2(s.fileno(), 3); os.set_inheritable(3, True)\n\
+        os.environ['LISTEN_PID'] = str(os.getpid()); os.environ['LISTEN_FDS'] = '1'\n\
+        os.execv(sys.argv[2], [sys.argv[2], 'daemon', '--socket', sys.argv[1]])\n";
+    let mut cmd = std::process::Command::new("python3");
+    for (k, v) in env.command().get_envs() {
+        if let Some(v) = v {
+            cmd.env(k, v);
+        }
+    }
+    cmd.args(["-c", launcher, s(&socket), env!("CARGO_BIN_EXE_gatehouse")])
+        .current_dir(env.root())
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped());
+    let mut child = cmd.spawn().unwrap();
+    let mut stderr = std::io::BufReader::new(child.stderr.take().unwrap());
+    let mut line = String::new();
+    std::io::BufRead::read_line(&mut stderr, &mut line).unwrap();
+    assert!(line.contains("daemon serving mcp on"), "{line}");
+    std::thread::spawn(move || std::io::copy(&mut stderr, &mut std::io::sink()));
+    let daemon = Daemon {
+        child,
+        socket: socket.clone(),
+    };
+    let mut c = agent(&env, AGENT, &daemon, &[]);
+    let r = c.call("hello", json!({"x": 1}), &mut |_| panic!("asked"));
+    assert_eq!(r["isError"], false, "{r:#}");
+    assert_eq!(c.finish(), 0);
+    drop(daemon);
+    // The socket is systemd's: still there.
+    assert!(socket.exists());
+}
