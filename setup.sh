@@ -5,7 +5,8 @@
 # suite's guest) also for wasm32-wasip1 (preview 1 twins).
 # Artifacts land in guests/target/<target>/release/*.wasm.
 # Then the toolchains of the language executors, from the registries and
-# pinned (componentize-py from PyPI into a venv under guests/target; wac,
+# pinned (componentize-py from PyPI into a venv under guests/target, and
+# the Python MCP SDK a test drives `connect` with; wac,
 # the component composer, from crates.io into cargo's bin directory, where
 # it is kept across clones because it takes minutes to compile), and the
 # language executors built with them into guests/target/lang/.
@@ -45,6 +46,15 @@ if ! "$componentize_py" --version 2>/dev/null | grep -qx "componentize-py $COMPO
   rm -rf "$tools/python"
   python3 -m venv "$tools/python"
   "$tools/python/bin/pip" install --quiet --disable-pip-version-check "componentize-py==$COMPONENTIZE_PY_VERSION"
+fi
+# The official Python MCP SDK, whose client drives `gatehouse connect` in
+# one test (tests/it/python/mcp_connect.py), pinned, in a venv of its own.
+MCP_PY_VERSION=2.3.0
+mcp_client="$tools/mcp-client"
+if ! "$mcp_client/bin/python" -c "import importlib.metadata as m, sys; sys.exit(m.version('mcp') != '$MCP_PY_VERSION')" 2>/dev/null; then
+  rm -rf "$mcp_client"
+  python3 -m venv "$mcp_client"
+  "$mcp_client/bin/pip" install --quiet --disable-pip-version-check "mcp==$MCP_PY_VERSION"
 fi
 wac="${CARGO_HOME:-$HOME/.cargo}/bin/wac"
 if ! "$wac" --version 2>/dev/null | grep -qx "wac-cli $WAC_VERSION"; then

@@ -503,3 +503,47 @@ fn daemon_serves_the_socket_systemd_hands_it() {
     // The socket is systemd's: still there.
     assert!(socket.exists());
 }
+
+/// The official Python MCP SDK (`mcp`, from PyPI, installed by
+/// `setup.sh`) drives `gatehouse connect` as its stdio server, as an
+/// agent's account: it initializes, lists the actor's tools and calls
+/// `hello`.
+#[test]
+fn daemon_the_python_sdk_drives_connect() {
+    let python = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("guests/target/toolchains/mcp-client/bin/python");
+    assert!(
+        python.exists(),
+        "{} is missing: run ./setup.sh",
+        python.display()
+    );
+    let (env, _, _) = setup(&two_actors(""));
+    let daemon = start(&env);
+    let script =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/it/python/mcp_connect.py");
+    let out = std::process::Command::new(&python)
+        .arg(&script)
+        .args([
+            env!("CARGO_BIN_EXE_gatehouse"),
+            s(&daemon.socket),
+            &AGENT.to_string(),
+        ])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: Value = serde_json::from_str(stdout.lines().last().unwrap()).unwrap();
+    assert_eq!(v["server"], "gatehouse");
+    assert_eq!(v["tools"], json!(["hello", "write-file"]));
+    assert_eq!(v["result"]["isError"], false, "{v:#}");
+    assert_eq!(
+        v["result"]["structuredContent"],
+        json!({"echo": {"from": "python"}}),
+        "{v:#}"
+    );
+}
