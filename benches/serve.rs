@@ -15,6 +15,11 @@
 //!   answering (b)'s text, on the same transport and a runtime of one
 //!   worker as ours (this bench binary again).
 //!
+//! - (f) through `gatehouse connect` and `gatehouse daemon`: the same
+//!   calls written to `connect`'s stdin, relayed over the daemon's UNIX
+//!   socket (the bench writes a configuration mapping its own uid to the
+//!   actor), 1 in flight; target: (f) ≤ 1.35 × (b).
+//!
 //! The protocol's overhead per call is (b) − (a) at the median; (d) says
 //! how much of it any process on this machine pays for a round trip over
 //! two pipes (the wake-ups of two sleeping processes), which no server
@@ -276,6 +281,59 @@ fn main() {
     });
     noop.close();
 
+    // (f) through connect and the daemon.
+    let execs = tmp.path().join("execs");
+    std::fs::create_dir_all(&execs).unwrap();
+    std::fs::write(
+        execs.join("hello.toml"),
+        format!(
+            "name = \"hello\"\ndescription = \"hello\"\ncomponent = \"{}\"\n[[capabilities]]\nname = \"compute:pure\"\n",
+            root.join("guests/target/wasm32-wasip2/release/hello.wasm").display()
+        ),
+    )
+    .unwrap();
+    let config = tmp.path().join("daemon.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "executor_dirs = [\"{}\"]\n[actors.main]\nskills = [\"hello\"]\nuids = [{}]\nworkspaces = [{{ path = \"{}\", mode = \"read-write\" }}]\n",
+            execs.display(),
+            gatehouse::host::current_uid(),
+            ws.display()
+        ),
+    )
+    .unwrap();
+    let socket = tmp.path().join("d.sock");
+    let mut daemon = Command::new(env!("CARGO_BIN_EXE_gatehouse"))
+        .args(["daemon", "--socket"])
+        .arg(&socket)
+        .env("GATEHOUSE_CONFIG", &config)
+        .env("GATEHOUSE_STATE_DIR", state.join("f"))
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut started = String::new();
+    BufReader::new(daemon.stderr.take().unwrap())
+        .read_line(&mut started)
+        .unwrap();
+    assert!(started.contains("daemon serving mcp"), "{started}");
+    let mut connect = Pipe::spawn(
+        Command::new(env!("CARGO_BIN_EXE_gatehouse"))
+            .args(["connect", "--socket"])
+            .arg(&socket),
+    );
+    handshake(&mut connect);
+    let through = timed(|i| {
+        connect.send(&call(i + 1));
+        let r = connect.read();
+        assert_eq!(r["result"]["isError"], false, "{r}");
+    });
+    connect.close();
+    let _ = daemon.kill();
+    let _ = daemon.wait();
+
     let (a50, b50) = (percentile(&inproc, 0.5), percentile(&one, 0.5));
     println!(
         "(a) in process       p50 {a50:8.1} µs  p99 {:8.1} µs  {:8.0} calls/s",
@@ -301,6 +359,12 @@ fn main() {
         "protocol overhead per call (p50 b − a): {:.1} µs, of which the pipe round trip (d): {d50:.1} µs",
         b50 - a50
     );
+    let f50 = percentile(&through, 0.5);
+    println!(
+        "(f) connect + daemon p50 {f50:8.1} µs  p99 {:8.1} µs  (f)/(b) {:.2}x (target ≤ 1.35x)",
+        percentile(&through, 0.99),
+        f50 / b50
+    );
     let ratio = b50 / (e50 + a50);
     println!("(b) / ((e) + (a)) p50: {ratio:.2}x (target ≤ 1.25x)");
     println!(
@@ -308,6 +372,7 @@ fn main() {
         json!({"inproc_p50_us": a50, "stdio1_p50_us": b50, "stdio1_calls_per_s": one_rate,
                "stdio4_calls_per_s": four_rate, "overhead_p50_us": b50 - a50,
                "pipe_floor_p50_us": d50, "rmcp_noop_p50_us": e50,
-               "ratio_to_rmcp_floor": ratio})
+               "ratio_to_rmcp_floor": ratio, "connect1_p50_us": f50,
+               "connect_to_stdio_ratio": f50 / b50})
     );
 }
