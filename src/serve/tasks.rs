@@ -89,6 +89,9 @@ pub(super) struct Entry {
     /// In a fleet: the call (tool, command, arguments, actor), to be run
     /// again by another node that answers the task's approval.
     call: Option<FleetCall>,
+    /// While working: the pending approval a person is to answer (no one
+    /// may be asked through the client), the call run again once they do.
+    waiting_for: Option<String>,
 }
 
 impl Entry {
@@ -112,6 +115,11 @@ impl Entry {
             .with_poll_interval_ms(POLL_MS);
         if let State::InputRequired { .. } = self.state {
             task = task.with_status_message("waiting for a person's approval");
+        }
+        if let (State::Working, Some(pending)) = (&self.state, &self.waiting_for) {
+            task = task.with_status_message(format!(
+                "waiting for a person to answer pending approval `{pending}` (`gatehouse approvals`)"
+            ));
         }
         task
     }
@@ -239,6 +247,7 @@ impl Server {
             state: State::Working,
             cancel,
             call,
+            waiting_for: None,
         };
         let task = entry.task(&id);
         let row = fleet.as_ref().map(|(_, node)| entry.row(node));
@@ -259,31 +268,98 @@ impl Server {
         let executor = offered.name.clone();
         let context = context.clone();
         tokio::spawn(async move {
-            let outcome = server.begin(request, None).await;
-            server
-                .task_turn_ended(&id, &executor, outcome, &context)
-                .await;
+            loop {
+                let outcome = server.begin(request.clone(), None).await;
+                let Some(pending) = server
+                    .task_turn_ended(&id, &executor, outcome, &context)
+                    .await
+                else {
+                    break;
+                };
+                // Queued for a person: the task stays working until they
+                // answer, then the same call runs again and takes the
+                // answer (or is queued anew if it no longer matches).
+                if !server.wait_for_answer(&id, &pending).await {
+                    break;
+                }
+            }
         });
         Ok(CallToolResponse::Task(CreateTaskResult::new(task)))
     }
 
+    /// Waits until the person answers pending approval `pending` of task
+    /// `id` (or it expires): whether the call is to run again; a task
+    /// cancelled meanwhile is marked so, and is not.
+    async fn wait_for_answer(&self, id: &str, pending: &str) -> bool {
+        let queue = self.inner.host.stores().approvals.clone();
+        loop {
+            tokio::time::sleep(Duration::from_millis(POLL_MS)).await;
+            {
+                let mut tasks = lock(&self.inner.tasks);
+                let Some(entry) = tasks.get_mut(id) else {
+                    return false;
+                };
+                if entry.cancel.is_cancelled() || !matches!(entry.state, State::Working) {
+                    if matches!(entry.state, State::Working) {
+                        entry.set(State::Cancelled);
+                    }
+                    entry.waiting_for = None;
+                    return false;
+                }
+            }
+            let pending_id = pending.to_string();
+            let queue = queue.clone();
+            let entry = tokio::task::spawn_blocking(move || queue.get(&pending_id))
+                .await
+                .ok()
+                .and_then(Result::ok)
+                .flatten();
+            let answered = match entry {
+                // Gone, expired or answered: the call runs again and ends
+                // as the queue now says.
+                None => true,
+                Some(e) => e.status != "pending" || e.expires_at <= crate::state::grants::now_utc(),
+            };
+            if answered {
+                if let Some(entry) = lock(&self.inner.tasks).get_mut(id) {
+                    entry.waiting_for = None;
+                }
+                return true;
+            }
+        }
+    }
+
     /// Records where the task's turn got to: its result, or the form it
-    /// waits on.
+    /// waits on; the pending approval it now waits for a person to answer,
+    /// when no one may be asked through the client.
     async fn task_turn_ended(
         &self,
         id: &str,
         executor: &str,
         outcome: Result<Begun, String>,
         context: &RequestContext<RoleServer>,
-    ) {
+    ) -> Option<String> {
         // No one may be asked through the client: the approval is
-        // queued for a person, and the task ends with that.
+        // queued for a person, and the task waits for their answer.
         let outcome = match outcome {
             Ok(Begun::Parked(parked)) if !self.elicits() => {
                 let queued = vec![crate::host::Choice::Queue; parked.approval.pending.len()];
-                self.resume(parked, queued)
-                    .await
-                    .map(|o| Begun::Done(Box::new(o)))
+                let outcome = self.resume(parked, queued).await;
+                if let Ok(o) = &outcome {
+                    if let (Some(crate::policy::DenyCode::ApprovalRequired), Some(pending)) =
+                        (o.code(), o.pending_id.clone())
+                    {
+                        let mut tasks = lock(&self.inner.tasks);
+                        if let Some(entry) = tasks.get_mut(id) {
+                            if matches!(entry.state, State::Working) {
+                                entry.waiting_for = Some(pending.clone());
+                                entry.updated_at = now();
+                                return Some(pending);
+                            }
+                        }
+                    }
+                }
+                outcome.map(|o| Begun::Done(Box::new(o)))
             }
             other => other,
         };
@@ -319,12 +395,10 @@ impl Server {
         let node = self.fleet_tasks().map(|(_, node)| node);
         let row = {
             let mut tasks = lock(&self.inner.tasks);
-            let Some(entry) = tasks.get_mut(id) else {
-                return;
-            };
+            let entry = tasks.get_mut(id)?;
             // A task cancelled while its turn ended stays cancelled.
             if matches!(entry.state, State::Cancelled) {
-                return;
+                return None;
             }
             entry.set(state);
             if let (Some((scope, definition_hash, policy_hash, turn)), Some(call)) =
@@ -338,6 +412,7 @@ impl Server {
             node.map(|n| entry.row(&n))
         };
         self.record(id, row);
+        None
     }
 
     /// `tasks/get`.

@@ -724,7 +724,8 @@ async fn mcp_with_elicitation_off_no_client_is_asked_and_the_calls_are_queued() 
         .to_string();
     assert!(person.asked().is_empty());
     session.cancel().await.unwrap();
-    // A task: it completes with the queued result.
+    // A task: it stays working, naming the pending approval a person is
+    // to answer, until one does; then the same call runs, once.
     let mut person = Person::new(true);
     person.tasks = true;
     let session = stdio(&env, &args(&ws, &ex, "Supervised"), &person).await;
@@ -738,22 +739,47 @@ async fn mcp_with_elicitation_off_no_client_is_asked_and_the_calls_are_queued() 
         other => panic!("not a task: {other:?}"),
     };
     let id = handle["taskId"].as_str().unwrap().to_string();
+    let mut waiting = Value::Null;
+    for _ in 0..300 {
+        let task = serde_json::to_value(
+            session
+                .peer()
+                .get_task(rmcp::model::GetTaskParams::new(&id))
+                .await
+                .unwrap(),
+        )
+        .unwrap();
+        if task["statusMessage"]
+            .as_str()
+            .is_some_and(|m| m.starts_with("waiting for a person to answer pending approval `p-"))
+        {
+            waiting = task;
+            break;
+        }
+        assert_eq!(task["status"], "working", "{task:#}");
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    assert_eq!(waiting["status"], "working", "{waiting:#}");
+    let message = waiting["statusMessage"].as_str().unwrap();
+    let pending = message.split('`').nth(1).unwrap().to_string();
+    assert!(person.asked().is_empty());
+    assert!(!ws.join("out/t.txt").exists());
+    // Still working a while later: nothing answered it.
+    tokio::time::sleep(std::time::Duration::from_millis(600)).await;
+    let still = task_reaching(&session, &id, "working").await;
+    assert_eq!(still["statusMessage"], message, "{still:#}");
+    // The person answers, at a terminal.
+    let allow = env.run_on_terminal(&["approvals", "allow", &pending], &[], "y\n");
+    allow.expect(0);
     let done = task_reaching(&session, &id, "completed").await;
-    assert_eq!(done["result"]["isError"], true, "{done:#}");
-    assert_eq!(
-        done["result"]["structuredContent"]["code"], "APPROVAL_REQUIRED",
-        "{done:#}"
-    );
+    assert_eq!(done["result"]["isError"], false, "{done:#}");
+    assert_eq!(std::fs::read(ws.join("out/t.txt")).unwrap(), b"by a task");
     assert!(person.asked().is_empty());
     session.cancel().await.unwrap();
     assert!(!ws.join("out/m.txt").exists());
-    assert!(!ws.join("out/t.txt").exists());
     let listed = env.run(&["approvals", "list"]).json_lines();
-    assert_eq!(listed.len(), 2, "{listed:#?}");
-    assert!(
-        listed.iter().any(|e| e["id"] == first.as_str()),
-        "{listed:#?}"
-    );
+    assert_eq!(listed.len(), 1, "{listed:#?}");
+    assert_eq!(listed[0]["id"], first.as_str(), "{listed:#?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -268,6 +268,7 @@ impl Server {
             state: State::Working,
             cancel,
             call: None,
+            waiting_for: None,
         };
         lock(&self.inner.tasks).insert(id.to_string(), entry);
         self.watch_cancel(id);
