@@ -59,7 +59,7 @@ use crate::sandbox::{
     Sandbox, DEFAULT_HTTP_REQUESTS, DEFAULT_HTTP_RESPONSE_BYTES, DEFAULT_JOURNAL_BYTES,
     DEFAULT_MEMORY_KEYS,
 };
-use crate::state::grants::{now_utc, GrantError};
+use crate::state::grants::GrantError;
 use crate::util::watch::{WatchKey, Watcher};
 // The sandbox's types a caller of the host handles: it needs nothing else
 // from the sandbox.
@@ -87,7 +87,7 @@ pub use crate::state::tasks::{
 };
 pub use crate::undo::{HistoryError, TurnSummary, UndoReport, UndoStatus};
 // What a person's answer remembers, for the callers that ask (MCP's forms).
-pub use crate::state::grants::{remember_for, DEFAULT_REMEMBER_SECS};
+pub use crate::state::grants::{now_utc, remember_for, DEFAULT_REMEMBER_SECS};
 pub use crate::state::Stores;
 
 /// Why a host could not be opened or could not keep its state.

@@ -318,7 +318,7 @@ impl Server {
                 // Gone, expired or answered: the call runs again and ends
                 // as the queue now says.
                 None => true,
-                Some(e) => e.status != "pending" || e.expires_at <= crate::state::grants::now_utc(),
+                Some(e) => e.status != "pending" || e.expires_at <= crate::host::now_utc(),
             };
             if answered {
                 if let Some(entry) = lock(&self.inner.tasks).get_mut(id) {
