@@ -213,22 +213,24 @@ fn remember_how_long(tty: &mut Tty) -> Choice {
 }
 
 impl Approver for TerminalApprover {
+    /// One question for the whole pending set (issue 46, item 7): the
+    /// turn, what it shows, every item, then one answer line, answered as
+    /// a whole. "Allow and remember" is offered only when every item may
+    /// be remembered.
     fn ask(&self, request: &ApprovalRequest) -> Vec<Choice> {
         let Some(mut tty) = Tty::open() else {
             return NoOne.ask(request);
         };
-        let mut head = format!(
+        let mut text = format!(
             "\nexecutor `{}` (actor `{}`, turn `{}`) asks for approval\n",
             shown(&request.executor),
             shown(&request.actor),
             request.turn
         );
         for line in request.shown.lines() {
-            head.push_str(&shown(&line));
-            head.push('\n');
+            text.push_str(&shown(&line));
+            text.push('\n');
         }
-        tty.say(&head);
-        let mut answers = Vec::new();
         for p in &request.pending {
             let target = shown(p.target.as_deref().unwrap_or("-"));
             let critical = if p.critical {
@@ -236,11 +238,11 @@ impl Approver for TerminalApprover {
             } else {
                 "a non-critical capability"
             };
-            let mut text = format!(
-                "\nexecutor `{}` asks for `{}` on `{target}`\n",
+            text.push_str(&format!(
+                "executor `{}` asks for `{}` on `{target}`\n",
                 shown(&request.executor),
                 p.capability
-            );
+            ));
             if let Some(declared) = &p.declared_target {
                 text.push_str(&format!(
                     "  declared as `{}`: a symbolic link on the way leads to `{target}`\n",
@@ -258,26 +260,23 @@ impl Approver for TerminalApprover {
                 p.capability
             ));
             text.push_str(&format!("  why: {}\n", shown(&p.reason)));
-            text.push_str(if p.rememberable {
-                "  [o] allow once  [r] allow and remember (writes a grant)  [d] deny: "
-            } else {
-                "  [o] allow once  [d] deny (always-class: cannot be remembered): "
-            });
-            tty.say(&text);
-            let choice = match tty.read_line(None) {
-                Ok(None) | Err(_) => Choice::Queue,
-                Ok(Some(line)) => match line.trim() {
-                    "o" | "once" => Choice::Once,
-                    "r" | "remember" if p.rememberable => remember_how_long(&mut tty),
-                    _ => Choice::Deny,
-                },
-            };
-            answers.push(choice);
-            if matches!(choice, Choice::Deny | Choice::Queue) {
-                break;
-            }
         }
-        answers
+        let rememberable = request.pending.iter().all(|p| p.rememberable);
+        text.push_str(if rememberable {
+            "[o] allow once  [r] allow and remember (writes a grant per item)  [d] deny: "
+        } else {
+            "[o] allow once  [d] deny (not rememberable): "
+        });
+        tty.say(&text);
+        let choice = match tty.read_line(None) {
+            Ok(None) | Err(_) => Choice::Queue,
+            Ok(Some(line)) => match line.trim() {
+                "o" | "once" => Choice::Once,
+                "r" | "remember" if rememberable => remember_how_long(&mut tty),
+                _ => Choice::Deny,
+            },
+        };
+        vec![choice; request.pending.len()]
     }
 }
 

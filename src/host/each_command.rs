@@ -55,7 +55,7 @@ impl CommandApproval for EachCommand {
                     // on the capability, not here.
                     rememberable: false,
                     reason: format!(
-                        "`code:exec` on `{tool}` was allowed once: each command line the guest runs is asked about"
+                        "the guest runs `{tool}`: `code:exec` is approved one command line at a time"
                     ),
                 }],
                 shown: Shown {
@@ -78,6 +78,29 @@ impl CommandApproval for EachCommand {
         let Some(queue) = &self.queue else {
             return CommandApproved::NoOne;
         };
+        // An answer a person already gave to this line, queued by an
+        // earlier run of the same turn whose gate asked nothing (its gate
+        // takes the answer otherwise). The first such answer is consumed:
+        // one that is not about this line counts as none.
+        match queue.take(
+            &self.turn,
+            &self.key,
+            &super::needs::queued(&self.once),
+            now_utc(),
+        ) {
+            Ok(Some(queue::Verdict::Allowed { commands, .. }))
+                if commands.iter().any(|c| c == argv) =>
+            {
+                return CommandApproved::Once
+            }
+            Ok(Some(queue::Verdict::Denied(_))) => return CommandApproved::Refused,
+            Ok(_) => {}
+            Err(e) => tracing::warn!(
+                "turn `{}`: cannot read the approval queue: {}",
+                self.turn,
+                chain(&e)
+            ),
+        }
         let mut key = self.key.clone();
         key.commands = approved.to_vec();
         key.commands.push(argv.to_vec());

@@ -281,7 +281,8 @@ fn approvals_remember_records_grants_but_never_for_an_always_class_capability() 
     run.expect(0);
     assert_eq!(std::fs::read(ws.join("out/a.txt")).unwrap(), b"swapped!");
 
-    // code:exec is always-class: "remember" is refused, nothing written.
+    // code:exec is always-class: "remember" is refused, nothing written
+    // (a command executor's, asked at the gate with its argv).
     let env = Env::new();
     let ws = env.mkdir("ws");
     let config = env.write(
@@ -290,13 +291,10 @@ fn approvals_remember_records_grants_but_never_for_an_always_class_capability() 
     );
     let m = env.write(
         "manifests/cat.toml",
-        &format!(
-            "name = \"cat\"\ncomponent = \"{}\"\ntools = [\"cat\"]\n\
-             [[capabilities]]\nname = \"code:exec\"\ntarget = \"cat\"\n",
-            s(&component("run-tool"))
-        ),
+        "name = \"cat\"\ncommand = [\"cat\", \"notes.txt\"]\ntools = [\"cat\"]\n\
+         [[capabilities]]\nname = \"code:exec\"\ntarget = \"cat\"\n",
     );
-    let (run, v) = run_json(&env, &m, &ws, "Full", "{}", &["--config", s(&config)]);
+    let (run, v) = run_json(&env, &m, &ws, "Full", "", &["--config", s(&config)]);
     run.expect(4);
     let id = v["pending_id"].as_str().unwrap();
     assert_eq!(v["pending"][0]["rememberable"], false);
@@ -650,12 +648,11 @@ fn cat_tool(env: &Env) -> (std::path::PathBuf, std::path::PathBuf) {
 /// Three command lines, the first twice: what a guest asks to run.
 const CAT_CALLS: &str = r#"{"calls":[{"program":"cat","args":["notes.txt"]},{"program":"cat","args":["notes.txt"]},{"program":"cat","args":["other.txt"]}]}"#;
 
-/// Issue 27, point 3: `code:exec` approved once covers the command lines
-/// shown, not every command the guest runs in the turn. A component's
-/// command lines are known only when it runs them, so with no one at a
-/// terminal each one waits in the queue, showing its argv, and the retry
-/// that takes the answer runs exactly the lines approved; a different one
-/// is queued again.
+/// Issue 27, point 3, and issue 46, item 7: a component's `code:exec` is
+/// approved one command line at a time, as its guest runs them (the gate
+/// asks nothing of it). With no one at a terminal each line waits in the
+/// queue, showing its argv, and the retry that takes the answer runs
+/// exactly the lines approved; a different one is queued again.
 ///
 /// Positive control: the approved line runs (its bytes are the file's).
 #[test]
@@ -679,13 +676,9 @@ fn a_code_exec_allowed_once_runs_only_the_command_lines_a_person_approved() {
         reason[at + 28..].split('`').next().unwrap().to_string()
     };
 
-    // The gate's approval of the capability: queued, then allowed.
-    let (r, v) = run();
-    r.expect(4);
-    allow(v["pending_id"].as_str().unwrap());
-
-    // The retry runs, but no command line was shown to anyone: each is
-    // queued, and nothing starts. The same line asked twice is one entry.
+    // The gate asks nothing: the run starts, and no command line was
+    // shown to anyone: each is queued, and nothing starts. The same line
+    // asked twice is one entry.
     let (r, v) = run();
     r.expect(0);
     let out = output(&v);
@@ -703,7 +696,7 @@ fn a_code_exec_allowed_once_runs_only_the_command_lines_a_person_approved() {
     assert_ne!(other_entry, notes_entry);
     assert_eq!(
         out[0]["error"]["denied"]["reason"],
-        format!("`code:exec` on `cat` was allowed once, which covers only the command lines shown; `'cat' 'notes.txt'` is queued as pending approval `{notes_entry}`, which a person can answer with `gatehouse approvals`")
+        format!("`code:exec` on `cat` is approved one command line at a time; `'cat' 'notes.txt'` is queued as pending approval `{notes_entry}`, which a person can answer with `gatehouse approvals`")
     );
     let entries = list(&env, false);
     let entry = |id: &str| {
@@ -721,8 +714,6 @@ fn a_code_exec_allowed_once_runs_only_the_command_lines_a_person_approved() {
         entry(&other_entry)["commands"],
         json!([["cat", "other.txt"]])
     );
-    assert_eq!(entry(&notes_entry)["items"][0]["capability"], "code:exec");
-    assert_eq!(entry(&notes_entry)["items"][0]["target"], "cat");
 
     // The person allows the line of notes.txt; the confirmation shows it.
     let answered = allow(&notes_entry);
@@ -752,10 +743,16 @@ fn a_code_exec_allowed_once_runs_only_the_command_lines_a_person_approved() {
     );
     assert!(!r.stdout.contains("never approved"), "{r:#?}");
 
-    // The answer was consumed: the next retry starts over at the gate.
+    // The answer was consumed: the next retry is asked again, and runs
+    // nothing.
     let (r, v) = run();
-    r.expect(4);
-    assert_eq!(v["code"], "APPROVAL_REQUIRED", "{v:#}");
+    r.expect(0);
+    let out = output(&v);
+    assert_eq!(
+        out[0]["error"]["denied"]["code"], "APPROVAL_REQUIRED",
+        "{out:#}"
+    );
+    assert_eq!(v["run"]["commands"][0]["spawned"], false, "{v:#}");
 }
 
 /// Issue 27, point 3, at a terminal: each new command line of a
@@ -778,8 +775,9 @@ fn at_a_terminal_each_new_command_line_is_asked_about() {
         &config,
         CAT_CALLS,
         &[],
-        // The capability, then notes.txt: allowed once; other.txt: denied.
-        "o\no\nd\n",
+        // notes.txt: allowed once; other.txt: denied (the gate asks
+        // nothing of a component's `code:exec`).
+        "o\nd\n",
     );
     assert_eq!(run.code, 0, "{run:#?}");
     let asked: Vec<&str> = run
@@ -808,4 +806,98 @@ fn at_a_terminal_each_new_command_line_is_asked_about() {
     );
     assert_eq!(v["run"]["commands"][2]["spawned"], false, "{v:#}");
     assert!(!run.stdout.contains("never approved"), "{run:#?}");
+}
+
+/// Issue 46, item 7: a person is asked once per decision, about what
+/// will happen. `run-tool` running `cat notes.txt` at Supervised asks two
+/// questions on the terminal: the gate's open items as one bundle (the
+/// input and `fs:read` on the workspace; not `code:exec` on each program
+/// the manifest declares), then the command line the guest runs. Each
+/// ends with one answer line, the only place `allow once` is written.
+/// Denying the bundle starts nothing; denying the line starts no command.
+#[test]
+fn run_tool_asks_two_questions_the_bundle_and_the_command_line() {
+    let env = Env::new();
+    let ws = env.mkdir("ws");
+    env.write("ws/notes.txt", "a note\n");
+    let config = env.write(
+        "gatehouse.toml",
+        "[actors.main]\nskills = [\"*\"]\ntools = [\"cat\", \"ls\", \"wc\"]\n",
+    );
+    let tool = guest("run-tool");
+    let input = r#"{"program":"cat","args":["notes.txt"]}"#;
+    let args = [
+        "--json",
+        "run",
+        s(&tool),
+        "--workspace",
+        s(&ws),
+        "--config",
+        s(&config),
+        "--level",
+        "Supervised",
+        "--input",
+        input,
+    ];
+    let json_of = |run: &crate::support::Run| -> Value {
+        let line = run
+            .stdout
+            .lines()
+            .rev()
+            .find(|l| l.contains("{\""))
+            .unwrap();
+        serde_json::from_str(&line[line.find("{\"").unwrap()..]).unwrap()
+    };
+    let answer_lines = |run: &crate::support::Run| run.stdout.matches("[o] allow once").count();
+
+    let run = env.run_on_terminal(&args, &[], "o\no\n");
+    assert_eq!(run.code, 0, "{run:#?}");
+    assert_eq!(answer_lines(&run), 2, "{}", run.stdout);
+    assert_eq!(
+        run.stdout.matches("allow once").count(),
+        2,
+        "{}",
+        run.stdout
+    );
+    assert_eq!(run.stdout.matches("asks for approval").count(), 2);
+    // The bundle: the input and the workspace's read, no program.
+    let first = &run.stdout[..run.stdout.find("[o] allow once").unwrap()];
+    assert!(first.contains(&format!("  input: {input}")), "{first}");
+    assert!(
+        first.contains(&format!("asks for `fs:read` on `{}/**`", s(&ws))),
+        "{first}"
+    );
+    assert!(!first.contains("code:exec"), "{first}");
+    // The command line, shown as it runs.
+    let second = &run.stdout[first.len() + 1..];
+    assert!(
+        second.contains("  guest runs: `cat` `notes.txt`"),
+        "{second}"
+    );
+    assert!(second.contains("[o] allow once  [d] deny"), "{second}");
+    let v = json_of(&run);
+    assert_eq!(v["run"]["commands"][0]["spawned"], true, "{v:#}");
+    assert_eq!(
+        crate::support::guests::output(&v)["stdout"],
+        "a note\n",
+        "{v:#}"
+    );
+
+    // The bundle denied: one question, nothing started.
+    let run = env.run_on_terminal(&args, &[], "d\n");
+    assert_eq!(run.code, 2, "{run:#?}");
+    assert_eq!(answer_lines(&run), 1, "{}", run.stdout);
+    let v = json_of(&run);
+    assert_eq!(v["code"], "APPROVAL_REFUSED", "{v:#}");
+    assert_eq!(v["ran"], false, "{v:#}");
+
+    // The line denied: the guest ran, its command did not start.
+    let run = env.run_on_terminal(&args, &[], "o\nd\n");
+    assert_eq!(answer_lines(&run), 2, "{}", run.stdout);
+    let v = json_of(&run);
+    assert_eq!(v["run"]["commands"][0]["spawned"], false, "{v:#}");
+    assert_eq!(
+        v["run"]["commands"][0]["decision"], "APPROVAL_REFUSED",
+        "{v:#}"
+    );
 }

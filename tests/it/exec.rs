@@ -642,10 +642,25 @@ fn the_gate_refuses_code_exec_before_any_approval() {
     let (run, v) = run_json(&env, &m, &ws, "ReadOnly", "{}", &["--config", s(&config)]);
     run.expect(2);
     assert_eq!(v["code"], "CAPABILITY_DENIED", "{v:#}");
-    // Without a terminal the approval cannot be asked.
-    let (run, v) = run_json(&env, &m, &ws, "Full", "{}", &["--config", s(&config)]);
-    run.expect(4);
-    assert_eq!(v["code"], "APPROVAL_REQUIRED", "{v:#}");
+    // Without a terminal no one can be asked: the gate asks nothing of a
+    // component's `code:exec` (its command lines are asked about as the
+    // guest runs them), and the line, queued, starts nothing.
+    let (run, v) = run_json(
+        &env,
+        &m,
+        &ws,
+        "Full",
+        r#"{"program":"touch","args":["mark"]}"#,
+        &["--config", s(&config)],
+    );
+    // The guest's call fails, as a refused command does (exit 1).
+    run.expect(1);
+    assert_eq!(
+        v["run"]["commands"][0]["decision"], "APPROVAL_REQUIRED",
+        "{v:#}"
+    );
+    assert_eq!(v["run"]["commands"][0]["spawned"], false, "{v:#}");
+    assert!(!ws.join("mark").exists());
 }
 
 #[test]
@@ -775,7 +790,7 @@ fn the_demo_runs_every_step_including_a_confined_command() {
         "8. run `hello` (compute:pure)",
         "  denied CAPABILITY_DENIED: ReadOnly denies `fs:write`; no grant can change that",
         "12. run `run-tool`: `cat notes.txt /etc/hostname` as a host command (code:exec)",
-        "  approval: `code:exec` on `cat` -> allowed once (as at the prompt)",
+        "  approval: `code:exec` on `cat`, command line `cat notes.txt /etc/hostname` -> allowed once (as at the prompt)",
         "  decision: tool -> allowed",
         r#""stdout":"a note in the workspace\n""#,
         r#""stderr":"/usr/bin/cat: /etc/hostname: Permission denied\n""#,

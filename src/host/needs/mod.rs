@@ -86,6 +86,23 @@ impl Asking<'_> {
     /// need goes on to its unit's own rules, and the capability is kept as
     /// allowed with the target it was matched on.
     pub fn capability(&mut self, need: &Need<'_>, canonical: Option<String>) -> Result<(), Stop> {
+        self.capability_asked(need, canonical, false).map(|_| ())
+    }
+
+    /// As [`Asking::capability`], for a capability a person is asked
+    /// about later, one command line at a time (a component's
+    /// `code:exec`): an approval it needs is not pending at the gate.
+    /// Whether it needs one.
+    pub fn capability_per_line(&mut self, need: &Need<'_>) -> Result<bool, Stop> {
+        self.capability_asked(need, None, true)
+    }
+
+    fn capability_asked(
+        &mut self,
+        need: &Need<'_>,
+        canonical: Option<String>,
+        per_line: bool,
+    ) -> Result<bool, Stop> {
         let cap = need.cap;
         let matched = canonical
             .clone()
@@ -102,6 +119,16 @@ impl Asking<'_> {
             ..
         } = decision
         {
+            if per_line {
+                if let Some(last) = self.steps.last_mut() {
+                    last.approval = Some("asked_per_command_line");
+                }
+                self.allowed.push(Allowed {
+                    capability: cap,
+                    target: matched,
+                });
+                return Ok(true);
+            }
             if self
                 .approved_once
                 .items
@@ -130,7 +157,7 @@ impl Asking<'_> {
             capability: cap,
             target: matched,
         });
-        Ok(())
+        Ok(false)
     }
 }
 

@@ -534,11 +534,11 @@ impl ExecState {
             ),
             CommandApproved::Queued(entry) => (
                 DenyCode::ApprovalRequired,
-                format!("`code:exec` on `{tool}` was allowed once, which covers only the command lines shown; `{line}` is queued as pending approval `{entry}`, which a person can answer with `gatehouse approvals`"),
+                format!("`code:exec` on `{tool}` is approved one command line at a time; `{line}` is queued as pending approval `{entry}`, which a person can answer with `gatehouse approvals`"),
             ),
             CommandApproved::NoOne => (
                 DenyCode::ApprovalRequired,
-                format!("`code:exec` on `{tool}` was allowed once, which covers only the command lines shown, and no one can be asked about `{line}`"),
+                format!("`code:exec` on `{tool}` is approved one command line at a time, and no one can be asked about `{line}`"),
             ),
         };
         Err((denial(code, reason), Some(code)))
