@@ -547,3 +547,38 @@ fn daemon_the_python_sdk_drives_connect() {
         "{v:#}"
     );
 }
+
+/// Where the operator says the client's interface is the person's
+/// (`[approvals] elicitation = "remember"`), the daemon asks the client,
+/// and a remembered answer lasts at most `remember_max`, `forever`
+/// included.
+#[test]
+fn daemon_an_elicited_remember_lasts_at_most_remember_max() {
+    let (env, ws, _) = setup(&two_actors(
+        "[approvals]\nelicitation = \"remember\"\nremember_max = \"1h\"\n",
+    ));
+    let daemon = start(&env);
+    let mut c = agent(&env, AGENT, &daemon, &[]);
+    let before = gatehouse::state::grants::now_utc();
+    let mut asked = 0;
+    let r = c.call(
+        "write-file",
+        json!({"path": "out/a.txt", "content": "remembered"}),
+        &mut |_| {
+            asked += 1;
+            json!({"action": "accept", "content": {"decision": "allow_and_remember", "expires_in": "forever"}})
+        },
+    );
+    assert_eq!(asked, 1);
+    assert_eq!(r["isError"], false, "{r:#}");
+    assert_eq!(std::fs::read(ws.join("out/a.txt")).unwrap(), b"remembered");
+    let grants = env.run(&["grants", "list"]).json_lines();
+    assert_eq!(grants.len(), 1, "{grants:#?}");
+    assert_eq!(grants[0]["sender_id"], "agent");
+    let lasts = gatehouse::policy::UtcTime::parse(grants[0]["expires_at"].as_str().unwrap())
+        .unwrap()
+        .0
+        - before.0;
+    assert!((3600..3660).contains(&lasts), "{lasts}");
+    assert_eq!(c.finish(), 0);
+}
