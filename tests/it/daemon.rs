@@ -52,6 +52,11 @@ fn setup(config: &str) -> (Env, PathBuf, PathBuf) {
             "[[capabilities]]\nname = \"compute:pure\"\n",
         ),
         (
+            "spin",
+            "spin",
+            "[[capabilities]]\nname = \"compute:pure\"\n",
+        ),
+        (
             "write-file",
             "write-file",
             "[[capabilities]]\nname = \"fs:write\"\ntarget = \"out/**\"\n",
@@ -97,10 +102,16 @@ fn two_actors(extra: &str) -> String {
 /// Starts the daemon of `env` on `<root>/run/mcp.sock` and waits for it
 /// to listen.
 fn start(env: &Env) -> Daemon {
+    start_with(env, &[])
+}
+
+/// [`start`] with `extra` arguments.
+fn start_with(env: &Env, extra: &[&str]) -> Daemon {
     let socket = env.mkdir("run").join("mcp.sock");
     let mut child = env
         .command()
         .args(["daemon", "--socket", s(&socket)])
+        .args(extra)
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
@@ -580,5 +591,47 @@ fn daemon_an_elicited_remember_lasts_at_most_remember_max() {
         .0
         - before.0;
     assert!((3600..3660).contains(&lasts), "{lasts}");
+    assert_eq!(c.finish(), 0);
+}
+
+/// SIGTERM drains the daemon as a client's disconnect does for `serve`:
+/// a call still running is cancelled (its record says `TURN_CANCELLED`)
+/// long before its deadline, the daemon exits 0, the socket is removed,
+/// and the agent's `connect` ends.
+#[test]
+fn daemon_sigterm_cancels_running_calls_and_removes_the_socket() {
+    let (env, _, _) = setup(&two_actors("").replace(
+        "skills = [\"hello\", \"write-file\"]",
+        "skills = [\"hello\", \"spin\"]",
+    ));
+    let mut daemon = start_with(&env, &["--deadline-ms", "600000"]);
+    let mut c = agent(&env, AGENT, &daemon, &[]);
+    // The actor's host is open (a first call), then `spin` is called.
+    let r = c.call("hello", json!({}), &mut |_| panic!("asked"));
+    assert_eq!(r["isError"], false, "{r:#}");
+    let id = c.next;
+    c.next += 1;
+    c.send(json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+                  "params": {"name": "spin", "arguments": {}}}));
+    // The guest is spinning when the daemon is told to stop.
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    let pid = i32::try_from(daemon.child.id()).unwrap();
+    // SAFETY: kill(2) on our own child's pid.
+    assert_eq!(unsafe { libc::kill(pid, libc::SIGTERM) }, 0);
+    let status = daemon.child.wait().unwrap();
+    assert_eq!(status.code(), Some(0));
+    assert!(!daemon.socket.exists());
+    // The call's answer: cancelled.
+    let answer = c.recv();
+    assert_eq!(answer["id"], id, "{answer:#}");
+    assert_eq!(
+        answer["result"]["structuredContent"]["code"], "TURN_CANCELLED",
+        "{answer:#}"
+    );
+    let audit = std::fs::read_to_string(env.state_dir().join("audit.jsonl")).unwrap();
+    let last: Value = serde_json::from_str(audit.lines().last().unwrap()).unwrap();
+    assert_eq!(last["executor"], "spin", "{audit}");
+    assert_eq!(last["status"], "TURN_CANCELLED", "{last:#}");
+    // The agent's side ends with the connection.
     assert_eq!(c.finish(), 0);
 }
