@@ -633,6 +633,14 @@ pub struct DaemonArgs {
     /// at once (default: the number of cores).
     #[arg(long, value_name = "N")]
     pub concurrency: Option<usize>,
+    /// Also serve streamable HTTP on this loopback address
+    /// (127.0.0.1:PORT; port 0 picks one, logged on stderr) at `/mcp`:
+    /// HTTP has no peer credentials, so each actor with `uids` is known
+    /// by its own bearer token, `<state>/daemon-tokens/NAME.token` (made
+    /// with mode 0600 at start), at its default workspace and level. Any
+    /// other address is refused (exit 3).
+    #[arg(long, value_name = "ADDR")]
+    pub listen: Option<std::net::SocketAddr>,
 }
 
 #[derive(Debug, Args)]

@@ -77,6 +77,15 @@ pub fn daemon(ctx: &Context, args: DaemonArgs) -> CmdResult {
     if let Some(n) = args.concurrency {
         options.concurrency = n;
     }
+    if let Some(listen) = args.listen.filter(|l| !l.ip().is_loopback()) {
+        return Err(Failure::invalid(
+            gatehouse::serve::ServeHttpError::NotLoopback(listen).to_string(),
+        ));
+    }
+    options.http = args.listen.map(|listen| gatehouse::daemon::DaemonHttp {
+        listen,
+        tokens: ctx.state.state_dir.join("daemon-tokens"),
+    });
     if ctx.env.listen_fds {
         use std::os::fd::FromRawFd;
         // Descriptor 3 must be the socket handed over: anything else (a

@@ -83,6 +83,24 @@ pub struct DaemonOptions {
     pub elicitation_timeout: Duration,
     /// How many calls of one (actor, workspace, level) run at once.
     pub concurrency: usize,
+    /// Also serve streamable HTTP on this loopback address, each actor
+    /// with `uids` by its own bearer token, at its default workspace and
+    /// level; `None`: the socket only.
+    pub http: Option<DaemonHttp>,
+}
+
+/// `gatehouse daemon --listen`: streamable HTTP beside the socket.
+///
+/// # Security
+/// HTTP has no peer credentials: whoever holds an actor's token is that
+/// actor. The tokens are the daemon account's files (mode 0600), one per
+/// actor, which the person hands to that actor's agent.
+#[derive(Debug, Clone)]
+pub struct DaemonHttp {
+    /// A loopback address (`127.0.0.1:PORT`; port 0 picks one).
+    pub listen: std::net::SocketAddr,
+    /// Where the tokens are: `NAME.token` per actor, made at start.
+    pub tokens: PathBuf,
 }
 
 impl DaemonOptions {
@@ -95,6 +113,7 @@ impl DaemonOptions {
             limits: serve.limits,
             elicitation_timeout: serve.elicitation_timeout,
             concurrency: serve.concurrency,
+            http: None,
         }
     }
 }
@@ -122,12 +141,27 @@ pub enum DaemonError {
     /// The server could not start.
     #[error(transparent)]
     Serve(#[from] ServeError),
+    /// The HTTP listener could not start.
+    #[error(transparent)]
+    Http(#[from] crate::serve::ServeHttpError),
+    /// An actor served over HTTP could not be placed.
+    #[error("actor `{actor}` cannot be served over http: {why}")]
+    Actor {
+        /// The actor.
+        actor: String,
+        /// Why.
+        why: String,
+    },
 }
 
 impl DaemonError {
     /// Whether the error is the caller's input (exit 3).
     pub fn is_invalid_input(&self) -> bool {
-        matches!(self, DaemonError::NotASocket(_) | DaemonError::NoCallers)
+        match self {
+            DaemonError::NotASocket(_) | DaemonError::NoCallers => true,
+            DaemonError::Http(e) => e.is_invalid_input(),
+            _ => false,
+        }
     }
 }
 
@@ -190,6 +224,11 @@ impl Daemon {
                 false,
             ));
         };
+        self.place_actor(actor, narrow)
+    }
+
+    /// Where actor `actor`'s turns run, narrowed by `narrow`, or why not.
+    fn place_actor(&self, actor: &str, narrow: &Narrow) -> Result<Placement, Refusal> {
         let roots: Vec<PathBuf> = self.config.actors[actor]
             .workspaces
             .iter()
@@ -423,11 +462,19 @@ impl Daemon {
         let mut term = signal(SignalKind::terminate()).ok();
         let mut int = signal(SignalKind::interrupt()).ok();
         let (stop, stopped) = tokio::sync::watch::channel(false);
+        let http = match self.options.http.clone() {
+            Some(h) => Some(self.clone().http(h).await?),
+            None => None,
+        };
         // The one line a caller waits for: where to connect.
         eprintln!(
             "gatehouse: daemon serving mcp on {}",
             self.options.socket.display()
         );
+        let http = http.map(|(addr, task)| {
+            eprintln!("gatehouse: daemon serving mcp on http://{addr}/mcp");
+            task
+        });
         let mut sessions = tokio::task::JoinSet::new();
         loop {
             let signalled = async {
@@ -461,10 +508,73 @@ impl Daemon {
             while sessions.try_join_next().is_some() {}
         }
         tracing::info!("stopping: ending every session");
+        if let Some(task) = http {
+            task.abort();
+        }
         let _ = stop.send(true);
         drop(listener);
         while sessions.join_next().await.is_some() {}
         Ok(())
+    }
+
+    /// Starts streamable HTTP on `h.listen`: every actor with `uids` at
+    /// its default workspace and level, picked by its bearer token
+    /// (`h.tokens/NAME.token`, made when missing). The address bound and
+    /// the task serving it.
+    async fn http(
+        self: Arc<Daemon>,
+        h: DaemonHttp,
+    ) -> Result<(std::net::SocketAddr, tokio::task::JoinHandle<()>), DaemonError> {
+        use crate::serve::ServeHttpError;
+        if !h.listen.ip().is_loopback() {
+            return Err(ServeHttpError::NotLoopback(h.listen).into());
+        }
+        let daemon = self.clone();
+        let routes = tokio::task::spawn_blocking(move || {
+            let mut routes = Vec::new();
+            for (actor, a) in &daemon.config.actors {
+                if a.uids.is_empty() {
+                    continue;
+                }
+                let token =
+                    crate::serve::http_token_file(&h.tokens.join(format!("{actor}.token")))?;
+                let failed = |why: String| DaemonError::Actor {
+                    actor: actor.clone(),
+                    why,
+                };
+                let placement = daemon
+                    .place_actor(actor, &Narrow::default())
+                    .map_err(|r| failed(r.message))?;
+                let server = daemon.server(&placement).map_err(failed)?;
+                routes.push((token, crate::serve::http_service(&server), server));
+            }
+            Ok::<_, DaemonError>(routes)
+        })
+        .await
+        .map_err(|e| DaemonError::Actor {
+            actor: String::new(),
+            why: e.to_string(),
+        })??;
+        let listener =
+            tokio::net::TcpListener::bind(h.listen)
+                .await
+                .map_err(|e| ServeHttpError::Bind {
+                    addr: h.listen,
+                    source: crate::util::IoCause(e),
+                })?;
+        let addr = listener.local_addr().unwrap_or(h.listen);
+        let route: crate::serve::HttpRoute = Arc::new(move |given| {
+            routes
+                .iter()
+                .find(|(token, _, _)| crate::serve::same_token(given, token))
+                .map(|(_, service, server)| (service.clone(), server.clone()))
+        });
+        let task = tokio::spawn(crate::serve::serve_http_routed(
+            listener,
+            route,
+            "unauthorized: give your actor's token (`<state>/daemon-tokens/NAME.token`) as `Authorization: Bearer`",
+        ));
+        Ok((addr, task))
     }
 
     /// One connection: its peer's uid, its first line, then an MCP session

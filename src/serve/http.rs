@@ -90,8 +90,16 @@ impl ServeHttpError {
 /// Whoever holds the token can run every tool of the server as its
 /// actor: keep it to the agent runtime's user.
 pub fn serve_token(state_dir: &Path) -> Result<String, ServeHttpError> {
+    token_file(&state_dir.join("serve.token"))
+}
+
+/// The bearer token in `path`, read, or created with 32 random bytes
+/// (hex) and mode 0600 (its directory too) when missing; a token file
+/// others may read is refused.
+pub(crate) fn token_file(path: &Path) -> Result<String, ServeHttpError> {
     use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
-    let path = state_dir.join("serve.token");
+    let path = path.to_path_buf();
+    let state_dir = path.parent().unwrap_or(Path::new("/")).to_path_buf();
     let err = |source: TokenProblem| ServeHttpError::Token {
         path: path.clone(),
         source,
@@ -112,7 +120,7 @@ pub fn serve_token(state_dir: &Path) -> Result<String, ServeHttpError> {
             Ok(token)
         }
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            std::fs::create_dir_all(state_dir).map_err(io)?;
+            std::fs::create_dir_all(&state_dir).map_err(io)?;
             let mut random = [0u8; 32];
             std::fs::File::open("/dev/urandom")
                 .and_then(|mut f| f.read_exact(&mut random))
@@ -196,31 +204,120 @@ fn refusal(status: StatusCode, text: &str) -> Response<Body> {
     r
 }
 
-/// The gate in front of rmcp: `Origin`, then the bearer token; the
-/// refusal, if any.
-fn check(headers: &hyper::HeaderMap, token: Option<&str>) -> Option<Response<Body>> {
-    if let Some(origin) = headers.get(hyper::header::ORIGIN) {
-        if !origin.to_str().is_ok_and(loopback_origin) {
-            return Some(refusal(
-                StatusCode::FORBIDDEN,
-                "forbidden: the request's origin is not this machine's loopback",
-            ));
-        }
+/// The gate in front of rmcp, first: a request whose `Origin` is not
+/// this machine's loopback is refused.
+fn foreign_origin(headers: &hyper::HeaderMap) -> Option<Response<Body>> {
+    let origin = headers.get(hyper::header::ORIGIN)?;
+    (!origin.to_str().is_ok_and(loopback_origin)).then(|| {
+        refusal(
+            StatusCode::FORBIDDEN,
+            "forbidden: the request's origin is not this machine's loopback",
+        )
+    })
+}
+
+/// The gate in front of rmcp: the request's `Origin` first, then its
+/// bearer token, which picks where it goes (`route`); the refusal, if
+/// any (`unauthorized` is a 401's text).
+fn gate<T>(
+    headers: &hyper::HeaderMap,
+    route: impl FnOnce(Option<&str>) -> Option<T>,
+    unauthorized: &str,
+) -> Result<T, Box<Response<Body>>> {
+    if let Some(refused) = foreign_origin(headers) {
+        return Err(Box::new(refused));
     }
-    if let Some(token) = token {
-        let given = headers
-            .get(hyper::header::AUTHORIZATION)
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.strip_prefix("Bearer "))
-            .unwrap_or_default();
-        if !same(given.as_bytes(), token.as_bytes()) {
-            return Some(refusal(
-                StatusCode::UNAUTHORIZED,
-                "unauthorized: give the token of `<state>/serve.token` as `Authorization: Bearer`",
-            ));
-        }
+    route(bearer(headers)).ok_or_else(|| Box::new(refusal(StatusCode::UNAUTHORIZED, unauthorized)))
+}
+
+/// The bearer token a request carries, if any.
+fn bearer(headers: &hyper::HeaderMap) -> Option<&str> {
+    headers
+        .get(hyper::header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "))
+}
+
+/// One MCP server as a streamable HTTP service: a session of its own
+/// ([`Server::for_session`]) per client.
+pub(crate) type Service = StreamableHttpService<Server, LocalSessionManager>;
+
+/// The streamable HTTP service of `server`.
+pub(crate) fn service_of(server: &Server) -> Arc<Service> {
+    let server = server.clone();
+    Arc::new(StreamableHttpService::new(
+        move || Ok(server.for_session()),
+        Arc::new(LocalSessionManager::default()),
+        StreamableHttpServerConfig::default(),
+    ))
+}
+
+/// Which server a request is for, from its bearer token: the service and
+/// its server, or `None` (refused with 401 and `unauthorized`).
+pub(crate) type Route = Arc<dyn Fn(Option<&str>) -> Option<(Arc<Service>, Server)> + Send + Sync>;
+
+/// Serves streamable HTTP at `/mcp` on `listener` until the task is
+/// dropped: a request with a foreign `Origin` is refused (403), one whose
+/// bearer token routes nowhere too (401, `unauthorized` its text), and
+/// the rest go to the server their token picks.
+pub(crate) async fn serve_routed(
+    listener: tokio::net::TcpListener,
+    route: Route,
+    unauthorized: &'static str,
+) {
+    loop {
+        let (stream, _) = match listener.accept().await {
+            Ok(s) => s,
+            Err(e) => {
+                tracing::warn!("accept failed: {e}");
+                continue;
+            }
+        };
+        let route = route.clone();
+        tokio::spawn(async move {
+            let handler = hyper::service::service_fn(move |request: Request<Incoming>| {
+                let route = route.clone();
+                async move {
+                    let (service, server) =
+                        match gate(request.headers(), |given| route(given), unauthorized) {
+                            Ok(routed) => routed,
+                            Err(refused) => return Ok::<_, Infallible>(*refused),
+                        };
+                    if request.uri().path() != "/mcp" {
+                        return Ok(refusal(
+                            StatusCode::NOT_FOUND,
+                            "not found: the endpoint is /mcp",
+                        ));
+                    }
+                    // The client ends its session: its running turns
+                    // stop now, not after rmcp's drain of in-flight
+                    // handlers.
+                    if request.method() == hyper::Method::DELETE {
+                        if let Some(id) = request
+                            .headers()
+                            .get("mcp-session-id")
+                            .and_then(|v| v.to_str().ok())
+                        {
+                            server.end_session(id);
+                        }
+                    }
+                    Ok(service.handle(request).await)
+                }
+            });
+            let io = hyper_util::rt::TokioIo::new(stream);
+            if let Err(e) = hyper::server::conn::http1::Builder::new()
+                .serve_connection(io, handler)
+                .await
+            {
+                tracing::debug!("connection ended: {e}");
+            }
+        });
     }
-    None
+}
+
+/// Whether `given` is `token` (in constant time).
+pub(crate) fn same_token(given: Option<&str>, token: &str) -> bool {
+    same(given.unwrap_or_default().as_bytes(), token.as_bytes())
 }
 
 /// Serves `server` over streamable HTTP on `options.listen` until the
@@ -245,64 +342,19 @@ pub fn serve_http(server: Server, options: HttpOptions) -> Result<(), ServeError
         let addr = listener.local_addr().unwrap_or(options.listen);
         // The one line a caller waits for: where to connect.
         eprintln!("gatehouse: serving mcp on http://{addr}/mcp");
-        let config = StreamableHttpServerConfig::default();
-        let ending = server.clone();
-        let service = Arc::new(StreamableHttpService::new(
-            move || Ok(server.for_session()),
-            Arc::new(LocalSessionManager::default()),
-            config,
-        ));
+        let service = service_of(&server);
         let token: Option<Arc<str>> = options.token.map(Arc::from);
-        loop {
-            let (stream, _) = match listener.accept().await {
-                Ok(s) => s,
-                Err(e) => {
-                    tracing::warn!("accept failed: {e}");
-                    continue;
-                }
-            };
-            let service = service.clone();
-            let token = token.clone();
-            let ending = ending.clone();
-            tokio::spawn(async move {
-                let handler = hyper::service::service_fn(move |request: Request<Incoming>| {
-                    let service = service.clone();
-                    let token = token.clone();
-                    let ending = ending.clone();
-                    async move {
-                        if let Some(refused) = check(request.headers(), token.as_deref()) {
-                            return Ok::<_, Infallible>(refused);
-                        }
-                        if request.uri().path() != "/mcp" {
-                            return Ok(refusal(
-                                StatusCode::NOT_FOUND,
-                                "not found: the endpoint is /mcp",
-                            ));
-                        }
-                        // The client ends its session: its running turns
-                        // stop now, not after rmcp's drain of in-flight
-                        // handlers.
-                        if request.method() == hyper::Method::DELETE {
-                            if let Some(id) = request
-                                .headers()
-                                .get("mcp-session-id")
-                                .and_then(|v| v.to_str().ok())
-                            {
-                                ending.end_session(id);
-                            }
-                        }
-                        Ok(service.handle(request).await)
-                    }
-                });
-                let io = hyper_util::rt::TokioIo::new(stream);
-                if let Err(e) = hyper::server::conn::http1::Builder::new()
-                    .serve_connection(io, handler)
-                    .await
-                {
-                    tracing::debug!("connection ended: {e}");
-                }
-            });
-        }
+        let route: Route = Arc::new(move |given| match &token {
+            Some(t) if !same_token(given, t) => None,
+            _ => Some((service.clone(), server.clone())),
+        });
+        serve_routed(
+            listener,
+            route,
+            "unauthorized: give the token of `<state>/serve.token` as `Authorization: Bearer`",
+        )
+        .await;
+        Ok(())
     })
 }
 
@@ -342,6 +394,20 @@ mod tests {
     /// (including `http://localhost:1`, the attack's prefix, and
     /// 127.0.0.0/8 and `[::1]` with ports) passes the gate, and one with the
     /// attack origin but no token is still refused for its origin first.
+    /// The gate as `serve --listen` has it: one token.
+    fn check(headers: &hyper::HeaderMap, token: Option<&str>) -> Option<Response<Body>> {
+        gate(
+            headers,
+            |given| match token {
+                Some(t) if !same_token(given, t) => None,
+                _ => Some(()),
+            },
+            "unauthorized: give the token of `<state>/serve.token` as `Authorization: Bearer`",
+        )
+        .err()
+        .map(|r| *r)
+    }
+
     #[test]
     fn an_origin_with_userinfo_or_more_than_a_loopback_origin_is_refused() {
         const TOKEN: &str = "0123456789abcdef0123456789abcdef";

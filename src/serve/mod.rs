@@ -57,6 +57,10 @@ use crate::host::{Host, Limits};
 use crate::policy::{Outcome, Request, RequestKind};
 
 pub use elicitation::elicitation;
+pub(crate) use http::{
+    same_token, serve_routed as serve_http_routed, service_of as http_service,
+    token_file as http_token_file, Route as HttpRoute,
+};
 pub use http::{serve_http, serve_token, HttpOptions, ServeHttpError, TokenProblem};
 pub use results::result_of;
 pub use tools::{executor_tool, HISTORY_TOOL, UNDO_TOOL};

@@ -635,3 +635,100 @@ fn daemon_sigterm_cancels_running_calls_and_removes_the_socket() {
     // The agent's side ends with the connection.
     assert_eq!(c.finish(), 0);
 }
+
+/// `daemon --listen`: streamable HTTP beside the socket, where each actor
+/// is known by its own bearer token (HTTP has no peer credentials), made
+/// at start in the daemon's state with mode 0600. A request without a
+/// token, or with one no actor has, is refused (401); a foreign origin
+/// too (403); an address that is not loopback is refused (exit 3).
+#[test]
+fn daemon_over_http_each_actor_is_its_own_token() {
+    use crate::support::serve::HttpServer;
+    use std::io::BufRead;
+    use std::os::unix::fs::PermissionsExt;
+    let (env, _, _) = setup(&two_actors(""));
+    env.run(&[
+        "daemon",
+        "--socket",
+        s(&env.path("run/x.sock")),
+        "--listen",
+        "0.0.0.0:0",
+    ])
+    .expect_err(3, &["refusing to listen on `0.0.0.0:0`"]);
+    let socket = env.mkdir("run").join("mcp.sock");
+    let mut child = env
+        .command()
+        .args(["daemon", "--socket", s(&socket), "--listen", "127.0.0.1:0"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stderr = std::io::BufReader::new(child.stderr.take().unwrap());
+    let addr = loop {
+        let mut line = String::new();
+        assert!(stderr.read_line(&mut line).unwrap() > 0, "no address");
+        if let Some(rest) = line
+            .trim()
+            .strip_prefix("gatehouse: daemon serving mcp on http://")
+        {
+            break rest.strip_suffix("/mcp").unwrap().to_string();
+        }
+    };
+    std::thread::spawn(move || std::io::copy(&mut stderr, &mut std::io::sink()));
+    let http = HttpServer { child, addr };
+    let tokens = env.state_dir().join("daemon-tokens");
+    let token = |actor: &str| {
+        let path = tokens.join(format!("{actor}.token"));
+        let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o600, "{}", path.display());
+        std::fs::read_to_string(path).unwrap().trim().to_string()
+    };
+    let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize",
+        "params": {"protocolVersion": "2025-06-18", "capabilities": {},
+                   "clientInfo": {"name": "it", "version": "0"}}});
+    let tools_of = |token: &str| -> Vec<String> {
+        let auth = format!("Bearer {token}");
+        let r = http.post(&[("Authorization", &auth)], &init, Some(1));
+        assert_eq!(r.status, 200, "{}", r.text);
+        let session = r.head["mcp-session-id"].clone();
+        let headers = [
+            ("Authorization", auth.as_str()),
+            ("Mcp-Session-Id", session.as_str()),
+            ("MCP-Protocol-Version", "2025-06-18"),
+        ];
+        http.post(
+            &headers,
+            &json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+            None,
+        );
+        let r = http.post(
+            &headers,
+            &json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list"}),
+            Some(2),
+        );
+        r.message.unwrap()["result"]["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t["name"].as_str().unwrap().to_string())
+            .collect()
+    };
+    assert_eq!(tools_of(&token("agent")), ["hello", "write-file"]);
+    assert_eq!(tools_of(&token("other")), ["hello"]);
+    assert_eq!(http.post(&[], &init, Some(1)).status, 401);
+    let wrong = format!("Bearer {}", "0".repeat(64));
+    assert_eq!(
+        http.post(&[("Authorization", &wrong)], &init, Some(1))
+            .status,
+        401
+    );
+    let auth = format!("Bearer {}", token("agent"));
+    let r = http.post(
+        &[("Authorization", &auth), ("Origin", "http://evil.example")],
+        &init,
+        Some(1),
+    );
+    assert_eq!(r.status, 403);
+    drop(http);
+}
