@@ -196,7 +196,7 @@ impl TerminalApprover {
 /// answer it cannot read (three times at most, then the item is queued).
 fn remember_how_long(tty: &mut Tty) -> Choice {
     for _ in 0..3 {
-        tty.say("  remember for how long? 30s, 10m, 2h, 7d or `forever` [24h]: ");
+        tty.say("  remember for how long? 30s, 10m, 2h, 7d or `forever` (at most `[approvals] remember_max`, 7d by default) [24h]: ");
         let Ok(Some(line)) = tty.read_line(None) else {
             return Choice::Queue;
         };

@@ -80,21 +80,17 @@ impl CommandApproval for EachCommand {
         };
         // An answer a person already gave to this line, queued by an
         // earlier run of the same turn whose gate asked nothing (its gate
-        // takes the answer otherwise). The first such answer is consumed:
-        // one that is not about this line counts as none.
-        match queue.take(
+        // takes the answer otherwise).
+        match queue.take_line(
             &self.turn,
             &self.key,
             &super::needs::queued(&self.once),
+            argv,
             now_utc(),
         ) {
-            Ok(Some(queue::Verdict::Allowed { commands, .. }))
-                if commands.iter().any(|c| c == argv) =>
-            {
-                return CommandApproved::Once
-            }
+            Ok(Some(queue::Verdict::Allowed { .. })) => return CommandApproved::Once,
             Ok(Some(queue::Verdict::Denied(_))) => return CommandApproved::Refused,
-            Ok(_) => {}
+            Ok(None) => {}
             Err(e) => tracing::warn!(
                 "turn `{}`: cannot read the approval queue: {}",
                 self.turn,

@@ -282,6 +282,17 @@ impl ApprovalBackend for Announcing {
         self.inner.take(turn, key, items, now)
     }
 
+    fn take_line(
+        &self,
+        turn: &str,
+        key: &TurnKey,
+        items: &[QueuedItem],
+        line: &[String],
+        now: UtcTime,
+    ) -> Result<Option<Verdict>, QueueError> {
+        self.inner.take_line(turn, key, items, line, now)
+    }
+
     fn dropped(&self) -> Result<Vec<(String, u64)>, QueueError> {
         self.inner.dropped()
     }

@@ -901,3 +901,34 @@ fn run_tool_asks_two_questions_the_bundle_and_the_command_line() {
         "{v:#}"
     );
 }
+
+/// A command line's answer is taken by that line only: with two lines
+/// queued and only the second allowed, the retry's first line (still
+/// unanswered) leaves the second's answer alone, and the second runs.
+#[test]
+fn a_command_line_s_answer_is_taken_by_that_line_only() {
+    let env = Env::new();
+    let ws = env.mkdir("ws");
+    env.write("ws/notes.txt", "notes\n");
+    env.write("ws/other.txt", "other\n");
+    let (m, config) = cat_tool(&env);
+    let calls = r#"{"calls":[{"program":"cat","args":["notes.txt"]},{"program":"cat","args":["other.txt"]}]}"#;
+    let run = || run_json(&env, &m, &ws, "Full", calls, &["--config", s(&config)]);
+    let (r, v) = run();
+    r.expect(0);
+    let out = output(&v);
+    let reason = out[1]["error"]["denied"]["reason"].as_str().unwrap();
+    let at = reason.find("queued as pending approval `").unwrap();
+    let other = reason[at + 28..].split('`').next().unwrap().to_string();
+    let (answered, _) = env.answer_on_terminal(&["approvals", "allow", &other]);
+    assert_eq!(answered.code, 0, "{answered:#?}");
+    let (r, v) = run();
+    r.expect(0);
+    let out = output(&v);
+    assert_eq!(
+        out[0]["error"]["denied"]["code"], "APPROVAL_REQUIRED",
+        "{out:#}"
+    );
+    assert_eq!(v["run"]["commands"][0]["spawned"], false, "{v:#}");
+    assert_eq!(out[1]["stdout"], "other\n", "{out:#}");
+}

@@ -1119,7 +1119,7 @@ fn remember_on_a_terminal_asks_for_how_long() {
         assert_eq!(run.code, 0, "{run:#?}");
         assert!(
             run.stdout
-                .contains("remember for how long? 30s, 10m, 2h, 7d or `forever` [24h]: "),
+                .contains("remember for how long? 30s, 10m, 2h, 7d or `forever` (at most `[approvals] remember_max`, 7d by default) [24h]: "),
             "{run:#?}"
         );
         let grants = env.run(&["grants", "list"]).json_lines();

@@ -61,6 +61,21 @@ pub trait ApprovalBackend: Send + Sync {
         items: &[QueuedItem],
         now: UtcTime,
     ) -> Result<Option<Verdict>, QueueError>;
+    /// As [`ApprovalBackend::take`], only an answer given to an entry
+    /// whose command lines include `line`: the answer to one command line
+    /// a guest runs (the gate asked nothing; issue 46, item 7).
+    ///
+    /// # Security
+    /// An `Allowed` verdict stands for the person's approval of `line`
+    /// in exactly this turn.
+    fn take_line(
+        &self,
+        turn: &str,
+        key: &TurnKey,
+        items: &[QueuedItem],
+        line: &[String],
+        now: UtcTime,
+    ) -> Result<Option<Verdict>, QueueError>;
     /// Per actor, how many unanswered entries were dropped so far.
     fn dropped(&self) -> Result<Vec<(String, u64)>, QueueError>;
     /// The entries not yet expired at `now` (with `all`, consumed ones

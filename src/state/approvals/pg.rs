@@ -280,55 +280,18 @@ impl ApprovalBackend for PgApprovals {
         items: &[QueuedItem],
         now: UtcTime,
     ) -> Result<Option<Verdict>, QueueError> {
-        let scope = scope_of(items);
-        let (channel, sender) = match &key.identity {
-            Some(i) => (Some(&i.channel), Some(&i.sender_id)),
-            None => (None, None),
-        };
-        let now = now.to_string();
-        let files_sha256 = key.files_sha256();
-        // One statement: the oldest matching answer, locked (an entry
-        // another node's turn is taking is skipped, not waited for), is
-        // marked consumed by this turn; a row another turn consumed
-        // meanwhile no longer matches `consumed_by IS NULL`. So each
-        // answer is taken by exactly one turn of the fleet.
-        let row = self.pg.with("cannot take the pending approval", |c| {
-            c.query_opt(
-                "UPDATE pending SET consumed_by = $1, consumed_at = $2 WHERE consumed_by IS NULL \
-                 AND id = (SELECT id FROM pending WHERE status IN ('allowed', 'denied') \
-                 AND consumed_by IS NULL AND expires_at > $2 AND actor = $3 \
-                 AND channel IS NOT DISTINCT FROM $4 AND sender_id IS NOT DISTINCT FROM $5 \
-                 AND executor = $6 AND executor_sha256 = $7 AND scope = $8 \
-                 AND input_sha256 = $9 AND args_sha256 = $10 AND definition_hash = $11 \
-                 AND policy_hash = $12 AND files_sha256 IS NOT DISTINCT FROM $13 \
-                 ORDER BY queued_at, seq LIMIT 1 FOR UPDATE SKIP LOCKED) \
-                 RETURNING id, status, commands",
-                &[
-                    &turn,
-                    &now,
-                    &key.actor,
-                    &channel,
-                    &sender,
-                    &key.executor,
-                    &key.executor_sha256,
-                    &scope,
-                    &key.input_sha256,
-                    &key.args_sha256,
-                    &key.definition_hash,
-                    &key.policy_hash,
-                    &files_sha256,
-                ],
-            )
-        })?;
-        let Some(row) = row else { return Ok(None) };
-        let id: String = row.get(0);
-        let status: String = row.get(1);
-        Ok(Some(if status == "allowed" {
-            let commands = self.json(&row, 2, &id, "commands")?;
-            Verdict::Allowed { id, commands }
-        } else {
-            Verdict::Denied(id)
-        }))
+        self.take_where(turn, key, items, None, now)
+    }
+
+    fn take_line(
+        &self,
+        turn: &str,
+        key: &TurnKey,
+        items: &[QueuedItem],
+        line: &[String],
+        now: UtcTime,
+    ) -> Result<Option<Verdict>, QueueError> {
+        self.take_where(turn, key, items, Some(line), now)
     }
 
     fn dropped(&self) -> Result<Vec<(String, u64)>, QueueError> {
@@ -441,5 +404,73 @@ impl ApprovalBackend for PgApprovals {
             Ok(Ok(row))
         })??;
         self.decode(&answered)
+    }
+}
+
+impl PgApprovals {
+    /// The oldest answer matching `key` and `items` (and, with `line`,
+    /// one whose command lines include it), consumed by `turn` for the
+    /// whole fleet.
+    fn take_where(
+        &self,
+        turn: &str,
+        key: &TurnKey,
+        items: &[QueuedItem],
+        line: Option<&[String]>,
+        now: UtcTime,
+    ) -> Result<Option<Verdict>, QueueError> {
+        let scope = scope_of(items);
+        let (channel, sender) = match &key.identity {
+            Some(i) => (Some(&i.channel), Some(&i.sender_id)),
+            None => (None, None),
+        };
+        let now = now.to_string();
+        let files_sha256 = key.files_sha256();
+        // With a command line: an entry whose command lines include it.
+        let line: Option<String> = line.map(|l| canonical_json(&[l]));
+        // One statement: the oldest matching answer, locked (an entry
+        // another node's turn is taking is skipped, not waited for), is
+        // marked consumed by this turn; a row another turn consumed
+        // meanwhile no longer matches `consumed_by IS NULL`. So each
+        // answer is taken by exactly one turn of the fleet.
+        let row = self.pg.with("cannot take the pending approval", |c| {
+            c.query_opt(
+                "UPDATE pending SET consumed_by = $1, consumed_at = $2 WHERE consumed_by IS NULL \
+                 AND id = (SELECT id FROM pending WHERE status IN ('allowed', 'denied') \
+                 AND consumed_by IS NULL AND expires_at > $2 AND actor = $3 \
+                 AND channel IS NOT DISTINCT FROM $4 AND sender_id IS NOT DISTINCT FROM $5 \
+                 AND executor = $6 AND executor_sha256 = $7 AND scope = $8 \
+                 AND input_sha256 = $9 AND args_sha256 = $10 AND definition_hash = $11 \
+                 AND policy_hash = $12 AND files_sha256 IS NOT DISTINCT FROM $13 \
+                 AND ($14::text IS NULL OR commands::jsonb @> $14::jsonb) \
+                 ORDER BY queued_at, seq LIMIT 1 FOR UPDATE SKIP LOCKED) \
+                 RETURNING id, status, commands",
+                &[
+                    &turn,
+                    &now,
+                    &key.actor,
+                    &channel,
+                    &sender,
+                    &key.executor,
+                    &key.executor_sha256,
+                    &scope,
+                    &key.input_sha256,
+                    &key.args_sha256,
+                    &key.definition_hash,
+                    &key.policy_hash,
+                    &files_sha256,
+                    &line,
+                ],
+            )
+        })?;
+        let Some(row) = row else { return Ok(None) };
+        let id: String = row.get(0);
+        let status: String = row.get(1);
+        Ok(Some(if status == "allowed" {
+            let commands = self.json(&row, 2, &id, "commands")?;
+            Verdict::Allowed { id, commands }
+        } else {
+            Verdict::Denied(id)
+        }))
     }
 }

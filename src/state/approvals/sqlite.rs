@@ -237,63 +237,18 @@ impl ApprovalBackend for SqliteApprovals {
         items: &[QueuedItem],
         now: UtcTime,
     ) -> Result<Option<Verdict>, QueueError> {
-        let Some(conn) = self.open(false)? else {
-            return Ok(None);
-        };
-        let err = sqlite(&self.path);
-        let scope = scope_of(items);
-        let (channel, sender) = match &key.identity {
-            Some(i) => (Some(i.channel.clone()), Some(i.sender_id.clone())),
-            None => (None, None),
-        };
-        let candidates: Vec<(String, String, Vec<Vec<String>>)> = {
-            let mut stmt = conn
-                .prepare(
-                    "SELECT id, status, commands FROM pending WHERE status IN ('allowed', 'denied') \
-                     AND expires_at > ?1 AND actor = ?2 AND channel IS ?3 AND sender_id IS ?4 \
-                     AND executor = ?5 AND executor_sha256 = ?6 AND scope = ?7 \
-                     AND input_sha256 = ?8 AND args_sha256 = ?9 AND definition_hash = ?10 \
-                     AND policy_hash = ?11 AND files_sha256 IS ?12 ORDER BY queued_at, rowid",
-                )
-                .map_err(&err)?;
-            let rows = stmt
-                .query_map(
-                    params![
-                        now.to_string(),
-                        key.actor,
-                        channel,
-                        sender,
-                        key.executor,
-                        key.executor_sha256,
-                        scope,
-                        key.input_sha256,
-                        key.args_sha256,
-                        key.definition_hash,
-                        key.policy_hash,
-                        key.files_sha256(),
-                    ],
-                    |r| Ok((r.get(0)?, r.get(1)?, json_column(r, 2)?)),
-                )
-                .map_err(&err)?;
-            rows.collect::<Result<_, _>>().map_err(&err)?
-        };
-        for (id, status, commands) in candidates {
-            let changed = conn
-                .execute(
-                    "UPDATE pending SET status = 'consumed', consumed_by = ?1 \
-                     WHERE id = ?2 AND status = ?3",
-                    params![turn, id, status],
-                )
-                .map_err(&err)?;
-            if changed == 1 {
-                return Ok(Some(if status == "allowed" {
-                    Verdict::Allowed { id, commands }
-                } else {
-                    Verdict::Denied(id)
-                }));
-            }
-        }
-        Ok(None)
+        self.take_where(turn, key, items, None, now)
+    }
+
+    fn take_line(
+        &self,
+        turn: &str,
+        key: &TurnKey,
+        items: &[QueuedItem],
+        line: &[String],
+        now: UtcTime,
+    ) -> Result<Option<Verdict>, QueueError> {
+        self.take_where(turn, key, items, Some(line), now)
     }
 
     /// Per actor, how many unanswered entries were dropped past
@@ -491,6 +446,80 @@ fn json_column<T: serde::de::DeserializeOwned + Default>(
         Some(t) => serde_json::from_str(&t).map_err(|e| {
             rusqlite::Error::FromSqlConversionFailure(i, rusqlite::types::Type::Text, Box::new(e))
         }),
+    }
+}
+
+impl SqliteApprovals {
+    /// The oldest answer matching `key` and `items` (and, with `line`,
+    /// one whose command lines include it), consumed by `turn`.
+    fn take_where(
+        &self,
+        turn: &str,
+        key: &TurnKey,
+        items: &[QueuedItem],
+        line: Option<&[String]>,
+        now: UtcTime,
+    ) -> Result<Option<Verdict>, QueueError> {
+        let Some(conn) = self.open(false)? else {
+            return Ok(None);
+        };
+        let err = sqlite(&self.path);
+        let scope = scope_of(items);
+        let (channel, sender) = match &key.identity {
+            Some(i) => (Some(i.channel.clone()), Some(i.sender_id.clone())),
+            None => (None, None),
+        };
+        let candidates: Vec<(String, String, Vec<Vec<String>>)> = {
+            let mut stmt = conn
+                .prepare(
+                    "SELECT id, status, commands FROM pending WHERE status IN ('allowed', 'denied') \
+                     AND expires_at > ?1 AND actor = ?2 AND channel IS ?3 AND sender_id IS ?4 \
+                     AND executor = ?5 AND executor_sha256 = ?6 AND scope = ?7 \
+                     AND input_sha256 = ?8 AND args_sha256 = ?9 AND definition_hash = ?10 \
+                     AND policy_hash = ?11 AND files_sha256 IS ?12 ORDER BY queued_at, rowid",
+                )
+                .map_err(&err)?;
+            let rows = stmt
+                .query_map(
+                    params![
+                        now.to_string(),
+                        key.actor,
+                        channel,
+                        sender,
+                        key.executor,
+                        key.executor_sha256,
+                        scope,
+                        key.input_sha256,
+                        key.args_sha256,
+                        key.definition_hash,
+                        key.policy_hash,
+                        key.files_sha256(),
+                    ],
+                    |r| Ok((r.get(0)?, r.get(1)?, json_column(r, 2)?)),
+                )
+                .map_err(&err)?;
+            rows.collect::<Result<_, _>>().map_err(&err)?
+        };
+        for (id, status, commands) in candidates {
+            if line.is_some_and(|l| !commands.iter().any(|c| c.as_slice() == l)) {
+                continue;
+            }
+            let changed = conn
+                .execute(
+                    "UPDATE pending SET status = 'consumed', consumed_by = ?1 \
+                     WHERE id = ?2 AND status = ?3",
+                    params![turn, id, status],
+                )
+                .map_err(&err)?;
+            if changed == 1 {
+                return Ok(Some(if status == "allowed" {
+                    Verdict::Allowed { id, commands }
+                } else {
+                    Verdict::Denied(id)
+                }));
+            }
+        }
+        Ok(None)
     }
 }
 
