@@ -48,6 +48,10 @@ use crate::util::lock;
 pub use client::{ask, connect, relay, ClientError, Connected};
 use wire::{ApprovalOp, Hello, Narrow, Refusal, Reply};
 
+/// The most places (workspace, level) one actor is served in at once: a
+/// client narrowing to ever new directories does not open ever new hosts.
+pub const MAX_PLACES_PER_ACTOR: usize = 16;
+
 /// Where one actor's turns run: the key of a served [`Server`].
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Placement {
@@ -301,9 +305,21 @@ impl Daemon {
 
     /// The server of `placement`, opened at its first use.
     fn server(&self, placement: &Placement) -> Result<Server, String> {
-        let served = lock(&self.servers).get(placement).cloned();
-        if let Some(s) = served {
-            return Ok(s);
+        {
+            let servers = lock(&self.servers);
+            if let Some(s) = servers.get(placement) {
+                return Ok(s.clone());
+            }
+            let places = servers
+                .keys()
+                .filter(|p| p.actor == placement.actor)
+                .count();
+            if places >= MAX_PLACES_PER_ACTOR {
+                return Err(format!(
+                    "actor `{}` is already served in {places} workspaces and levels, the most this daemon keeps: connect to one of those",
+                    placement.actor
+                ));
+            }
         }
         let key = (placement.workspace.clone(), placement.level);
         let opened = lock(&self.hosts).get(&key).cloned();

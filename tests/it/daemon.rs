@@ -732,3 +732,41 @@ fn daemon_over_http_each_actor_is_its_own_token() {
     assert_eq!(r.status, 403);
     drop(http);
 }
+
+/// A client narrowing to ever new directories does not open ever new
+/// hosts: an actor is served in at most 16 places at once, the 17th
+/// refused by name, and the places already open still serve.
+#[test]
+fn daemon_an_actor_is_served_in_at_most_sixteen_places() {
+    let (env, a, _) = setup(&two_actors(""));
+    let daemon = start(&env);
+    let connect = |dir: &std::path::Path| {
+        as_account(
+            &env,
+            AGENT,
+            &[
+                "connect",
+                "--socket",
+                s(&daemon.socket),
+                "--workspace",
+                s(dir),
+            ],
+        )
+    };
+    for n in 0..16 {
+        let dir = a.join(format!("d{n}"));
+        std::fs::create_dir_all(&dir).unwrap();
+        let (code, _, err) = connect(&dir);
+        assert_eq!(code, 0, "{n}: {err}");
+    }
+    let dir = a.join("d16");
+    std::fs::create_dir_all(&dir).unwrap();
+    let (code, _, err) = connect(&dir);
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("actor `agent` is already served in 16 workspaces and levels, the most this daemon keeps"),
+        "{err}"
+    );
+    let (code, _, err) = connect(&a.join("d3"));
+    assert_eq!(code, 0, "{err}");
+}
