@@ -770,3 +770,42 @@ fn daemon_an_actor_is_served_in_at_most_sixteen_places() {
     let (code, _, err) = connect(&a.join("d3"));
     assert_eq!(code, 0, "{err}");
 }
+
+/// The person's `deny` over the socket: the agent's retry is refused
+/// with `APPROVAL_REFUSED`, once, and nothing is written.
+#[test]
+fn daemon_a_person_s_deny_over_the_socket_refuses_the_retry() {
+    let (env, ws, _) = setup(&two_actors(""));
+    let daemon = start(&env);
+    let mut c = agent(&env, AGENT, &daemon, &[]);
+    let input = json!({"path": "out/d.txt", "content": "denied"});
+    let r = c.call("write-file", input.clone(), &mut |_| panic!("asked"));
+    let id = r["structuredContent"]["pending_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let deny = env.run(&[
+        "approvals",
+        "--socket",
+        s(&daemon.socket),
+        "deny",
+        &id,
+        "--yes",
+    ]);
+    deny.expect(0);
+    assert_eq!(deny.json_lines()[0]["status"], "denied");
+    let r = c.call("write-file", input, &mut |_| panic!("asked"));
+    assert_eq!(r["structuredContent"]["code"], "APPROVAL_REFUSED", "{r:#}");
+    assert!(!ws.join("out/d.txt").exists());
+    // Unknown ids are named.
+    let run = env.run(&[
+        "approvals",
+        "--socket",
+        s(&daemon.socket),
+        "allow",
+        "p-000000000000",
+        "--yes",
+    ]);
+    run.expect_err(3, &["p-000000000000"]);
+    assert_eq!(c.finish(), 0);
+}
