@@ -26,7 +26,9 @@
 //! socket is made connectable by every account (mode 0666): the uid map
 //! is what admits a caller, and a socket unit may narrow the mode.
 
+mod approvals;
 mod client;
+mod http;
 pub mod wire;
 
 use std::collections::HashMap;
@@ -38,11 +40,10 @@ use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::UnixStream;
 
 use crate::config::{Elicitation, HostConfig};
-use crate::host::{Host, Limits, QueueAnswer};
+use crate::host::{Host, Limits};
 use crate::policy::{DenyCode, Level};
 use crate::serve::{ServeError, ServeOptions, Server};
-use crate::state::approvals::{answerable, ApprovalBackend};
-use crate::state::grants::{now_utc, remember_for};
+use crate::state::approvals::ApprovalBackend;
 use crate::util::lock;
 
 pub use client::{ask, connect, relay, ClientError, Connected};
@@ -209,16 +210,6 @@ impl Daemon {
         })
     }
 
-    /// The accounts that may answer approvals: `[approvals] people`, else
-    /// the daemon's own.
-    fn people(&self) -> Vec<u32> {
-        if self.config.approvals.people.is_empty() {
-            vec![self.own_uid]
-        } else {
-            self.config.approvals.people.clone()
-        }
-    }
-
     /// Where a connection of `uid` asking `narrow` runs, or why not.
     pub fn place(&self, uid: u32, narrow: &Narrow) -> Result<Placement, Refusal> {
         let Some(actor) = self.config.actor_of_uid(uid) else {
@@ -346,101 +337,6 @@ impl Daemon {
             .clone())
     }
 
-    /// One approval operation of the account `uid`.
-    ///
-    /// # Security
-    /// The peer uid alone decides: a person's account (`people`) answers
-    /// without a terminal; the actor's own accounts never do.
-    pub fn approval(&self, uid: u32, op: &ApprovalOp) -> Reply {
-        let people = self.people();
-        let person = people.contains(&uid);
-        let not_a_person = || {
-            Reply::refused(
-                Some(DenyCode::AnswerNotAPerson.as_str()),
-                format!("uid `{uid}` is not one of `[approvals] people`: only a person's account reads or answers the queue"),
-                false,
-            )
-        };
-        if !person && self.config.actor_of_uid(uid).is_none() {
-            return not_a_person();
-        }
-        let failed = |e: crate::host::QueueError| {
-            let invalid = e.is_invalid_input();
-            Reply::refused(None, crate::util::chain(&e), invalid)
-        };
-        let now = now_utc();
-        match op {
-            ApprovalOp::List { all } => {
-                if !person {
-                    return not_a_person();
-                }
-                match self.queue.list(*all, now) {
-                    Ok(entries) => Reply::done(serde_json::to_value(entries).unwrap_or_default()),
-                    Err(e) => failed(e),
-                }
-            }
-            ApprovalOp::Get { id } | ApprovalOp::Allow { id, .. } | ApprovalOp::Deny { id } => {
-                let entry = match self.queue.get(id) {
-                    Ok(Some(e)) => e,
-                    Ok(None) => return failed(crate::host::QueueError::NoSuchEntry(id.clone())),
-                    Err(e) => return failed(e),
-                };
-                let its_actor = self
-                    .config
-                    .actors
-                    .get(&entry.actor)
-                    .is_some_and(|a| a.uids.contains(&uid));
-                if its_actor && op.answers().is_some() {
-                    return Reply::refused(
-                        Some(DenyCode::AnswerByItsActor.as_str()),
-                        format!(
-                            "uid `{uid}` is an account of actor `{}`, whose turn waits for `{id}`: an agent cannot answer its own request",
-                            entry.actor
-                        ),
-                        false,
-                    );
-                }
-                if !person {
-                    return not_a_person();
-                }
-                let answer = match op {
-                    ApprovalOp::Get { .. } => {
-                        return Reply::done(serde_json::to_value(&entry).unwrap_or_default())
-                    }
-                    ApprovalOp::Deny { .. } => QueueAnswer::Deny,
-                    ApprovalOp::Allow {
-                        remember: false, ..
-                    } => QueueAnswer::Once,
-                    ApprovalOp::Allow {
-                        remember: true,
-                        expires_in,
-                        ..
-                    } => {
-                        let secs = match remember_for(expires_in.as_deref().unwrap_or_default()) {
-                            Ok(s) => s.map(|s| u64::try_from(s).unwrap_or(0)),
-                            Err(e) => return Reply::refused(None, e.to_string(), true),
-                        };
-                        QueueAnswer::Remember {
-                            expires_in_secs: Some(self.config.approvals.remembered_for(secs)),
-                        }
-                    }
-                    ApprovalOp::List { .. } => return not_a_person(),
-                };
-                if let Err(e) = answerable(&entry, id, now) {
-                    return failed(e);
-                }
-                let by = format!("uid:{uid}");
-                match self.queue.answer(id, answer, Some(&by), now) {
-                    Ok(e) => {
-                        tracing::info!("approval `{id}` answered by uid {uid}: {}", e.status);
-                        Reply::done(serde_json::to_value(&e).unwrap_or_default())
-                    }
-                    Err(e) => failed(e),
-                }
-            }
-        }
-    }
-
     /// Serves the socket until SIGTERM or SIGINT; then stops taking
     /// connections, ends every session (running turns are cancelled,
     /// each ends within its deadline) and removes the socket.
@@ -533,66 +429,6 @@ impl Daemon {
         Ok(())
     }
 
-    /// Starts streamable HTTP on `h.listen`: every actor with `uids` at
-    /// its default workspace and level, picked by its bearer token
-    /// (`h.tokens/NAME.token`, made when missing). The address bound and
-    /// the task serving it.
-    async fn http(
-        self: Arc<Daemon>,
-        h: DaemonHttp,
-    ) -> Result<(std::net::SocketAddr, tokio::task::JoinHandle<()>), DaemonError> {
-        use crate::serve::ServeHttpError;
-        if !h.listen.ip().is_loopback() {
-            return Err(ServeHttpError::NotLoopback(h.listen).into());
-        }
-        let daemon = self.clone();
-        let routes = tokio::task::spawn_blocking(move || {
-            let mut routes = Vec::new();
-            for (actor, a) in &daemon.config.actors {
-                if a.uids.is_empty() {
-                    continue;
-                }
-                let token =
-                    crate::serve::http_token_file(&h.tokens.join(format!("{actor}.token")))?;
-                let failed = |why: String| DaemonError::Actor {
-                    actor: actor.clone(),
-                    why,
-                };
-                let placement = daemon
-                    .place_actor(actor, &Narrow::default())
-                    .map_err(|r| failed(r.message))?;
-                let server = daemon.server(&placement).map_err(failed)?;
-                routes.push((token, crate::serve::http_service(&server), server));
-            }
-            Ok::<_, DaemonError>(routes)
-        })
-        .await
-        .map_err(|e| DaemonError::Actor {
-            actor: String::new(),
-            why: e.to_string(),
-        })??;
-        let listener =
-            tokio::net::TcpListener::bind(h.listen)
-                .await
-                .map_err(|e| ServeHttpError::Bind {
-                    addr: h.listen,
-                    source: crate::util::IoCause(e),
-                })?;
-        let addr = listener.local_addr().unwrap_or(h.listen);
-        let route: crate::serve::HttpRoute = Arc::new(move |given| {
-            routes
-                .iter()
-                .find(|(token, _, _)| crate::serve::same_token(given, token))
-                .map(|(_, service, server)| (service.clone(), server.clone()))
-        });
-        let task = tokio::spawn(crate::serve::serve_http_routed(
-            listener,
-            route,
-            "unauthorized: give your actor's token (`<state>/daemon-tokens/NAME.token`) as `Authorization: Bearer`",
-        ));
-        Ok((addr, task))
-    }
-
     /// One connection: its peer's uid, its first line, then an MCP session
     /// or one approval operation.
     async fn session(
@@ -668,17 +504,11 @@ impl Daemon {
             placement.level
         );
         if replay.is_none() {
-            let reply = Reply {
-                ok: true,
-                actor: Some(placement.actor.clone()),
-                workspace: Some(placement.workspace.clone()),
-                level: Some(placement.level.to_string()),
-                ..Reply::done(serde_json::Value::Null)
-            };
-            let reply = Reply {
-                result: None,
-                ..reply
-            };
+            let reply = Reply::served(
+                &placement.actor,
+                &placement.workspace,
+                &placement.level.to_string(),
+            );
             if write.write_all(&reply.line()).await.is_err() {
                 return;
             }

@@ -173,6 +173,20 @@ impl Reply {
         }
     }
 
+    /// An accepted `connect`: the actor, workspace and level served.
+    pub fn served(actor: &str, workspace: &str, level: &str) -> Reply {
+        Reply {
+            ok: true,
+            code: None,
+            message: None,
+            invalid_input: false,
+            actor: Some(actor.to_string()),
+            workspace: Some(workspace.to_string()),
+            level: Some(level.to_string()),
+            result: None,
+        }
+    }
+
     /// An accepted approval operation with its result.
     pub fn done(result: serde_json::Value) -> Reply {
         Reply {
