@@ -809,3 +809,43 @@ fn daemon_a_person_s_deny_over_the_socket_refuses_the_retry() {
     run.expect_err(3, &["p-000000000000"]);
     assert_eq!(c.finish(), 0);
 }
+
+/// An account of the waiting actor never answers, even when
+/// `[approvals] people` lists it; another listed person does.
+#[test]
+fn daemon_the_waiting_actor_s_account_never_answers_even_if_listed() {
+    let (env, ws, _) = setup(&two_actors(&format!(
+        "[approvals]\npeople = [{AGENT}, {OTHER}]\n"
+    )));
+    let daemon = start(&env);
+    let mut c = agent(&env, AGENT, &daemon, &[]);
+    let input = json!({"path": "out/l.txt", "content": "listed"});
+    let r = c.call("write-file", input.clone(), &mut |_| panic!("asked"));
+    let id = r["structuredContent"]["pending_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let socket = s(&daemon.socket);
+    let (code, _, err) = as_account(
+        &env,
+        AGENT,
+        &["approvals", "--socket", socket, "allow", &id, "--yes"],
+    );
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("ANSWER_BY_ITS_ACTOR"), "{err}");
+    // The daemon's own account is no longer a person here.
+    let run = env.run(&["approvals", "--socket", socket, "allow", &id, "--yes"]);
+    run.expect_err(2, &["ANSWER_NOT_A_PERSON: uid `0`"]);
+    // Another listed account answers.
+    let (code, out, err) = as_account(
+        &env,
+        OTHER,
+        &["approvals", "--socket", socket, "allow", &id, "--yes"],
+    );
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("\"status\":\"allowed\""), "{out}");
+    let r = c.call("write-file", input, &mut |_| panic!("asked"));
+    assert_eq!(r["isError"], false, "{r:#}");
+    assert_eq!(std::fs::read(ws.join("out/l.txt")).unwrap(), b"listed");
+    assert_eq!(c.finish(), 0);
+}
