@@ -1,18 +1,32 @@
 #!/usr/bin/env bash
-# Set-up for a fresh machine: the wasm32-wasip2 and wasm32-wasip1 targets,
-# then the guests (guests/, its own cargo workspace): every guest for
-# wasm32-wasip2, and `fs-cmd`, `wasi-prog` and `cf-attack` (the conformance
-# suite's guest) also for wasm32-wasip1 (preview 1 twins).
+# Set-up for a fresh machine, in two parts.
+#
+# `./setup.sh` (the README's first line, before `cargo run -- demo`): what
+# the binary and its demo need: the wasm32-wasip2 and wasm32-wasip1
+# targets, then the guests (guests/, its own cargo workspace): every guest
+# for wasm32-wasip2, and `fs-cmd`, `wasi-prog` and `cf-attack` (the
+# conformance suite's guest) also for wasm32-wasip1 (preview 1 twins), and
+# the C wasi-libc guest the conformance suite embeds (guests/c).
 # Artifacts land in guests/target/<target>/release/*.wasm.
-# Then the toolchains of the language executors, from the registries and
-# pinned (componentize-py from PyPI into a venv under guests/target, and
-# the Python MCP SDK a test drives `connect` with; wac,
-# the component composer, from crates.io into cargo's bin directory, where
-# it is kept across clones because it takes minutes to compile), and the
-# language executors built with them into guests/target/lang/.
+#
+# `./setup.sh --all` (test.sh, and the tests themselves): the above, then
+# what only the tests and the language executors need: PostgreSQL's server
+# package; the toolchains of the language executors, from the registries
+# and pinned (componentize-py from PyPI into a venv under guests/target,
+# and the Python MCP SDK a test drives `connect` with; wac, the component
+# composer, from crates.io into cargo's bin directory, where it is kept
+# across clones because it takes minutes to compile), and the language
+# executors built with them into guests/target/lang/ (until then a run
+# of `python` or `js` names its missing component).
 # Safe to run again: every step is skipped (or a no-op) when already done.
 set -euo pipefail
 cd "$(dirname "$0")"
+all=false
+case "${1:-}" in
+  --all) all=true ;;
+  "") ;;
+  *) echo "setup.sh: unknown argument \`$1\` (only \`--all\`)" >&2; exit 3 ;;
+esac
 # The guests and the tools are built as they are, whoever calls: the CI
 # builds the host's workspace through clippy's driver (.ci/run), not them.
 unset RUSTC_WORKSPACE_WRAPPER CLIPPY_ARGS
@@ -22,6 +36,18 @@ for target in wasm32-wasip2 wasm32-wasip1; do
     rustup target add "$target"
   fi
 done
+if [ -f guests/Cargo.toml ]; then
+  cargo build --release --manifest-path guests/Cargo.toml --target-dir guests/target --target wasm32-wasip2 --workspace
+  cargo build --release --manifest-path guests/Cargo.toml --target-dir guests/target --target wasm32-wasip1 -p fs-cmd -p wasi-prog -p cf-attack
+fi
+
+# The C wasi-libc guest (issue 14): builds guests/c/target/wasi_fs_all.wasm, or says why not.
+bash guests/c/build.sh
+
+if ! $all; then
+  exit 0
+fi
+
 # PostgreSQL's server, for the shared-state tests (test.sh starts a
 # throwaway one with scripts/postgres.sh): Debian's package, when missing.
 if ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; then
@@ -29,10 +55,6 @@ if ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; then
   [ "$(id -u)" = 0 ] || sudo=(sudo)
   "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -q postgresql >/dev/null \
     || { "${sudo[@]}" apt-get update -q >/dev/null && "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -q postgresql >/dev/null; }
-fi
-if [ -f guests/Cargo.toml ]; then
-  cargo build --release --manifest-path guests/Cargo.toml --target-dir guests/target --target wasm32-wasip2 --workspace
-  cargo build --release --manifest-path guests/Cargo.toml --target-dir guests/target --target wasm32-wasip1 -p fs-cmd -p wasi-prog -p cf-attack
 fi
 
 # The language executors (issue 30). Each is rebuilt only when one of its
@@ -117,6 +139,3 @@ build_js() {
 }
 build_js js
 build_js js-http --net
-
-# The C wasi-libc guest (issue 14): builds guests/c/target/wasi_fs_all.wasm, or says why not.
-bash guests/c/build.sh

@@ -7,7 +7,7 @@
 # environment is used as it is (nothing is started).
 set -euo pipefail
 cd "$(dirname "$0")"
-bash ./setup.sh
+bash ./setup.sh --all
 if [ -z "${GATEHOUSE_TEST_DATABASE_URL:-}" ]; then
   pgdir=$(mktemp -d /tmp/gatehouse-pg.XXXXXX)
   trap 'bash ./scripts/postgres.sh stop "$pgdir"' EXIT

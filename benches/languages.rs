@@ -1,6 +1,6 @@
 //! `cargo bench --bench languages`: a warm turn of the language executors
 //! (issue 30) through the host, side by side in one run with the machine's
-//! own interpreter started as a process (needs the guests: `./setup.sh`;
+//! own interpreter started as a process (needs the guests: `./setup.sh --all`;
 //! and `python3` and `node` on the PATH: without one the bench says so and
 //! fails):
 //!
@@ -102,7 +102,7 @@ fn main() {
     }
     let lang = Path::new(env!("CARGO_MANIFEST_DIR")).join("guests/target/lang");
     if !lang.join("python.wasm").exists() || !lang.join("js.wasm").exists() {
-        fail("the language executors are not built: run ./setup.sh first");
+        fail("the language executors are not built: run ./setup.sh --all first");
     }
     let tmp: PathBuf =
         std::env::temp_dir().join(format!("gatehouse-bench-lang-{}", std::process::id()));

@@ -516,7 +516,7 @@ fn daemon_serves_the_socket_systemd_hands_it() {
 }
 
 /// The official Python MCP SDK (`mcp`, from PyPI, installed by
-/// `setup.sh`) drives `gatehouse connect` as its stdio server, as an
+/// `setup.sh --all`) drives `gatehouse connect` as its stdio server, as an
 /// agent's account: it initializes, lists the actor's tools and calls
 /// `hello`.
 #[test]
@@ -525,7 +525,7 @@ fn daemon_the_python_sdk_drives_connect() {
         .join("guests/target/toolchains/mcp-client/bin/python");
     assert!(
         python.exists(),
-        "{} is missing: run ./setup.sh",
+        "{} is missing: run ./setup.sh --all",
         python.display()
     );
     let (env, _, _) = setup(&two_actors(""));

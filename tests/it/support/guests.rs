@@ -15,6 +15,7 @@ pub(crate) fn build_guests() {
     BUILD.call_once(|| {
         let status = std::process::Command::new("bash")
             .arg(concat!(env!("CARGO_MANIFEST_DIR"), "/setup.sh"))
+            .arg("--all")
             .status()
             .expect("run setup.sh");
         assert!(status.success(), "building the guests failed");
