@@ -109,9 +109,13 @@ fn over_socket(socket: &std::path::Path, cmd: ApprovalsCmd) -> CmdResult {
             return Ok(());
         }
         let entry = ask(ApprovalOp::Get { id: id.to_string() })?;
-        let entry: QueueEntryView = serde_json::from_value(entry)
+        let entry: QueueEntry = serde_json::from_value(entry)
             .map_err(|_| Failure::error(format!("the daemon's entry `{id}` cannot be read")))?;
-        confirm_view(&entry, question)
+        confirm(
+            &entry,
+            question,
+            "give `--yes` (over the socket, the daemon checks who answers)",
+        )
     };
     let op = match cmd {
         ApprovalsCmd::List { all } => {
@@ -157,56 +161,6 @@ fn over_socket(socket: &std::path::Path, cmd: ApprovalsCmd) -> CmdResult {
     Ok(Exit::Ok)
 }
 
-/// What the terminal shows of a daemon's entry.
-#[derive(serde::Deserialize)]
-struct QueueEntryView {
-    id: String,
-    actor: String,
-    executor: String,
-    executor_sha256: String,
-    input_sha256: String,
-    #[serde(default)]
-    input_preview: Option<String>,
-    #[serde(default)]
-    items: Vec<serde_json::Value>,
-}
-
-/// Shows a daemon's entry on `/dev/tty` and asks `question`.
-fn confirm_view(e: &QueueEntryView, question: &str) -> Result<(), Failure> {
-    let mut tty = gatehouse::terminal::Tty::interactive().ok_or_else(|| {
-        Failure::invalid(format!(
-            "there is no terminal to confirm `{}` on: give `--yes` (over the socket, the daemon checks who answers)",
-            e.id
-        ))
-    })?;
-    let mut text = format!(
-        "pending approval `{}`: actor `{}` runs executor `{}` (sha256 {})\n  input sha256 {}\n",
-        e.id, e.actor, e.executor, e.executor_sha256, e.input_sha256
-    );
-    if let Some(p) = &e.input_preview {
-        text.push_str(&format!("  input: {p}\n"));
-    }
-    for i in &e.items {
-        let s = |k: &str| i.get(k).and_then(|v| v.as_str()).unwrap_or("-").to_string();
-        text.push_str(&format!(
-            "  `{}` on `{}`: {}\n",
-            s("capability"),
-            s("target"),
-            s("reason")
-        ));
-    }
-    tty.say(&printable_block(&text));
-    tty.say(&format!("{question} [y/N]: "));
-    let line = tty.read_line(None).ok().flatten().unwrap_or_default();
-    match line.trim() {
-        "y" | "yes" => Ok(()),
-        _ => Err(Failure::error(format!(
-            "not confirmed: `{}` stays pending",
-            e.id
-        ))),
-    }
-}
-
 /// The entry `id`, still waiting for an answer.
 fn pending_entry(queue: &dyn ApprovalBackend, id: &str) -> Result<QueueEntry, Failure> {
     let entry = queue
@@ -247,15 +201,20 @@ fn confirm_by_a_person(
     if yes && (fleet || another_account) {
         return Ok(());
     }
-    confirm(entry, question)
+    confirm(
+        entry,
+        question,
+        "an answer comes from a person at a terminal, or with `--yes` from another OS account than the one that queued it",
+    )
 }
 
-/// Shows the entry on `/dev/tty` and asks `question`; anything but `y` or
-/// `yes` leaves it pending.
-fn confirm(e: &QueueEntry, question: &str) -> Result<(), Failure> {
+/// Shows the entry (the local queue's, or a daemon's) on `/dev/tty` and
+/// asks `question`; anything but `y` or `yes` leaves it pending. Without
+/// a terminal, refused with `no_terminal` (how to answer instead).
+fn confirm(e: &QueueEntry, question: &str, no_terminal: &str) -> Result<(), Failure> {
     let mut tty = gatehouse::terminal::Tty::interactive().ok_or_else(|| {
         Failure::invalid(format!(
-            "there is no terminal to confirm `{}` on: an answer comes from a person at a terminal, or with `--yes` from another OS account than the one that queued it",
+            "there is no terminal to confirm `{}` on: {no_terminal}",
             e.id
         ))
     })?;

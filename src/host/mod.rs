@@ -360,7 +360,7 @@ impl Host {
         // The grants' backend, and the refusal of a shared database this
         // build does not know (unreachable, not migrated, newer), before
         // anything else.
-        let stores = Stores::open(&options.state)?;
+        let mut stores = Stores::open(&options.state)?;
         let grants_generation = match stores.grants.generation() {
             Some(g) => Some(g?),
             None => None,
@@ -391,7 +391,6 @@ impl Host {
             runtimes::Runtimes::open(&options.config, &stores, options.manifests, watcher.clone())
                 .map_err(HostError::Unit)?,
         );
-        let mut stores = stores;
         if let (true, Some(def)) = (options.approval_queue, &options.config.approvals.notify) {
             // `[approvals] notify`: each entry this host queues is
             // announced, on a thread of its own (never waited for).

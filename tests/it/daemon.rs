@@ -784,6 +784,21 @@ fn daemon_a_person_s_deny_over_the_socket_refuses_the_retry() {
         .as_str()
         .unwrap()
         .to_string();
+    // Without `--yes`, the entry is shown on the terminal as the local
+    // queue shows it (the identity, the items), and a `n` leaves it be.
+    let shown = env.run_on_terminal(
+        &["approvals", "--socket", s(&daemon.socket), "allow", &id],
+        &[],
+        "n\n",
+    );
+    assert_eq!(shown.code, 1, "{shown:#?}");
+    assert!(
+        shown.stdout.contains(&format!(
+            "pending approval `{id}`: actor `agent` (cli:agent) runs executor `write-file`"
+        )) && shown.stdout.contains("`fs:write` on `")
+            && shown.stdout.contains("allow once? [y/N]"),
+        "{shown:#?}"
+    );
     let deny = env.run(&[
         "approvals",
         "--socket",

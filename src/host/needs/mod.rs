@@ -113,6 +113,7 @@ impl Asking<'_> {
             canonical_target: canonical,
             executor: Some(need.executor.to_string()),
         })?;
+        let mut asked_per_line = false;
         if let Decision::ApprovalRequired {
             target: asked,
             reason,
@@ -123,13 +124,8 @@ impl Asking<'_> {
                 if let Some(last) = self.steps.last_mut() {
                     last.approval = Some("asked_per_command_line");
                 }
-                self.allowed.push(Allowed {
-                    capability: cap,
-                    target: matched,
-                });
-                return Ok(true);
-            }
-            if self
+                asked_per_line = true;
+            } else if self
                 .approved_once
                 .items
                 .iter()
@@ -157,7 +153,7 @@ impl Asking<'_> {
             capability: cap,
             target: matched,
         });
-        Ok(false)
+        Ok(asked_per_line)
     }
 }
 

@@ -269,7 +269,7 @@ pub fn args_sha256(args: &[String]) -> String {
 }
 
 /// An entry as `approvals list` shows it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize)]
 pub struct QueueEntry {
     /// The entry's id, the one `approvals allow | deny` takes.
     pub id: String,
@@ -308,7 +308,7 @@ pub struct QueueEntry {
     /// The turn that consumed the answer.
     pub consumed_by: Option<String>,
     /// The grants "allow and remember" recorded.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub grants: Vec<i64>,
     /// The OS account (effective uid) of the process that queued it: an
     /// answer without a terminal is taken only from another account.
@@ -320,15 +320,15 @@ pub struct QueueEntry {
     pub input_bytes: usize,
     /// A command executor's argv, and the files its words name (with
     /// their sha256), which the approval is bound to.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub argv: Vec<String>,
     /// The files the argv's words name, with their sha256.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub files: Vec<FileArg>,
     /// The command lines (argv) of a `code:exec` allowed once that the
     /// answer lets the turn's guest run: each is shown, and the turn that
     /// takes the answer may run exactly these.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub commands: Vec<Vec<String>>,
 }
 
